@@ -1,0 +1,254 @@
+"""The faqsearch command line: each command parses, calls one library method and prints."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import asdict
+
+import click
+
+from .errors import FAQSearchError
+
+
+def _fail(exc: Exception) -> click.ClickException:
+    return click.ClickException(str(exc))
+
+
+def _setup_logging(quiet: bool) -> None:
+    logging.basicConfig(level=logging.ERROR if quiet else logging.WARNING, format="%(levelname)s: %(message)s")
+
+
+def _dump(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False)
+
+
+index_option = click.option(
+    "--index", "-i", "index", default="default", show_default=True,
+    help="Index name (under ./indexes or $FAQSEARCH_HOME) or a path to an index directory.")
+quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bars or warnings.")
+threads_option = click.option("--threads", type=click.IntRange(1), help="CPU threads for the encoder.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="faqsearch")
+def cli():
+    """Semantic FAQ retrieval: ingest a question/answer corpus, then ask it questions.
+
+    \b
+    Example:
+        faqsearch ingest sample_data/faq.csv
+        faqsearch ask "how do I reset my password?"
+    """
+
+
+@cli.command()
+@click.argument("corpus", type=click.Path(dir_okay=False))
+@index_option
+@click.option("--model", "-m", help="Encoder: 'minilm' (default, bundled), 'use-multilingual', a Hugging Face id "
+                                    "or a local model directory.")
+@click.option("--pooling", type=click.Choice(["mean", "cls", "first-last-avg", "last-avg", "pooler", "last-token"]),
+              help="Pooling for transformers models (default mean).")
+@click.option("--max-length", type=click.IntRange(8), default=256, show_default=True, help="Max tokens per text.")
+@click.option("--prefix", default="", help="Text prefix added to every text before encoding, e.g. 'query: '.")
+@click.option("--beta", type=click.FloatRange(0, 1), default=None, help="Whitening beta (mean removal), default 0.")
+@click.option("--gamma", type=click.FloatRange(0, 1), default=None, help="Whitening gamma (variance scaling), default 0.")
+@click.option("--dims", "-k", "k", type=click.IntRange(1), default=None,
+              help="Dimensions kept after the transform (default 256; clipped to what the data supports).")
+@click.option("--no-whitening", is_flag=True, help="Store the encoder's vectors as they are (no transform).")
+@click.option("--fit-on", type=click.Path(dir_okay=False),
+              help="Fit the transform on these texts (.txt lines or a CSV/TSV/JSONL column) instead of the corpus questions.")
+@click.option("--threshold", type=float, default=None, help="Default score threshold stored with the index.")
+@click.option("--format", "fmt", type=click.Choice(["csv", "tsv", "jsonl"]), help="Input format (default: by extension).")
+@click.option("--question-column", default="question", show_default=True)
+@click.option("--answer-column", default="answer", show_default=True)
+@click.option("--id-column", default=None, help="FAQ id column (default: 'id' or 'faq_id' if present).")
+@click.option("--category-column", default="category", show_default=True)
+@click.option("--variants-column", default="variants", show_default=True,
+              help="Optional column with extra phrasings of the question, separated by --variant-sep.")
+@click.option("--variant-sep", default="|", show_default=True)
+@click.option("--index-type", default="Flat", show_default=True, help="FAISS factory string for the inner index.")
+@click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True)
+@threads_option
+@quiet_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+def ingest(corpus, index, model, pooling, max_length, prefix, beta, gamma, k, no_whitening, fit_on, threshold, fmt,
+           question_column, answer_column, id_column, category_column, variants_column, variant_sep, index_type,
+           batch_size, threads, quiet, as_json):
+    """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns).
+
+    Rows sharing an id (or, without ids, an answer) become one FAQ with several questions.
+    The index is built aside and moved into place at the end: a failed ingest leaves the
+    previous index as it was.
+
+    \b
+    Example:
+        faqsearch ingest sample_data/faq.csv
+        faqsearch ingest faqs.csv --index support --id-column faq_id
+        faqsearch ingest zh_faq.csv --index zh --model use-multilingual
+        faqsearch ingest faqs.csv --fit-on user_queries.txt --dims 128
+    """
+    from .corpus import Columns
+    from .engine import DEFAULT_BETA, DEFAULT_GAMMA, DEFAULT_K, DEFAULT_THRESHOLD, FAQSearch
+
+    _setup_logging(quiet)
+    if no_whitening and any(v is not None for v in (beta, gamma, k)):
+        raise click.UsageError("--no-whitening cannot be combined with --beta, --gamma or --dims")
+    columns = Columns(question=question_column, answer=answer_column, id=id_column, category=category_column,
+                      variants=variants_column, variant_sep=variant_sep)
+    try:
+        engine = FAQSearch.build(
+            corpus, index, model=model, pooling=pooling, max_length=max_length, prefix=prefix, threads=threads,
+            beta=DEFAULT_BETA if beta is None else beta, gamma=DEFAULT_GAMMA if gamma is None else gamma,
+            k=DEFAULT_K if k is None else k, whiten=not no_whitening, fit_on=fit_on,
+            threshold=DEFAULT_THRESHOLD if threshold is None else threshold, columns=columns, fmt=fmt,
+            factory=index_type, batch_size=batch_size, progress=not quiet and not as_json)
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    info = engine.info()
+    summary = {"index": info["path"], "faqs": info["counts"]["faqs"], "questions": info["counts"]["questions"],
+               "encoder": info["encoder"]["name"], "dim_in": info["dim_in"], "dim_out": info["dim_out"],
+               "whitening": info["whitening"]}
+    if as_json:
+        click.echo(_dump(summary))
+    else:
+        w = info["whitening"]
+        click.echo(f"Indexed {summary['faqs']} FAQs ({summary['questions']} questions) into {summary['index']}")
+        click.echo(f"Encoder {summary['encoder']}, {summary['dim_in']} -> {summary['dim_out']} dims "
+                   + (f"(beta={w['beta']:g}, gamma={w['gamma']:g})" if w["enabled"] else "(no transform)"))
+    engine.close()
+
+
+@cli.command()
+@click.argument("text", required=False)
+@index_option
+@click.option("-k", "top_k", type=click.IntRange(1), default=3, show_default=True, help="Answers (distinct FAQs) to return.")
+@click.option("--threshold", "-t", type=float, default=None,
+              help="Minimum score of an answer (default: the index's, see `faqsearch info`).")
+@click.option("--model", "-m", help="Check that the index was built with this encoder.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output (JSON lines when reading stdin).")
+@threads_option
+@quiet_option
+def ask(text, index, top_k, threshold, model, as_json, threads, quiet):
+    """Answer a question from an index. With no TEXT (or '-'), read one query per line from stdin
+    and answer them in one batch as JSON lines.
+
+    \b
+    Example:
+        faqsearch ask "can I change my delivery address?"
+        faqsearch ask "refund for a damaged item" -k 5 --json
+        cat queries.txt | faqsearch ask --index support
+    """
+    from .engine import FAQSearch
+
+    _setup_logging(quiet)
+    batch = text is None or text == "-"
+    if batch and sys.stdin.isatty():
+        raise click.UsageError("give a question, or pipe queries on stdin (one per line)")
+    queries = [line.strip() for line in sys.stdin] if batch else [text]
+    queries = [q for q in queries if q]
+    if not queries:
+        raise click.UsageError("no query given" if not batch else "stdin held no queries")
+    try:
+        with FAQSearch.open(index, model=model, threads=threads) as engine:
+            results = engine.ask_many(queries, k=top_k, threshold=threshold)
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    if batch or as_json:
+        for r in results:
+            click.echo(_dump(r.to_dict()))
+        return
+    r = results[0]
+    if not r.answers:
+        best = "none" if r.best_score is None else f"{r.best_score:.3f}"
+        click.echo(f"No confident answer (best score {best} is below the threshold {r.threshold:.2f}).")
+        return
+    for n, a in enumerate(r.answers, 1):
+        click.echo(f"{n}. [{a.score:.3f}] {a.faq_id}  (matched: {a.question})")
+        click.echo(click.wrap_text(a.answer, initial_indent="   ", subsequent_indent="   ", width=100))
+        if n < len(r.answers):
+            click.echo()
+
+
+@cli.command(name="eval")
+@click.argument("queries", required=False, type=click.Path(dir_okay=False))
+@index_option
+@click.option("--pairs", type=click.Path(dir_okay=False),
+              help="Sentence pairs with a score or 0/1 label: report Spearman x100 (STS protocol) instead.")
+@click.option("--query-column", default=None, help="Query column (default: query, question or text).")
+@click.option("--gold-column", default=None, help="Gold FAQ id column (default: faq_id, gold or id).")
+@click.option("--threshold", "-t", type=float, default=None, help="Threshold for the 'answered' share.")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True)
+@threads_option
+@quiet_option
+def eval_(queries, index, pairs, query_column, gold_column, threshold, as_json, batch_size, threads, quiet):
+    """Measure an index on labelled queries: Recall@1/5/10, MRR@10, nDCG@10 over distinct FAQs,
+    and the share of queries answered above the threshold.
+
+    QUERIES is a CSV/TSV/JSONL of queries with their gold FAQ id (several rows, a JSON list or
+    'id1|id2' for several gold FAQs).
+
+    \b
+    Example:
+        faqsearch eval sample_data/queries.csv
+        faqsearch eval ../shared/data/CovidFAQ/queries.csv --index covid --json
+        faqsearch eval --pairs sts-dev.tsv --index sts
+    """
+    from .engine import FAQSearch
+    from .evaluation import evaluate, evaluate_pairs, read_labelled_queries, read_pairs
+
+    _setup_logging(quiet)
+    if (queries is None) == (pairs is None):
+        raise click.UsageError("give either QUERIES or --pairs FILE")
+    try:
+        with FAQSearch.open(index, threads=threads) as engine:
+            if pairs:
+                a, b, y = read_pairs(pairs)
+                report = evaluate_pairs(engine, a, b, y, batch_size=batch_size, progress=not quiet and not as_json)
+            else:
+                labelled = read_labelled_queries(queries, query_column, gold_column)
+                report = evaluate(engine, labelled, batch_size=batch_size, progress=not quiet and not as_json,
+                                  threshold=threshold)
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    report = {"index": engine.path, **report}
+    if as_json:
+        click.echo(_dump(report))
+        return
+    for key, value in report.items():
+        click.echo(f"{key:>20}: {value:.4f}" if isinstance(value, float) else f"{key:>20}: {value}")
+
+
+@cli.command()
+@index_option
+@click.option("--json", "as_json", is_flag=True)
+def info(index, as_json):
+    """Show how an index was built: encoder, transform, counts, versions.
+
+    \b
+    Example:
+        faqsearch info --index support --json
+    """
+    from . import config as cfg
+
+    try:
+        path = cfg.resolve_index_path(index)
+        config = cfg.load_config(path)
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    if as_json:
+        click.echo(_dump({"path": path, **config}))
+        return
+    w = config["whitening"]
+    click.echo(f"index:      {path}")
+    click.echo(f"created:    {config['created']}  (faqsearch {config['versions'].get('faqsearch')})")
+    click.echo(f"encoder:    {config['encoder']['name']} ({config['encoder'].get('pooling')}), {config['dim_in']} dims")
+    click.echo(f"transform:  " + (f"beta={w['beta']:g} gamma={w['gamma']:g} k={w['k']} -> {config['dim_out']} dims "
+                                  f"(fitted on {w['fit_count']} {w['fitted_on']})" if w["enabled"] else "none"))
+    click.echo(f"contents:   {config['counts']['faqs']} FAQs, {config['counts']['questions']} questions")
+    click.echo(f"threshold:  {config.get('threshold')}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    cli()

@@ -1,0 +1,253 @@
+"""Read FAQ corpora and other tabular inputs (CSV, TSV, JSONL), validating as we go.
+
+Every problem in an input file is a :class:`CorpusError` naming the file, the line and what
+to do, raised before anything is built.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from .errors import CorpusError
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("csv", "tsv", "jsonl")
+_EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+ID_ALIASES = ("id", "faq_id")
+
+
+@dataclass
+class FAQ:
+    """One answer with all the questions that lead to it."""
+
+    id: str
+    answer: str
+    questions: list[str] = field(default_factory=list)
+    category: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    line: int = 0  # first line of the FAQ in its file, for error messages
+
+
+@dataclass
+class Columns:
+    """Column names of a corpus file; None means "use the default / auto-detect"."""
+
+    question: str = "question"
+    answer: str = "answer"
+    id: str | None = None
+    category: str = "category"
+    variants: str = "variants"
+    variant_sep: str = "|"
+
+
+def detect_format(path: str, fmt: str | None = None) -> str:
+    if fmt:
+        if fmt not in FORMATS:
+            raise CorpusError(path, None, f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        return fmt
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in _EXTENSIONS:
+        raise CorpusError(
+            path, None,
+            f"cannot tell the format from the extension {ext or '(none)'!r}; "
+            f"name the file .csv, .tsv or .jsonl, or pass --format {{{','.join(FORMATS)}}}",
+        )
+    return _EXTENSIONS[ext]
+
+
+def _read_text(path: str) -> str:
+    if not os.path.exists(path):
+        raise CorpusError(path, None, "file not found; check the path")
+    if os.path.isdir(path):
+        raise CorpusError(path, None, "is a directory, expected a CSV, TSV or JSONL file")
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise CorpusError(
+            path, line,
+            f"byte 0x{data[exc.start]:02x} at column {col} is not valid UTF-8; "
+            "re-save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)",
+        ) from None
+
+
+def read_rows(path: str, fmt: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, row)`` for every record of a CSV, TSV or JSONL file.
+
+    Rows are dicts keyed by the header (CSV/TSV) or the JSON object keys (JSONL).
+    Ragged rows, bad JSON and non-object lines are errors with their line number.
+    """
+    path = str(path)
+    fmt = detect_format(path, fmt)
+    text = _read_text(path)
+    if fmt == "jsonl":
+        for n, raw in enumerate(text.splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise CorpusError(path, n, f"invalid JSON ({exc.msg}); each line must be one JSON object") from None
+            if not isinstance(obj, dict):
+                raise CorpusError(path, n, "each line must be a JSON object like {\"question\": ..., \"answer\": ...}")
+            yield n, obj
+        return
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="," if fmt == "csv" else "\t")
+    try:
+        header = next(reader)
+    except StopIteration:
+        return
+    except csv.Error as exc:
+        raise CorpusError(path, 1, f"cannot parse the header ({exc})") from None
+    header = [h.strip() for h in header]
+    if len(set(header)) != len(header):
+        dup = sorted({h for h in header if header.count(h) > 1})
+        raise CorpusError(path, 1, f"duplicate column name(s) {', '.join(dup)}; rename them")
+    start = reader.line_num + 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise CorpusError(path, start, f"cannot parse this row ({exc}); check its quoting") from None
+        if row and any(cell.strip() for cell in row):
+            if len(row) != len(header):
+                raise CorpusError(
+                    path, start,
+                    f"has {len(row)} fields but the header has {len(header)}; "
+                    "quote fields that contain the delimiter or fix the row",
+                )
+            yield start, dict(zip(header, row))
+        start = reader.line_num + 1
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def _variants(value: Any, sep: str) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, list):
+        return [_cell(v).strip() for v in value if _cell(v).strip()]
+    return [v.strip() for v in _cell(value).split(sep) if v.strip()]
+
+
+def _auto_id(answer: str) -> str:
+    return "a" + hashlib.sha1(answer.encode("utf-8")).hexdigest()[:10]
+
+
+def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = None) -> list[FAQ]:
+    """Read a FAQ corpus into FAQ records, one per distinct id (or per distinct answer).
+
+    Rows sharing an id are questions of one FAQ; rows without an id that share an answer are
+    grouped too (their id is a stable hash of the answer). Extra phrasings may be given in one
+    row, in a ``variants`` column separated by ``|`` (or as a JSON list, or as a list-valued
+    ``question`` in JSONL).
+    """
+    path = str(path)
+    cols = columns or Columns()
+    faqs: dict[str, FAQ] = {}
+    by_answer: dict[str, str] = {}
+    seen_columns = False
+    n_rows = 0
+    for line, row in read_rows(path, fmt):
+        n_rows += 1
+        if not seen_columns:
+            keys = list(row)
+            missing = [c for c in (cols.question, cols.answer) if c not in row]
+            if missing:
+                raise CorpusError(
+                    path, line,
+                    f"missing column(s) {', '.join(missing)} (found: {', '.join(keys) or 'none'}); "
+                    "rename them or pass --question-column / --answer-column",
+                )
+            id_col = cols.id
+            if id_col is None:
+                id_col = next((c for c in ID_ALIASES if c in row), None)
+            elif id_col not in row:
+                raise CorpusError(path, line, f"id column {id_col!r} not found (found: {', '.join(keys)})")
+            seen_columns = True
+        elif cols.question not in row or cols.answer not in row:
+            raise CorpusError(path, line, f"record has no {cols.question!r} or {cols.answer!r} field")
+        raw_q = row.get(cols.question)
+        questions = _variants(raw_q, "\x00") if isinstance(raw_q, list) else [_cell(raw_q).strip()]
+        questions += _variants(row.get(cols.variants), cols.variant_sep)
+        answer = _cell(row.get(cols.answer)).strip()
+        if not questions or not questions[0]:
+            raise CorpusError(path, line, f"empty {cols.question!r}; every row needs a question (or remove the row)")
+        if not answer:
+            raise CorpusError(path, line, f"empty {cols.answer!r}; every row needs an answer (or remove the row)")
+        faq_id = _cell(row.get(id_col)).strip() if id_col else ""
+        if not faq_id:
+            faq_id = by_answer.get(answer) or _auto_id(answer)
+        category = _cell(row.get(cols.category)).strip() or None
+        faq = faqs.get(faq_id)
+        if faq is None:
+            meta = {k: v for k, v in row.items()
+                    if k not in {cols.question, cols.answer, cols.category, cols.variants, id_col}
+                    and v not in (None, "")}
+            faq = faqs[faq_id] = FAQ(faq_id, answer, [], category, meta, line)
+            by_answer.setdefault(answer, faq_id)
+        elif faq.answer != answer:
+            raise CorpusError(
+                path, line,
+                f"id {faq_id!r} was given a different answer on line {faq.line}; "
+                "one id must have one answer: give this row its own id or make the answers equal",
+            )
+        elif category and faq.category and category != faq.category:
+            log.warning("%s:%d: FAQ %s has category %r here but %r on line %d; keeping the first",
+                        path, line, faq_id, category, faq.category, faq.line)
+        if category and not faq.category:
+            faq.category = category
+        for q in questions:
+            if q not in faq.questions:
+                faq.questions.append(q)
+    if not faqs:
+        raise CorpusError(path, None, "the corpus is empty: it needs a header and at least one question/answer row")
+    log.info("read %d rows, %d FAQs from %s", n_rows, len(faqs), path)
+    return list(faqs.values())
+
+
+TEXT_COLUMNS = ("question", "text", "query", "sentence")
+PAIR_TEXT_COLUMNS = ("sentence1", "sentence2")
+
+
+def read_texts(path: str, column: str | None = None, fmt: str | None = None) -> list[str]:
+    """Read a list of texts: a .txt file (one per line), one column of a CSV/TSV/JSONL file, or both
+    sentences of a sentence-pair file (sentence1, sentence2)."""
+    path = str(path)
+    if os.path.splitext(path)[1].lower() in (".txt", ".text") and fmt is None:
+        texts = [t.strip() for t in _read_text(path).splitlines()]
+    else:
+        texts = []
+        col: str | tuple[str, ...] | None = column
+        for line, row in read_rows(path, fmt):
+            if col is None:
+                col = next((c for c in TEXT_COLUMNS if c in row), None)
+                if col is None and PAIR_TEXT_COLUMNS[0] in row and PAIR_TEXT_COLUMNS[1] in row:
+                    col = PAIR_TEXT_COLUMNS  # a sentence-pair file: both sides are texts
+                if col is None:
+                    raise CorpusError(path, line, f"no text column: expected one of {', '.join(TEXT_COLUMNS)} "
+                                                  f"(found: {', '.join(row)}); pass the column name")
+            for c in (col if isinstance(col, tuple) else (col,)):
+                if c not in row:
+                    raise CorpusError(path, line, f"column {c!r} not found (found: {', '.join(row)})")
+                texts.append(_cell(row[c]).strip())
+    texts = [t for t in texts if t]
+    if not texts:
+        raise CorpusError(path, None, "no texts found in the file")
+    return texts

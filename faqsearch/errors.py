@@ -1,0 +1,37 @@
+"""Domain exceptions. The library raises these; only the CLI turns them into exit codes."""
+from __future__ import annotations
+
+
+class FAQSearchError(Exception):
+    """Base class of every error faqsearch raises on purpose."""
+
+
+class CorpusError(FAQSearchError):
+    """Bad input file: the message names the file, the line and what to do."""
+
+    def __init__(self, path: str, line: int | None, message: str):
+        self.path = str(path)
+        self.line = line
+        self.message = message
+        where = f"{self.path}:{line}" if line else self.path
+        super().__init__(f"{where}: {message}")
+
+
+class ModelNotFoundError(FAQSearchError):
+    """An encoder could not be loaded from any place we tried."""
+
+
+class MissingExtraError(FAQSearchError):
+    """An optional dependency is not installed; the message names the extra."""
+
+
+class IndexNotFoundError(FAQSearchError):
+    """No index at the given name or path."""
+
+
+class IndexFormatError(FAQSearchError):
+    """The index was built by an incompatible faqsearch or is damaged."""
+
+
+class EncoderMismatchError(FAQSearchError):
+    """The index was built with a different encoder than the one requested."""

@@ -1,0 +1,161 @@
+"""Retrieval metrics over distinct FAQs, and the STS protocol (Spearman of cosine vs gold score)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .corpus import _cell, read_rows
+from .errors import CorpusError
+
+QUERY_COLUMNS = ("query", "question", "text")
+GOLD_COLUMNS = ("faq_id", "gold", "id", "gold_id")
+PAIR_COLUMNS = (("sentence1", "text1", "a"), ("sentence2", "text2", "b"), ("score", "label", "similarity"))
+
+
+@dataclass
+class LabelledQuery:
+    text: str
+    gold: set[str]
+    line: int
+
+
+def _pick(row: dict, names: Sequence[str], given: str | None, path: str, line: int, what: str) -> str:
+    if given:
+        if given not in row:
+            raise CorpusError(path, line, f"column {given!r} not found (found: {', '.join(row)})")
+        return given
+    for n in names:
+        if n in row:
+            return n
+    raise CorpusError(path, line, f"no {what} column: expected one of {', '.join(names)} (found: {', '.join(row)})")
+
+
+def read_labelled_queries(path: str, query_column: str | None = None, gold_column: str | None = None,
+                          fmt: str | None = None) -> list[LabelledQuery]:
+    """Queries with gold FAQ ids: several rows per query, or a list / '|'-separated ids in one row."""
+    by_text: dict[str, LabelledQuery] = {}
+    qcol = gcol = None
+    for line, row in read_rows(path, fmt):
+        if qcol is None:
+            qcol = _pick(row, QUERY_COLUMNS, query_column, path, line, "query")
+            gcol = _pick(row, GOLD_COLUMNS, gold_column, path, line, "gold FAQ id")
+        text = _cell(row.get(qcol)).strip()
+        raw = row.get(gcol)
+        golds = [_cell(g).strip() for g in raw] if isinstance(raw, list) else _cell(raw).split("|")
+        golds = {g.strip() for g in golds if g.strip()}
+        if not text:
+            raise CorpusError(path, line, "empty query; remove the row or fill it in")
+        if not golds:
+            raise CorpusError(path, line, "no gold FAQ id; every query needs the id of the FAQ that answers it")
+        if text in by_text:
+            by_text[text].gold |= golds
+        else:
+            by_text[text] = LabelledQuery(text, golds, line)
+    if not by_text:
+        raise CorpusError(path, None, "no labelled queries in the file")
+    return list(by_text.values())
+
+
+def read_pairs(path: str, fmt: str | None = None) -> tuple[list[str], list[str], np.ndarray]:
+    a, b, y = [], [], []
+    cols = None
+    for line, row in read_rows(path, fmt):
+        if cols is None:
+            cols = [_pick(row, names, None, path, line, what)
+                    for names, what in zip(PAIR_COLUMNS, ("first sentence", "second sentence", "score/label"))]
+        try:
+            score = float(_cell(row[cols[2]]))
+        except ValueError:
+            raise CorpusError(path, line, f"score {row[cols[2]]!r} is not a number") from None
+        a.append(_cell(row[cols[0]]).strip())
+        b.append(_cell(row[cols[1]]).strip())
+        y.append(score)
+    if len(y) < 2:
+        raise CorpusError(path, None, "need at least two sentence pairs")
+    return a, b, np.asarray(y, dtype=np.float64)
+
+
+def rankdata(x: np.ndarray) -> np.ndarray:
+    """Ranks starting at 1, ties given their average rank (as scipy.stats.rankdata)."""
+    x = np.asarray(x)
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x), dtype=np.float64)
+    sx = x[order]
+    i = 0
+    while i < len(x):
+        j = i
+        while j + 1 < len(x) and sx[j + 1] == sx[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    rx, ry = rankdata(x), rankdata(y)
+    rx -= rx.mean()
+    ry -= ry.mean()
+    denom = math.sqrt(float((rx * rx).sum() * (ry * ry).sum()))
+    return float((rx * ry).sum() / denom) if denom else 0.0
+
+
+def ranking_metrics(ranked: Sequence[Sequence[str]], gold: Sequence[set[str]], cutoff: int = 10) -> dict[str, float]:
+    """Recall@1/5/10, MRR@10 and nDCG@10 (binary relevance) over lists of distinct FAQ ids.
+
+    Recall@k is the share of queries with at least one gold FAQ in the top k (success@k), the
+    usual FAQ-retrieval reading when most queries have a single gold FAQ.
+    """
+    n = len(ranked)
+    if n == 0:
+        raise ValueError("no queries")
+    rec = {1: 0.0, 5: 0.0, 10: 0.0}
+    mrr = ndcg = 0.0
+    for ids, g in zip(ranked, gold):
+        ids = list(ids)[:cutoff]
+        hits = [i for i, f in enumerate(ids) if f in g]
+        if hits:
+            first = hits[0]
+            for kk in rec:
+                rec[kk] += first < kk
+            mrr += 1.0 / (first + 1)
+            dcg = sum(1.0 / math.log2(i + 2) for i in hits)
+            idcg = sum(1.0 / math.log2(i + 2) for i in range(min(len(g), cutoff)))
+            ndcg += dcg / idcg
+    out = {f"recall@{kk}": v / n for kk, v in rec.items()}
+    out["mrr@10"] = mrr / n
+    out["ndcg@10"] = ndcg / n
+    return out
+
+
+def evaluate(engine, queries: Sequence[LabelledQuery], batch_size: int = 32, progress: bool = False,
+             threshold: float | None = None) -> dict[str, Any]:
+    """Retrieval quality of an index on labelled queries (distinct FAQs, top 10)."""
+    known = engine.store.faq_ids()
+    unknown = [q for q in queries if not (q.gold & known)]
+    if unknown:
+        shown = "; ".join(f"line {q.line}: {sorted(q.gold)}" for q in unknown[:5])
+        raise CorpusError(
+            "queries", None,
+            f"{len(unknown)} quer{'y has' if len(unknown) == 1 else 'ies have'} gold FAQ ids that the index does not "
+            f"contain ({shown}{' ...' if len(unknown) > 5 else ''}); check the ids or the --index")
+    results = engine.ask_many([q.text for q in queries], k=10, threshold=-1.0, batch_size=batch_size,
+                              progress=progress)
+    thr = engine.threshold if threshold is None else threshold
+    ranked = [[a.faq_id for a in r.answers] for r in results]
+    metrics = ranking_metrics(ranked, [q.gold for q in queries])
+    metrics["answered"] = float(np.mean([(r.best_score or -1) >= thr for r in results]))
+    metrics["answered_correct@1"] = float(np.mean(
+        [(r.best_score or -1) >= thr and bool(ids) and ids[0] in q.gold for r, ids, q in zip(results, ranked, queries)]))
+    return {"queries": len(queries), "threshold": thr, **metrics}
+
+
+def evaluate_pairs(engine, a: Sequence[str], b: Sequence[str], y: np.ndarray, batch_size: int = 64,
+                   progress: bool = False) -> dict[str, Any]:
+    """Spearman x100 of cosine(transformed a, transformed b) against the gold scores."""
+    va = engine.embed(a, batch_size=batch_size, progress=progress)
+    vb = engine.embed(b, batch_size=batch_size, progress=progress)
+    cos = (va * vb).sum(axis=1)
+    return {"pairs": len(y), "spearman": 100.0 * spearman(cos, y)}

@@ -1,0 +1,167 @@
+"""BERT-whitening with hyperparameters: x' = (x - beta*mu) U Lambda^(-gamma/2), first k columns.
+
+beta = gamma = 1 is classic whitening; beta = gamma = 0 is a pure rotation onto the principal
+axes, so keeping k columns is PCA-style reduction that leaves inner products of the kept
+subspace unchanged. The mean and covariance are accumulated in one streaming pass (float64,
+merged batch by batch), so memory does not grow with the number of vectors. The fitted map is
+stored folded into one affine transform ``y = x @ kernel + bias`` applied in float32.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+# Eigenvalues below this fraction of the largest are treated as zero (numerical rank).
+RANK_TOL = 1e-7
+
+
+class Moments:
+    """Streaming mean and scatter matrix (Chan et al. pairwise update), float64."""
+
+    def __init__(self, dim: int):
+        self.dim = dim
+        self.n = 0
+        self.mean = np.zeros(dim, dtype=np.float64)
+        self.m2 = np.zeros((dim, dim), dtype=np.float64)  # sum of (x - mean)(x - mean)^T
+
+    def update(self, batch: np.ndarray) -> "Moments":
+        x = np.asarray(batch, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise ValueError(f"expected vectors of shape (n, {self.dim}), got {x.shape}")
+        nb = x.shape[0]
+        if nb == 0:
+            return self
+        mb = x.mean(axis=0)
+        xc = x - mb
+        m2b = xc.T @ xc
+        n = self.n + nb
+        delta = mb - self.mean
+        self.m2 += m2b + np.outer(delta, delta) * (self.n * nb / n)
+        self.mean += delta * (nb / n)
+        self.n = n
+        return self
+
+    def merge(self, other: "Moments") -> "Moments":
+        """Combine two accumulators (e.g. the moments of an index and of newly added vectors)."""
+        if other.n == 0:
+            return self
+        n = self.n + other.n
+        delta = other.mean - self.mean
+        self.m2 += other.m2 + np.outer(delta, delta) * (self.n * other.n / n)
+        self.mean += delta * (other.n / n)
+        self.n = n
+        return self
+
+    @property
+    def covariance(self) -> np.ndarray:
+        if self.n < 2:
+            raise ValueError("need at least 2 vectors to estimate a covariance")
+        return self.m2 / (self.n - 1)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"moments_n": np.array(self.n, dtype=np.int64), "moments_mean": self.mean, "moments_m2": self.m2}
+
+    @classmethod
+    def from_arrays(cls, arrays) -> "Moments":
+        m = cls(int(arrays["moments_mean"].shape[0]))
+        m.n = int(arrays["moments_n"])
+        m.mean = np.array(arrays["moments_mean"], dtype=np.float64)
+        m.m2 = np.array(arrays["moments_m2"], dtype=np.float64)
+        return m
+
+
+@dataclass
+class Whitening:
+    """A fitted transform. ``kernel`` is (d, k_eff) and ``bias`` is (k_eff,), both float32."""
+
+    kernel: np.ndarray
+    bias: np.ndarray
+    beta: float
+    gamma: float
+    k: int | None  # as requested (None = all dimensions)
+    moments: Moments
+    rank: int
+
+    @property
+    def dim_in(self) -> int:
+        return int(self.kernel.shape[0])
+
+    @property
+    def dim_out(self) -> int:
+        return int(self.kernel.shape[1])
+
+    @classmethod
+    def identity(cls, dim: int) -> "Whitening":
+        """No transform (what ``--no-whitening`` builds)."""
+        return cls(np.eye(dim, dtype=np.float32), np.zeros(dim, dtype=np.float32), 0.0, 0.0, None, Moments(dim), dim)
+
+    @classmethod
+    def fit(cls, vectors: np.ndarray | Iterable[np.ndarray], beta: float = 0.0, gamma: float = 0.0,
+            k: int | None = 256, dim: int | None = None) -> "Whitening":
+        """Fit on an array or on an iterable of batches (streaming: constant memory)."""
+        if isinstance(vectors, np.ndarray):
+            moments = Moments(vectors.shape[1]).update(vectors)
+        else:
+            moments = None
+            for batch in vectors:
+                if moments is None:
+                    moments = Moments(dim or batch.shape[1])
+                moments.update(batch)
+            if moments is None:
+                raise ValueError("no vectors to fit the whitening on")
+        return cls.from_moments(moments, beta=beta, gamma=gamma, k=k)
+
+    @classmethod
+    def from_moments(cls, moments: Moments, beta: float = 0.0, gamma: float = 0.0, k: int | None = 256) -> "Whitening":
+        """Compute the transform from accumulated moments (no vectors needed: this is what tune/refit use)."""
+        if not (0.0 <= beta <= 1.0) or not (0.0 <= gamma <= 1.0):
+            raise ValueError(f"beta and gamma must lie in [0, 1], got beta={beta}, gamma={gamma}")
+        if k is not None and k < 1:
+            raise ValueError(f"k must be a positive number of dimensions, got {k}")
+        d = moments.dim
+        if moments.n < 2:
+            raise ValueError(f"need at least 2 vectors to fit the whitening, got {moments.n}")
+        cov = moments.covariance
+        u, s, _ = np.linalg.svd(cov)  # symmetric PSD: singular values are the eigenvalues, sorted
+        rank = int(np.sum(s > s[0] * RANK_TOL)) if s[0] > 0 else 0
+        want = d if k is None else min(k, d)
+        k_eff = want
+        if rank < want:
+            log.warning(
+                "whitening fitted on %d vectors of dimension %d: the covariance has rank %d, so only %d "
+                "directions are estimated; keeping k=%d instead of %d (fit on more texts with --fit-on, "
+                "or use --no-whitening, to keep every dimension)", moments.n, d, rank, rank, rank, want)
+            k_eff = max(rank, 1)
+        scale = s[:k_eff] ** (-gamma / 2.0) if gamma else np.ones(k_eff)
+        kernel = u[:, :k_eff] * scale[None, :]
+        bias = -beta * moments.mean @ kernel
+        return cls(kernel.astype(np.float32), bias.astype(np.float32), float(beta), float(gamma), k, moments, rank)
+
+    def refit(self, beta: float | None = None, gamma: float | None = None, k: int | None | str = "keep") -> "Whitening":
+        """Same statistics, other hyperparameters."""
+        return Whitening.from_moments(self.moments, self.beta if beta is None else beta,
+                                      self.gamma if gamma is None else gamma, self.k if k == "keep" else k)
+
+    def transform(self, x: np.ndarray, normalize: bool = True) -> np.ndarray:
+        y = np.asarray(x, dtype=np.float32) @ self.kernel + self.bias
+        if normalize:
+            norms = np.linalg.norm(y, axis=1, keepdims=True)
+            y /= np.maximum(norms, 1e-12)
+        return y.astype(np.float32, copy=False)
+
+    def save(self, path: str) -> None:
+        meta = np.array([self.beta, self.gamma, -1 if self.k is None else self.k, self.rank], dtype=np.float64)
+        with open(path, "wb") as fh:
+            np.savez(fh, kernel=self.kernel, bias=self.bias, meta=meta, **self.moments.to_arrays())
+
+    @classmethod
+    def load(cls, path: str) -> "Whitening":
+        with np.load(path) as z:
+            beta, gamma, k, rank = z["meta"].tolist()
+            return cls(z["kernel"].astype(np.float32), z["bias"].astype(np.float32), beta, gamma,
+                       None if k < 0 else int(k), Moments.from_arrays(z), int(rank))
