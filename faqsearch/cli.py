@@ -209,7 +209,7 @@ def eval_(queries, index, pairs, query_column, gold_column, threshold, as_json, 
             else:
                 labelled = read_labelled_queries(queries, query_column, gold_column)
                 report = evaluate(engine, labelled, batch_size=batch_size, progress=not quiet and not as_json,
-                                  threshold=threshold)
+                                  threshold=threshold, source=queries)
     except FAQSearchError as exc:
         raise _fail(exc)
     report = {"index": engine.path, **report}

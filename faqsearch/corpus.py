@@ -102,7 +102,7 @@ def read_rows(path: str, fmt: str | None = None) -> Iterator[tuple[int, dict[str
                 raise CorpusError(path, n, "each line must be a JSON object like {\"question\": ..., \"answer\": ...}")
             yield n, obj
         return
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="," if fmt == "csv" else "\t")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="," if fmt == "csv" else "\t", strict=True)
     try:
         header = next(reader)
     except StopIteration:

@@ -158,9 +158,14 @@ class FAQSearch:
             moments = _encode_stream(encoder, texts, batch_size, progress, out=raw)
             if fit_texts is not None:
                 moments = _encode_stream(encoder, fit_texts, batch_size, progress)
+            white = None
             if whiten:
-                white = Whitening.from_moments(moments, beta=beta, gamma=gamma, k=k)
-            else:
+                try:
+                    white = Whitening.from_moments(moments, beta=beta, gamma=gamma, k=k)
+                except ValueError as exc:  # too few (or only identical) texts: nothing to estimate
+                    log.warning("no transform fitted (%s); storing the encoder's vectors as they are", exc)
+                    whiten = False
+            if white is None:
                 white = Whitening.identity(encoder.dimension)
                 white.moments = moments
             vindex = VectorIndex.create(white.dim_out, factory)

@@ -131,14 +131,14 @@ def ranking_metrics(ranked: Sequence[Sequence[str]], gold: Sequence[set[str]], c
 
 
 def evaluate(engine, queries: Sequence[LabelledQuery], batch_size: int = 32, progress: bool = False,
-             threshold: float | None = None) -> dict[str, Any]:
+             threshold: float | None = None, source: str = "queries") -> dict[str, Any]:
     """Retrieval quality of an index on labelled queries (distinct FAQs, top 10)."""
     known = engine.store.faq_ids()
     unknown = [q for q in queries if not (q.gold & known)]
     if unknown:
         shown = "; ".join(f"line {q.line}: {sorted(q.gold)}" for q in unknown[:5])
         raise CorpusError(
-            "queries", None,
+            source, None,
             f"{len(unknown)} quer{'y has' if len(unknown) == 1 else 'ies have'} gold FAQ ids that the index does not "
             f"contain ({shown}{' ...' if len(unknown) > 5 else ''}); check the ids or the --index")
     results = engine.ask_many([q.text for q in queries], k=10, threshold=-1.0, batch_size=batch_size,

@@ -129,6 +129,8 @@ class Whitening:
         cov = moments.covariance
         u, s, _ = np.linalg.svd(cov)  # symmetric PSD: singular values are the eigenvalues, sorted
         rank = int(np.sum(s > s[0] * RANK_TOL)) if s[0] > 0 else 0
+        if rank == 0:
+            raise ValueError(f"the {moments.n} vectors are all identical: there is no direction to fit a transform on")
         want = d if k is None else min(k, d)
         k_eff = want
         if rank < want:

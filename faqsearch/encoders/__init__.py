@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..errors import EncoderMismatchError
+from ..errors import EncoderMismatchError, ModelNotFoundError
 from .base import Encoder
 from .transformer import POOLINGS, TransformerEncoder
 
@@ -50,7 +50,12 @@ def load_encoder(
     if low in ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
         return TransformerEncoder(_minilm_path(), name="minilm", pooling=pooling or "mean",
                                   max_length=max_length, prefix=prefix, threads=threads, local_only=True)
-    name = os.path.abspath(key) if os.path.isdir(key) else key
+    expanded = os.path.expanduser(key)
+    if not os.path.isdir(expanded) and (key.startswith(("/", "./", "../", "~")) or os.path.exists(expanded)):
+        raise ModelNotFoundError(
+            f"model directory {key!r} not found (or not a directory). Fix: pass the path of a directory with "
+            "config.json and the weights, a Hugging Face model id, or one of: " + ", ".join(sorted(ALIASES)))
+    name = os.path.abspath(expanded) if os.path.isdir(expanded) else key
     return TransformerEncoder(name, pooling=pooling or "mean", max_length=max_length, prefix=prefix,
                               threads=threads, gguf_file=gguf_file)
 

@@ -1,0 +1,80 @@
+"""Shared fixtures: a deterministic fake encoder for fast tests, the real bundled encoder once per session."""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from typing import Any, Sequence
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE = os.path.join(ROOT, "sample_data")
+SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
+
+
+class FakeEncoder:
+    """Bag of hashed words: texts sharing words get similar vectors. Deterministic, instant."""
+
+    name = "fake"
+
+    def __init__(self, dimension: int = 32, fail_after: int | None = None):
+        self.dimension = dimension
+        self.fail_after = fail_after
+        self.calls = 0
+
+    def _word(self, w: str) -> np.ndarray:
+        seed = int.from_bytes(hashlib.sha1(w.encode()).digest()[:4], "little")
+        return np.random.default_rng(seed).standard_normal(self.dimension)
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        self.calls += 1
+        if self.fail_after is not None and self.calls > self.fail_after:
+            raise RuntimeError("encoder crashed")
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for i, t in enumerate(texts):
+            words = re.findall(r"\w+", t.lower()) or ["<empty>"]
+            v = sum(self._word(w) for w in words)
+            out[i] = v / (np.linalg.norm(v) + 1e-9)
+        return out
+
+    def spec(self) -> dict[str, Any]:
+        return {"backend": "fake", "name": self.name, "pooling": "bag", "prefix": "", "dimension": self.dimension}
+
+
+@pytest.fixture
+def fake_encoder():
+    return FakeEncoder()
+
+
+@pytest.fixture
+def fake_models(monkeypatch):
+    """Make every encoder the CLI or engine loads a FakeEncoder."""
+    import faqsearch.engine as engine
+
+    monkeypatch.setattr(engine, "load_encoder", lambda *a, **k: FakeEncoder())
+    monkeypatch.setattr(engine, "encoder_from_spec", lambda *a, **k: FakeEncoder())
+
+
+@pytest.fixture
+def small_corpus(tmp_path):
+    p = tmp_path / "faq.csv"
+    p.write_text(
+        "id,question,answer,category\n"
+        "1,How do I reset my password?,Use the forgot password link.,account\n"
+        "1,I forgot my password,Use the forgot password link.,account\n"
+        "2,How long does shipping take?,Two to four days.,shipping\n"
+        "3,Can I return an item?,Yes within 30 days.,returns\n"
+        "3,What is the return policy?,Yes within 30 days.,returns\n"
+        "4,Do you ship abroad?,We ship to the EU.,shipping\n",
+        encoding="utf-8",
+    )
+    return str(p)
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    from faqsearch.encoders import load_encoder
+
+    return load_encoder("minilm")

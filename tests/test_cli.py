@@ -1,0 +1,120 @@
+import json
+import os
+import sqlite3
+
+import pytest
+from click.testing import CliRunner
+
+from faqsearch.cli import cli
+
+
+@pytest.fixture
+def run(fake_models):
+    runner = CliRunner()
+
+    def invoke(*args, input=None):
+        return runner.invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def test_every_command_has_help_with_example():
+    runner = CliRunner()
+    for name, command in cli.commands.items():
+        result = runner.invoke(cli, [name, "--help"])
+        assert result.exit_code == 0, name
+        assert "Example:" in result.output, f"{name} --help has no Example block"
+
+
+def test_ingest_stores_rows_and_config(run, tmp_path, small_corpus):
+    ix = tmp_path / "ix"
+    result = run("ingest", small_corpus, "--index", ix, "--quiet")
+    assert result.exit_code == 0, result.output
+    assert "Indexed 4 FAQs (6 questions)" in result.output
+    con = sqlite3.connect(ix / "store.db")
+    assert con.execute("select count(*) from faqs").fetchone() == (4,)
+    assert con.execute("select faq_id, text, source from questions order by id").fetchall()[:2] == [
+        ("1", "How do I reset my password?", "corpus"), ("1", "I forgot my password", "corpus")]
+    assert con.execute("select category from faqs where id='2'").fetchone() == ("shipping",)
+    cfg = json.loads((ix / "config.json").read_text())
+    assert cfg["encoder"]["name"] == "fake" and cfg["counts"]["questions"] == 6
+    assert set(os.listdir(ix)) == {"config.json", "store.db", "index.faiss", "whitening.npz", "vectors.npy"}
+
+
+def test_ingest_json_summary(run, tmp_path, small_corpus):
+    result = run("ingest", small_corpus, "--index", tmp_path / "ix", "--json", "--no-whitening")
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    assert data["faqs"] == 4 and data["dim_out"] == data["dim_in"] and data["whitening"]["enabled"] is False
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("question,answer\nq1,a1\n,a2\n", ":3: empty 'question'"),
+    ("question,text\nq1,a1\n", "missing column(s) answer"),
+    ("id,question,answer\n1,q,a\n1,q2,b\n", ":3: id '1' was given a different answer on line 2"),
+])
+def test_bad_corpus_exits_1_and_keeps_previous_index(run, tmp_path, small_corpus, content, needle):
+    ix = tmp_path / "ix"
+    assert run("ingest", small_corpus, "--index", ix, "-q").exit_code == 0
+    before = (ix / "store.db").read_bytes()
+    bad = tmp_path / "bad.csv"
+    bad.write_text(content)
+    result = run("ingest", bad, "--index", ix, "-q")
+    assert result.exit_code == 1
+    assert needle in result.output and str(bad) in result.output
+    assert (ix / "store.db").read_bytes() == before
+
+
+def test_missing_file_is_an_error(run, tmp_path):
+    result = run("ingest", tmp_path / "nope.csv", "--index", tmp_path / "ix")
+    assert result.exit_code == 1 and "file not found" in result.output
+
+
+def test_usage_errors_exit_2(run, tmp_path, small_corpus):
+    assert run("ingest", small_corpus, "--beta", "3").exit_code == 2
+    assert run("ingest", small_corpus, "--no-whitening", "--beta", "1").exit_code == 2
+    assert run("ask", "x", "-k", "0").exit_code == 2
+    assert run("eval", "--index", tmp_path / "ix").exit_code == 2  # neither QUERIES nor --pairs
+
+
+def test_ask_text_json_and_no_answer(run, tmp_path, small_corpus):
+    ix = tmp_path / "ix"
+    run("ingest", small_corpus, "--index", ix, "-q", "--threshold", "0.3")
+    result = run("ask", "I forgot my password", "--index", ix)
+    assert result.exit_code == 0 and result.output.startswith("1. [1.000] 1")
+    data = json.loads(run("ask", "I forgot my password", "--index", ix, "--json", "-k", "2").output)
+    assert data["answers"][0]["faq_id"] == "1" and len(data["answers"]) <= 2
+    assert data["answers"][0]["source"] == "corpus"
+    none = run("ask", "volcano eruption", "--index", ix, "--threshold", "0.999")
+    assert "No confident answer" in none.output
+    data = json.loads(run("ask", "volcano eruption", "--index", ix, "--threshold", "0.999", "--json").output)
+    assert data["answers"] == [] and isinstance(data["best_score"], float)
+
+
+def test_ask_from_stdin_gives_json_lines(run, tmp_path, small_corpus):
+    ix = tmp_path / "ix"
+    run("ingest", small_corpus, "--index", ix, "-q")
+    result = run("ask", "--index", ix, "--threshold", "-1", input="reset my password\n\nreturn policy\n")
+    lines = [json.loads(line) for line in result.stdout.strip().splitlines()]
+    assert [line["query"] for line in lines] == ["reset my password", "return policy"]
+    assert lines[1]["answers"][0]["faq_id"] == "3"
+
+
+def test_ask_missing_index(run, tmp_path):
+    result = run("ask", "hello", "--index", tmp_path / "nothing")
+    assert result.exit_code == 1 and "faqsearch ingest" in result.output
+
+
+def test_eval_and_info(run, tmp_path, small_corpus):
+    ix = tmp_path / "ix"
+    run("ingest", small_corpus, "--index", ix, "-q")
+    q = tmp_path / "q.csv"
+    q.write_text("query,faq_id\nforgot password,1\nreturn policy,3\nship abroad,4|2\n")
+    data = json.loads(run("eval", q, "--index", ix, "--json", "-q").output)
+    assert data["queries"] == 3 and 0 <= data["mrr@10"] <= 1
+    unknown = tmp_path / "u.csv"
+    unknown.write_text("query,faq_id\nforgot password,999\n")
+    result = run("eval", unknown, "--index", ix, "-q")
+    assert result.exit_code == 1 and "999" in result.output
+    info = json.loads(run("info", "--index", ix, "--json").output)
+    assert info["counts"]["faqs"] == 4
+    assert "transform:" in run("info", "--index", ix).output

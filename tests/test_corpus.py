@@ -1,0 +1,88 @@
+import json
+
+import pytest
+
+from faqsearch.corpus import Columns, read_corpus, read_texts
+from faqsearch.errors import CorpusError
+
+
+def write(tmp_path, name, content, mode="w"):
+    p = tmp_path / name
+    if isinstance(content, bytes):
+        p.write_bytes(content)
+    else:
+        p.write_text(content, encoding="utf-8")
+    return str(p)
+
+
+def test_groups_by_id_and_by_answer(tmp_path):
+    p = write(tmp_path, "c.csv", "question,answer\nq1,A\nq2,B\nq3,A\n")
+    faqs = read_corpus(p)
+    assert [f.questions for f in faqs] == [["q1", "q3"], ["q2"]]
+    assert faqs[0].id == read_corpus(p)[0].id  # generated ids are stable
+
+
+def test_ids_categories_metadata_variants(tmp_path):
+    p = write(tmp_path, "c.csv", "\ufeffid,question,answer,category,variants,url\n"
+                                 "7,q1,A,cat,v1|v2 | ,http://x\n7,q2,A,,,\n8,q3,B,,,\n")
+    faqs = read_corpus(p)  # the BOM is tolerated
+    assert faqs[0].id == "7" and faqs[0].questions == ["q1", "v1", "v2", "q2"]
+    assert faqs[0].category == "cat" and faqs[0].metadata == {"url": "http://x"}
+
+
+def test_faq_id_alias_tsv_and_column_override(tmp_path):
+    p = write(tmp_path, "c.tsv", "faq_id\tQ\tA\n1\thello\tworld\n")
+    faqs = read_corpus(p, Columns(question="Q", answer="A"))
+    assert faqs[0].id == "1" and faqs[0].questions == ["hello"]
+
+
+def test_jsonl_with_question_list(tmp_path):
+    p = write(tmp_path, "c.jsonl", json.dumps({"id": 1, "question": ["a", "b"], "answer": "x"}) + "\n\n"
+              + json.dumps({"question": "c", "answer": "y", "variants": ["d"]}) + "\n")
+    faqs = read_corpus(p)
+    assert faqs[0].id == "1" and faqs[0].questions == ["a", "b"]
+    assert faqs[1].questions == ["c", "d"]
+
+
+@pytest.mark.parametrize("name,content,line,needle", [
+    ("c.csv", "question,reply\nq,a\n", 2, "missing column(s) answer"),
+    ("c.csv", "question,answer\nq1,a1\n  ,a2\n", 3, "empty 'question'"),
+    ("c.csv", "question,answer\nq1,a1\nq2,   \n", 3, "empty 'answer'"),
+    ("c.csv", "question,answer\nq1,a1\nq2,a2,extra\n", 3, "has 3 fields but the header has 2"),
+    ("c.csv", "id,question,answer\n1,q1,a1\n2,q2,a2\n1,q3,other\n", 4, "different answer on line 2"),
+    ("c.csv", "question,answer\n", None, "corpus is empty"),
+    ("c.csv", "", None, "corpus is empty"),
+    ("c.jsonl", '{"question": "q", "answer": "a"}\n{"question": oops}\n', 2, "invalid JSON"),
+    ("c.jsonl", '["q", "a"]\n', 1, "JSON object"),
+    ("c.csv", 'question,answer\n"q1,a1\n', 2, "cannot parse"),
+])
+def test_errors_name_file_and_line(tmp_path, name, content, line, needle):
+    p = write(tmp_path, name, content)
+    with pytest.raises(CorpusError) as err:
+        read_corpus(p)
+    assert err.value.line == line
+    assert needle in str(err.value)
+    assert str(err.value).startswith(p + (f":{line}" if line else ""))
+
+
+def test_undecodable_bytes_give_line_and_fix(tmp_path):
+    p = write(tmp_path, "c.csv", "question,answer\nq1,a1\ncaf\xe9,a2\n".encode("latin-1"))
+    with pytest.raises(CorpusError) as err:
+        read_corpus(p)
+    assert err.value.line == 3 and "UTF-8" in str(err.value) and "re-save" in str(err.value)
+
+
+def test_missing_file_and_unknown_extension(tmp_path):
+    with pytest.raises(CorpusError, match="file not found"):
+        read_corpus(str(tmp_path / "nope.csv"))
+    p = write(tmp_path, "c.xlsx", "x")
+    with pytest.raises(CorpusError, match="--format"):
+        read_corpus(p)
+
+
+def test_read_texts(tmp_path):
+    assert read_texts(write(tmp_path, "t.txt", "a\n\n b \n")) == ["a", "b"]
+    assert read_texts(write(tmp_path, "t.csv", "query,x\nq1,1\nq2,2\n")) == ["q1", "q2"]
+    assert read_texts(write(tmp_path, "p.tsv", "sentence1\tsentence2\tscore\ns\tt\t1\n")) == ["s", "t"]
+    with pytest.raises(CorpusError, match="no text column"):
+        read_texts(write(tmp_path, "bad.csv", "foo\n1\n"))

@@ -1,0 +1,64 @@
+"""The transformers backend on the real bundled model (loaded once per session), and pooling logic."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from faqsearch.encoders import load_encoder
+from faqsearch.encoders.transformer import POOLINGS, _pool
+from faqsearch.errors import FAQSearchError, ModelNotFoundError
+
+
+def test_pooling_over_sequence_with_mask():
+    h = torch.arange(2 * 4 * 3, dtype=torch.float32).reshape(2, 4, 3)
+    right = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    left = torch.tensor([[0, 1, 1, 1], [0, 0, 1, 1]])
+    out = SimpleNamespace(last_hidden_state=h, hidden_states=(h * 0, h * 2, h), pooler_output=None)
+    mean = _pool("mean", out, right)
+    torch.testing.assert_close(mean[0], h[0, :3].mean(0))  # padding ignored, per sequence
+    torch.testing.assert_close(mean[1], h[1, :2].mean(0))
+    torch.testing.assert_close(_pool("last-token", out, right), torch.stack([h[0, 2], h[1, 1]]))
+    torch.testing.assert_close(_pool("last-token", out, left), torch.stack([h[0, 3], h[1, 3]]))
+    torch.testing.assert_close(_pool("cls", out, right), h[:, 0])
+    torch.testing.assert_close(_pool("first-last-avg", out, right), (mean * 2 + mean) / 2)
+    with pytest.raises(FAQSearchError, match="no pooler"):
+        _pool("pooler", out, right)
+
+
+@pytest.mark.slow
+def test_minilm_encodes_offline(minilm, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    texts = ["How do I reset my password?", "I forgot my password", "What is the delivery cost?"] * 3
+    v = minilm.encode(texts, batch_size=4)
+    assert v.shape == (9, 384) and v.dtype == np.float32
+    u = v / np.linalg.norm(v, axis=1, keepdims=True)  # mean pooling is not normalised; cosine is what counts
+    sim = u @ u.T
+    assert sim[0, 1] > sim[0, 2]
+    # length-sorted batching does not change results: one text at a time gives the same vectors
+    np.testing.assert_allclose(minilm.encode(texts[:3], batch_size=1), v[:3], atol=1e-5)
+    assert minilm.spec()["name"] == "minilm" and minilm.spec()["pooling"] == "mean"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pooling", [p for p in POOLINGS if p != "mean"])
+def test_every_pooling_on_a_real_model(pooling):
+    enc = load_encoder("minilm", pooling=pooling, max_length=32, prefix="query: ")
+    v = enc.encode(["a short one", "a somewhat longer sentence to pad against"])
+    assert v.shape == (2, 384) and np.isfinite(v).all()
+    assert enc.spec()["prefix"] == "query: "
+
+
+def test_missing_model_error_is_clear(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotFoundError) as err:
+        load_encoder("no-such-org/no-such-model")
+    msg = str(err.value)
+    assert "Tried: local directory or Hugging Face cache" in msg and "--model /path/to/model" in msg
+    with pytest.raises(ModelNotFoundError, match="not found"):
+        load_encoder(str(tmp_path / "missing-dir"))
+
+
+def test_unknown_pooling_lists_choices():
+    with pytest.raises(FAQSearchError, match="choose one of mean, cls"):
+        load_encoder("minilm", pooling="max")

