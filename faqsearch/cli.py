@@ -68,13 +68,15 @@ def cli():
               help="Optional column with extra phrasings of the question, separated by --variant-sep.")
 @click.option("--variant-sep", default="|", show_default=True)
 @click.option("--index-type", default="Flat", show_default=True, help="FAISS factory string for the inner index.")
+@click.option("--tune-self", is_flag=True, help="After building, tune beta, gamma and k on the corpus's own question "
+                                                "variants (faqsearch tune --self --apply).")
 @click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True)
 @threads_option
 @quiet_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def ingest(corpus, index, model, pooling, max_length, prefix, beta, gamma, k, no_whitening, fit_on, threshold, fmt,
            question_column, answer_column, id_column, category_column, variants_column, variant_sep, index_type,
-           batch_size, threads, quiet, as_json):
+           tune_self, batch_size, threads, quiet, as_json):
     """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns).
 
     Rows sharing an id (or, without ids, an answer) become one FAQ with several questions.
@@ -103,6 +105,16 @@ def ingest(corpus, index, model, pooling, max_length, prefix, beta, gamma, k, no
             k=DEFAULT_K if k is None else k, whiten=not no_whitening, fit_on=fit_on,
             threshold=DEFAULT_THRESHOLD if threshold is None else threshold, columns=columns, fmt=fmt,
             factory=index_type, batch_size=batch_size, progress=not quiet and not as_json)
+        if tune_self:
+            from .tuning import apply, tune as run_tune
+
+            report = run_tune(engine, self_supervised=True, progress=not quiet and not as_json)
+            if report.gain > 0 and report.chosen != report.current:
+                apply(engine, report.chosen, report.new_threshold)
+                report.applied = True
+            engine = FAQSearch.open(engine.path, encoder=engine.encoder)
+            if not as_json:
+                _print_tune(report, False, True)
     except FAQSearchError as exc:
         raise _fail(exc)
     info = engine.info()
@@ -218,6 +230,78 @@ def eval_(queries, index, pairs, query_column, gold_column, threshold, as_json, 
         return
     for key, value in report.items():
         click.echo(f"{key:>20}: {value:.4f}" if isinstance(value, float) else f"{key:>20}: {value}")
+
+
+@cli.command()
+@click.argument("queries", required=False, type=click.Path(dir_okay=False))
+@index_option
+@click.option("--pairs", type=click.Path(dir_okay=False), help="Tune on sentence pairs with scores (Spearman).")
+@click.option("--self", "self_supervised", is_flag=True,
+              help="Tune on the index's own question variants: one per FAQ is held out as a query.")
+@click.option("--apply", "do_apply", is_flag=True,
+              help="Rewrite the transform and FAISS index in place (atomically, no re-encoding) if the held-out "
+                   "score improves.")
+@click.option("--folds", type=click.IntRange(2, 20), default=5, show_default=True, help="Cross-validation folds.")
+@click.option("--query-column", default=None)
+@click.option("--gold-column", default=None)
+@click.option("--json", "as_json", is_flag=True)
+@threads_option
+@quiet_option
+def tune(queries, index, pairs, self_supervised, do_apply, folds, query_column, gold_column, as_json, threads, quiet):
+    """Choose whitening beta, gamma and k for an index from labelled data.
+
+    Every setting of beta, gamma in {0, 0.5, 1} and k in {64, 128, 256, all} (plus no transform)
+    is computed from the index's stored raw vectors: the corpus is not re-encoded. The choice is
+    cross-validated, so the reported gain is measured on queries it was not chosen on. With
+    --apply the index is rewritten only when that held-out score improves.
+
+    \b
+    Example:
+        faqsearch tune sample_data/queries.csv
+        faqsearch tune --self --apply --index support
+        faqsearch tune --pairs sts-dev.tsv --index sts --json
+    """
+    from .engine import FAQSearch
+    from .evaluation import read_labelled_queries, read_pairs
+    from .tuning import apply, tune as run_tune
+
+    _setup_logging(quiet)
+    if sum(x is not None and x is not False for x in (queries, pairs, self_supervised)) != 1:
+        raise click.UsageError("give exactly one of QUERIES, --pairs FILE or --self")
+    try:
+        engine = FAQSearch.open(index, threads=threads)
+        labelled = read_labelled_queries(queries, query_column, gold_column) if queries else None
+        pair_data = read_pairs(pairs) if pairs else None
+        report = run_tune(engine, labelled, pair_data, self_supervised, folds=folds, progress=not quiet and not as_json)
+        if do_apply and report.gain > 0 and report.chosen != report.current:
+            apply(engine, report.chosen, report.new_threshold)
+            report.applied = True
+        engine.close()
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    _print_tune(report, as_json, do_apply)
+
+
+def _print_tune(report, as_json: bool, do_apply: bool) -> None:
+    if as_json:
+        click.echo(_dump(report.to_dict()))
+        return
+    m = report.metric
+    click.echo(f"{'setting':<32} {'dims':>5} {m:>9}")
+    for row in report.rows:
+        mark = (" <- current" if row["current"] else "") + (" <- chosen" if row["chosen"] else "")
+        value = row[m] * (100 if m != "spearman" else 1)
+        click.echo(f"{row['setting']:<32} {row['dims']:>5} {value:>9.2f}{mark}")
+    scale = 100 if m != "spearman" else 1
+    click.echo(f"\n{report.n} items; {m} x100 held out ({'cross-validated'}): current {report.cv_current * scale:.2f}, "
+               f"tuned {report.cv_tuned * scale:.2f} ({report.gain * scale:+.2f})")
+    for note in report.notes:
+        click.echo(note)
+    click.echo(f"chosen: {report.chosen.label}")
+    if report.applied:
+        click.echo("applied: transform and FAISS index rewritten.")
+    elif do_apply:
+        click.echo("not applied: the held-out score does not improve on the current setting.")
 
 
 @cli.command()

@@ -102,7 +102,10 @@ def read_rows(path: str, fmt: str | None = None) -> Iterator[tuple[int, dict[str
                 raise CorpusError(path, n, "each line must be a JSON object like {\"question\": ..., \"answer\": ...}")
             yield n, obj
         return
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="," if fmt == "csv" else "\t", strict=True)
+    if fmt == "csv":  # RFC 4180: quoted fields may hold commas, quotes and newlines
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=",", strict=True)
+    else:  # TSV (IANA text/tab-separated-values): no quoting, a quote is an ordinary character
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
     try:
         header = next(reader)
     except StopIteration:

@@ -36,6 +36,11 @@ def test_faq_id_alias_tsv_and_column_override(tmp_path):
     assert faqs[0].id == "1" and faqs[0].questions == ["hello"]
 
 
+def test_tsv_quotes_are_literal(tmp_path):
+    p = write(tmp_path, "c.tsv", 'question\tanswer\n"quoted" start\tsay "hi"\n')
+    assert read_corpus(p)[0].questions == ['"quoted" start']
+
+
 def test_jsonl_with_question_list(tmp_path):
     p = write(tmp_path, "c.jsonl", json.dumps({"id": 1, "question": ["a", "b"], "answer": "x"}) + "\n\n"
               + json.dumps({"question": "c", "answer": "y", "variants": ["d"]}) + "\n")
