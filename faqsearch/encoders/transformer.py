@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import FAQSearchError, ModelNotFoundError
+from ..errors import FAQSearchError, MissingExtraError, ModelNotFoundError
 from .base import progress_bar
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,8 @@ class TransformerEncoder:
                 self.model = AutoModel.from_pretrained(model, local_files_only=local, **extra)
                 break
             except Exception as exc:  # transformers raises OSError/ValueError/HTTP errors alike
+                if "pip install" in str(exc):  # the model is there but a loader dependency is missing
+                    raise MissingExtraError(f"loading {model!r} needs another package: {str(exc).strip()}") from exc
                 last_exc = exc
                 tried.append(("local directory or Hugging Face cache" if local else "download from the Hugging Face hub")
                              + f" ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")

@@ -1,0 +1,109 @@
+import json
+import os
+
+import numpy as np
+import pytest
+
+from faqsearch import FAQSearch
+from faqsearch.config import FILES
+from faqsearch.evaluation import LabelledQuery, evaluate
+from faqsearch.tuning import Setting, _cross_validate, _reciprocal_ranks, apply, current_setting, grid, tune
+
+from .conftest import FakeEncoder
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """60 FAQs with 3 variants each, sharing topic words so retrieval is not trivial."""
+    topics = ["password", "delivery", "refund", "invoice", "warranty", "battery", "screen", "account", "order",
+              "voucher"]
+    verbs = ["change", "reset", "track", "cancel", "find", "update"]
+    lines = ["id,question,answer"]
+    for i, (t, v) in enumerate((t, v) for t in topics for v in verbs):
+        for j, form in enumerate(["how do i {v} my {t}", "{v} {t} please", "can you help me {v} the {t}"]):
+            lines.append(f"{i},{form.format(v=v, t=t)} {j},answer {i}")
+    p = tmp_path / "c.csv"
+    p.write_text("\n".join(lines) + "\n")
+    return str(p)
+
+
+def test_grid_respects_rank_and_dims():
+    g = grid(32, 20)
+    assert Setting(False) in g
+    assert {s.k for s in g if s.whiten} == {20}  # 64/128/256 exceed the rank
+    assert len(g) == 1 + 9
+    assert {s.k for s in grid(384, 400) if s.whiten} == {64, 128, 256, None}
+
+
+def test_reciprocal_ranks_over_distinct_faqs():
+    docs = np.eye(4, dtype=np.float32)
+    faq = np.array(["a", "a", "b", "c"], dtype=object)
+    q = np.array([[0.9, 0.8, 0.7, 0.1], [0.1, 0.2, 0.3, 0.9]], dtype=np.float32)
+    rr, best = _reciprocal_ranks(docs, faq, q, [{"b"}, {"a"}])
+    # query 1: a (0.9), a again (skipped), b -> rank 2; query 2: c, b, a -> rank 3
+    np.testing.assert_allclose(rr, [1 / 2, 1 / 3])
+    np.testing.assert_allclose(best, [0.9, 0.9])
+
+
+def test_cross_validation_picks_on_other_folds():
+    # setting 1 is better on every item, so every fold chooses it
+    per = [np.zeros(10), np.ones(10)]
+    cur, tuned = _cross_validate(lambda s, idx: per[s][idx].mean(), 10, 2, 0, 5)
+    assert (cur, tuned) == (0.0, 1.0)
+
+
+def test_tune_matches_evaluate_and_apply_is_atomic(tmp_path, corpus):
+    enc = FakeEncoder(dimension=48)
+    e = FAQSearch.build(corpus, str(tmp_path / "ix"), encoder=enc, beta=1, gamma=1, k=None)
+    queries = [LabelledQuery(f"please {v} {t} now", {str(i)}, 0) for i, (t, v) in enumerate(
+        (t, v) for t in ["password", "delivery", "refund", "invoice", "warranty"] for v in ["change", "reset"])]
+    before = evaluate(e, queries)["mrr@10"]
+    report = tune(e, queries)
+    row = next(r for r in report.rows if r["current"])
+    assert row["mrr@10"] == pytest.approx(before, abs=1e-6)  # tune's numbers are the engine's numbers
+    chosen_row = next(r for r in report.rows if r["chosen"])
+    assert chosen_row["mrr@10"] >= row["mrr@10"]
+    ix = tmp_path / "ix"
+    store_before = (ix / FILES["store"]).read_bytes()
+    apply(e, report.chosen, threshold=0.42)
+    e2 = FAQSearch.open(str(ix), encoder=enc)
+    assert current_setting(e2.config) == report.chosen and e2.threshold == 0.42
+    assert evaluate(e2, queries)["mrr@10"] == pytest.approx(chosen_row["mrr@10"], abs=1e-6)
+    assert (ix / FILES["store"]).read_bytes() == store_before
+    assert sorted(os.listdir(tmp_path)) == ["c.csv", "ix"]
+    e2.close()
+
+
+def test_self_tuning_holds_out_one_variant_per_faq(tmp_path):
+    # the two questions of each FAQ share no word: a held-out variant can only score well if it
+    # (wrongly) stayed among the documents and matched itself
+    lines = ["id,question,answer"] + [f"{i},alpha{i} beta{i},a{i}" for i in range(40)] + \
+            [f"{i},gamma{i} delta{i},a{i}" for i in range(40)]
+    p = tmp_path / "c.csv"
+    p.write_text("\n".join(lines) + "\n")
+    e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(dimension=48))
+    report = tune(e, self_supervised=True)
+    assert report.n == 40 and "held-out" in report.notes[0]
+    assert all(0 <= r["mrr@10"] <= 1 for r in report.rows)
+    assert max(r["mrr@10"] for r in report.rows) < 0.5
+    e.close()
+
+
+def test_cli_tune_apply_only_when_held_out_improves(tmp_path, corpus, fake_models):
+    from click.testing import CliRunner
+
+    from faqsearch.cli import cli
+
+    runner = CliRunner()
+    ix = tmp_path / "ix"
+    assert runner.invoke(cli, ["ingest", corpus, "--index", str(ix), "-q"]).exit_code == 0
+    cfg_before = json.loads((ix / "config.json").read_text())
+    result = runner.invoke(cli, ["tune", "--self", "--index", str(ix), "--apply", "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    cfg_after = json.loads((ix / "config.json").read_text())
+    if data["applied"]:
+        assert data["gain"] > 0 and cfg_after["whitening"].get("tuned")
+    else:
+        assert cfg_after == cfg_before
+    assert runner.invoke(cli, ["tune", "--index", str(ix)]).exit_code == 2
