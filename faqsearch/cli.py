@@ -17,6 +17,10 @@ def _fail(exc: Exception) -> click.ClickException:
 
 def _setup_logging(quiet: bool) -> None:
     logging.basicConfig(level=logging.ERROR if quiet else logging.WARNING, format="%(levelname)s: %(message)s")
+    if quiet:  # also silences bars of libraries we call (e.g. transformers' GGUF loader)
+        import os
+
+        os.environ["TQDM_DISABLE"] = "1"
 
 
 def _dump(obj) -> str:
@@ -51,6 +55,7 @@ def cli():
               help="Pooling for transformers models (default mean).")
 @click.option("--max-length", type=click.IntRange(8), default=256, show_default=True, help="Max tokens per text.")
 @click.option("--prefix", default="", help="Text prefix added to every text before encoding, e.g. 'query: '.")
+@click.option("--gguf-file", help="GGUF weights file inside the --model directory or repo (needs faqsearch[gguf]).")
 @click.option("--beta", type=click.FloatRange(0, 1), default=None, help="Whitening beta (mean removal), default 0.")
 @click.option("--gamma", type=click.FloatRange(0, 1), default=None, help="Whitening gamma (variance scaling), default 0.")
 @click.option("--dims", "-k", "k", type=click.IntRange(1), default=None,
@@ -74,7 +79,7 @@ def cli():
 @threads_option
 @quiet_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
-def ingest(corpus, index, model, pooling, max_length, prefix, beta, gamma, k, no_whitening, fit_on, threshold, fmt,
+def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, gamma, k, no_whitening, fit_on, threshold, fmt,
            question_column, answer_column, id_column, category_column, variants_column, variant_sep, index_type,
            tune_self, batch_size, threads, quiet, as_json):
     """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns).
@@ -101,18 +106,17 @@ def ingest(corpus, index, model, pooling, max_length, prefix, beta, gamma, k, no
     try:
         engine = FAQSearch.build(
             corpus, index, model=model, pooling=pooling, max_length=max_length, prefix=prefix, threads=threads,
+            gguf_file=gguf_file,
             beta=DEFAULT_BETA if beta is None else beta, gamma=DEFAULT_GAMMA if gamma is None else gamma,
             k=DEFAULT_K if k is None else k, whiten=not no_whitening, fit_on=fit_on,
             threshold=DEFAULT_THRESHOLD if threshold is None else threshold, columns=columns, fmt=fmt,
             factory=index_type, batch_size=batch_size, progress=not quiet and not as_json)
         if tune_self:
-            from .tuning import apply, tune as run_tune
+            from .tuning import apply_if_better, tune as run_tune
 
             report = run_tune(engine, self_supervised=True, progress=not quiet and not as_json)
-            if report.gain > 0 and report.chosen != report.current:
-                apply(engine, report.chosen, report.new_threshold)
-                report.applied = True
-            engine = FAQSearch.open(engine.path, encoder=engine.encoder)
+            if apply_if_better(engine, report):
+                engine = FAQSearch.open(engine.path, encoder=engine.encoder)
             if not as_json:
                 _print_tune(report, False, True)
     except FAQSearchError as exc:
@@ -263,7 +267,7 @@ def tune(queries, index, pairs, self_supervised, do_apply, folds, query_column, 
     """
     from .engine import FAQSearch
     from .evaluation import read_labelled_queries, read_pairs
-    from .tuning import apply, tune as run_tune
+    from .tuning import apply_if_better, tune as run_tune
 
     _setup_logging(quiet)
     if sum(x is not None and x is not False for x in (queries, pairs, self_supervised)) != 1:
@@ -273,9 +277,8 @@ def tune(queries, index, pairs, self_supervised, do_apply, folds, query_column, 
         labelled = read_labelled_queries(queries, query_column, gold_column) if queries else None
         pair_data = read_pairs(pairs) if pairs else None
         report = run_tune(engine, labelled, pair_data, self_supervised, folds=folds, progress=not quiet and not as_json)
-        if do_apply and report.gain > 0 and report.chosen != report.current:
-            apply(engine, report.chosen, report.new_threshold)
-            report.applied = True
+        if do_apply:
+            apply_if_better(engine, report)
         engine.close()
     except FAQSearchError as exc:
         raise _fail(exc)

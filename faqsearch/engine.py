@@ -117,6 +117,7 @@ class FAQSearch:
         max_length: int = 256,
         prefix: str = "",
         threads: int | None = None,
+        gguf_file: str | None = None,
         beta: float = DEFAULT_BETA,
         gamma: float = DEFAULT_GAMMA,
         k: int | None = DEFAULT_K,
@@ -143,7 +144,8 @@ class FAQSearch:
         if fit_on is not None:
             fit_texts = read_texts(fit_on) if isinstance(fit_on, (str, os.PathLike)) else list(fit_on)
         if encoder is None:
-            encoder = load_encoder(model, pooling=pooling, max_length=max_length, prefix=prefix, threads=threads)
+            encoder = load_encoder(model, pooling=pooling, max_length=max_length, prefix=prefix, threads=threads,
+                                   gguf_file=gguf_file)
         parent = os.path.dirname(path)
         os.makedirs(parent, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.building-", dir=parent)

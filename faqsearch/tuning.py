@@ -275,3 +275,11 @@ def apply(engine, setting: Setting, threshold: float | None = None) -> str:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def apply_if_better(engine, report: TuneReport) -> bool:
+    """Apply the chosen setting only when its cross-validated held-out score beats the current one."""
+    if report.gain > 0 and report.chosen != report.current:
+        apply(engine, report.chosen, report.new_threshold)
+        report.applied = True
+    return report.applied
