@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from dataclasses import asdict
 
@@ -73,6 +74,8 @@ def cli():
               help="Optional column with extra phrasings of the question, separated by --variant-sep.")
 @click.option("--variant-sep", default="|", show_default=True)
 @click.option("--index-type", default="Flat", show_default=True, help="FAISS factory string for the inner index.")
+@click.option("--upsert", is_flag=True, help="If the index exists, apply only the difference to it (new, changed and "
+                                              "removed FAQs by content hash) instead of rebuilding.")
 @click.option("--tune-self", is_flag=True, help="After building, tune beta, gamma and k on the corpus's own question "
                                                 "variants (faqsearch tune --self --apply).")
 @click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True)
@@ -81,7 +84,7 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, gamma, k, no_whitening, fit_on, threshold, fmt,
            question_column, answer_column, id_column, category_column, variants_column, variant_sep, index_type,
-           tune_self, batch_size, threads, quiet, as_json):
+           upsert, tune_self, batch_size, threads, quiet, as_json):
     """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns).
 
     Rows sharing an id (or, without ids, an answer) become one FAQ with several questions.
@@ -103,6 +106,16 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
         raise click.UsageError("--no-whitening cannot be combined with --beta, --gamma or --dims")
     columns = Columns(question=question_column, answer=answer_column, id=id_column, category=category_column,
                       variants=variants_column, variant_sep=variant_sep)
+    from .config import FILES, resolve_index_path
+
+    if upsert and os.path.exists(os.path.join(resolve_index_path(index), FILES["config"])):
+        try:
+            with FAQSearch.open(index, model=model, threads=threads) as engine:
+                report = engine.upsert(corpus, columns, fmt, progress=not quiet and not as_json)
+        except FAQSearchError as exc:
+            raise _fail(exc)
+        _print_edit(report, as_json)
+        return
     try:
         engine = FAQSearch.build(
             corpus, index, model=model, pooling=pooling, max_length=max_length, prefix=prefix, threads=threads,
@@ -305,6 +318,213 @@ def _print_tune(report, as_json: bool, do_apply: bool) -> None:
         click.echo("applied: transform and FAISS index rewritten.")
     elif do_apply:
         click.echo("not applied: the held-out score does not improve on the current setting.")
+
+
+def _print_edit(report, as_json: bool) -> None:
+    if as_json:
+        click.echo(_dump(report.to_dict()))
+        return
+    if not report.changed:
+        click.echo("No changes.")
+        return
+    parts = [f"{len(report.added_faqs)} FAQs added", f"{len(report.updated_faqs)} updated",
+             f"{len(report.removed_faqs)} removed",
+             f"{report.added_questions} questions encoded", f"{report.removed_questions} questions removed"]
+    click.echo(", ".join(parts) + ".")
+
+
+def _corpus_options(fn):
+    for opt in reversed([
+        click.option("--format", "fmt", type=click.Choice(["csv", "tsv", "jsonl"])),
+        click.option("--question-column", default="question", show_default=True),
+        click.option("--answer-column", default="answer", show_default=True),
+        click.option("--id-column", default=None),
+        click.option("--category-column", default="category", show_default=True),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def _edit_command(method: str, corpus, index, fmt, question_column, answer_column, id_column, category_column,
+                  as_json, quiet):
+    from .corpus import Columns
+    from .engine import FAQSearch
+
+    _setup_logging(quiet)
+    columns = Columns(question=question_column, answer=answer_column, id=id_column, category=category_column)
+    try:
+        with FAQSearch.open(index) as engine:
+            report = getattr(engine, method)(corpus, columns, fmt, progress=not quiet and not as_json)
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    _print_edit(report, as_json)
+
+
+@cli.command()
+@click.argument("corpus", type=click.Path(dir_okay=False))
+@index_option
+@_corpus_options
+@click.option("--json", "as_json", is_flag=True)
+@quiet_option
+def add(corpus, index, fmt, question_column, answer_column, id_column, category_column, as_json, quiet):
+    """Add new FAQs to an index without rebuilding it: only their questions are encoded.
+
+    The edit is atomic: if it fails, the index stays as it was. A running process that has the
+    index open sees the new FAQs within a second (or after FAQSearch.reload()).
+
+    \b
+    Example:
+        faqsearch add new_faqs.csv --index support
+    """
+    _edit_command("add", corpus, index, fmt, question_column, answer_column, id_column, category_column, as_json, quiet)
+
+
+@cli.command()
+@click.argument("corpus", type=click.Path(dir_okay=False))
+@index_option
+@_corpus_options
+@click.option("--json", "as_json", is_flag=True)
+@quiet_option
+def update(corpus, index, fmt, question_column, answer_column, id_column, category_column, as_json, quiet):
+    """Update FAQs by id: new questions are encoded, dropped ones leave the index, changed answers
+    are rewritten. FAQs not yet in the index are added; FAQs not in CORPUS are left alone.
+
+    \b
+    Example:
+        faqsearch update edited_faqs.csv --index support
+    """
+    _edit_command("update", corpus, index, fmt, question_column, answer_column, id_column, category_column, as_json,
+                  quiet)
+
+
+@cli.command()
+@click.argument("faq_ids", nargs=-1, required=True)
+@index_option
+@click.option("--json", "as_json", is_flag=True)
+@quiet_option
+def remove(faq_ids, index, as_json, quiet):
+    """Remove FAQs (and all their questions) by id.
+
+    \b
+    Example:
+        faqsearch remove shp-11 shp-12 --index support
+    """
+    from .engine import FAQSearch
+
+    _setup_logging(quiet)
+    try:
+        with FAQSearch.open(index) as engine:
+            report = engine.remove(list(faq_ids))
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    _print_edit(report, as_json)
+
+
+def _open_store(index):
+    """The SQLite store alone (listing needs no encoder)."""
+    from . import config as cfg
+    from .store import Store
+
+    path = cfg.resolve_index_path(index)
+    cfg.load_config(path)
+    return Store(os.path.join(path, cfg.FILES["store"]))
+
+
+@cli.command(name="list")
+@index_option
+@click.option("--category", help="Only FAQs of this category.")
+@click.option("--limit", type=click.IntRange(1), default=None)
+@click.option("--offset", type=click.IntRange(0), default=0)
+@click.option("--json", "as_json", is_flag=True, help="JSON lines.")
+def list_(index, category, limit, offset, as_json):
+    """List the FAQs of an index: id, category, number of questions, answer.
+
+    \b
+    Example:
+        faqsearch list --index support --category shipping
+    """
+    try:
+        store = _open_store(index)
+        rows = store.list_faqs(limit, offset, category)
+        store.close()
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    for row in rows:
+        if as_json:
+            click.echo(_dump(row))
+        else:
+            answer = row["answer"].replace("\n", " ")
+            click.echo(f"{row['id']:<12} {row['category'] or '-':<14} {row['questions']:>3}q  "
+                       f"{answer[:70]}{'...' if len(answer) > 70 else ''}")
+
+
+@cli.command()
+@click.argument("faq_id")
+@index_option
+@click.option("--json", "as_json", is_flag=True)
+def show(faq_id, index, as_json):
+    """Show one FAQ: its answer, category, metadata and every question with its source.
+
+    \b
+    Example:
+        faqsearch show ret-04 --index support
+    """
+    try:
+        store = _open_store(index)
+        faq = store.faq(faq_id)
+        store.close()
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    if faq is None:
+        raise click.ClickException(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
+    if as_json:
+        click.echo(_dump(faq))
+        return
+    click.echo(f"id:        {faq['id']}\ncategory:  {faq['category'] or '-'}")
+    if faq["metadata"]:
+        click.echo(f"metadata:  {_dump(faq['metadata'])}")
+    click.echo(click.wrap_text(faq["answer"], initial_indent="answer:    ", subsequent_indent="           ", width=100))
+    for q in faq["questions"]:
+        click.echo(f"  [{q['id']}] ({q['source']}) {q['text']}")
+
+
+@cli.command()
+@index_option
+@click.option("--beta", type=click.FloatRange(0, 1), default=None, help="Default: the index's current beta.")
+@click.option("--gamma", type=click.FloatRange(0, 1), default=None, help="Default: the index's current gamma.")
+@click.option("--dims", "-k", "k", type=click.IntRange(1), default=None, help="Default: the index's current k.")
+@click.option("--json", "as_json", is_flag=True)
+@quiet_option
+def refit(index, beta, gamma, k, as_json, quiet):
+    """Re-fit the transform from the index's current statistics (kept up to date by add, update and
+    remove) and rebuild the FAISS index from the stored vectors, without re-encoding.
+
+    \b
+    Example:
+        faqsearch refit --index support
+        faqsearch refit --index support --beta 0.5 --gamma 0.5 --dims 128
+    """
+    from .engine import FAQSearch
+    from .tuning import Setting, apply, current_setting
+
+    _setup_logging(quiet)
+    try:
+        engine = FAQSearch.open(index)
+        cur = current_setting(engine.config)
+        wanted = engine.config["whitening"].get("k")
+        setting = Setting(True, cur.beta if beta is None else beta, cur.gamma if gamma is None else gamma,
+                          wanted if k is None else k)
+        apply(engine, setting)
+        engine = FAQSearch.open(index, encoder=engine.encoder)
+        info = engine.info()
+        engine.close()
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    w = info["whitening"]
+    out = {"index": info["path"], "beta": w["beta"], "gamma": w["gamma"], "dims": info["dim_out"],
+           "fit_count": engine.whitening.moments.n}
+    click.echo(_dump(out) if as_json else
+               f"Refitted on {out['fit_count']} vectors: beta={w['beta']:g} gamma={w['gamma']:g}, {out['dims']} dims.")
 
 
 @cli.command()

@@ -35,6 +35,13 @@ class FAQ:
     line: int = 0  # first line of the FAQ in its file, for error messages
 
 
+def faq_hash(faq: "FAQ") -> str:
+    """Content hash of an FAQ (answer, category, metadata, questions), used to diff re-read corpora."""
+    payload = json.dumps([faq.answer, faq.category, faq.metadata, sorted(faq.questions)], ensure_ascii=False,
+                         sort_keys=True, default=str)
+    return hashlib.sha1(payload.encode("utf-8")).hexdigest()
+
+
 @dataclass
 class Columns:
     """Column names of a corpus file; None means "use the default / auto-detect"."""

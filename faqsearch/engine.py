@@ -9,13 +9,15 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from . import config as cfg
-from .corpus import FAQ, Columns, read_corpus, read_texts
+from .corpus import FAQ, Columns, faq_hash, read_corpus, read_texts
 from .encoders import Encoder, check_spec, encoder_from_spec, load_encoder
 from .errors import FAQSearchError, IndexFormatError
 from .index import DEFAULT_FACTORY, VectorIndex
@@ -66,6 +68,37 @@ class Result:
                 "best_score": self.best_score, "threshold": self.threshold}
 
 
+@dataclass
+class EditReport:
+    """What an edit (add / update / remove / upsert) changed."""
+
+    added_faqs: list[str] = field(default_factory=list)
+    updated_faqs: list[str] = field(default_factory=list)
+    removed_faqs: list[str] = field(default_factory=list)
+    added_questions: int = 0
+    removed_questions: int = 0
+    unchanged_faqs: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added_faqs or self.updated_faqs or self.removed_faqs or self.added_questions
+                    or self.removed_questions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Edit:
+    """Planned changes, applied to a copy of the index in one go."""
+
+    new_faqs: list[FAQ] = field(default_factory=list)
+    changed_faqs: list[FAQ] = field(default_factory=list)  # answer/category/metadata/hash rewritten
+    new_questions: list[tuple[str, str]] = field(default_factory=list)  # (faq_id, text)
+    removed_questions: list[int] = field(default_factory=list)
+    removed_faqs: list[str] = field(default_factory=list)
+
+
 def _chunks(seq: Sequence, size: int) -> Iterator[Sequence]:
     for start in range(0, len(seq), size):
         yield seq[start:start + size]
@@ -103,6 +136,10 @@ class FAQSearch:
         self.index = index
         self.store = store
         self._max_per_faq = max(1, int(config.get("counts", {}).get("max_questions_per_faq", 1)))
+        self._stamp = _config_stamp(path)
+        self._checked = time.monotonic()
+        self._edit_lock = threading.Lock()
+        self.auto_reload = True
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -275,6 +312,8 @@ class FAQSearch:
         """Answer many queries with one encoder pass and one search call."""
         if k < 1:
             raise ValueError("k must be at least 1")
+        if self.auto_reload:
+            self.reload_if_changed()
         texts = list(texts)
         thr = self.threshold if threshold is None else float(threshold)
         vectors = self.embed(texts, batch_size=batch_size, progress=progress)
@@ -289,7 +328,174 @@ class FAQSearch:
         return self.ask_many([text], k=k, threshold=threshold)[0]
 
     def info(self) -> dict[str, Any]:
-        return {"path": self.path, **self.config, "vectors": len(self.index)}
+        return {"path": self.path, **self.config, "counts": self.store.counts(), "vectors": len(self.index)}
+
+    # ------------------------------------------------------------------ reload
+    def reload(self) -> None:
+        """Load the index files again (after an edit by this or another process). The encoder is kept."""
+        fresh = FAQSearch.open(self.path, encoder=self.encoder)
+        self.config, self.whitening, self.index, self.store = fresh.config, fresh.whitening, fresh.index, fresh.store
+        self._max_per_faq, self._stamp = fresh._max_per_faq, fresh._stamp
+        # the old store connection is left to the garbage collector: another thread may still be reading it
+
+    def reload_if_changed(self, every: float = 1.0) -> bool:
+        """Reload when config.json changed on disk; checks at most once per ``every`` seconds."""
+        now = time.monotonic()
+        if now - self._checked < every:
+            return False
+        self._checked = now
+        stamp = _config_stamp(self.path)
+        if stamp is None or stamp == self._stamp:
+            return False
+        self.reload()
+        return True
+
+    # ------------------------------------------------------------------ edits
+    def add(self, corpus: str | Sequence[FAQ], columns: Columns | None = None, fmt: str | None = None,
+            progress: bool = False) -> EditReport:
+        """Add new FAQs (ids not yet in the index); only their questions are encoded."""
+        faqs = _as_faqs(corpus, columns, fmt)
+        existing = self.store.faq_hashes()
+        clash = [f.id for f in faqs if f.id in existing]
+        if clash:
+            raise FAQSearchError(f"FAQ id(s) already in the index: {', '.join(clash[:10])}"
+                                 f"{' ...' if len(clash) > 10 else ''}; use `faqsearch update` to change them")
+        return self._edit(_Edit(new_faqs=faqs), "added", progress)
+
+    def update(self, corpus: str | Sequence[FAQ], columns: Columns | None = None, fmt: str | None = None,
+               progress: bool = False) -> EditReport:
+        """Update the given FAQs by id: new questions are encoded, dropped ones removed, answers rewritten.
+        FAQs not in the index are added; FAQs not listed are left alone."""
+        return self._edit(self._plan(_as_faqs(corpus, columns, fmt), remove_missing=False), "added", progress)
+
+    def upsert(self, corpus: str | Sequence[FAQ], columns: Columns | None = None, fmt: str | None = None,
+               progress: bool = False) -> EditReport:
+        """Make the index match a whole corpus, touching only what differs (by content hash).
+
+        FAQs missing from the corpus are removed, except those created by `add` alone."""
+        return self._edit(self._plan(_as_faqs(corpus, columns, fmt), remove_missing=True), "corpus", progress)
+
+    def remove(self, faq_ids: Sequence[str]) -> EditReport:
+        """Remove FAQs and all their questions."""
+        existing = self.store.faq_hashes()
+        unknown = [i for i in faq_ids if i not in existing]
+        if unknown:
+            raise FAQSearchError(f"unknown FAQ id(s): {', '.join(unknown[:10])}; see `faqsearch list`")
+        return self._edit(_Edit(removed_faqs=list(dict.fromkeys(faq_ids))), "added", False)
+
+    def list(self, limit: int | None = None, offset: int = 0, category: str | None = None) -> list[dict[str, Any]]:
+        return self.store.list_faqs(limit, offset, category)
+
+    def show(self, faq_id: str) -> dict[str, Any]:
+        faq = self.store.faq(faq_id)
+        if faq is None:
+            raise FAQSearchError(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
+        return faq
+
+    def _plan(self, faqs: list[FAQ], remove_missing: bool) -> _Edit:
+        hashes = self.store.faq_hashes()
+        plan = _Edit()
+        listed = set()
+        for f in faqs:
+            listed.add(f.id)
+            if f.id not in hashes:
+                plan.new_faqs.append(f)
+                continue
+            if hashes[f.id] == faq_hash(f):
+                continue
+            stored = self.store.faq(f.id)
+            editable = {q["text"]: q["id"] for q in stored["questions"] if q["source"] in ("corpus", "added")}
+            present = {q["text"] for q in stored["questions"]}
+            plan.removed_questions += [qid for text, qid in editable.items() if text not in f.questions]
+            plan.new_questions += [(f.id, q) for q in f.questions if q not in present]
+            plan.changed_faqs.append(f)
+        if remove_missing:
+            with self.store._lock:
+                ingested = {r[0] for r in self.store.db.execute(
+                    "select distinct faq_id from questions where source = 'corpus'")}
+            plan.removed_faqs = sorted(i for i in hashes if i not in listed and i in ingested)
+        return plan
+
+    def _edit(self, plan: _Edit, source: str, progress: bool) -> EditReport:
+        """Apply a plan to a copy of the index directory and swap it in (all or nothing)."""
+        report = EditReport(added_faqs=[f.id for f in plan.new_faqs], updated_faqs=[f.id for f in plan.changed_faqs],
+                            removed_faqs=list(plan.removed_faqs))
+        if not (plan.new_faqs or plan.changed_faqs or plan.new_questions or plan.removed_questions
+                or plan.removed_faqs):
+            report.unchanged_faqs = self.store.counts()["faqs"]
+            return report
+        with self._edit_lock:
+            self.reload_if_changed(every=0.0)
+            path = self.path
+            old_ids = np.array([q[0] for q in self.store.all_questions()], dtype=np.int64)
+            raw_old = np.load(os.path.join(path, cfg.FILES["vectors"]), mmap_mode="r")
+            tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.edit-", dir=os.path.dirname(path))
+            store = None
+            try:
+                self.store.backup(os.path.join(tmp, cfg.FILES["store"]))
+                store = Store(os.path.join(tmp, cfg.FILES["store"]))
+                removed = store.delete_faqs(plan.removed_faqs) + list(plan.removed_questions)
+                store.delete_questions(plan.removed_questions)
+                for f in plan.changed_faqs:
+                    store.update_faq(f)
+                rows = store.insert_faqs(plan.new_faqs, source=source) if plan.new_faqs else []
+                for fid, text in plan.new_questions:
+                    rows += store.add_questions(fid, [text], source=source)
+                new_ids = np.array([r[0] for r in rows], dtype=np.int64)
+                raw_new = self.encoder.encode([r[1] for r in rows], progress=progress) if rows else \
+                    np.empty((0, self.encoder.dimension), np.float32)
+                keep = ~np.isin(old_ids, np.array(removed, dtype=np.int64))
+                moments = Moments.from_arrays(self.whitening.moments.to_arrays())
+                if self.config["whitening"].get("fitted_on") == "corpus questions":
+                    moments.remove(np.asarray(raw_old[~keep])).update(raw_new)
+                white = Whitening(self.whitening.kernel, self.whitening.bias, self.whitening.beta,
+                                  self.whitening.gamma, self.whitening.k, moments, self.whitening.rank)
+                out = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+", dtype=np.float32,
+                                                shape=(int(keep.sum()) + len(rows), raw_old.shape[1]))
+                pos = 0
+                for start in range(0, len(old_ids), CHUNK):
+                    block = np.asarray(raw_old[start:start + CHUNK])[keep[start:start + CHUNK]]
+                    out[pos:pos + len(block)] = block
+                    pos += len(block)
+                out[pos:] = raw_new
+                out.flush()
+                del out
+                vindex = VectorIndex.load(os.path.join(path, cfg.FILES["faiss"]), self.index.factory)
+                if removed:
+                    vindex.remove(np.array(removed, dtype=np.int64))
+                if rows:
+                    vindex.add(white.transform(raw_new), new_ids)
+                vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
+                white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+                config = dict(self.config)
+                config["counts"] = store.counts()
+                config["generation"] = int(config.get("generation", 0)) + 1
+                config["modified"] = cfg.new_config()["created"]
+                cfg.save_config(tmp, config)
+                store.close()
+                store = None
+                _swap_into_place(tmp, path)
+            except BaseException:
+                if store is not None:
+                    store.close()
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            self.reload()
+        report.added_questions = len(rows)
+        report.removed_questions = len(removed)
+        return report
+
+
+def _config_stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(os.path.join(path, cfg.FILES["config"]))
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns)
+
+
+def _as_faqs(corpus: str | Sequence[FAQ], columns: Columns | None, fmt: str | None) -> list[FAQ]:
+    return read_corpus(str(corpus), columns, fmt) if isinstance(corpus, (str, os.PathLike)) else list(corpus)
 
 
 def _swap_into_place(tmp: str, path: str) -> None:

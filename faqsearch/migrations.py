@@ -21,3 +21,25 @@ def m001_initial(db: Database) -> None:
         pk="id", not_null={"faq_id", "text", "source"}, foreign_keys=[("faq_id", "faqs", "id")],
     )
     db["questions"].create_index(["faq_id"])
+
+
+@migrations()
+def m002_content_hash(db: Database) -> None:
+    """A hash of each FAQ's content, so a re-read corpus is diffed without comparing every text."""
+    db["faqs"].add_column("content_hash", str)
+
+
+@migrations()
+def m003_lexical(db: Database) -> None:
+    """Full-text index of the questions for lexical and hybrid matching.
+
+    ``lex`` holds the question pre-tokenised by faqsearch.lexical.tokenize (Latin words, CJK
+    character unigrams and bigrams), so FTS5's plain unicode61 tokenizer handles Chinese too.
+    """
+    from .lexical import tokenize
+
+    db["questions"].add_column("lex", str)
+    rows = list(db.execute("select id, text from questions"))
+    for qid, text in rows:
+        db.execute("update questions set lex = ? where id = ?", [" ".join(tokenize(text)), qid])
+    db["questions"].enable_fts(["lex"], fts_version="FTS5", create_triggers=True, tokenize="unicode61")

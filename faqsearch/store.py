@@ -8,7 +8,8 @@ from typing import Any, Iterable, Sequence
 
 from sqlite_utils import Database
 
-from .corpus import FAQ
+from .corpus import FAQ, faq_hash
+from .lexical import fts_query, tokenize
 from .migrations import migrations
 
 SOURCES = ("corpus", "generated", "added")
@@ -31,20 +32,95 @@ class Store:
 
     def insert_faqs(self, faqs: Iterable[FAQ], source: str = "corpus") -> list[tuple[int, str]]:
         """Insert FAQs and their questions; return (question_id, text) in insertion order."""
-        if source not in SOURCES:
-            raise ValueError(f"source must be one of {SOURCES}")
         faqs = list(faqs)
         with self._lock, self.db.atomic():
             self.db["faqs"].insert_all(
                 ({"id": f.id, "answer": f.answer, "category": f.category,
-                  "metadata": json.dumps(f.metadata, ensure_ascii=False) if f.metadata else None} for f in faqs),
+                  "metadata": json.dumps(f.metadata, ensure_ascii=False) if f.metadata else None,
+                  "content_hash": faq_hash(f)} for f in faqs),
                 batch_size=500,
             )
-            start = (self.db.execute("select coalesce(max(id), 0) from questions").fetchone()[0]) + 1
-            rows = [{"id": start + i, "faq_id": f.id, "text": q, "source": source}
-                    for i, (f, q) in enumerate((f, q) for f in faqs for q in f.questions)]
-            self.db["questions"].insert_all(rows, batch_size=1000)
+            return self._insert_questions([(f.id, q) for f in faqs for q in f.questions], source)
+
+    def add_questions(self, faq_id: str, texts: Sequence[str], source: str = "added") -> list[tuple[int, str]]:
+        with self._lock, self.db.atomic():
+            return self._insert_questions([(faq_id, t) for t in texts], source)
+
+    def _insert_questions(self, pairs: list[tuple[str, str]], source: str) -> list[tuple[int, str]]:
+        if source not in SOURCES:
+            raise ValueError(f"source must be one of {SOURCES}")
+        start = (self.db.execute("select coalesce(max(id), 0) from questions").fetchone()[0]) + 1
+        rows = [{"id": start + i, "faq_id": fid, "text": q, "source": source, "lex": " ".join(tokenize(q))}
+                for i, (fid, q) in enumerate(pairs)]
+        self.db["questions"].insert_all(rows, batch_size=1000)
         return [(r["id"], r["text"]) for r in rows]
+
+    def update_faq(self, faq: FAQ) -> None:
+        """Answer, category, metadata and content hash of an existing FAQ (questions are separate)."""
+        with self._lock, self.db.atomic():
+            self.db["faqs"].update(faq.id, {
+                "answer": faq.answer, "category": faq.category,
+                "metadata": json.dumps(faq.metadata, ensure_ascii=False) if faq.metadata else None,
+                "content_hash": faq_hash(faq)})
+
+    def delete_questions(self, question_ids: Sequence[int]) -> None:
+        ids = [int(i) for i in question_ids]
+        with self._lock, self.db.atomic():
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                self.db.execute(f"delete from questions where id in ({','.join('?' * len(chunk))})", chunk)
+
+    def delete_faqs(self, faq_ids: Sequence[str]) -> list[int]:
+        """Delete FAQs with all their questions; return the deleted question ids."""
+        ids = list(faq_ids)
+        removed: list[int] = []
+        with self._lock, self.db.atomic():
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                removed += [r[0] for r in self.db.execute(f"select id from questions where faq_id in ({marks})", chunk)]
+                self.db.execute(f"delete from questions where faq_id in ({marks})", chunk)
+                self.db.execute(f"delete from faqs where id in ({marks})", chunk)
+        return removed
+
+    def faq_hashes(self) -> dict[str, str | None]:
+        with self._lock:
+            return dict(self.db.execute("select id, content_hash from faqs"))
+
+    def faq(self, faq_id: str) -> dict[str, Any] | None:
+        """One FAQ with its questions (id, text, source), or None."""
+        with self._lock:
+            row = self.db.execute("select id, answer, category, metadata, content_hash from faqs where id = ?",
+                                  [faq_id]).fetchone()
+            if row is None:
+                return None
+            qs = self.db.execute("select id, text, source from questions where faq_id = ? order by id", [faq_id])
+            questions = [{"id": q[0], "text": q[1], "source": q[2]} for q in qs]
+        return {"id": row[0], "answer": row[1], "category": row[2],
+                "metadata": json.loads(row[3]) if row[3] else {}, "content_hash": row[4], "questions": questions}
+
+    def list_faqs(self, limit: int | None = None, offset: int = 0, category: str | None = None) -> list[dict[str, Any]]:
+        sql = ("select f.id, f.category, f.answer, count(q.id) from faqs f left join questions q on q.faq_id = f.id"
+               + (" where f.category = ?" if category else "") + " group by f.id order by f.rowid"
+               + (" limit ? offset ?" if limit is not None else ""))
+        args: list[Any] = ([category] if category else []) + ([limit, offset] if limit is not None else [])
+        with self._lock:
+            return [{"id": r[0], "category": r[1], "answer": r[2], "questions": r[3]} for r in self.db.execute(sql, args)]
+
+    def lexical(self, texts: Sequence[str], n: int) -> list[list[tuple[int, float]]]:
+        """BM25 (FTS5) top-n question ids with scores (higher is better) for each text."""
+        out = []
+        with self._lock:
+            for text in texts:
+                q = fts_query(text)
+                if q is None:
+                    out.append([])
+                    continue
+                rows = self.db.execute(
+                    "select rowid, -bm25(questions_fts) from questions_fts where questions_fts match ? "
+                    "order by bm25(questions_fts) limit ?", [q, n]).fetchall()
+                out.append([(int(r[0]), float(r[1])) for r in rows])
+        return out
 
     def questions(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """Question rows joined with their FAQ, keyed by question id."""
@@ -63,8 +139,18 @@ class Store:
         return {r["question_id"]: r for r in rows}
 
     def all_questions(self) -> list[tuple[int, str, str]]:
+        """(id, faq_id, text) of every question, by id: the order of the stored raw vectors."""
         with self._lock:
             return [tuple(r) for r in self.db.execute("select id, faq_id, text from questions order by id")]
+
+    def backup(self, path: str) -> None:
+        """A consistent copy of the database (SQLite online backup)."""
+        with self._lock:
+            dest = sqlite3.connect(path)
+            try:
+                self._conn.backup(dest)
+            finally:
+                dest.close()
 
     def faq_ids(self) -> set[str]:
         with self._lock:

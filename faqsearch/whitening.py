@@ -57,6 +57,26 @@ class Moments:
         self.n = n
         return self
 
+    def remove(self, batch: np.ndarray) -> "Moments":
+        """Take vectors out of the accumulator (the exact inverse of ``update``), e.g. for deleted FAQs."""
+        x = np.asarray(batch, dtype=np.float64)
+        nb = x.shape[0]
+        if nb == 0:
+            return self
+        if nb > self.n:
+            raise ValueError(f"cannot remove {nb} vectors from moments of {self.n}")
+        if nb == self.n:
+            self.n, self.mean, self.m2 = 0, np.zeros(self.dim), np.zeros((self.dim, self.dim))
+            return self
+        mb = x.mean(axis=0)
+        xc = x - mb
+        n = self.n - nb
+        mean = (self.mean * self.n - mb * nb) / n
+        delta = mb - mean
+        self.m2 = self.m2 - xc.T @ xc - np.outer(delta, delta) * (n * nb / self.n)
+        self.mean, self.n = mean, n
+        return self
+
     @property
     def covariance(self) -> np.ndarray:
         if self.n < 2:

@@ -9,12 +9,12 @@ def test_migrations_create_schema_once(tmp_path):
     path = str(tmp_path / "s.db")
     s = Store(path)
     names = [m.name for m in migrations.applied(s.db)]
-    assert names == ["m001_initial"]
+    assert names == ["m001_initial", "m002_content_hash", "m003_lexical"]
     assert set(s.db.table_names()) >= {"faqs", "questions"}
-    assert {c.name for c in s.db["questions"].columns} == {"id", "faq_id", "text", "source"}
+    assert {c.name for c in s.db["questions"].columns} == {"id", "faq_id", "text", "source", "lex"}
     s.close()
     s2 = Store(path)  # reopening applies nothing again
-    assert [m.name for m in migrations.applied(s2.db)] == ["m001_initial"]
+    assert [m.name for m in migrations.applied(s2.db)] == names
     assert migrations.pending(s2.db) == []
     s2.close()
 
@@ -46,3 +46,23 @@ def test_insert_and_fetch(tmp_path):
     s.close()
     con = sqlite3.connect(str(tmp_path / "s.db"))
     assert con.execute("select source from questions where text='q4'").fetchone() == ("added",)
+
+
+def test_older_store_gets_lexical_index_for_existing_rows(tmp_path):
+    """A store written before m002/m003 is upgraded on open, and its old questions become searchable."""
+    from sqlite_utils import Database
+
+    path = str(tmp_path / "v1.db")
+    db = Database(path)
+    migrations.apply(db, stop_before="m002_content_hash")
+    db["faqs"].insert({"id": "a", "answer": "A"})
+    db["questions"].insert({"id": 1, "faq_id": "a", "text": "信用卡丢了怎么办", "source": "corpus"})
+    db.close()
+    s = Store(path)
+    assert [m.name for m in migrations.applied(s.db)][-1] == "m003_lexical"
+    assert s.lexical(["信用卡丢了"], 5)[0][0][0] == 1
+    s.insert_faqs([FAQ("b", "B", ["reset my password"])])  # new rows are indexed by the triggers
+    assert s.lexical(["password reset"], 5)[0][0][0] == 2
+    s.delete_faqs(["b"])
+    assert s.lexical(["password"], 5) == [[]]
+    s.close()

@@ -1,0 +1,40 @@
+"""Tokenising for the lexical (FTS5 / BM25) side: words for Latin scripts, character n-grams for CJK."""
+from __future__ import annotations
+
+import re
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased words; runs of CJK characters become character unigrams plus bigrams.
+
+    Chinese has no spaces, so a whole sentence would otherwise be one token; unigrams and
+    bigrams give BM25 the overlap that word segmentation would, without a dictionary.
+    """
+    out: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        if not _CJK.search(word):
+            out.append(word)
+            continue
+        run = ""
+        for ch in word + " ":  # split mixed words into CJK runs and other runs
+            if _CJK.match(ch):
+                run += ch
+                continue
+            if run:
+                out.extend(run)
+                out.extend(run[i:i + 2] for i in range(len(run) - 1))
+                run = ""
+        rest = _CJK.sub(" ", word).split()
+        out.extend(rest)
+    return out
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 MATCH expression: every token quoted (no operator injection), OR-ed together."""
+    tokens = sorted(set(tokenize(text)))
+    if not tokens:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
