@@ -155,10 +155,12 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
 @click.option("--threshold", "-t", type=float, default=None,
               help="Minimum score of an answer (default: the index's, see `faqsearch info`).")
 @click.option("--model", "-m", help="Check that the index was built with this encoder.")
+@click.option("--mode", type=click.Choice(["dense", "lexical", "hybrid"]),
+              help="Matching: dense vectors, lexical BM25, or both fused (default: the index's, hybrid).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output (JSON lines when reading stdin).")
 @threads_option
 @quiet_option
-def ask(text, index, top_k, threshold, model, as_json, threads, quiet):
+def ask(text, index, top_k, threshold, model, mode, as_json, threads, quiet):
     """Answer a question from an index. With no TEXT (or '-'), read one query per line from stdin
     and answer them in one batch as JSON lines.
 
@@ -167,6 +169,7 @@ def ask(text, index, top_k, threshold, model, as_json, threads, quiet):
         faqsearch ask "can I change my delivery address?"
         faqsearch ask "refund for a damaged item" -k 5 --json
         cat queries.txt | faqsearch ask --index support
+        faqsearch ask "error code E42 on my printer" --mode lexical
     """
     from .engine import FAQSearch
 
@@ -180,7 +183,7 @@ def ask(text, index, top_k, threshold, model, as_json, threads, quiet):
         raise click.UsageError("no query given" if not batch else "stdin held no queries")
     try:
         with FAQSearch.open(index, model=model, threads=threads) as engine:
-            results = engine.ask_many(queries, k=top_k, threshold=threshold)
+            results = engine.ask_many(queries, k=top_k, threshold=threshold, mode=mode)
     except FAQSearchError as exc:
         raise _fail(exc)
     if batch or as_json:
@@ -207,11 +210,12 @@ def ask(text, index, top_k, threshold, model, as_json, threads, quiet):
 @click.option("--query-column", default=None, help="Query column (default: query, question or text).")
 @click.option("--gold-column", default=None, help="Gold FAQ id column (default: faq_id, gold or id).")
 @click.option("--threshold", "-t", type=float, default=None, help="Threshold for the 'answered' share.")
+@click.option("--mode", type=click.Choice(["dense", "lexical", "hybrid"]), help="Matching mode (default: the index's).")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True)
 @threads_option
 @quiet_option
-def eval_(queries, index, pairs, query_column, gold_column, threshold, as_json, batch_size, threads, quiet):
+def eval_(queries, index, pairs, query_column, gold_column, threshold, mode, as_json, batch_size, threads, quiet):
     """Measure an index on labelled queries: Recall@1/5/10, MRR@10, nDCG@10 over distinct FAQs,
     and the share of queries answered above the threshold.
 
@@ -238,7 +242,7 @@ def eval_(queries, index, pairs, query_column, gold_column, threshold, as_json, 
             else:
                 labelled = read_labelled_queries(queries, query_column, gold_column)
                 report = evaluate(engine, labelled, batch_size=batch_size, progress=not quiet and not as_json,
-                                  threshold=threshold, source=queries)
+                                  threshold=threshold, source=queries, mode=mode)
     except FAQSearchError as exc:
         raise _fail(exc)
     report = {"index": engine.path, **report}
@@ -258,13 +262,15 @@ def eval_(queries, index, pairs, query_column, gold_column, threshold, as_json, 
 @click.option("--apply", "do_apply", is_flag=True,
               help="Rewrite the transform and FAISS index in place (atomically, no re-encoding) if the held-out "
                    "score improves.")
+@click.option("--fusion", is_flag=True, help="With QUERIES: tune the weight of BM25 in hybrid mode instead.")
 @click.option("--folds", type=click.IntRange(2, 20), default=5, show_default=True, help="Cross-validation folds.")
 @click.option("--query-column", default=None)
 @click.option("--gold-column", default=None)
 @click.option("--json", "as_json", is_flag=True)
 @threads_option
 @quiet_option
-def tune(queries, index, pairs, self_supervised, do_apply, folds, query_column, gold_column, as_json, threads, quiet):
+def tune(queries, index, pairs, self_supervised, do_apply, fusion, folds, query_column, gold_column, as_json, threads,
+         quiet):
     """Choose whitening beta, gamma and k for an index from labelled data.
 
     Every setting of beta, gamma in {0, 0.5, 1} and k in {64, 128, 256, all} (plus no transform)
@@ -277,14 +283,40 @@ def tune(queries, index, pairs, self_supervised, do_apply, folds, query_column, 
         faqsearch tune sample_data/queries.csv
         faqsearch tune --self --apply --index support
         faqsearch tune --pairs sts-dev.tsv --index sts --json
+        faqsearch tune user_queries.csv --fusion --apply
     """
     from .engine import FAQSearch
     from .evaluation import read_labelled_queries, read_pairs
-    from .tuning import apply_if_better, tune as run_tune
+    from .tuning import apply_fusion_if_better, apply_if_better, tune as run_tune, tune_fusion
 
     _setup_logging(quiet)
     if sum(x is not None and x is not False for x in (queries, pairs, self_supervised)) != 1:
         raise click.UsageError("give exactly one of QUERIES, --pairs FILE or --self")
+    if fusion and not queries:
+        raise click.UsageError("--fusion needs labelled QUERIES")
+    if fusion:
+        try:
+            with FAQSearch.open(index, threads=threads) as engine:
+                report = tune_fusion(engine, read_labelled_queries(queries, query_column, gold_column), folds=folds,
+                                     progress=not quiet and not as_json)
+                if do_apply:
+                    apply_fusion_if_better(engine, report)
+        except FAQSearchError as exc:
+            raise _fail(exc)
+        if as_json:
+            click.echo(_dump(report.to_dict()))
+            return
+        for row in report.rows:
+            mark = (" <- current" if row["current"] else "") + (" <- chosen" if row["chosen"] else "")
+            click.echo(f"hybrid weight {row['weight']:<5g} mrr@10 {100 * row['mrr@10']:6.2f}{mark}")
+        click.echo(f"lexical alone  mrr@10 {100 * report.lexical:6.2f}")
+        click.echo(f"\n{report.n} queries; mrr@10 x100 held out (cross-validated): current {100 * report.cv_current:.2f}, "
+                   f"tuned {100 * report.cv_tuned:.2f} ({100 * report.gain:+.2f})")
+        if report.applied:
+            click.echo(f"applied: mode {'hybrid' if report.chosen else 'dense'}, weight {report.chosen:g}.")
+        elif do_apply:
+            click.echo("not applied: the held-out score does not improve on the current setting.")
+        return
     try:
         engine = FAQSearch.open(index, threads=threads)
         labelled = read_labelled_queries(queries, query_column, gold_column) if queries else None

@@ -11,7 +11,7 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -34,11 +34,18 @@ DEFAULT_K = 256
 # Scores below this are "no confident answer" (README, "The threshold"); an index may store its own.
 DEFAULT_THRESHOLD = 0.5
 CHUNK = 4096  # texts encoded per streaming step while building
+MODES = ("dense", "lexical", "hybrid")
+DEFAULT_MODE = "hybrid"  # measured above both dense and lexical on every set: README "Dense, lexical and hybrid"
+DEFAULT_HYBRID_WEIGHT = 0.1  # weight of the normalised BM25 score; `tune --fusion` learns it per index
+FUSION_POOL = 50  # candidates taken from each side before fusing
 
 
 @dataclass
 class Answer:
-    """One FAQ matched by a query: its answer and the best-matching stored question."""
+    """One FAQ matched by a query: its answer and the best-matching stored question.
+
+    ``score`` is the cosine similarity in dense and hybrid modes (the threshold applies to it) and
+    the BM25 score in lexical mode."""
 
     faq_id: str
     answer: str
@@ -48,6 +55,9 @@ class Answer:
     source: str = "corpus"
     category: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    dense: float | None = None  # cosine of the best question (dense and hybrid modes)
+    lexical: float | None = None  # BM25 of the best lexical question match (lexical and hybrid modes)
+    fused: float | None = None  # hybrid ranking score: cosine + weight * normalised BM25
 
 
 @dataclass
@@ -300,32 +310,96 @@ class FAQSearch:
                 row = rows.get(int(qid))
                 if row is None or row["faq_id"] in seen:
                     continue
-                seen[row["faq_id"]] = Answer(row["faq_id"], row["answer"], float(score), row["question"],
-                                             int(qid), row["source"], row["category"], row["metadata"])
+                seen[row["faq_id"]] = _answer(row, float(score), dense=float(score))
                 if len(seen) == k:
                     break
             results.append(list(seen.values()))
         return results
 
+    def search_lexical(self, texts: Sequence[str], k: int = 5) -> list[list[Answer]]:
+        """Top-k distinct FAQs by BM25 over the questions (SQLite FTS5); score = BM25."""
+        hits = self.store.lexical(texts, k * self._max_per_faq)
+        rows = self.store.questions(sorted({qid for h in hits for qid, _ in h}))
+        results = []
+        for h in hits:
+            seen: dict[str, Answer] = {}
+            for qid, score in h:
+                row = rows.get(qid)
+                if row is None or row["faq_id"] in seen:
+                    continue
+                seen[row["faq_id"]] = _answer(row, score, lexical=score)
+                if len(seen) == k:
+                    break
+            results.append(list(seen.values()))
+        return results
+
+    def search_hybrid(self, texts: Sequence[str], vectors: np.ndarray, k: int = 5,
+                      weight: float | None = None) -> list[list[Answer]]:
+        """Fuse dense and lexical: score = cosine + weight * BM25 / (best BM25 of the query).
+
+        Every candidate from either side gets its exact cosine (lexical-only candidates from their
+        stored vectors), so the dense score stays a calibrated confidence and BM25 only re-ranks.
+        """
+        w = self.hybrid_weight if weight is None else float(weight)
+        return [fuse(c, w, k) for c in self.hybrid_candidates(texts, vectors, max(k, FUSION_POOL))]
+
+    def hybrid_candidates(self, texts: Sequence[str], vectors: np.ndarray, pool: int) -> list[list[Answer]]:
+        """The union of dense and lexical candidates per query, each with .dense and .lexical set."""
+        dense = self.search_vectors(vectors, pool)
+        lexical = self.search_lexical(texts, pool)
+        out = []
+        for qv, dlist, llist in zip(vectors, dense, lexical):
+            cands = {a.faq_id: a for a in dlist}
+            missing = [a for a in llist if a.faq_id not in cands]
+            if missing:
+                vecs = self.index.reconstruct(np.array([a.question_id for a in missing]))
+                for a, v in zip(missing, vecs @ qv):
+                    a.dense = float(v)
+                    cands[a.faq_id] = a
+            lex = {a.faq_id: a.lexical for a in llist}
+            for fid, a in cands.items():
+                a.lexical = lex.get(fid)
+            out.append(list(cands.values()))
+        return out
+
+    @property
+    def mode(self) -> str:
+        return str(self.config.get("mode", DEFAULT_MODE))
+
+    @property
+    def hybrid_weight(self) -> float:
+        return float(self.config.get("hybrid_weight", DEFAULT_HYBRID_WEIGHT))
+
     def ask_many(self, texts: Sequence[str], k: int = 5, threshold: float | None = None,
-                 batch_size: int = 32, progress: bool = False) -> list[Result]:
-        """Answer many queries with one encoder pass and one search call."""
+                 batch_size: int = 32, progress: bool = False, mode: str | None = None) -> list[Result]:
+        """Answer many queries with one encoder pass and one search call.
+
+        mode: 'dense' (vectors), 'lexical' (BM25; no threshold: any token match answers) or
+        'hybrid' (both fused); default: the index's mode.
+        """
         if k < 1:
             raise ValueError("k must be at least 1")
+        mode = mode or self.mode
+        if mode not in MODES:
+            raise FAQSearchError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
         if self.auto_reload:
             self.reload_if_changed()
         texts = list(texts)
         thr = self.threshold if threshold is None else float(threshold)
+        if mode == "lexical":
+            found = self.search_lexical(texts, k)
+            return [Result(t, a, a[0].score if a else None, thr) for t, a in zip(texts, found)]
         vectors = self.embed(texts, batch_size=batch_size, progress=progress)
+        found = self.search_hybrid(texts, vectors, k) if mode == "hybrid" else self.search_vectors(vectors, k)
         out = []
-        for text, answers in zip(texts, self.search_vectors(vectors, k)):
-            best = answers[0].score if answers else None
-            out.append(Result(text, [a for a in answers if a.score >= thr], best, thr))
+        for text, answers in zip(texts, found):
+            best = max((a.dense for a in answers), default=None)
+            out.append(Result(text, [a for a in answers if a.dense >= thr], best, thr))
         return out
 
-    def ask(self, text: str, k: int = 5, threshold: float | None = None) -> Result:
-        """Answer one query: up to k FAQs scoring at least the threshold, best first."""
-        return self.ask_many([text], k=k, threshold=threshold)[0]
+    def ask(self, text: str, k: int = 5, threshold: float | None = None, mode: str | None = None) -> Result:
+        """Answer one query: up to k FAQs whose cosine reaches the threshold, best first."""
+        return self.ask_many([text], k=k, threshold=threshold, mode=mode)[0]
 
     def info(self) -> dict[str, Any]:
         return {"path": self.path, **self.config, "counts": self.store.counts(), "vectors": len(self.index)}
@@ -484,6 +558,21 @@ class FAQSearch:
         report.added_questions = len(rows)
         report.removed_questions = len(removed)
         return report
+
+
+def fuse(candidates: Sequence[Answer], weight: float, k: int) -> list[Answer]:
+    """Rank candidates by cosine + weight * BM25 / max BM25 (new Answer objects; inputs untouched).
+
+    ``score`` stays the cosine, the calibrated confidence the threshold applies to; ``fused`` orders."""
+    top = max((a.lexical or 0.0 for a in candidates), default=0.0) or 1.0
+    fused = [replace(a, score=a.dense, fused=float(a.dense + weight * (a.lexical or 0.0) / top)) for a in candidates]
+    fused.sort(key=lambda a: -a.fused)
+    return fused[:k]
+
+
+def _answer(row: dict[str, Any], score: float, dense: float | None = None, lexical: float | None = None) -> Answer:
+    return Answer(row["faq_id"], row["answer"], score, row["question"], int(row["question_id"]), row["source"],
+                  row["category"], row["metadata"], dense, lexical)
 
 
 def _config_stamp(path: str) -> tuple[int, int] | None:

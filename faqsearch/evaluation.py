@@ -131,7 +131,7 @@ def ranking_metrics(ranked: Sequence[Sequence[str]], gold: Sequence[set[str]], c
 
 
 def evaluate(engine, queries: Sequence[LabelledQuery], batch_size: int = 32, progress: bool = False,
-             threshold: float | None = None, source: str = "queries") -> dict[str, Any]:
+             threshold: float | None = None, source: str = "queries", mode: str | None = None) -> dict[str, Any]:
     """Retrieval quality of an index on labelled queries (distinct FAQs, top 10)."""
     known = engine.store.faq_ids()
     unknown = [q for q in queries if not (q.gold & known)]
@@ -141,15 +141,15 @@ def evaluate(engine, queries: Sequence[LabelledQuery], batch_size: int = 32, pro
             source, None,
             f"{len(unknown)} quer{'y has' if len(unknown) == 1 else 'ies have'} gold FAQ ids that the index does not "
             f"contain ({shown}{' ...' if len(unknown) > 5 else ''}); check the ids or the --index")
-    results = engine.ask_many([q.text for q in queries], k=10, threshold=-1.0, batch_size=batch_size,
-                              progress=progress)
+    results = engine.ask_many([q.text for q in queries], k=10, threshold=-1e9, batch_size=batch_size,
+                              progress=progress, mode=mode)
     thr = engine.threshold if threshold is None else threshold
     ranked = [[a.faq_id for a in r.answers] for r in results]
     metrics = ranking_metrics(ranked, [q.gold for q in queries])
     metrics["answered"] = float(np.mean([(r.best_score or -1) >= thr for r in results]))
     metrics["answered_correct@1"] = float(np.mean(
         [(r.best_score or -1) >= thr and bool(ids) and ids[0] in q.gold for r, ids, q in zip(results, ranked, queries)]))
-    return {"queries": len(queries), "threshold": thr, **metrics}
+    return {"queries": len(queries), "mode": mode or engine.mode, "threshold": thr, **metrics}
 
 
 def evaluate_pairs(engine, a: Sequence[str], b: Sequence[str], y: np.ndarray, batch_size: int = 64,

@@ -57,7 +57,7 @@ def test_tune_matches_evaluate_and_apply_is_atomic(tmp_path, corpus):
     e = FAQSearch.build(corpus, str(tmp_path / "ix"), encoder=enc, beta=1, gamma=1, k=None)
     queries = [LabelledQuery(f"please {v} {t} now", {str(i)}, 0) for i, (t, v) in enumerate(
         (t, v) for t in ["password", "delivery", "refund", "invoice", "warranty"] for v in ["change", "reset"])]
-    before = evaluate(e, queries)["mrr@10"]
+    before = evaluate(e, queries, mode="dense")["mrr@10"]
     report = tune(e, queries)
     row = next(r for r in report.rows if r["current"])
     assert row["mrr@10"] == pytest.approx(before, abs=1e-6)  # tune's numbers are the engine's numbers
@@ -68,7 +68,7 @@ def test_tune_matches_evaluate_and_apply_is_atomic(tmp_path, corpus):
     apply(e, report.chosen, threshold=0.42)
     e2 = FAQSearch.open(str(ix), encoder=enc)
     assert current_setting(e2.config) == report.chosen and e2.threshold == 0.42
-    assert evaluate(e2, queries)["mrr@10"] == pytest.approx(chosen_row["mrr@10"], abs=1e-6)
+    assert evaluate(e2, queries, mode="dense")["mrr@10"] == pytest.approx(chosen_row["mrr@10"], abs=1e-6)
     assert (ix / FILES["store"]).read_bytes() == store_before
     assert sorted(os.listdir(tmp_path)) == ["c.csv", "ix"]
     e2.close()

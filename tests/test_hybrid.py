@@ -1,0 +1,74 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from faqsearch import FAQSearch
+from faqsearch.cli import cli
+from faqsearch.engine import Answer, fuse
+from faqsearch.evaluation import LabelledQuery
+from faqsearch.tuning import apply_fusion_if_better, tune_fusion
+
+from .conftest import FakeEncoder
+
+
+def test_fuse_formula_and_order():
+    a = Answer("a", "A", 0.9, "qa", 1, dense=0.9, lexical=None)
+    b = Answer("b", "B", 0.8, "qb", 2, dense=0.8, lexical=10.0)
+    c = Answer("c", "C", 0.7, "qc", 3, dense=0.7, lexical=5.0)
+    assert [x.faq_id for x in fuse([a, b, c], 0.0, 3)] == ["a", "b", "c"]
+    out = fuse([a, b, c], 0.2, 2)
+    assert [x.faq_id for x in out] == ["b", "a"]
+    assert out[0].fused == pytest.approx(0.8 + 0.2 * 1.0) and out[0].score == 0.8  # score stays the cosine
+    assert a.fused is None  # inputs untouched
+
+
+@pytest.fixture
+def engine(tmp_path):
+    p = tmp_path / "c.csv"
+    p.write_text("id,question,answer\n1,printer shows error E42,Replace the drum.\n2,printer is slow,Update drivers.\n"
+                 "3,how do I reset my password,Use the link.\n4,reset the router,Hold the button.\n"
+                 "5,信用卡丢了怎么办,请挂失。\n")
+    e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(), threshold=-1)
+    yield e
+    e.close()
+
+
+def test_lexical_and_hybrid_modes(engine):
+    lex = engine.ask("E42", mode="lexical")
+    assert lex.answers[0].faq_id == "1" and lex.answers[0].lexical > 0 and lex.answers[0].dense is None
+    assert engine.ask("信用卡丢失", mode="lexical").answers[0].faq_id == "5"  # CJK bigrams
+    assert engine.ask("zzz qqq", mode="lexical").answers == []  # no shared token: no answer
+    hyb = engine.ask("printer error E42", mode="hybrid", k=3)
+    assert hyb.answers[0].faq_id == "1"
+    assert all(a.dense is not None for a in hyb.answers)  # lexical-only candidates get their cosine too
+    assert hyb.answers == sorted(hyb.answers, key=lambda a: -a.fused)
+    with pytest.raises(Exception, match="unknown mode"):
+        engine.ask("x", mode="fuzzy")
+
+
+def test_tune_fusion_applies_only_on_held_out_gain(engine):
+    queries = [LabelledQuery(t, {g}, 0) for t, g in [("E42", "1"), ("slow printer", "2"), ("password reset", "3"),
+                                                      ("router reset", "4"), ("信用卡丢失", "5")] * 3]
+    report = tune_fusion(engine, queries, folds=3)
+    assert {r["weight"] for r in report.rows} >= {0.0, 0.1, 0.5}
+    assert 0 <= report.lexical <= 1
+    before = dict(engine.config)
+    applied = apply_fusion_if_better(engine, report)
+    cfg = json.loads(open(f"{engine.path}/config.json").read())
+    if applied:
+        assert report.gain > 0 and cfg["hybrid_weight"] == report.chosen
+    else:
+        assert cfg.get("hybrid_weight") == before.get("hybrid_weight")
+
+
+def test_cli_modes(tmp_path, fake_models, engine):
+    runner = CliRunner()
+    out = runner.invoke(cli, ["ask", "E42", "--index", engine.path, "--mode", "lexical", "--json"])
+    assert out.exit_code == 0 and json.loads(out.output)["answers"][0]["faq_id"] == "1"
+    q = tmp_path / "q.csv"
+    q.write_text("query,faq_id\nE42,1\nslow printer,2\n")
+    for mode in ("dense", "lexical", "hybrid"):
+        data = json.loads(runner.invoke(cli, ["eval", str(q), "--index", engine.path, "--mode", mode, "--json"]).output)
+        assert data["mode"] == mode and 0 <= data["mrr@10"] <= 1
+    assert runner.invoke(cli, ["tune", "--self", "--fusion", "--index", engine.path]).exit_code == 2
