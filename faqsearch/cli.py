@@ -73,18 +73,20 @@ def cli():
 @click.option("--variants-column", default="variants", show_default=True,
               help="Optional column with extra phrasings of the question, separated by --variant-sep.")
 @click.option("--variant-sep", default="|", show_default=True)
-@click.option("--index-type", default="Flat", show_default=True, help="FAISS factory string for the inner index.")
+@click.option("--index-type", default="auto", show_default=True,
+              help="auto (by size), flat, sq8, hnsw, ivf, ivf-sq8, ivf-pq, or a FAISS factory string.")
+@click.option("--quantize", is_flag=True, help="Dynamic int8 encoder (faster, lossy: see README 'Speed').")
 @click.option("--upsert", is_flag=True, help="If the index exists, apply only the difference to it (new, changed and "
                                               "removed FAQs by content hash) instead of rebuilding.")
 @click.option("--tune-self", is_flag=True, help="After building, tune beta, gamma and k on the corpus's own question "
                                                 "variants (faqsearch tune --self --apply).")
-@click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True)
 @threads_option
 @quiet_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, gamma, k, no_whitening, fit_on, threshold, fmt,
            question_column, answer_column, id_column, category_column, variants_column, variant_sep, index_type,
-           upsert, tune_self, batch_size, threads, quiet, as_json):
+           quantize, upsert, tune_self, batch_size, threads, quiet, as_json):
     """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns).
 
     Rows sharing an id (or, without ids, an answer) become one FAQ with several questions.
@@ -123,7 +125,7 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
             beta=DEFAULT_BETA if beta is None else beta, gamma=DEFAULT_GAMMA if gamma is None else gamma,
             k=DEFAULT_K if k is None else k, whiten=not no_whitening, fit_on=fit_on,
             threshold=DEFAULT_THRESHOLD if threshold is None else threshold, columns=columns, fmt=fmt,
-            factory=index_type, batch_size=batch_size, progress=not quiet and not as_json)
+            index_type=index_type, quantize=quantize, batch_size=batch_size, progress=not quiet and not as_json)
         if tune_self:
             from .tuning import apply_if_better, tune as run_tune
 

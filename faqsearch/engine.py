@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
@@ -20,7 +21,7 @@ from . import config as cfg
 from .corpus import FAQ, Columns, faq_hash, read_corpus, read_texts
 from .encoders import Encoder, check_spec, encoder_from_spec, load_encoder
 from .errors import FAQSearchError, IndexFormatError
-from .index import DEFAULT_FACTORY, VectorIndex
+from .index import DEFAULT_FACTORY, TRAIN_SAMPLE, VectorIndex, factory_for
 from .store import Store
 from .whitening import Moments, Whitening
 
@@ -38,6 +39,7 @@ MODES = ("dense", "lexical", "hybrid")
 DEFAULT_MODE = "hybrid"  # measured above both dense and lexical on every set: README "Dense, lexical and hybrid"
 DEFAULT_HYBRID_WEIGHT = 0.1  # weight of the normalised BM25 score; `tune --fusion` learns it per index
 FUSION_POOL = 50  # candidates taken from each side before fusing
+QUERY_CACHE = 4096  # transformed query vectors kept for repeated questions (chatbots see many)
 
 
 @dataclass
@@ -146,6 +148,9 @@ class FAQSearch:
         self.index = index
         self.store = store
         self._max_per_faq = max(1, int(config.get("counts", {}).get("max_questions_per_faq", 1)))
+        self._tombstones = int(config.get("index", {}).get("tombstones", 0))
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
         self._stamp = _config_stamp(path)
         self._checked = time.monotonic()
         self._edit_lock = threading.Lock()
@@ -173,8 +178,9 @@ class FAQSearch:
         threshold: float = DEFAULT_THRESHOLD,
         columns: Columns | None = None,
         fmt: str | None = None,
-        factory: str = DEFAULT_FACTORY,
-        batch_size: int = 32,
+        index_type: str = "auto",
+        quantize: bool = False,
+        batch_size: int = 64,
         progress: bool = False,
     ) -> "FAQSearch":
         """Build an index from a corpus file (or FAQ records) and move it into place atomically.
@@ -192,7 +198,7 @@ class FAQSearch:
             fit_texts = read_texts(fit_on) if isinstance(fit_on, (str, os.PathLike)) else list(fit_on)
         if encoder is None:
             encoder = load_encoder(model, pooling=pooling, max_length=max_length, prefix=prefix, threads=threads,
-                                   gguf_file=gguf_file)
+                                   gguf_file=gguf_file, quantize=quantize)
         parent = os.path.dirname(path)
         os.makedirs(parent, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.building-", dir=parent)
@@ -217,9 +223,8 @@ class FAQSearch:
             if white is None:
                 white = Whitening.identity(encoder.dimension)
                 white.moments = moments
-            vindex = VectorIndex.create(white.dim_out, factory)
-            for start in range(0, len(texts), CHUNK):
-                vindex.add(white.transform(raw[start:start + CHUNK]), ids[start:start + CHUNK])
+            factory = factory_for(index_type, len(texts), white.dim_out)
+            vindex = build_vector_index(white, raw, ids, factory)
             raw.flush()
             del raw
             white.save(os.path.join(tmp, cfg.FILES["whitening"]))
@@ -234,7 +239,8 @@ class FAQSearch:
                            "fitted_on": str(fit_on) if isinstance(fit_on, (str, os.PathLike)) else
                            ("texts" if fit_on is not None else "corpus questions"),
                            "fit_count": moments.n},
-                index={"factory": factory},
+                index={"type": index_type, "factory": factory, "tombstones": 0,
+                       "nprobe": getattr(vindex, "nprobe", None), "ef_search": getattr(vindex, "ef_search", None)},
                 threshold=threshold,
                 counts=counts,
                 corpus=source,
@@ -271,7 +277,9 @@ class FAQSearch:
             encoder = encoder_from_spec(config["encoder"], threads=threads)
         check_spec(config["encoder"], encoder.spec(), path)
         whitening = Whitening.load(os.path.join(path, cfg.FILES["whitening"]))
-        vindex = VectorIndex.load(os.path.join(path, cfg.FILES["faiss"]), config.get("index", {}).get("factory", DEFAULT_FACTORY))
+        ix = config.get("index", {})
+        vindex = VectorIndex.load(os.path.join(path, cfg.FILES["faiss"]), ix.get("factory", DEFAULT_FACTORY),
+                                  ix.get("nprobe"), ix.get("ef_search"))
         if vindex.dim != whitening.dim_out or whitening.dim_in != encoder.dimension:
             raise IndexFormatError(f"index {path} is inconsistent (dimensions {whitening.dim_in}->{whitening.dim_out}, "
                                    f"FAISS {vindex.dim}, encoder {encoder.dimension}); re-run faqsearch ingest")
@@ -291,14 +299,34 @@ class FAQSearch:
     def threshold(self) -> float:
         return float(self.config.get("threshold", DEFAULT_THRESHOLD))
 
-    def embed(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        """Query vectors: encoder, then the index's transform, L2-normalised."""
-        raw = self.encoder.encode(list(texts), batch_size=batch_size, progress=progress)
-        return self.whitening.transform(raw)
+    def embed(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False) -> np.ndarray:
+        """Query vectors: encoder, then the index's transform, L2-normalised. Repeated texts come
+        from an LRU cache of the last QUERY_CACHE queries."""
+        texts = list(texts)
+        out = np.empty((len(texts), self.whitening.dim_out), dtype=np.float32)
+        missing: dict[str, list[int]] = {}
+        with self._cache_lock:
+            for i, t in enumerate(texts):
+                v = self._cache.get(t)
+                if v is None:
+                    missing.setdefault(t, []).append(i)
+                else:
+                    self._cache.move_to_end(t)
+                    out[i] = v
+        if missing:
+            todo = list(missing)
+            vecs = self.whitening.transform(self.encoder.encode(todo, batch_size=batch_size, progress=progress))
+            with self._cache_lock:
+                for t, v in zip(todo, vecs):
+                    out[missing[t]] = v
+                    self._cache[t] = v
+                while len(self._cache) > QUERY_CACHE:
+                    self._cache.popitem(last=False)
+        return out
 
     def search_vectors(self, vectors: np.ndarray, k: int = 5) -> list[list[Answer]]:
         """Top-k distinct FAQs for each (already transformed) query vector, best first."""
-        n = min(len(self.index), k * self._max_per_faq)
+        n = min(len(self.index), k * self._max_per_faq + self._tombstones)  # tombstones are skipped below
         if n == 0:
             return [[] for _ in range(len(vectors))]
         scores, ids = self.index.search(vectors, n)
@@ -371,7 +399,7 @@ class FAQSearch:
         return float(self.config.get("hybrid_weight", DEFAULT_HYBRID_WEIGHT))
 
     def ask_many(self, texts: Sequence[str], k: int = 5, threshold: float | None = None,
-                 batch_size: int = 32, progress: bool = False, mode: str | None = None) -> list[Result]:
+                 batch_size: int = 64, progress: bool = False, mode: str | None = None) -> list[Result]:
         """Answer many queries with one encoder pass and one search call.
 
         mode: 'dense' (vectors), 'lexical' (BM25; no threshold: any token match answers) or
@@ -409,7 +437,9 @@ class FAQSearch:
         """Load the index files again (after an edit by this or another process). The encoder is kept."""
         fresh = FAQSearch.open(self.path, encoder=self.encoder)
         self.config, self.whitening, self.index, self.store = fresh.config, fresh.whitening, fresh.index, fresh.store
-        self._max_per_faq, self._stamp = fresh._max_per_faq, fresh._stamp
+        self._max_per_faq, self._stamp, self._tombstones = fresh._max_per_faq, fresh._stamp, fresh._tombstones
+        with self._cache_lock:
+            self._cache.clear()  # cached query vectors belong to the old transform
         # the old store connection is left to the garbage collector: another thread may still be reading it
 
     def reload_if_changed(self, every: float = 1.0) -> bool:
@@ -534,14 +564,17 @@ class FAQSearch:
                 out[pos:] = raw_new
                 out.flush()
                 del out
-                vindex = VectorIndex.load(os.path.join(path, cfg.FILES["faiss"]), self.index.factory)
-                if removed:
-                    vindex.remove(np.array(removed, dtype=np.int64))
+                ixc = dict(self.config.get("index", {}))
+                vindex = VectorIndex.load(os.path.join(path, cfg.FILES["faiss"]), self.index.factory,
+                                          ixc.get("nprobe"), ixc.get("ef_search"))
+                if removed and vindex.remove(np.array(removed, dtype=np.int64)) == 0 and not vindex.supports_removal:
+                    ixc["tombstones"] = int(ixc.get("tombstones", 0)) + len(removed)
                 if rows:
                     vindex.add(white.transform(raw_new), new_ids)
                 vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
                 white.save(os.path.join(tmp, cfg.FILES["whitening"]))
                 config = dict(self.config)
+                config["index"] = ixc
                 config["counts"] = store.counts()
                 config["generation"] = int(config.get("generation", 0)) + 1
                 config["modified"] = cfg.new_config()["created"]
@@ -558,6 +591,19 @@ class FAQSearch:
         report.added_questions = len(rows)
         report.removed_questions = len(removed)
         return report
+
+
+def build_vector_index(white: Whitening, raw: np.ndarray, ids: np.ndarray, factory: str) -> VectorIndex:
+    """Transform raw vectors chunk by chunk into a new FAISS index (trained first on a sample if needed)."""
+    vindex = VectorIndex.create(white.dim_out, factory)
+    if vindex.needs_training():
+        rng = np.random.default_rng(0)
+        pick = np.sort(rng.choice(len(ids), size=min(len(ids), TRAIN_SAMPLE), replace=False))
+        vindex.train(white.transform(np.asarray(raw[pick])))
+        vindex.set_search_params()
+    for start in range(0, len(ids), CHUNK):
+        vindex.add(white.transform(np.asarray(raw[start:start + CHUNK])), ids[start:start + CHUNK])
+    return vindex
 
 
 def fuse(candidates: Sequence[Answer], weight: float, k: int) -> list[Answer]:

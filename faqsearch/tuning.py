@@ -21,7 +21,7 @@ from . import config as cfg
 from .encoders.base import progress_bar
 from .errors import FAQSearchError
 from .evaluation import LabelledQuery, spearman
-from .index import VectorIndex
+from .index import factory_for
 from .whitening import Moments, Whitening
 
 log = logging.getLogger(__name__)
@@ -239,7 +239,7 @@ def apply(engine, setting: Setting, threshold: float | None = None) -> str:
     Nothing is re-encoded: the stored raw vectors are transformed again. Unchanged files are
     hard-linked into the new directory, which then replaces the old one.
     """
-    from .engine import _swap_into_place
+    from .engine import _swap_into_place, build_vector_index
 
     path = engine.path
     raw = np.load(os.path.join(path, cfg.FILES["vectors"]), mmap_mode="r")
@@ -255,10 +255,9 @@ def apply(engine, setting: Setting, threshold: float | None = None) -> str:
                 os.link(src, dst)
             except OSError:
                 shutil.copy2(src, dst)
-        factory = engine.config.get("index", {}).get("factory", "Flat")
-        vindex = VectorIndex.create(white.dim_out, factory)
-        for start in range(0, len(ids), 4096):
-            vindex.add(white.transform(np.asarray(raw[start:start + 4096])), ids[start:start + 4096])
+        ixc = dict(engine.config.get("index", {}))
+        factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
+        vindex = build_vector_index(white, raw, ids, factory)  # rebuilt from live vectors: no tombstones
         white.save(os.path.join(tmp, cfg.FILES["whitening"]))
         vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
         config = dict(engine.config)
@@ -266,6 +265,8 @@ def apply(engine, setting: Setting, threshold: float | None = None) -> str:
                                "gamma": white.gamma, "k": setting.k if setting.whiten else None,
                                "k_effective": white.dim_out, "rank": white.rank, "tuned": True}
         config["dim_out"] = white.dim_out
+        config["index"] = {**ixc, "factory": factory, "tombstones": 0, "nprobe": getattr(vindex, "nprobe", None),
+                           "ef_search": getattr(vindex, "ef_search", None)}
         if threshold is not None:
             config["threshold"] = threshold
         cfg.save_config(tmp, config)

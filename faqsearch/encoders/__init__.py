@@ -50,6 +50,7 @@ def load_encoder(
     prefix: str = "",
     threads: int | None = None,
     gguf_file: str | None = None,
+    quantize: bool = False,
 ) -> Encoder:
     """Load an encoder by alias ('minilm', 'use-multilingual'), local directory or Hugging Face id.
 
@@ -64,10 +65,12 @@ def load_encoder(
         return USEEncoder(threads=threads, prefix=prefix)
     if low == "smollm2":
         return TransformerEncoder(_smollm2_dir(), name="smollm2", pooling=pooling or "mean", max_length=max_length,
-                                  prefix=prefix, threads=threads, gguf_file=SMOLLM2_GGUF, local_only=True)
+                                  prefix=prefix, threads=threads, gguf_file=SMOLLM2_GGUF, local_only=True,
+                                  quantize=quantize)
     if low in ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
         return TransformerEncoder(_minilm_path(), name="minilm", pooling=pooling or "mean",
-                                  max_length=max_length, prefix=prefix, threads=threads, local_only=True)
+                                  max_length=max_length, prefix=prefix, threads=threads, local_only=True,
+                                  quantize=quantize)
     expanded = os.path.expanduser(key)
     if not os.path.isdir(expanded) and (key.startswith(("/", "./", "../", "~")) or os.path.exists(expanded)):
         raise ModelNotFoundError(
@@ -75,7 +78,7 @@ def load_encoder(
             "config.json and the weights, a Hugging Face model id, or one of: " + ", ".join(sorted(ALIASES)))
     name = os.path.abspath(expanded) if os.path.isdir(expanded) else key
     return TransformerEncoder(name, pooling=pooling or "mean", max_length=max_length, prefix=prefix,
-                              threads=threads, gguf_file=gguf_file)
+                              threads=threads, gguf_file=gguf_file, quantize=quantize)
 
 
 def encoder_from_spec(spec: dict[str, Any], threads: int | None = None) -> Encoder:
@@ -84,10 +87,11 @@ def encoder_from_spec(spec: dict[str, Any], threads: int | None = None) -> Encod
         return load_encoder("use-multilingual", prefix=spec.get("prefix", ""), threads=threads)
     return load_encoder(spec["name"] if spec["name"] in ("minilm", "smollm2") else spec.get("source", spec["name"]),
                         pooling=spec.get("pooling"), max_length=spec.get("max_length", 256),
-                        prefix=spec.get("prefix", ""), threads=threads, gguf_file=spec.get("gguf_file"))
+                        prefix=spec.get("prefix", ""), threads=threads, gguf_file=spec.get("gguf_file"),
+                        quantize=bool(spec.get("quantize")))
 
 
-IDENTITY_KEYS = ("backend", "name", "pooling", "prefix", "dimension", "gguf_file")
+IDENTITY_KEYS = ("backend", "name", "pooling", "prefix", "dimension", "gguf_file", "quantize")
 
 
 def check_spec(index_spec: dict[str, Any], encoder_spec: dict[str, Any], where: str) -> None:

@@ -59,6 +59,7 @@ class TransformerEncoder:
         threads: int | None = None,
         gguf_file: str | None = None,
         local_only: bool = False,
+        quantize: bool = False,
     ):
         if pooling not in POOLINGS:
             raise FAQSearchError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
@@ -98,6 +99,11 @@ class TransformerEncoder:
                 "or allow network access to the hub once to fill the cache."
             ) from last_exc
         self.model.eval()
+        self.quantize = "int8" if quantize else None
+        if quantize:  # opt-in, lossy: dynamic int8 weights for every Linear layer (README, "Speed")
+            from torch.ao.quantization import quantize_dynamic
+
+            self.model = quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
         if self.tokenizer.pad_token is None:  # decoder-only LMs often have none
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
         self.dimension = int(self.model.config.hidden_size)
@@ -106,7 +112,7 @@ class TransformerEncoder:
     def spec(self) -> dict[str, Any]:
         return {"backend": "transformers", "name": self.name, "source": self.source, "pooling": self.pooling,
                 "max_length": self.max_length, "prefix": self.prefix, "dimension": self.dimension,
-                "gguf_file": self.gguf_file}
+                "gguf_file": self.gguf_file, "quantize": self.quantize}
 
     def encode(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
         import torch

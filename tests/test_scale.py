@@ -1,0 +1,97 @@
+import numpy as np
+import pytest
+
+from faqsearch import FAQ, FAQSearch
+from faqsearch.index import AUTO_FLAT_MAX, VectorIndex, factory_for, nlist_for
+
+from .conftest import FakeEncoder
+
+
+def _unit(n, d, seed):
+    x = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_factory_names_and_auto_choice():
+    assert factory_for("auto", 1000, 256) == "Flat"
+    assert factory_for("auto", AUTO_FLAT_MAX, 256) == "HNSW32"
+    assert factory_for("auto", 5_000_000, 256).endswith(",SQ8")
+    assert factory_for("ivf", 1_000_000, 256) == "IVF4000,Flat"
+    assert factory_for("ivf-pq", 1_000_000, 256) == "IVF4000,PQ64"
+    assert factory_for("IVF64,Flat", 10, 8) == "IVF64,Flat"  # factory strings pass through
+    assert nlist_for(100) == 2  # never more cells than can be trained
+
+
+@pytest.mark.parametrize("factory", ["Flat", "SQ8", "HNSW32", "IVF16,Flat", "IVF16,SQ8", "IVF16,PQ8"])
+def test_every_type_finds_near_duplicates(factory):
+    x = _unit(2000, 32, 0)
+    ids = np.arange(2000, dtype=np.int64) + 10_000
+    index = VectorIndex.create(32, factory)
+    if index.needs_training():
+        index.train(x)
+        index.set_search_params()
+    index.add(x, ids)
+    q = x[:50] + 0.01 * _unit(50, 32, 1)
+    _, got = index.search(q, 10)
+    recall = np.mean([ids[i] in got[i] for i in range(50)])
+    assert recall >= (0.9 if "PQ" in factory else 0.98)
+
+
+def test_hnsw_removal_uses_tombstones_and_refit_clears_them(tmp_path):
+    rows = ["id,question,answer"] + [f"{i},question number {i} about item{i},answer {i}" for i in range(40)]
+    p = tmp_path / "c.csv"
+    p.write_text("\n".join(rows) + "\n")
+    e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(), index_type="hnsw", threshold=-1)
+    assert e.config["index"]["factory"] == "HNSW32" and not e.index.supports_removal
+    e.remove([str(i) for i in range(30)])
+    assert e.config["index"]["tombstones"] == 30 and len(e.index) == 40  # still in FAISS
+    got = e.ask("question number 3 about item3", k=5, mode="dense").answers
+    assert got and all(int(a.faq_id) >= 30 for a in got)  # removed FAQs never come back
+    from faqsearch.tuning import apply, current_setting
+
+    apply(e, current_setting(e.config))
+    e2 = FAQSearch.open(str(tmp_path / "ix"), encoder=FakeEncoder())
+    assert len(e2.index) == 10 and e2.config["index"]["tombstones"] == 0
+    e2.close()
+
+
+def test_ivf_index_trained_on_a_sample(tmp_path):
+    rows = ["id,question,answer"] + [f"{i % 50},variant {i} of question {i % 50} w{i % 7},a{i % 50}" for i in range(800)]
+    p = tmp_path / "c.csv"
+    p.write_text("\n".join(rows) + "\n")
+    e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(), index_type="ivf", threshold=-1)
+    assert e.config["index"]["factory"].startswith("IVF") and e.config["index"]["nprobe"] >= 1
+    assert e.ask("variant 7 of question 7 w0", mode="dense").answers[0].faq_id == "7"
+    e.add([FAQ("new", "n", ["brand new question"])])  # adding to a trained IVF works
+    assert e.ask("brand new question", mode="dense").answers[0].faq_id == "new"
+    e.close()
+
+
+def test_query_vectors_are_cached(tmp_path, small_corpus):
+    class Counting(FakeEncoder):
+        n = 0
+
+        def encode(self, texts, batch_size=32, progress=False):
+            Counting.n += len(texts)
+            return super().encode(texts, batch_size, progress)
+
+    e = FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=Counting())
+    Counting.n = 0
+    first = e.ask("reset my password").answers
+    e.ask_many(["reset my password", "reset my password", "shipping time"])
+    assert Counting.n == 2  # one encode per distinct new text
+    assert e.ask("reset my password").answers == first
+    e.close()
+
+
+@pytest.mark.slow
+def test_quantized_encoder_is_part_of_the_index_identity(tmp_path, small_corpus):
+    from faqsearch.encoders import check_spec, load_encoder
+    from faqsearch.errors import EncoderMismatchError
+
+    q = load_encoder("minilm", quantize=True)
+    assert q.spec()["quantize"] == "int8"
+    v = q.encode(["how do I reset my password?", "shipping to france"])
+    assert v.shape == (2, 384) and np.isfinite(v).all()
+    with pytest.raises(EncoderMismatchError, match="quantize"):
+        check_spec(load_encoder("minilm").spec(), q.spec(), "ix")
