@@ -78,6 +78,9 @@ def cli():
 @click.option("--quantize", is_flag=True, help="Dynamic int8 encoder (faster, lossy: see README 'Speed').")
 @click.option("--upsert", is_flag=True, help="If the index exists, apply only the difference to it (new, changed and "
                                               "removed FAQs by content hash) instead of rebuilding.")
+@click.option("--augment", type=click.IntRange(0), default=0,
+              help="Add up to N SimBERT paraphrases per FAQ as extra questions (source 'generated'); needs --simbert.")
+@click.option("--simbert", "simbert_dir", type=click.Path(), help="A model made by `faqsearch train` (for --augment).")
 @click.option("--tune-self", is_flag=True, help="After building, tune beta, gamma and k on the corpus's own question "
                                                 "variants (faqsearch tune --self --apply).")
 @click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True)
@@ -86,7 +89,7 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, gamma, k, no_whitening, fit_on, threshold, fmt,
            question_column, answer_column, id_column, category_column, variants_column, variant_sep, index_type,
-           quantize, upsert, tune_self, batch_size, threads, quiet, as_json):
+           quantize, upsert, augment, simbert_dir, tune_self, batch_size, threads, quiet, as_json):
     """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns).
 
     Rows sharing an id (or, without ids, an answer) become one FAQ with several questions.
@@ -104,6 +107,8 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
     from .engine import DEFAULT_BETA, DEFAULT_GAMMA, DEFAULT_K, DEFAULT_THRESHOLD, FAQSearch
 
     _setup_logging(quiet)
+    if augment and not simbert_dir:
+        raise click.UsageError("--augment needs --simbert MODEL_DIR (make one with faqsearch train)")
     if no_whitening and any(v is not None for v in (beta, gamma, k)):
         raise click.UsageError("--no-whitening cannot be combined with --beta, --gamma or --dims")
     columns = Columns(question=question_column, answer=answer_column, id=id_column, category=category_column,
@@ -126,6 +131,14 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
             k=DEFAULT_K if k is None else k, whiten=not no_whitening, fit_on=fit_on,
             threshold=DEFAULT_THRESHOLD if threshold is None else threshold, columns=columns, fmt=fmt,
             index_type=index_type, quantize=quantize, batch_size=batch_size, progress=not quiet and not as_json)
+        if augment:
+            report = engine.augment(_load_simbert(simbert_dir), n=augment, progress=not quiet and not as_json)
+            from .config import save_config
+
+            save_config(engine.path, {**engine.config, "simbert": os.path.abspath(simbert_dir)})
+            engine = FAQSearch.open(engine.path, encoder=engine.encoder)
+            if not as_json:
+                click.echo(f"Added {report.added_questions} generated questions.")
         if tune_self:
             from .tuning import apply_if_better, tune as run_tune
 
@@ -159,10 +172,13 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
 @click.option("--model", "-m", help="Check that the index was built with this encoder.")
 @click.option("--mode", type=click.Choice(["dense", "lexical", "hybrid"]),
               help="Matching: dense vectors, lexical BM25, or both fused (default: the index's, hybrid).")
+@click.option("--paraphrases", type=click.IntRange(0), default=0,
+              help="Also return N generated similar questions (SimBERT; model from --simbert or the index).")
+@click.option("--simbert", "simbert_dir", type=click.Path(), help="SimBERT model for --paraphrases.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output (JSON lines when reading stdin).")
 @threads_option
 @quiet_option
-def ask(text, index, top_k, threshold, model, mode, as_json, threads, quiet):
+def ask(text, index, top_k, threshold, model, mode, paraphrases, simbert_dir, as_json, threads, quiet):
     """Answer a question from an index. With no TEXT (or '-'), read one query per line from stdin
     and answer them in one batch as JSON lines.
 
@@ -186,13 +202,27 @@ def ask(text, index, top_k, threshold, model, mode, as_json, threads, quiet):
     try:
         with FAQSearch.open(index, model=model, threads=threads) as engine:
             results = engine.ask_many(queries, k=top_k, threshold=threshold, mode=mode)
+            similar: list[list] = [[] for _ in results]
+            if paraphrases:
+                from .simbert.generate import paraphrase as run_paraphrase
+
+                where = simbert_dir or engine.config.get("simbert")
+                if not where:
+                    raise click.UsageError("--paraphrases needs --simbert MODEL_DIR (or an index made with --augment)")
+                sb = _load_simbert(where)
+                similar = [run_paraphrase(sb, q, n=paraphrases, seed=0) for q in queries]
     except FAQSearchError as exc:
         raise _fail(exc)
     if batch or as_json:
-        for r in results:
-            click.echo(_dump(r.to_dict()))
+        for r, sim in zip(results, similar):
+            d = r.to_dict()
+            if paraphrases:
+                d["paraphrases"] = [{"text": p.text, "score": p.score} for p in sim]
+            click.echo(_dump(d))
         return
     r = results[0]
+    if paraphrases:
+        click.echo("Did you mean: " + "; ".join(p.text for p in similar[0]) if similar[0] else "No paraphrases.")
     if not r.answers:
         best = "none" if r.best_score is None else f"{r.best_score:.3f}"
         click.echo(f"No confident answer (best score {best} is below the threshold {r.threshold:.2f}).")
@@ -559,6 +589,115 @@ def refit(index, beta, gamma, k, as_json, quiet):
            "fit_count": engine.whitening.moments.n}
     click.echo(_dump(out) if as_json else
                f"Refitted on {out['fit_count']} vectors: beta={w['beta']:g} gamma={w['gamma']:g}, {out['dims']} dims.")
+
+
+@cli.command(name="train")
+@click.option("--out", "-o", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory of the trained model (a Hugging Face directory; also the checkpoint).")
+@click.option("--base", default="minilm", show_default=True,
+              help="BERT checkpoint to start from: 'minilm' (bundled) or a directory / Hugging Face id.")
+@click.option("--from-index", "from_index", help="Pairs from the question groups of this index.")
+@click.option("--corpus", type=click.Path(dir_okay=False), help="Pairs from the question groups of this corpus.")
+@click.option("--pairs", "pairs_file", type=click.Path(dir_okay=False), help="A file of similar pairs (sentence1, sentence2[, label]).")
+@click.option("--mine", type=click.Path(dir_okay=False), help="Mine pairs from these questions by nearest neighbours.")
+@click.option("--mine-threshold", type=click.FloatRange(-1, 1), default=0.8, show_default=True)
+@click.option("--epochs", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--batch-size", type=click.IntRange(2), default=16, show_default=True, help="Pairs per batch.")
+@click.option("--lr", type=float, default=5e-5, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--resume", is_flag=True, help="Continue from the last epoch checkpoint in --out.")
+@click.option("--json", "as_json", is_flag=True)
+@threads_option
+@quiet_option
+def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, epochs, batch_size, lr, seed, resume,
+           as_json, threads, quiet):
+    """Train a SimBERT model (paraphrase generation + retrieval in one BERT) on similar questions.
+
+    Pairs come from FAQ question groups (--from-index, --corpus), a pairs file (--pairs) and/or
+    pairs mined by retrieval from a question list (--mine). Loss: seq2seq cross-entropy (both
+    directions) + in-batch contrastive loss on [CLS]; each epoch ends with a checkpoint.
+
+    \b
+    Example:
+        faqsearch train --corpus sample_data/faq.csv --out models/simbert --epochs 3
+        faqsearch train --mine questions.txt --out models/simbert --resume
+    """
+    import torch
+
+    from .simbert.model import SimBert
+    from .simbert.train import TrainConfig, collect_pairs, train
+
+    _setup_logging(quiet)
+    if threads:
+        torch.set_num_threads(threads)
+    if not any((from_index, corpus, pairs_file, mine)):
+        raise click.UsageError("give at least one source of pairs: --from-index, --corpus, --pairs or --mine")
+    try:
+        pairs = collect_pairs(from_index, corpus, pairs_file, mine, mine_threshold)
+        start = out_dir if resume else _simbert_base(base)
+        model = SimBert.from_pretrained(start)
+        log = train(model, pairs, out_dir, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
+                    resume=resume, progress=not quiet and not as_json)
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    if as_json:
+        click.echo(_dump({"out": out_dir, "pairs": len(pairs), "epochs": log.epochs}))
+        return
+    click.echo(f"Trained on {len(pairs)} pairs; model in {out_dir}")
+    for i, e in enumerate(log.epochs, 1):
+        click.echo(f"  epoch {i}: seq2seq {e['seq2seq']:.4f}  contrastive {e['contrastive']:.4f}")
+
+
+def _simbert_base(base: str) -> str:
+    if base.lower() == "minilm":
+        from .encoders import _minilm_path
+
+        return _minilm_path()
+    return base
+
+
+def _load_simbert(path: str):
+    from . import config as cfg  # noqa: F401
+    from .simbert.model import CONFIG_NAME, SimBert
+
+    if not os.path.isdir(path) or not os.path.exists(os.path.join(path, CONFIG_NAME)):
+        raise FAQSearchError(f"{path} is not a trained SimBERT model; make one with: faqsearch train --out {path} ...")
+    return SimBert.from_pretrained(path)
+
+
+@cli.command()
+@click.argument("text")
+@click.option("--model", "-m", "model_dir", required=True, type=click.Path(), help="A model made by `faqsearch train`.")
+@click.option("-n", "n", type=click.IntRange(1), default=5, show_default=True, help="Paraphrases to return.")
+@click.option("--candidates", type=click.IntRange(1), default=32, show_default=True, help="Samples drawn.")
+@click.option("--top-p", type=click.FloatRange(0, 1), default=0.95, show_default=True)
+@click.option("--top-k", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--temperature", type=click.FloatRange(0.01), default=1.0, show_default=True)
+@click.option("--seed", type=int, default=None, help="Make the sampling deterministic.")
+@click.option("--json", "as_json", is_flag=True)
+@quiet_option
+def paraphrase(text, model_dir, n, candidates, top_p, top_k, temperature, seed, as_json, quiet):
+    """Generate questions similar to TEXT with a SimBERT model: sample many, keep the most similar.
+
+    \b
+    Example:
+        faqsearch paraphrase "how do I reset my password?" --model models/simbert -n 5 --seed 1
+    """
+    from .simbert.generate import paraphrase as run
+
+    _setup_logging(quiet)
+    try:
+        out = run(_load_simbert(model_dir), text, n=n, candidates=candidates, seed=seed, top_p=top_p, top_k=top_k,
+                  temperature=temperature)
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    if as_json:
+        click.echo(_dump({"text": text, "paraphrases": [{"text": p.text, "score": p.score} for p in out]}))
+        return
+    if not out:
+        click.echo("No paraphrase differed from the input; try more --candidates or a higher --temperature.")
+    for p in out:
+        click.echo(f"[{p.score:.3f}] {p.text}")
 
 
 @cli.command()

@@ -21,7 +21,7 @@ from . import config as cfg
 from .corpus import FAQ, Columns, faq_hash, read_corpus, read_texts
 from .encoders import Encoder, check_spec, encoder_from_spec, load_encoder
 from .errors import FAQSearchError, IndexFormatError
-from .index import DEFAULT_FACTORY, TRAIN_SAMPLE, VectorIndex, factory_for
+from .index import DEFAULT_FACTORY, VectorIndex, factory_for, train_sample_size
 from .store import Store
 from .whitening import Moments, Whitening
 
@@ -487,6 +487,31 @@ class FAQSearch:
             raise FAQSearchError(f"unknown FAQ id(s): {', '.join(unknown[:10])}; see `faqsearch list`")
         return self._edit(_Edit(removed_faqs=list(dict.fromkeys(faq_ids))), "added", False)
 
+    def augment(self, simbert, n: int = 3, candidates: int = 32, seed: int | None = 0,
+                min_score: float = 0.0, progress: bool = False) -> EditReport:
+        """Add up to ``n`` SimBERT paraphrases per FAQ as extra questions (source 'generated')."""
+        from .encoders.base import progress_bar
+        from .simbert.generate import _normal, paraphrase
+
+        plan = _Edit()
+        faqs = self.store.list_faqs()
+        with progress_bar(len(faqs), progress, "paraphrasing") as bar:
+            for f in faqs:
+                stored = self.store.faq(f["id"])
+                have = {_normal(q["text"]) for q in stored["questions"]}
+                got = 0
+                for p in paraphrase(simbert, stored["questions"][0]["text"], n=n * 2, candidates=candidates,
+                                    seed=seed):
+                    if got == n or p.score < min_score:
+                        break
+                    if _normal(p.text) not in have:
+                        have.add(_normal(p.text))
+                        plan.new_questions.append((f["id"], p.text))
+                        got += 1
+                bar.update(1)
+        report = self._edit(plan, "generated", False)
+        return report
+
     def list(self, limit: int | None = None, offset: int = 0, category: str | None = None) -> list[dict[str, Any]]:
         return self.store.list_faqs(limit, offset, category)
 
@@ -598,7 +623,7 @@ def build_vector_index(white: Whitening, raw: np.ndarray, ids: np.ndarray, facto
     vindex = VectorIndex.create(white.dim_out, factory)
     if vindex.needs_training():
         rng = np.random.default_rng(0)
-        pick = np.sort(rng.choice(len(ids), size=min(len(ids), TRAIN_SAMPLE), replace=False))
+        pick = np.sort(rng.choice(len(ids), size=train_sample_size(factory, len(ids)), replace=False))
         vindex.train(white.transform(np.asarray(raw[pick])))
         vindex.set_search_params()
     for start in range(0, len(ids), CHUNK):

@@ -24,12 +24,18 @@ DEFAULT_FACTORY = "Flat"
 INDEX_TYPES = ("auto", "flat", "sq8", "hnsw", "ivf", "ivf-sq8", "ivf-pq")
 AUTO_FLAT_MAX = 100_000
 AUTO_HNSW_MAX = 2_000_000
-TRAIN_SAMPLE = 100_000  # vectors used to train IVF / PQ / SQ quantizers
+TRAIN_SAMPLE = 100_000  # vectors used to train IVF / SQ quantizers
+PQ_TRAIN_SAMPLE = 32_000  # PQ codebooks: k-means per sub-vector is slow on 2 cores, 32k is plenty for 256 codes
 
 
-def nlist_for(n: int) -> int:
-    """IVF cells: about 4 sqrt(n), at least 1, and at most n / 39 so every cell can be trained."""
-    return max(1, min(int(4 * math.sqrt(max(n, 1))), max(1, n // 39)))
+def train_sample_size(factory: str, n: int) -> int:
+    return min(n, PQ_TRAIN_SAMPLE if "PQ" in factory else TRAIN_SAMPLE)
+
+
+def nlist_for(n: int, train: int | None = None) -> int:
+    """IVF cells: about 4 sqrt(n), but at most (training sample) / 39 so k-means has enough points per cell."""
+    sample = min(n, TRAIN_SAMPLE if train is None else train)
+    return max(1, min(int(4 * math.sqrt(max(n, 1))), max(1, sample // 39)))
 
 
 def factory_for(index_type: str, n: int, dim: int) -> str:
@@ -51,7 +57,8 @@ def factory_for(index_type: str, n: int, dim: int) -> str:
         m = max(1, dim // 4)
         while dim % m:
             m -= 1
-        return f"IVF{nlist_for(n)},PQ{m}"
+        # PQ trains on a smaller sample (PQ_TRAIN_SAMPLE); size the cells so that sample can train them
+        return f"IVF{nlist_for(n, PQ_TRAIN_SAMPLE)},PQ{m}"
     return index_type  # a FAISS factory string given as is
 
 

