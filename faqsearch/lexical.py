@@ -32,9 +32,23 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
-def fts_query(text: str) -> str | None:
-    """An FTS5 MATCH expression: every token quoted (no operator injection), OR-ed together."""
+COMMON = 0.2  # query tokens found in more than this share of the questions are dropped
+KEEP_MIN = 2  # ... unless that would leave fewer than this many tokens (the rarest are kept)
+
+
+def fts_query(text: str, doc_freq: dict[str, int] | None = None, n_docs: int = 0) -> str | None:
+    """An FTS5 MATCH expression: tokens quoted (no operator injection) and OR-ed together.
+
+    With document frequencies, tokens in more than COMMON of the questions are left out: BM25
+    gives them little weight, yet they are what makes an OR query score most of the index.
+    """
     tokens = sorted(set(tokenize(text)))
+    if doc_freq is not None and n_docs > 0:
+        tokens = [t for t in tokens if doc_freq.get(t, 0) > 0]  # unknown tokens match nothing anyway
+        rare = [t for t in tokens if doc_freq[t] <= COMMON * n_docs]
+        if len(rare) < KEEP_MIN:
+            rare = sorted(tokens, key=lambda t: doc_freq[t])[:KEEP_MIN]
+        tokens = sorted(rare)
     if not tokens:
         return None
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)

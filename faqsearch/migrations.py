@@ -43,3 +43,9 @@ def m003_lexical(db: Database) -> None:
     for qid, text in rows:
         db.execute("update questions set lex = ? where id = ?", [" ".join(tokenize(text)), qid])
     db["questions"].enable_fts(["lex"], fts_version="FTS5", create_triggers=True, tokenize="unicode61")
+
+
+@migrations()
+def m004_lexical_vocab(db: Database) -> None:
+    """Document frequencies of the lexical tokens (fts5vocab), used to drop very common query terms."""
+    db.execute("create virtual table if not exists questions_fts_vocab using fts5vocab(questions_fts, 'row')")

@@ -111,8 +111,13 @@ class Store:
         """BM25 (FTS5) top-n question ids with scores (higher is better) for each text."""
         out = []
         with self._lock:
+            n_docs = self.db.execute("select count(*) from questions").fetchone()[0]
             for text in texts:
-                q = fts_query(text)
+                tokens = sorted(set(tokenize(text)))
+                df = dict(self.db.execute(
+                    f"select term, doc from questions_fts_vocab where term in ({','.join('?' * len(tokens))})",
+                    tokens).fetchall()) if tokens else {}
+                q = fts_query(text, df, n_docs)
                 if q is None:
                     out.append([])
                     continue

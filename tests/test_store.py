@@ -9,7 +9,7 @@ def test_migrations_create_schema_once(tmp_path):
     path = str(tmp_path / "s.db")
     s = Store(path)
     names = [m.name for m in migrations.applied(s.db)]
-    assert names == ["m001_initial", "m002_content_hash", "m003_lexical"]
+    assert names == ["m001_initial", "m002_content_hash", "m003_lexical", "m004_lexical_vocab"]
     assert set(s.db.table_names()) >= {"faqs", "questions"}
     assert {c.name for c in s.db["questions"].columns} == {"id", "faq_id", "text", "source", "lex"}
     s.close()
@@ -59,7 +59,7 @@ def test_older_store_gets_lexical_index_for_existing_rows(tmp_path):
     db["questions"].insert({"id": 1, "faq_id": "a", "text": "信用卡丢了怎么办", "source": "corpus"})
     db.close()
     s = Store(path)
-    assert [m.name for m in migrations.applied(s.db)][-1] == "m003_lexical"
+    assert [m.name for m in migrations.applied(s.db)][-1] == "m004_lexical_vocab"
     assert s.lexical(["信用卡丢了"], 5)[0][0][0] == 1
     s.insert_faqs([FAQ("b", "B", ["reset my password"])])  # new rows are indexed by the triggers
     assert s.lexical(["password reset"], 5)[0][0][0] == 2
