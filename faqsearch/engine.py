@@ -38,7 +38,8 @@ CHUNK = 4096  # texts encoded per streaming step while building
 MODES = ("dense", "lexical", "hybrid")
 DEFAULT_MODE = "hybrid"  # measured above both dense and lexical on every set: README "Dense, lexical and hybrid"
 DEFAULT_HYBRID_WEIGHT = 0.1  # weight of the normalised BM25 score; `tune --fusion` learns it per index
-FUSION_POOL = 50  # candidates taken from each side before fusing
+FUSION_POOL = 20  # FAQs taken from the dense side before fusing (enough for a top 10)
+LEXICAL_POOL = 50  # FAQs taken from the lexical side (cheap, and its tail still re-ranks dense hits)
 QUERY_CACHE = 4096  # transformed query vectors kept for repeated questions (chatbots see many)
 
 
@@ -325,28 +326,41 @@ class FAQSearch:
         return out
 
     def search_vectors(self, vectors: np.ndarray, k: int = 5) -> list[list[Answer]]:
-        """Top-k distinct FAQs for each (already transformed) query vector, best first."""
-        n = min(len(self.index), k * self._max_per_faq + self._tombstones)  # tombstones are skipped below
-        if n == 0:
+        """Top-k distinct FAQs for each (already transformed) query vector, best first.
+
+        Starts with a few neighbours per wanted FAQ and widens the search only for queries whose
+        hits crowd into too few FAQs, so the cost does not grow with the largest FAQ.
+        """
+        total = len(self.index)
+        if total == 0:
             return [[] for _ in range(len(vectors))]
-        scores, ids = self.index.search(vectors, n)
-        rows = self.store.questions(np.unique(ids[ids >= 0]))
-        results = []
-        for srow, irow in zip(scores, ids):
-            seen: dict[str, Answer] = {}
-            for score, qid in zip(srow, irow):
-                row = rows.get(int(qid))
-                if row is None or row["faq_id"] in seen:
-                    continue
-                seen[row["faq_id"]] = _answer(row, float(score), dense=float(score))
-                if len(seen) == k:
-                    break
-            results.append(list(seen.values()))
-        return results
+        results: list[list[Answer] | None] = [None] * len(vectors)
+        todo = np.arange(len(vectors))
+        n = min(total, 4 * k + self._tombstones)  # tombstones are skipped below
+        while len(todo):
+            scores, ids = self.index.search(vectors[todo], n)
+            rows = self.store.questions(np.unique(ids[ids >= 0]))
+            again = []
+            for qi, srow, irow in zip(todo, scores, ids):
+                seen: dict[str, Answer] = {}
+                for score, qid in zip(srow, irow):
+                    row = rows.get(int(qid))
+                    if row is None or row["faq_id"] in seen:
+                        continue
+                    seen[row["faq_id"]] = _answer(row, float(score), dense=float(score))
+                    if len(seen) == k:
+                        break
+                if len(seen) < k and n < total:
+                    again.append(qi)
+                else:
+                    results[qi] = list(seen.values())
+            todo = np.array(again, dtype=np.int64)
+            n = min(total, n * 4)
+        return results  # type: ignore[return-value]
 
     def search_lexical(self, texts: Sequence[str], k: int = 5) -> list[list[Answer]]:
         """Top-k distinct FAQs by BM25 over the questions (SQLite FTS5); score = BM25."""
-        hits = self.store.lexical(texts, k * self._max_per_faq)
+        hits = self.store.lexical(texts, k * min(self._max_per_faq, 8))
         rows = self.store.questions(sorted({qid for h in hits for qid, _ in h}))
         results = []
         for h in hits:
@@ -374,7 +388,7 @@ class FAQSearch:
     def hybrid_candidates(self, texts: Sequence[str], vectors: np.ndarray, pool: int) -> list[list[Answer]]:
         """The union of dense and lexical candidates per query, each with .dense and .lexical set."""
         dense = self.search_vectors(vectors, pool)
-        lexical = self.search_lexical(texts, pool)
+        lexical = self.search_lexical(texts, max(pool, LEXICAL_POOL))
         out = []
         for qv, dlist, llist in zip(vectors, dense, lexical):
             cands = {a.faq_id: a for a in dlist}
