@@ -336,7 +336,9 @@ class FAQSearch:
             return [[] for _ in range(len(vectors))]
         results: list[list[Answer] | None] = [None] * len(vectors)
         todo = np.arange(len(vectors))
-        n = min(total, 4 * k + self._tombstones)  # tombstones are skipped below
+        # enough for k distinct FAQs in one search in the usual case, bounded when one FAQ is huge;
+        # tombstones (removed ids an index type cannot delete) are skipped below
+        n = min(total, min(k * self._max_per_faq, max(4 * k, 256)) + self._tombstones)
         while len(todo):
             scores, ids = self.index.search(vectors[todo], n)
             rows = self.store.questions(np.unique(ids[ids >= 0]))
