@@ -81,6 +81,8 @@ def cli():
 @click.option("--augment", type=click.IntRange(0), default=0,
               help="Add up to N SimBERT paraphrases per FAQ as extra questions (source 'generated'); needs --simbert.")
 @click.option("--simbert", "simbert_dir", type=click.Path(), help="A model made by `faqsearch train` (for --augment).")
+@click.option("--augment-min-score", type=click.FloatRange(-1, 1), default=0.0, show_default=True,
+              help="Keep only paraphrases whose SimBERT similarity to the question reaches this.")
 @click.option("--tune-self", is_flag=True, help="After building, tune beta, gamma and k on the corpus's own question "
                                                 "variants (faqsearch tune --self --apply).")
 @click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True)
@@ -89,7 +91,7 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, gamma, k, no_whitening, fit_on, threshold, fmt,
            question_column, answer_column, id_column, category_column, variants_column, variant_sep, index_type,
-           quantize, upsert, augment, simbert_dir, tune_self, batch_size, threads, quiet, as_json):
+           quantize, upsert, augment, simbert_dir, augment_min_score, tune_self, batch_size, threads, quiet, as_json):
     """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns).
 
     Rows sharing an id (or, without ids, an answer) become one FAQ with several questions.
@@ -132,7 +134,8 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
             threshold=DEFAULT_THRESHOLD if threshold is None else threshold, columns=columns, fmt=fmt,
             index_type=index_type, quantize=quantize, batch_size=batch_size, progress=not quiet and not as_json)
         if augment:
-            report = engine.augment(_load_simbert(simbert_dir), n=augment, progress=not quiet and not as_json)
+            report = engine.augment(_load_simbert(simbert_dir), n=augment, min_score=augment_min_score,
+                                    progress=not quiet and not as_json)
             from .config import save_config
 
             save_config(engine.path, {**engine.config, "simbert": os.path.abspath(simbert_dir)})

@@ -169,3 +169,37 @@ def test_mined_pairs():
     pairs = mine_pairs(texts, FakeEncoder(), threshold=0.5)
     assert ("reset my password", "reset my password now") in pairs
     assert all("weather" not in p for pair in pairs for p in pair)
+
+
+def test_augment_and_cli(tiny_dir, tmp_path, fake_models):
+    from click.testing import CliRunner
+
+    from faqsearch import FAQSearch
+    from faqsearch.cli import cli
+
+    model_dir = str(tmp_path / "m")
+    train(SimBert.from_pretrained(tiny_dir), pairs_from_groups(GROUPS), model_dir, TrainConfig(epochs=1, batch_size=6))
+    corpus = tmp_path / "c.csv"
+    corpus.write_text("id,question,answer\n" + "".join(f"{i},{g[0]},answer {i}\n" for i, g in enumerate(GROUPS)))
+    runner = CliRunner()
+    ix = str(tmp_path / "ix")
+    out = runner.invoke(cli, ["ingest", str(corpus), "--index", ix, "--augment", "2", "--simbert", model_dir, "-q"])
+    assert out.exit_code == 0, out.output
+    with FAQSearch.open(ix) as e:
+        sources = [q["source"] for f in e.list() for q in e.show(f["id"])["questions"]]
+        assert sources.count("corpus") == len(GROUPS) and 0 < sources.count("generated") <= 2 * len(GROUPS)
+        gen = next(q for f in e.list() for q in e.show(f["id"])["questions"] if q["source"] == "generated")
+        hit = e.ask(gen["text"], threshold=-1, mode="dense").answers[0]
+        assert hit.source == "generated" and hit.question == gen["text"]
+        assert e.config["simbert"] == os.path.abspath(model_dir)
+    para = json.loads(runner.invoke(cli, ["paraphrase", "track my order", "--model", model_dir, "-n", "2",
+                                          "--candidates", "6", "--seed", "3", "--json"]).output)
+    assert para["text"] == "track my order" and len(para["paraphrases"]) <= 2
+    again = json.loads(runner.invoke(cli, ["paraphrase", "track my order", "--model", model_dir, "-n", "2",
+                                           "--candidates", "6", "--seed", "3", "--json"]).output)
+    assert again == para  # deterministic with --seed
+    asked = json.loads(runner.invoke(cli, ["ask", "track my order", "--index", ix, "--paraphrases", "2",
+                                           "--json"]).output)
+    assert "paraphrases" in asked and len(asked["paraphrases"]) <= 2
+    assert runner.invoke(cli, ["paraphrase", "x", "--model", str(tmp_path)]).exit_code == 1  # not a model
+    assert runner.invoke(cli, ["train", "--out", str(tmp_path / "z")]).exit_code == 2  # no pairs source

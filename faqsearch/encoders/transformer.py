@@ -101,9 +101,13 @@ class TransformerEncoder:
         self.model.eval()
         self.quantize = "int8" if quantize else None
         if quantize:  # opt-in, lossy: dynamic int8 weights for every Linear layer (README, "Speed")
+            import warnings
+
             from torch.ao.quantization import quantize_dynamic
 
-            self.model = quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
+            with warnings.catch_warnings():  # torch marks this API deprecated; it still works in 2.x
+                warnings.simplefilter("ignore")
+                self.model = quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
         if self.tokenizer.pad_token is None:  # decoder-only LMs often have none
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
         self.dimension = int(self.model.config.hidden_size)
