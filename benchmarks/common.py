@@ -38,3 +38,12 @@ def machine() -> str:
 
     return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__} "
             f"threads {torch.get_num_threads()}, {time.strftime('%Y-%m-%d')}")
+
+
+def emit(lines: list[str], out: str | None) -> None:
+    """Print a result table and, with --out, write it to a file."""
+    text = "\n".join(lines)
+    print(text)
+    if out:
+        with open(out, "w") as fh:
+            fh.write(text + "\n")

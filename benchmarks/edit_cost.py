@@ -18,7 +18,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import machine  # noqa: E402
+from common import emit, machine  # noqa: E402
 
 from faqsearch import FAQ, FAQSearch  # noqa: E402
 from faqsearch.encoders import load_encoder  # noqa: E402
@@ -76,11 +76,7 @@ def main() -> None:
              f"| remove it (library) | {fmt(remove)} | 1/{statistics.median(ingest) / statistics.median(remove):.0f} |",
              f"| `faqsearch ingest` (CLI, new process) | {fmt(cli_ingest)} | 1 |",
              f"| `faqsearch add` 1 FAQ (CLI, new process) | {fmt(cli_add)} | 1/{statistics.median(cli_ingest) / statistics.median(cli_add):.0f} |"]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

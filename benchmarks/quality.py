@@ -27,7 +27,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import DATA, SAMPLE, CachingEncoder, machine  # noqa: E402
+from common import emit, DATA, SAMPLE, CachingEncoder, machine  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import read_corpus, read_texts  # noqa: E402
@@ -167,11 +167,7 @@ def main() -> None:
             how = report.chosen.label if report.applied else f"kept default: held-out gain on dev {report.gain:+.2f}"
             lines.append(f"| {name} | Spearman | {default:.2f} | {tuned:.2f} ({how}) | | "
                          f"{st_pairs(peer_encode, a, b, y):.2f} | n/a |")
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

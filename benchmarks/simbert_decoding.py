@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import machine  # noqa: E402
+from common import emit, machine  # noqa: E402
 
 from faqsearch.encoders import _minilm_path  # noqa: E402
 from faqsearch.simbert import SimBert, sample  # noqa: E402
@@ -48,11 +48,7 @@ def main() -> None:
              f"| {u / c:.1f}x |",
              f"| no cache (each step re-runs the whole sequence) | {u:.2f} ({min(timings[False]):.2f}-"
              f"{max(timings[False]):.2f}) | 1.0x |"]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

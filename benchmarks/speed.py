@@ -34,7 +34,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import SAMPLE, machine  # noqa: E402
+from common import emit, SAMPLE, machine  # noqa: E402
 
 
 def med(xs):
@@ -307,11 +307,7 @@ def main() -> None:
                        ["flat", "sq8", "hnsw", "ivf", "ivf-sq8", "ivf-pq"])
     if "memory" in sections:
         memory_section(lines, base_faqs, cache, 20_000 if args.quick else 1_000_000)
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import DATA, SAMPLE, CachingEncoder, machine  # noqa: E402
+from common import emit, DATA, SAMPLE, CachingEncoder, machine  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import read_texts  # noqa: E402
@@ -80,11 +80,7 @@ def main() -> None:
              "| transform | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
     for label, *_ in VARIANTS:
         lines.append(f"| {label} | " + " | ".join(table[label].get(c, "") for c in columns) + " |")
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

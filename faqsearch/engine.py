@@ -12,6 +12,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
@@ -200,61 +201,52 @@ class FAQSearch:
         if encoder is None:
             encoder = load_encoder(model, pooling=pooling, max_length=max_length, prefix=prefix, threads=threads,
                                    gguf_file=gguf_file, quantize=quantize)
-        parent = os.path.dirname(path)
-        os.makedirs(parent, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.building-", dir=parent)
-        store = None
-        try:
+        with next_version(path, "building") as tmp:
             store = Store(os.path.join(tmp, cfg.FILES["store"]))
-            rows = store.insert_faqs(faqs, source="corpus")
-            ids = np.array([r[0] for r in rows], dtype=np.int64)
-            texts = [r[1] for r in rows]
-            raw = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+",
-                                            dtype=np.float32, shape=(len(texts), encoder.dimension))
-            moments = _encode_stream(encoder, texts, batch_size, progress, out=raw)
-            if fit_texts is not None:
-                moments = _encode_stream(encoder, fit_texts, batch_size, progress)
-            white = None
-            if whiten:
-                try:
-                    white = Whitening.from_moments(moments, beta=beta, gamma=gamma, k=k)
-                except ValueError as exc:  # too few (or only identical) texts: nothing to estimate
-                    log.warning("no transform fitted (%s); storing the encoder's vectors as they are", exc)
-                    whiten = False
-            if white is None:
-                white = Whitening.identity(encoder.dimension)
-                white.moments = moments
-            factory = factory_for(index_type, len(texts), white.dim_out)
-            vindex = build_vector_index(white, raw, ids, factory)
-            raw.flush()
-            del raw
-            white.save(os.path.join(tmp, cfg.FILES["whitening"]))
-            vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
-            counts = store.counts()
-            config = cfg.new_config(
-                encoder=encoder.spec(),
-                dim_in=encoder.dimension,
-                dim_out=white.dim_out,
-                whitening={"enabled": whiten, "beta": white.beta, "gamma": white.gamma, "k": white.k,
-                           "k_effective": white.dim_out, "rank": white.rank,
-                           "fitted_on": str(fit_on) if isinstance(fit_on, (str, os.PathLike)) else
-                           ("texts" if fit_on is not None else "corpus questions"),
-                           "fit_count": moments.n},
-                index={"type": index_type, "factory": factory, "tombstones": 0,
-                       "nprobe": getattr(vindex, "nprobe", None), "ef_search": getattr(vindex, "ef_search", None)},
-                threshold=threshold,
-                counts=counts,
-                corpus=source,
-            )
-            cfg.save_config(tmp, config)
-            store.close()
-            store = None
-            _swap_into_place(tmp, path)
-        except BaseException:
-            if store is not None:
+            try:
+                rows = store.insert_faqs(faqs, source="corpus")
+                ids = np.array([r[0] for r in rows], dtype=np.int64)
+                texts = [r[1] for r in rows]
+                raw = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+",
+                                                dtype=np.float32, shape=(len(texts), encoder.dimension))
+                moments = _encode_stream(encoder, texts, batch_size, progress, out=raw)
+                if fit_texts is not None:
+                    moments = _encode_stream(encoder, fit_texts, batch_size, progress)
+                white = None
+                if whiten:
+                    try:
+                        white = Whitening.from_moments(moments, beta=beta, gamma=gamma, k=k)
+                    except ValueError as exc:  # too few (or only identical) texts: nothing to estimate
+                        log.warning("no transform fitted (%s); storing the encoder's vectors as they are", exc)
+                        whiten = False
+                if white is None:
+                    white = Whitening.identity(encoder.dimension)
+                    white.moments = moments
+                factory = factory_for(index_type, len(texts), white.dim_out)
+                vindex = build_vector_index(white, raw, ids, factory)
+                raw.flush()
+                del raw
+                white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+                vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
+                counts = store.counts()
+                config = cfg.new_config(
+                    encoder=encoder.spec(),
+                    dim_in=encoder.dimension,
+                    dim_out=white.dim_out,
+                    whitening={"enabled": whiten, "beta": white.beta, "gamma": white.gamma, "k": white.k,
+                               "k_effective": white.dim_out, "rank": white.rank,
+                               "fitted_on": str(fit_on) if isinstance(fit_on, (str, os.PathLike)) else
+                               ("texts" if fit_on is not None else "corpus questions"),
+                               "fit_count": moments.n},
+                    index={"type": index_type, "factory": factory, "tombstones": 0,
+                           "nprobe": getattr(vindex, "nprobe", None), "ef_search": getattr(vindex, "ef_search", None)},
+                    threshold=threshold,
+                    counts=counts,
+                    corpus=source,
+                )
+                cfg.save_config(tmp, config)
+            finally:
                 store.close()
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         log.info("built index %s: %d FAQs, %d questions, %d -> %d dims", path, counts["faqs"],
                  counts["questions"], encoder.dimension, white.dim_out)
         return cls.open(path, encoder=encoder)
@@ -574,60 +566,53 @@ class FAQSearch:
             path = self.path
             old_ids = np.array([q[0] for q in self.store.all_questions()], dtype=np.int64)
             raw_old = np.load(os.path.join(path, cfg.FILES["vectors"]), mmap_mode="r")
-            tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.edit-", dir=os.path.dirname(path))
-            store = None
-            try:
+            with next_version(path, "edit") as tmp:
                 self.store.backup(os.path.join(tmp, cfg.FILES["store"]))
                 store = Store(os.path.join(tmp, cfg.FILES["store"]))
-                removed = store.delete_faqs(plan.removed_faqs) + list(plan.removed_questions)
-                store.delete_questions(plan.removed_questions)
-                for f in plan.changed_faqs:
-                    store.update_faq(f)
-                rows = store.insert_faqs(plan.new_faqs, source=source) if plan.new_faqs else []
-                for fid, text in plan.new_questions:
-                    rows += store.add_questions(fid, [text], source=source)
-                new_ids = np.array([r[0] for r in rows], dtype=np.int64)
-                raw_new = self.encoder.encode([r[1] for r in rows], progress=progress) if rows else \
-                    np.empty((0, self.encoder.dimension), np.float32)
-                keep = ~np.isin(old_ids, np.array(removed, dtype=np.int64))
-                moments = Moments.from_arrays(self.whitening.moments.to_arrays())
-                if self.config["whitening"].get("fitted_on") == "corpus questions":
-                    moments.remove(np.asarray(raw_old[~keep])).update(raw_new)
-                white = Whitening(self.whitening.kernel, self.whitening.bias, self.whitening.beta,
-                                  self.whitening.gamma, self.whitening.k, moments, self.whitening.rank)
-                out = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+", dtype=np.float32,
-                                                shape=(int(keep.sum()) + len(rows), raw_old.shape[1]))
-                pos = 0
-                for start in range(0, len(old_ids), CHUNK):
-                    block = np.asarray(raw_old[start:start + CHUNK])[keep[start:start + CHUNK]]
-                    out[pos:pos + len(block)] = block
-                    pos += len(block)
-                out[pos:] = raw_new
-                out.flush()
-                del out
-                ixc = dict(self.config.get("index", {}))
-                vindex = VectorIndex.load(os.path.join(path, cfg.FILES["faiss"]), self.index.factory,
-                                          ixc.get("nprobe"), ixc.get("ef_search"))
-                if removed and vindex.remove(np.array(removed, dtype=np.int64)) == 0 and not vindex.supports_removal:
-                    ixc["tombstones"] = int(ixc.get("tombstones", 0)) + len(removed)
-                if rows:
-                    vindex.add(white.transform(raw_new), new_ids)
-                vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
-                white.save(os.path.join(tmp, cfg.FILES["whitening"]))
-                config = dict(self.config)
-                config["index"] = ixc
-                config["counts"] = store.counts()
-                config["generation"] = int(config.get("generation", 0)) + 1
-                config["modified"] = cfg.new_config()["created"]
-                cfg.save_config(tmp, config)
-                store.close()
-                store = None
-                _swap_into_place(tmp, path)
-            except BaseException:
-                if store is not None:
+                try:
+                    removed = store.delete_faqs(plan.removed_faqs) + list(plan.removed_questions)
+                    store.delete_questions(plan.removed_questions)
+                    for f in plan.changed_faqs:
+                        store.update_faq(f)
+                    rows = store.insert_faqs(plan.new_faqs, source=source) if plan.new_faqs else []
+                    for fid, text in plan.new_questions:
+                        rows += store.add_questions(fid, [text], source=source)
+                    new_ids = np.array([r[0] for r in rows], dtype=np.int64)
+                    raw_new = self.encoder.encode([r[1] for r in rows], progress=progress) if rows else \
+                        np.empty((0, self.encoder.dimension), np.float32)
+                    keep = ~np.isin(old_ids, np.array(removed, dtype=np.int64))
+                    moments = Moments.from_arrays(self.whitening.moments.to_arrays())
+                    if self.config["whitening"].get("fitted_on") == "corpus questions":
+                        moments.remove(np.asarray(raw_old[~keep])).update(raw_new)
+                    white = Whitening(self.whitening.kernel, self.whitening.bias, self.whitening.beta,
+                                      self.whitening.gamma, self.whitening.k, moments, self.whitening.rank)
+                    out = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+", dtype=np.float32,
+                                                    shape=(int(keep.sum()) + len(rows), raw_old.shape[1]))
+                    pos = 0
+                    for start in range(0, len(old_ids), CHUNK):
+                        block = np.asarray(raw_old[start:start + CHUNK])[keep[start:start + CHUNK]]
+                        out[pos:pos + len(block)] = block
+                        pos += len(block)
+                    out[pos:] = raw_new
+                    out.flush()
+                    del out
+                    ixc = dict(self.config.get("index", {}))
+                    vindex = VectorIndex.load(os.path.join(path, cfg.FILES["faiss"]), self.index.factory,
+                                              ixc.get("nprobe"), ixc.get("ef_search"))
+                    if removed and vindex.remove(np.array(removed, dtype=np.int64)) == 0 and not vindex.supports_removal:
+                        ixc["tombstones"] = int(ixc.get("tombstones", 0)) + len(removed)
+                    if rows:
+                        vindex.add(white.transform(raw_new), new_ids)
+                    vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
+                    white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+                    config = dict(self.config)
+                    config["index"] = ixc
+                    config["counts"] = store.counts()
+                    config["generation"] = int(config.get("generation", 0)) + 1
+                    config["modified"] = cfg.new_config()["created"]
+                    cfg.save_config(tmp, config)
+                finally:
                     store.close()
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
             self.reload()
         report.added_questions = len(rows)
         report.removed_questions = len(removed)
@@ -672,6 +657,22 @@ def _config_stamp(path: str) -> tuple[int, int] | None:
 
 def _as_faqs(corpus: str | Sequence[FAQ], columns: Columns | None, fmt: str | None) -> list[FAQ]:
     return read_corpus(str(corpus), columns, fmt) if isinstance(corpus, (str, os.PathLike)) else list(corpus)
+
+
+@contextmanager
+def next_version(path: str, label: str) -> Iterator[str]:
+    """A temporary sibling directory that replaces ``path`` when the block succeeds.
+
+    On any failure (an interrupt too) it is removed and ``path`` is left exactly as it was."""
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.{label}-", dir=parent)
+    try:
+        yield tmp
+        _swap_into_place(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _swap_into_place(tmp: str, path: str) -> None:

@@ -11,7 +11,6 @@ import itertools
 import logging
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -239,16 +238,14 @@ def apply(engine, setting: Setting, threshold: float | None = None) -> str:
     Nothing is re-encoded: the stored raw vectors are transformed again. Unchanged files are
     hard-linked into the new directory, which then replaces the old one.
     """
-    from .engine import _swap_into_place, build_vector_index
+    from .engine import build_vector_index, next_version
 
     path = engine.path
     raw = np.load(os.path.join(path, cfg.FILES["vectors"]), mmap_mode="r")
     ids = np.array([r[0] for r in engine.store.all_questions()], dtype=np.int64)
     white = _transform(setting, engine.whitening.moments, raw.shape[1])
     white.moments = engine.whitening.moments
-    parent = os.path.dirname(path)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tuning-", dir=parent)
-    try:
+    with next_version(path, "tuning") as tmp:
         for key in ("store", "vectors"):
             src, dst = os.path.join(path, cfg.FILES[key]), os.path.join(tmp, cfg.FILES[key])
             try:
@@ -270,11 +267,7 @@ def apply(engine, setting: Setting, threshold: float | None = None) -> str:
         if threshold is not None:
             config["threshold"] = threshold
         cfg.save_config(tmp, config)
-        engine.close()
-        _swap_into_place(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        engine.close()  # its files are about to be replaced
     return path
 
 
