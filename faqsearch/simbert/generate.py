@@ -40,7 +40,7 @@ def _banned(model: SimBert) -> list[int]:
 def prefix(model: SimBert, text: str, max_length: int = 64):
     """Encode ``[CLS] text [SEP]`` once: its ids, last-token logits and the per-layer KV cache."""
     enc = model.tokenizer(text, truncation=True, max_length=max_length, return_tensors="pt")
-    ids = enc["input_ids"]
+    ids = enc["input_ids"].to(model.device)
     tt = torch.zeros_like(ids)
     h, cache = model.forward(ids, tt, unilm_mask(tt, torch.ones_like(ids)), return_cache=True)
     return ids, model.logits(h[:, -1]), cache
@@ -65,19 +65,20 @@ def sample(model: SimBert, text: str, n: int = 32, max_new_tokens: int = 32, top
     the new token; without it every step re-runs the whole sequence (same result, slower).
     """
     model.eval()
-    gen = torch.Generator().manual_seed(seed) if seed is not None else None
+    device = model.device
+    gen = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
     sep = model.tokenizer.sep_token_id
     banned = _banned(model)
     a_ids, logits, cache = prefix(model, text)
     la = a_ids.shape[1]
     logits = logits.expand(n, -1)
     cache = [type(c)(c.key.expand(n, -1, -1, -1), c.value.expand(n, -1, -1, -1)) for c in cache]
-    out = torch.empty((n, 0), dtype=torch.long)
-    done = torch.zeros(n, dtype=torch.bool)
+    out = torch.empty((n, 0), dtype=torch.long, device=device)
+    done = torch.zeros(n, dtype=torch.bool, device=device)
     steps = []
     for t in range(max_new_tokens):
         if return_steps:
-            steps.append(logits.clone())
+            steps.append(logits.detach().cpu().clone())
         scores = logits.clone()
         scores[:, banned] = float("-inf")
         scores = _filter(scores / max(temperature, 1e-5), top_k, top_p)
@@ -89,14 +90,14 @@ def sample(model: SimBert, text: str, n: int = 32, max_new_tokens: int = 32, top
             break
         if use_cache:
             new = nxt[:, None]
-            mask = torch.ones((n, 1, la + t + 1), dtype=torch.bool)
+            mask = torch.ones((n, 1, la + t + 1), dtype=torch.bool, device=device)
             h, cache = model.forward(new, torch.ones_like(new), mask, cache=cache, position_offset=la + t,
                                      return_cache=True)
             logits = model.logits(h[:, -1])
         else:
             logits = next_logits_uncached(model, a_ids, out)
     texts = []
-    for row in out.tolist():
+    for row in out.cpu().tolist():
         if sep in row:
             row = row[:row.index(sep)]
         texts.append(model.tokenizer.decode(row, skip_special_tokens=True).strip())

@@ -133,6 +133,10 @@ class SimBert(torch.nn.Module):
         """Hidden states under the UniLM mask."""
         return self.forward(input_ids, token_type_ids, unilm_mask(token_type_ids, attention_mask))
 
+    @property
+    def device(self) -> torch.device:
+        return next(self.mlm.parameters()).device
+
     @torch.inference_mode()
     def sentence_vectors(self, texts: list[str], batch_size: int = 64, max_length: int = 64) -> torch.Tensor:
         """L2-normalised [CLS] vectors of ``[CLS] text [SEP]`` (what retrieval uses)."""
@@ -141,9 +145,9 @@ class SimBert(torch.nn.Module):
         out = []
         for s in range(0, len(texts), batch_size):
             enc = self.tokenizer(texts[s:s + batch_size], padding=True, truncation=True, max_length=max_length,
-                                 return_tensors="pt")
+                                 return_tensors="pt").to(self.device)
             tt = torch.zeros_like(enc["input_ids"])
             h = self.forward(enc["input_ids"], tt, unilm_mask(tt, enc["attention_mask"]))
-            out.append(F.normalize(h[:, 0], dim=-1))
+            out.append(F.normalize(h[:, 0], dim=-1).cpu())
         self.train(was)
         return torch.cat(out) if out else torch.empty(0, self.mlm.config.hidden_size)

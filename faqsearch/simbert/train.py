@@ -126,8 +126,8 @@ def losses(model: SimBert, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor
     ce = F.cross_entropy(logits[in_b], target[in_b])
     cls = F.normalize(h[:, 0], dim=-1)
     sims = cls @ cls.T * SCALE
-    sims = sims.masked_fill(torch.eye(len(sims), dtype=torch.bool), -1e4)
-    partner = torch.arange(len(sims)) ^ 1
+    sims = sims.masked_fill(torch.eye(len(sims), dtype=torch.bool, device=sims.device), -1e4)
+    partner = torch.arange(len(sims), device=sims.device) ^ 1
     return ce, F.cross_entropy(sims, partner)
 
 
