@@ -201,7 +201,7 @@ class FAQSearch:
         if encoder is None:
             encoder = load_encoder(model, pooling=pooling, max_length=max_length, prefix=prefix, threads=threads,
                                    gguf_file=gguf_file, quantize=quantize)
-        with next_version(path, "building") as tmp:
+        with index_lock(path), next_version(path, "building") as tmp:
             store = Store(os.path.join(tmp, cfg.FILES["store"]))
             try:
                 rows = store.insert_faqs(faqs, source="corpus")
@@ -463,41 +463,59 @@ class FAQSearch:
         return True
 
     # ------------------------------------------------------------------ edits
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Hold the index's writer lock, on the latest version (another process may have edited it)."""
+        with self._edit_lock, index_lock(self.path):
+            self.reload_if_changed(every=0.0)
+            yield
+
     def add(self, corpus: str | Sequence[FAQ], columns: Columns | None = None, fmt: str | None = None,
             progress: bool = False) -> EditReport:
         """Add new FAQs (ids not yet in the index); only their questions are encoded."""
         faqs = _as_faqs(corpus, columns, fmt)
-        existing = self.store.faq_hashes()
-        clash = [f.id for f in faqs if f.id in existing]
-        if clash:
-            raise FAQSearchError(f"FAQ id(s) already in the index: {', '.join(clash[:10])}"
-                                 f"{' ...' if len(clash) > 10 else ''}; use `faqsearch update` to change them")
-        return self._edit(_Edit(new_faqs=faqs), "added", progress)
+        with self._exclusive():
+            existing = self.store.faq_hashes()
+            clash = [f.id for f in faqs if f.id in existing]
+            if clash:
+                raise FAQSearchError(f"FAQ id(s) already in the index: {', '.join(clash[:10])}"
+                                     f"{' ...' if len(clash) > 10 else ''}; use `faqsearch update` to change them")
+            return self._edit(_Edit(new_faqs=faqs), "added", progress)
 
     def update(self, corpus: str | Sequence[FAQ], columns: Columns | None = None, fmt: str | None = None,
                progress: bool = False) -> EditReport:
         """Update the given FAQs by id: new questions are encoded, dropped ones removed, answers rewritten.
         FAQs not in the index are added; FAQs not listed are left alone."""
-        return self._edit(self._plan(_as_faqs(corpus, columns, fmt), remove_missing=False), "added", progress)
+        faqs = _as_faqs(corpus, columns, fmt)
+        with self._exclusive():
+            return self._edit(self._plan(faqs, remove_missing=False), "added", progress)
 
     def upsert(self, corpus: str | Sequence[FAQ], columns: Columns | None = None, fmt: str | None = None,
                progress: bool = False) -> EditReport:
         """Make the index match a whole corpus, touching only what differs (by content hash).
 
         FAQs missing from the corpus are removed, except those created by `add` alone."""
-        return self._edit(self._plan(_as_faqs(corpus, columns, fmt), remove_missing=True), "corpus", progress)
+        faqs = _as_faqs(corpus, columns, fmt)
+        with self._exclusive():
+            return self._edit(self._plan(faqs, remove_missing=True), "corpus", progress)
 
     def remove(self, faq_ids: Sequence[str]) -> EditReport:
         """Remove FAQs and all their questions."""
-        existing = self.store.faq_hashes()
-        unknown = [i for i in faq_ids if i not in existing]
-        if unknown:
-            raise FAQSearchError(f"unknown FAQ id(s): {', '.join(unknown[:10])}; see `faqsearch list`")
-        return self._edit(_Edit(removed_faqs=list(dict.fromkeys(faq_ids))), "added", False)
+        with self._exclusive():
+            existing = self.store.faq_hashes()
+            unknown = [i for i in faq_ids if i not in existing]
+            if unknown:
+                raise FAQSearchError(f"unknown FAQ id(s): {', '.join(unknown[:10])}; see `faqsearch list`")
+            return self._edit(_Edit(removed_faqs=list(dict.fromkeys(faq_ids))), "added", False)
 
     def augment(self, simbert, n: int = 3, candidates: int = 32, seed: int | None = 0,
                 min_score: float = 0.0, progress: bool = False) -> EditReport:
         """Add up to ``n`` SimBERT paraphrases per FAQ as extra questions (source 'generated')."""
+        with self._exclusive():
+            return self._augment(simbert, n, candidates, seed, min_score, progress)
+
+    def _augment(self, simbert, n: int, candidates: int, seed: int | None, min_score: float,
+                 progress: bool) -> EditReport:
         from .encoders.base import progress_bar
         from .simbert.generate import _normal, paraphrase
 
@@ -561,59 +579,57 @@ class FAQSearch:
                 or plan.removed_faqs):
             report.unchanged_faqs = self.store.counts()["faqs"]
             return report
-        with self._edit_lock:
-            self.reload_if_changed(every=0.0)
-            path = self.path
-            old_ids = np.array([q[0] for q in self.store.all_questions()], dtype=np.int64)
-            raw_old = np.load(os.path.join(path, cfg.FILES["vectors"]), mmap_mode="r")
-            with next_version(path, "edit") as tmp:
-                self.store.backup(os.path.join(tmp, cfg.FILES["store"]))
-                store = Store(os.path.join(tmp, cfg.FILES["store"]))
-                try:
-                    removed = store.delete_faqs(plan.removed_faqs) + list(plan.removed_questions)
-                    store.delete_questions(plan.removed_questions)
-                    for f in plan.changed_faqs:
-                        store.update_faq(f)
-                    rows = store.insert_faqs(plan.new_faqs, source=source) if plan.new_faqs else []
-                    for fid, text in plan.new_questions:
-                        rows += store.add_questions(fid, [text], source=source)
-                    new_ids = np.array([r[0] for r in rows], dtype=np.int64)
-                    raw_new = self.encoder.encode([r[1] for r in rows], progress=progress) if rows else \
-                        np.empty((0, self.encoder.dimension), np.float32)
-                    keep = ~np.isin(old_ids, np.array(removed, dtype=np.int64))
-                    moments = Moments.from_arrays(self.whitening.moments.to_arrays())
-                    if self.config["whitening"].get("fitted_on") == "corpus questions":
-                        moments.remove(np.asarray(raw_old[~keep])).update(raw_new)
-                    white = Whitening(self.whitening.kernel, self.whitening.bias, self.whitening.beta,
-                                      self.whitening.gamma, self.whitening.k, moments, self.whitening.rank)
-                    out = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+", dtype=np.float32,
-                                                    shape=(int(keep.sum()) + len(rows), raw_old.shape[1]))
-                    pos = 0
-                    for start in range(0, len(old_ids), CHUNK):
-                        block = np.asarray(raw_old[start:start + CHUNK])[keep[start:start + CHUNK]]
-                        out[pos:pos + len(block)] = block
-                        pos += len(block)
-                    out[pos:] = raw_new
-                    out.flush()
-                    del out
-                    ixc = dict(self.config.get("index", {}))
-                    vindex = VectorIndex.load(os.path.join(path, cfg.FILES["faiss"]), self.index.factory,
-                                              ixc.get("nprobe"), ixc.get("ef_search"))
-                    if removed and vindex.remove(np.array(removed, dtype=np.int64)) == 0 and not vindex.supports_removal:
-                        ixc["tombstones"] = int(ixc.get("tombstones", 0)) + len(removed)
-                    if rows:
-                        vindex.add(white.transform(raw_new), new_ids)
-                    vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
-                    white.save(os.path.join(tmp, cfg.FILES["whitening"]))
-                    config = dict(self.config)
-                    config["index"] = ixc
-                    config["counts"] = store.counts()
-                    config["generation"] = int(config.get("generation", 0)) + 1
-                    config["modified"] = cfg.new_config()["created"]
-                    cfg.save_config(tmp, config)
-                finally:
-                    store.close()
-            self.reload()
+        path = self.path
+        old_ids = np.array([q[0] for q in self.store.all_questions()], dtype=np.int64)
+        raw_old = np.load(os.path.join(path, cfg.FILES["vectors"]), mmap_mode="r")
+        with next_version(path, "edit") as tmp:
+            self.store.backup(os.path.join(tmp, cfg.FILES["store"]))
+            store = Store(os.path.join(tmp, cfg.FILES["store"]))
+            try:
+                removed = store.delete_faqs(plan.removed_faqs) + list(plan.removed_questions)
+                store.delete_questions(plan.removed_questions)
+                for f in plan.changed_faqs:
+                    store.update_faq(f)
+                rows = store.insert_faqs(plan.new_faqs, source=source) if plan.new_faqs else []
+                for fid, text in plan.new_questions:
+                    rows += store.add_questions(fid, [text], source=source)
+                new_ids = np.array([r[0] for r in rows], dtype=np.int64)
+                raw_new = self.encoder.encode([r[1] for r in rows], progress=progress) if rows else \
+                    np.empty((0, self.encoder.dimension), np.float32)
+                keep = ~np.isin(old_ids, np.array(removed, dtype=np.int64))
+                moments = Moments.from_arrays(self.whitening.moments.to_arrays())
+                if self.config["whitening"].get("fitted_on") == "corpus questions":
+                    moments.remove(np.asarray(raw_old[~keep])).update(raw_new)
+                white = Whitening(self.whitening.kernel, self.whitening.bias, self.whitening.beta,
+                                  self.whitening.gamma, self.whitening.k, moments, self.whitening.rank)
+                out = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+", dtype=np.float32,
+                                                shape=(int(keep.sum()) + len(rows), raw_old.shape[1]))
+                pos = 0
+                for start in range(0, len(old_ids), CHUNK):
+                    block = np.asarray(raw_old[start:start + CHUNK])[keep[start:start + CHUNK]]
+                    out[pos:pos + len(block)] = block
+                    pos += len(block)
+                out[pos:] = raw_new
+                out.flush()
+                del out
+                ixc = dict(self.config.get("index", {}))
+                vindex = VectorIndex.load(os.path.join(path, cfg.FILES["faiss"]), self.index.factory,
+                                          ixc.get("nprobe"), ixc.get("ef_search"))
+                if removed and vindex.remove(np.array(removed, dtype=np.int64)) == 0 and not vindex.supports_removal:
+                    ixc["tombstones"] = int(ixc.get("tombstones", 0)) + len(removed)
+                if rows:
+                    vindex.add(white.transform(raw_new), new_ids)
+                vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
+                white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+                config = dict(self.config)
+                config["index"] = ixc
+                config["counts"] = store.counts()
+                config["generation"] = int(config.get("generation", 0)) + 1
+                config["modified"] = cfg.new_config()["created"]
+                cfg.save_config(tmp, config)
+            finally:
+                store.close()
+        self.reload()
         report.added_questions = len(rows)
         report.removed_questions = len(removed)
         return report
@@ -657,6 +673,25 @@ def _config_stamp(path: str) -> tuple[int, int] | None:
 
 def _as_faqs(corpus: str | Sequence[FAQ], columns: Columns | None, fmt: str | None) -> list[FAQ]:
     return read_corpus(str(corpus), columns, fmt) if isinstance(corpus, (str, os.PathLike)) else list(corpus)
+
+
+@contextmanager
+def index_lock(path: str) -> Iterator[None]:
+    """Exclusive lock for writers of one index (other processes included): edits are read-modify-swap,
+    so two at once would lose one. Readers never take it."""
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: one writer at a time is then up to the user
+        yield
+        return
+    with open(os.path.join(parent, f".{os.path.basename(path)}.lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @contextmanager

@@ -238,14 +238,14 @@ def apply(engine, setting: Setting, threshold: float | None = None) -> str:
     Nothing is re-encoded: the stored raw vectors are transformed again. Unchanged files are
     hard-linked into the new directory, which then replaces the old one.
     """
-    from .engine import build_vector_index, next_version
+    from .engine import build_vector_index, index_lock, next_version
 
     path = engine.path
     raw = np.load(os.path.join(path, cfg.FILES["vectors"]), mmap_mode="r")
     ids = np.array([r[0] for r in engine.store.all_questions()], dtype=np.int64)
     white = _transform(setting, engine.whitening.moments, raw.shape[1])
     white.moments = engine.whitening.moments
-    with next_version(path, "tuning") as tmp:
+    with index_lock(path), next_version(path, "tuning") as tmp:
         for key in ("store", "vectors"):
             src, dst = os.path.join(path, cfg.FILES[key]), os.path.join(tmp, cfg.FILES[key])
             try:
@@ -340,9 +340,12 @@ def tune_fusion(engine, queries: Sequence[LabelledQuery], folds: int = FOLDS, pr
 def apply_fusion_if_better(engine, report: FusionReport) -> bool:
     """Store the chosen weight (and hybrid mode) in the index config when it wins held out."""
     if report.gain > 0 and report.chosen != report.current:
-        config = dict(engine.config)
-        config["mode"] = "hybrid" if report.chosen > 0 else "dense"
-        config["hybrid_weight"] = report.chosen
-        cfg.save_config(engine.path, config)  # one file, replaced atomically
+        from .engine import index_lock
+
+        with index_lock(engine.path):
+            config = cfg.load_config(engine.path)  # the latest version, if another process edited it
+            config["mode"] = "hybrid" if report.chosen > 0 else "dense"
+            config["hybrid_weight"] = report.chosen
+            cfg.save_config(engine.path, config)  # one file, replaced atomically
         report.applied = True
     return report.applied
