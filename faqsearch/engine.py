@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -111,11 +111,6 @@ class _Edit:
     new_questions: list[tuple[str, str]] = field(default_factory=list)  # (faq_id, text)
     removed_questions: list[int] = field(default_factory=list)
     removed_faqs: list[str] = field(default_factory=list)
-
-
-def _chunks(seq: Sequence, size: int) -> Iterator[Sequence]:
-    for start in range(0, len(seq), size):
-        yield seq[start:start + size]
 
 
 def _encode_stream(encoder: Encoder, texts: Sequence[str], batch_size: int, progress: bool,
@@ -336,18 +331,11 @@ class FAQSearch:
             rows = self.store.questions(np.unique(ids[ids >= 0]))
             again = []
             for qi, srow, irow in zip(todo, scores, ids):
-                seen: dict[str, Answer] = {}
-                for score, qid in zip(srow, irow):
-                    row = rows.get(int(qid))
-                    if row is None or row["faq_id"] in seen:
-                        continue
-                    seen[row["faq_id"]] = _answer(row, float(score), dense=float(score))
-                    if len(seen) == k:
-                        break
-                if len(seen) < k and n < total:
+                found = _distinct_faqs(zip(irow.tolist(), srow.tolist()), rows, k, "dense")
+                if len(found) < k and n < total:
                     again.append(qi)
                 else:
-                    results[qi] = list(seen.values())
+                    results[qi] = found
             todo = np.array(again, dtype=np.int64)
             n = min(total, n * 4)
         return results  # type: ignore[return-value]
@@ -356,18 +344,7 @@ class FAQSearch:
         """Top-k distinct FAQs by BM25 over the questions (SQLite FTS5); score = BM25."""
         hits = self.store.lexical(texts, k * min(self._max_per_faq, 8))
         rows = self.store.questions(sorted({qid for h in hits for qid, _ in h}))
-        results = []
-        for h in hits:
-            seen: dict[str, Answer] = {}
-            for qid, score in h:
-                row = rows.get(qid)
-                if row is None or row["faq_id"] in seen:
-                    continue
-                seen[row["faq_id"]] = _answer(row, score, lexical=score)
-                if len(seen) == k:
-                    break
-            results.append(list(seen.values()))
-        return results
+        return [_distinct_faqs(h, rows, k, "lexical") for h in hits]
 
     def search_hybrid(self, texts: Sequence[str], vectors: np.ndarray, k: int = 5,
                       weight: float | None = None) -> list[list[Answer]]:
@@ -535,8 +512,7 @@ class FAQSearch:
                         plan.new_questions.append((f["id"], p.text))
                         got += 1
                 bar.update(1)
-        report = self._edit(plan, "generated", False)
-        return report
+        return self._edit(plan, "generated", False)
 
     def list(self, limit: int | None = None, offset: int = 0, category: str | None = None) -> list[dict[str, Any]]:
         return self.store.list_faqs(limit, offset, category)
@@ -565,9 +541,7 @@ class FAQSearch:
             plan.new_questions += [(f.id, q) for q in f.questions if q not in present]
             plan.changed_faqs.append(f)
         if remove_missing:
-            with self.store._lock:
-                ingested = {r[0] for r in self.store.db.execute(
-                    "select distinct faq_id from questions where source = 'corpus'")}
+            ingested = self.store.faq_ids(source="corpus")
             plan.removed_faqs = sorted(i for i in hashes if i not in listed and i in ingested)
         return plan
 
@@ -658,9 +632,22 @@ def fuse(candidates: Sequence[Answer], weight: float, k: int) -> list[Answer]:
     return fused[:k]
 
 
-def _answer(row: dict[str, Any], score: float, dense: float | None = None, lexical: float | None = None) -> Answer:
-    return Answer(row["faq_id"], row["answer"], score, row["question"], int(row["question_id"]), row["source"],
-                  row["category"], row["metadata"], dense, lexical)
+def _distinct_faqs(hits: Iterable[tuple[int, float]], rows: dict[int, dict[str, Any]], k: int,
+                   kind: str) -> list[Answer]:
+    """Question hits (id, score), best first, to at most k FAQs, each with its best question.
+
+    Ids missing from ``rows`` (padding, tombstones) are skipped; ``kind`` names the score's side."""
+    seen: dict[str, Answer] = {}
+    for qid, score in hits:
+        row = rows.get(int(qid))
+        if row is None or row["faq_id"] in seen:
+            continue
+        seen[row["faq_id"]] = Answer(row["faq_id"], row["answer"], float(score), row["question"],
+                                     int(row["question_id"]), row["source"], row["category"], row["metadata"],
+                                     **{kind: float(score)})
+        if len(seen) == k:
+            break
+    return list(seen.values())
 
 
 def _config_stamp(path: str) -> tuple[int, int] | None:

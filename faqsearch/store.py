@@ -157,9 +157,12 @@ class Store:
             finally:
                 dest.close()
 
-    def faq_ids(self) -> set[str]:
+    def faq_ids(self, source: str | None = None) -> set[str]:
+        """Ids of all FAQs, or of those with at least one question from ``source``."""
         with self._lock:
-            return {r[0] for r in self.db.execute("select id from faqs")}
+            if source is None:
+                return {r[0] for r in self.db.execute("select id from faqs")}
+            return {r[0] for r in self.db.execute("select distinct faq_id from questions where source = ?", [source])}
 
     def counts(self) -> dict[str, int]:
         with self._lock:
