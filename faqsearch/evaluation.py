@@ -102,6 +102,11 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float((rx * ry).sum() / denom) if denom else 0.0
 
 
+def reciprocal_rank(ranked: Sequence[str], gold: set[str], cutoff: int = 10) -> float:
+    """1 / rank of the first gold FAQ in a list of distinct FAQ ids (0 if none in the first ``cutoff``)."""
+    return next((1.0 / (i + 1) for i, f in enumerate(ranked[:cutoff]) if f in gold), 0.0)
+
+
 def ranking_metrics(ranked: Sequence[Sequence[str]], gold: Sequence[set[str]], cutoff: int = 10) -> dict[str, float]:
     """Recall@1/5/10, MRR@10 and nDCG@10 (binary relevance) over lists of distinct FAQ ids.
 
@@ -120,7 +125,7 @@ def ranking_metrics(ranked: Sequence[Sequence[str]], gold: Sequence[set[str]], c
             first = hits[0]
             for kk in rec:
                 rec[kk] += first < kk
-            mrr += 1.0 / (first + 1)
+            mrr += reciprocal_rank(ids, g, cutoff)
             dcg = sum(1.0 / math.log2(i + 2) for i in hits)
             idcg = sum(1.0 / math.log2(i + 2) for i in range(min(len(g), cutoff)))
             ndcg += dcg / idcg

@@ -19,7 +19,7 @@ import numpy as np
 from . import config as cfg
 from .encoders.base import progress_bar
 from .errors import FAQSearchError
-from .evaluation import LabelledQuery, spearman
+from .evaluation import LabelledQuery, reciprocal_rank, spearman
 from .index import factory_for
 from .whitening import Moments, Whitening
 
@@ -103,16 +103,7 @@ def _reciprocal_ranks(docs: np.ndarray, doc_faq: np.ndarray, queries: np.ndarray
     out = np.zeros(len(queries))
     for i in range(len(queries)):
         order = top[i][np.argsort(-scores[i, top[i]], kind="stable")]
-        seen: list[str] = []
-        for f in doc_faq[order]:
-            if f in seen:
-                continue
-            seen.append(f)
-            if f in gold[i]:
-                out[i] = 1.0 / len(seen)
-                break
-            if len(seen) == cutoff:
-                break
+        out[i] = reciprocal_rank(list(dict.fromkeys(doc_faq[order])), gold[i], cutoff)  # distinct FAQs, in order
     return out, scores.max(axis=1)
 
 
@@ -313,16 +304,14 @@ def tune_fusion(engine, queries: Sequence[LabelledQuery], folds: int = FOLDS, pr
     gold = [q.gold for q in queries]
     cands = engine.hybrid_candidates(texts, engine.embed(texts, progress=progress), FUSION_POOL)
 
-    def rr(ranked: list[str], g: set[str]) -> float:
-        return next((1.0 / (i + 1) for i, f in enumerate(ranked[:10]) if f in g), 0.0)
-
     weights = list(FUSION_WEIGHTS)
     cur_w = engine.hybrid_weight if engine.mode == "hybrid" else 0.0
     if cur_w not in weights:
         weights.append(cur_w)
-    per = [np.array([rr([a.faq_id for a in fuse(c, w, 10)], g) for c, g in zip(cands, gold)]) for w in weights]
+    per = [np.array([reciprocal_rank([a.faq_id for a in fuse(c, w, 10)], g) for c, g in zip(cands, gold)])
+           for w in weights]
     lex = engine.search_lexical(texts, 10)
-    lexical = float(np.mean([rr([a.faq_id for a in l], g) for l, g in zip(lex, gold)]))
+    lexical = float(np.mean([reciprocal_rank([a.faq_id for a in l], g) for l, g in zip(lex, gold)]))
     current = weights.index(cur_w)
     n = len(queries)
 
