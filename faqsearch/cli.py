@@ -412,29 +412,30 @@ def _corpus_options(fn):
     return fn
 
 
-def _edit_command(method: str, corpus, index, fmt, question_column, answer_column, id_column, category_column,
-                  as_json, quiet):
-    from .corpus import Columns
-    from .engine import FAQSearch
+def _corpus_edit_command(method: str, doc: str) -> None:
+    """Register `faqsearch METHOD CORPUS`: read a corpus and apply FAQSearch.METHOD to the index."""
 
-    _setup_logging(quiet)
-    columns = Columns(question=question_column, answer=answer_column, id=id_column, category=category_column)
-    try:
-        with FAQSearch.open(index) as engine:
-            report = getattr(engine, method)(corpus, columns, fmt, progress=not quiet and not as_json)
-    except FAQSearchError as exc:
-        raise _fail(exc)
-    _print_edit(report, as_json)
+    @cli.command(name=method, help=doc)
+    @click.argument("corpus", type=click.Path(dir_okay=False))
+    @index_option
+    @_corpus_options
+    @click.option("--json", "as_json", is_flag=True)
+    @quiet_option
+    def command(corpus, index, fmt, question_column, answer_column, id_column, category_column, as_json, quiet):
+        from .corpus import Columns
+        from .engine import FAQSearch
+
+        _setup_logging(quiet)
+        columns = Columns(question=question_column, answer=answer_column, id=id_column, category=category_column)
+        try:
+            with FAQSearch.open(index) as engine:
+                report = getattr(engine, method)(corpus, columns, fmt, progress=not quiet and not as_json)
+        except FAQSearchError as exc:
+            raise _fail(exc)
+        _print_edit(report, as_json)
 
 
-@cli.command()
-@click.argument("corpus", type=click.Path(dir_okay=False))
-@index_option
-@_corpus_options
-@click.option("--json", "as_json", is_flag=True)
-@quiet_option
-def add(corpus, index, fmt, question_column, answer_column, id_column, category_column, as_json, quiet):
-    """Add new FAQs to an index without rebuilding it: only their questions are encoded.
+_corpus_edit_command("add", """Add new FAQs to an index without rebuilding it: only their questions are encoded.
 
     The edit is atomic: if it fails, the index stays as it was. A running process that has the
     index open sees the new FAQs within a second (or after FAQSearch.reload()).
@@ -442,26 +443,14 @@ def add(corpus, index, fmt, question_column, answer_column, id_column, category_
     \b
     Example:
         faqsearch add new_faqs.csv --index support
-    """
-    _edit_command("add", corpus, index, fmt, question_column, answer_column, id_column, category_column, as_json, quiet)
-
-
-@cli.command()
-@click.argument("corpus", type=click.Path(dir_okay=False))
-@index_option
-@_corpus_options
-@click.option("--json", "as_json", is_flag=True)
-@quiet_option
-def update(corpus, index, fmt, question_column, answer_column, id_column, category_column, as_json, quiet):
-    """Update FAQs by id: new questions are encoded, dropped ones leave the index, changed answers
-    are rewritten. FAQs not yet in the index are added; FAQs not in CORPUS are left alone.
+    """)
+_corpus_edit_command("update", """Update FAQs by id: new questions are encoded, dropped ones leave the index, changed
+    answers are rewritten. FAQs not yet in the index are added; FAQs not in CORPUS are left alone.
 
     \b
     Example:
         faqsearch update edited_faqs.csv --index support
-    """
-    _edit_command("update", corpus, index, fmt, question_column, answer_column, id_column, category_column, as_json,
-                  quiet)
+    """)
 
 
 @cli.command()
