@@ -48,7 +48,7 @@ def cli():
 
 
 @cli.command()
-@click.argument("corpus", type=click.Path(dir_okay=False))
+@click.argument("corpus")
 @index_option
 @click.option("--model", "-m", help="Encoder: 'minilm' (default, bundled), 'use-multilingual', a Hugging Face id "
                                     "or a local model directory.")
@@ -59,7 +59,7 @@ def cli():
 @click.option("--gguf-file", help="GGUF weights file inside the --model directory or repo (needs faqsearch[gguf]).")
 @click.option("--beta", type=click.FloatRange(0, 1), default=None, help="Whitening beta (mean removal), default 0.")
 @click.option("--gamma", type=click.FloatRange(0, 1), default=None, help="Whitening gamma (variance scaling), default 0.")
-@click.option("--dims", "-k", "k", type=click.IntRange(1), default=None,
+@click.option("--dims", "k", type=click.IntRange(1), default=None,
               help="Dimensions kept after the transform (default 256; clipped to what the data supports).")
 @click.option("--no-whitening", is_flag=True, help="Store the encoder's vectors as they are (no transform).")
 @click.option("--fit-on", type=click.Path(dir_okay=False),
@@ -78,6 +78,8 @@ def cli():
 @click.option("--quantize", is_flag=True, help="Dynamic int8 encoder (faster, lossy: see README 'Speed').")
 @click.option("--upsert", is_flag=True, help="If the index exists, apply only the difference to it (new, changed and "
                                               "removed FAQs by content hash) instead of rebuilding.")
+@click.option("--force", is_flag=True, help="Rebuild even if the index holds questions this corpus lacks (from add, "
+                                            "update, augment or feedback): they are dropped.")
 @click.option("--augment", type=click.IntRange(0), default=0,
               help="Add up to N SimBERT paraphrases per FAQ as extra questions (source 'generated'); needs --simbert.")
 @click.option("--simbert", "simbert_dir", type=click.Path(), help="A model made by `faqsearch train` (for --augment).")
@@ -91,7 +93,8 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, gamma, k, no_whitening, fit_on, threshold, fmt,
            question_column, answer_column, id_column, category_column, variants_column, variant_sep, index_type,
-           quantize, upsert, augment, simbert_dir, augment_min_score, tune_self, batch_size, threads, quiet, as_json):
+           quantize, upsert, force, augment, simbert_dir, augment_min_score, tune_self, batch_size, threads, quiet,
+           as_json):
     """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns).
 
     Rows sharing an id (or, without ids, an answer) become one FAQ with several questions.
@@ -116,8 +119,9 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
     columns = Columns(question=question_column, answer=answer_column, id=id_column, category=category_column,
                       variants=variants_column, variant_sep=variant_sep)
     from .config import FILES, resolve_index_path
+    from .indexdir import resolve
 
-    if upsert and os.path.exists(os.path.join(resolve_index_path(index), FILES["config"])):
+    if upsert and os.path.exists(os.path.join(resolve(resolve_index_path(index)), FILES["config"])):
         try:
             with FAQSearch.open(index, model=model, threads=threads) as engine:
                 report = engine.upsert(corpus, columns, fmt, progress=not quiet and not as_json)
@@ -132,22 +136,22 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
             beta=DEFAULT_BETA if beta is None else beta, gamma=DEFAULT_GAMMA if gamma is None else gamma,
             k=DEFAULT_K if k is None else k, whiten=not no_whitening, fit_on=fit_on,
             threshold=DEFAULT_THRESHOLD if threshold is None else threshold, columns=columns, fmt=fmt,
-            index_type=index_type, quantize=quantize, batch_size=batch_size, progress=not quiet and not as_json)
+            index_type=index_type, quantize=quantize, batch_size=batch_size, progress=not quiet and not as_json,
+            force=force)
         if augment:
             report = engine.augment(_load_simbert(simbert_dir), n=augment, min_score=augment_min_score,
                                     progress=not quiet and not as_json)
             from .config import save_config
 
             save_config(engine.path, {**engine.config, "simbert": os.path.abspath(simbert_dir)})
-            engine = FAQSearch.open(engine.path, encoder=engine.encoder)
+            engine = FAQSearch.open(engine.path, encoder=engine._encoder)
             if not as_json:
                 click.echo(f"Added {report.added_questions} generated questions.")
         if tune_self:
             from .tuning import apply_if_better, tune as run_tune
 
             report = run_tune(engine, self_supervised=True, progress=not quiet and not as_json)
-            if apply_if_better(engine, report):
-                engine = FAQSearch.open(engine.path, encoder=engine.encoder)
+            apply_if_better(engine, report)  # reloads the engine when applied
             if not as_json:
                 _print_tune(report, False, True)
     except FAQSearchError as exc:
@@ -194,17 +198,28 @@ def ask(text, index, top_k, threshold, model, mode, paraphrases, simbert_dir, as
     """
     from .engine import FAQSearch
 
+    from .text import clean_text, is_blank
+
     _setup_logging(quiet)
     batch = text is None or text == "-"
     if batch and sys.stdin.isatty():
         raise click.UsageError("give a question, or pipe queries on stdin (one per line)")
-    queries = [line.strip() for line in sys.stdin] if batch else [text]
-    queries = [q for q in queries if q]
-    if not queries:
-        raise click.UsageError("no query given" if not batch else "stdin held no queries")
+    # stdin is read as bytes: a line that is not UTF-8 is answered with U+FFFD in place of its bad bytes,
+    # never a crash, and every input line (blank ones too) gets exactly one output line
+    queries = [clean_text(line.decode("utf-8", "replace")) for line in _stdin_lines()] if batch else [clean_text(text)]
+    if not batch and is_blank(queries[0]):
+        raise click.UsageError("the question is blank (no visible characters)")
+    if batch and not queries:
+        raise click.UsageError("stdin held no queries")
+    asked = [q for q in queries if not is_blank(q)]
     try:
         with FAQSearch.open(index, model=model, threads=threads) as engine:
-            results = engine.ask_many(queries, k=top_k, threshold=threshold, mode=mode)
+            answered = iter(engine.ask_many(asked, k=top_k, threshold=threshold, mode=mode) if asked else [])
+            thr = engine.threshold if threshold is None else threshold
+            from .engine import Result
+
+            results = [next(answered) if not is_blank(q) else Result(q, [], None, thr) for q in queries]
+            empty = engine.info()["counts"]["questions"] == 0
             similar: list[list] = [[] for _ in results]
             if paraphrases:
                 from .simbert.generate import paraphrase as run_paraphrase
@@ -213,7 +228,7 @@ def ask(text, index, top_k, threshold, model, mode, paraphrases, simbert_dir, as
                 if not where:
                     raise click.UsageError("--paraphrases needs --simbert MODEL_DIR (or an index made with --augment)")
                 sb = _load_simbert(where)
-                similar = [run_paraphrase(sb, q, n=paraphrases, seed=0) for q in queries]
+                similar = [run_paraphrase(sb, q, n=paraphrases, seed=0) if not is_blank(q) else [] for q in queries]
     except FAQSearchError as exc:
         raise _fail(exc)
     if batch or as_json:
@@ -227,8 +242,12 @@ def ask(text, index, top_k, threshold, model, mode, paraphrases, simbert_dir, as
     if paraphrases:
         click.echo("Did you mean: " + "; ".join(p.text for p in similar[0]) if similar[0] else "No paraphrases.")
     if not r.answers:
-        best = "none" if r.best_score is None else f"{r.best_score:.3f}"
-        click.echo(f"No confident answer (best score {best} is below the threshold {r.threshold:.2f}).")
+        if empty:
+            click.echo("No answer: the index holds no FAQs (add some with `faqsearch add FILE`).")
+        elif r.best_score is None:
+            click.echo("No confident answer (nothing matched).")
+        else:
+            click.echo(f"No confident answer (best score {r.best_score:.3f} is below the threshold {r.threshold:.2f}).")
         return
     for n, a in enumerate(r.answers, 1):
         click.echo(f"{n}. [{a.score:.3f}] {a.faq_id}  (matched: {a.question})")
@@ -400,6 +419,14 @@ def _print_edit(report, as_json: bool) -> None:
     click.echo(", ".join(parts) + ".")
 
 
+def _stdin_lines():
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8", "surrogateescape")
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the newline that ends the last line
+    return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+
+
 def _corpus_options(fn):
     for opt in reversed([
         click.option("--format", "fmt", type=click.Choice(["csv", "tsv", "jsonl"])),
@@ -407,6 +434,9 @@ def _corpus_options(fn):
         click.option("--answer-column", default="answer", show_default=True),
         click.option("--id-column", default=None),
         click.option("--category-column", default="category", show_default=True),
+        click.option("--variants-column", default="variants", show_default=True,
+                     help="Optional column with extra phrasings of the question, separated by --variant-sep."),
+        click.option("--variant-sep", default="|", show_default=True),
     ]):
         fn = opt(fn)
     return fn
@@ -416,20 +446,23 @@ def _corpus_edit_command(method: str, doc: str) -> None:
     """Register `faqsearch METHOD CORPUS`: read a corpus and apply FAQSearch.METHOD to the index."""
 
     @cli.command(name=method, help=doc)
-    @click.argument("corpus", type=click.Path(dir_okay=False))
+    @click.argument("corpus")
     @index_option
     @_corpus_options
     @click.option("--json", "as_json", is_flag=True)
     @quiet_option
-    def command(corpus, index, fmt, question_column, answer_column, id_column, category_column, as_json, quiet):
-        from .corpus import Columns
+    def command(corpus, index, fmt, question_column, answer_column, id_column, category_column, variants_column,
+                variant_sep, as_json, quiet):
+        from .corpus import Columns, read_corpus
         from .engine import FAQSearch
 
         _setup_logging(quiet)
-        columns = Columns(question=question_column, answer=answer_column, id=id_column, category=category_column)
+        columns = Columns(question=question_column, answer=answer_column, id=id_column, category=category_column,
+                          variants=variants_column, variant_sep=variant_sep)
         try:
+            faqs = read_corpus(corpus, columns, fmt)  # validated before the index (or the model) is loaded
             with FAQSearch.open(index) as engine:
-                report = getattr(engine, method)(corpus, columns, fmt, progress=not quiet and not as_json)
+                report = getattr(engine, method)(faqs, progress=not quiet and not as_json)
         except FAQSearchError as exc:
             raise _fail(exc)
         _print_edit(report, as_json)
@@ -477,13 +510,15 @@ def remove(faq_ids, index, as_json, quiet):
 
 
 def _open_store(index):
-    """The SQLite store alone (listing needs no encoder)."""
+    """The SQLite store alone (listing needs no encoder, nor the vectors); never creates one."""
     from . import config as cfg
+    from .indexdir import resolve
     from .store import Store
 
     path = cfg.resolve_index_path(index)
-    cfg.load_config(path)
-    return Store(os.path.join(path, cfg.FILES["store"]))
+    version = resolve(path)
+    cfg.load_config(version)
+    return Store.open_existing(os.path.join(version, cfg.FILES["store"]), path)
 
 
 @cli.command(name="list")
@@ -548,7 +583,7 @@ def show(faq_id, index, as_json):
 @index_option
 @click.option("--beta", type=click.FloatRange(0, 1), default=None, help="Default: the index's current beta.")
 @click.option("--gamma", type=click.FloatRange(0, 1), default=None, help="Default: the index's current gamma.")
-@click.option("--dims", "-k", "k", type=click.IntRange(1), default=None, help="Default: the index's current k.")
+@click.option("--dims", "k", type=click.IntRange(1), default=None, help="Default: the index's current k.")
 @click.option("--json", "as_json", is_flag=True)
 @quiet_option
 def refit(index, beta, gamma, k, as_json, quiet):
@@ -570,8 +605,7 @@ def refit(index, beta, gamma, k, as_json, quiet):
         wanted = engine.config["whitening"].get("k")
         setting = Setting(True, cur.beta if beta is None else beta, cur.gamma if gamma is None else gamma,
                           wanted if k is None else k)
-        apply(engine, setting)
-        engine = FAQSearch.open(index, encoder=engine.encoder)
+        apply(engine, setting)  # takes the writer lock, works on the latest version, reloads the engine
         info = engine.info()
         engine.close()
     except FAQSearchError as exc:
@@ -704,9 +738,11 @@ def info(index, as_json):
     """
     from . import config as cfg
 
+    from .indexdir import resolve
+
     try:
         path = cfg.resolve_index_path(index)
-        config = cfg.load_config(path)
+        config = cfg.load_config(resolve(path))
     except FAQSearchError as exc:
         raise _fail(exc)
     if as_json:

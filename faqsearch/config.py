@@ -49,7 +49,13 @@ def new_config(**fields: Any) -> dict[str, Any]:
     }
 
 
+SIZED = ("whitening", "faiss", "vectors")  # files written once per version: their sizes are recorded
+
+
 def save_config(directory: str, config: dict[str, Any]) -> None:
+    """Write config.json last (atomically), recording the sizes of the version's other files."""
+    config["files"] = {FILES[k]: os.path.getsize(os.path.join(directory, FILES[k])) for k in SIZED
+                       if os.path.exists(os.path.join(directory, FILES[k]))}
     path = os.path.join(directory, FILES["config"])
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -84,3 +90,25 @@ def load_config(directory: str) -> dict[str, Any]:
         if key not in config:
             raise IndexFormatError(f"{path} lacks {key!r}; re-run faqsearch ingest")
     return config
+
+
+def damaged(path: str, key: str, why: Any) -> str:
+    """The message for a damaged or missing file of the index at ``path``."""
+    return (f"index {path}: {FILES[key]} is damaged or unreadable ({why}). Restore the index directory from a "
+            f"backup, or rebuild it with: faqsearch ingest CORPUS --index {path} --force")
+
+
+def check_files(directory: str, config: dict[str, Any], path: str) -> None:
+    """Every file of the version present, and those with a recorded size of that size (cheap checks)."""
+    for key in ("whitening", "faiss", "store"):
+        if not os.path.exists(os.path.join(directory, FILES[key])):
+            raise IndexFormatError(damaged(path, key, "missing"))
+    for name, size in (config.get("files") or {}).items():
+        full = os.path.join(directory, name)
+        try:
+            actual = os.path.getsize(full)
+        except OSError:
+            raise IndexFormatError(damaged(path, next(k for k, v in FILES.items() if v == name), "missing")) from None
+        if actual != size:
+            key = next(k for k, v in FILES.items() if v == name)
+            raise IndexFormatError(damaged(path, key, f"{actual} bytes, {size} expected"))

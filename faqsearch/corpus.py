@@ -15,12 +15,25 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from .errors import CorpusError
+from .text import clean_text, is_blank
 
 log = logging.getLogger(__name__)
 
 FORMATS = ("csv", "tsv", "jsonl")
 _EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 ID_ALIASES = ("id", "faq_id")
+FIELD_LIMIT = 64 * 1024 * 1024  # largest CSV/TSV field accepted (the csv module's default is 128 KiB)
+_SIGNATURES = [  # (leading bytes, what the file is, what to do)
+    (b"\x1f\x8b", "a gzip-compressed file", "decompress it first (gunzip FILE)"),
+    (b"PK\x03\x04", "a ZIP archive (an Excel .xlsx or OpenDocument file is one)",
+     "export the sheet as CSV (UTF-8) from your spreadsheet program"),
+    (b"\xd0\xcf\x11\xe0", "an old Excel/Office file (.xls)", "export the sheet as CSV (UTF-8)"),
+    (b"%PDF", "a PDF document", "export the FAQ as CSV, TSV or JSONL"),
+    (b"SQLite format 3\x00", "an SQLite database", "export the table as CSV (sqlite-utils rows DB TABLE --csv)"),
+    (b"\xff\xfe\x00\x00", "UTF-32 text", "re-save it as UTF-8 (iconv -f utf-32 -t utf-8)"),
+    (b"\xff\xfe", "UTF-16 text", "re-save it as UTF-8 (iconv -f utf-16 -t utf-8)"),
+    (b"\xfe\xff", "UTF-16 text", "re-save it as UTF-8 (iconv -f utf-16 -t utf-8)"),
+]
 
 
 @dataclass
@@ -76,6 +89,15 @@ def _read_text(path: str) -> str:
         raise CorpusError(path, None, "is a directory, expected a CSV, TSV or JSONL file")
     with open(path, "rb") as fh:
         data = fh.read()
+    for magic, what, fix in _SIGNATURES:
+        if data.startswith(magic):
+            raise CorpusError(path, None, f"is {what}, not a text file; {fix}")
+    head = data[:4096]
+    if head.count(b"\x00") > len(head) // 8:
+        if len(head) > 3 and (head[1::2].count(0) > len(head) // 3 or head[0::2].count(0) > len(head) // 3):
+            raise CorpusError(path, None, "looks like UTF-16 text without a byte-order mark; "
+                                          "re-save it as UTF-8 (iconv -f utf-16le -t utf-8)")
+        raise CorpusError(path, None, "is a binary file, not CSV, TSV or JSONL text; export the FAQ as one of those")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -98,7 +120,8 @@ def read_rows(path: str, fmt: str | None = None) -> Iterator[tuple[int, dict[str
     fmt = detect_format(path, fmt)
     text = _read_text(path)
     if fmt == "jsonl":
-        for n, raw in enumerate(text.splitlines(), start=1):
+        # lines end at \n only: U+2028, U+2029 and U+0085 are valid inside JSON strings
+        for n, raw in enumerate(text.split("\n"), start=1):
             if not raw.strip():
                 continue
             try:
@@ -109,6 +132,8 @@ def read_rows(path: str, fmt: str | None = None) -> Iterator[tuple[int, dict[str
                 raise CorpusError(path, n, "each line must be a JSON object like {\"question\": ..., \"answer\": ...}")
             yield n, obj
         return
+    if csv.field_size_limit() < FIELD_LIMIT:
+        csv.field_size_limit(FIELD_LIMIT)
     if fmt == "csv":  # RFC 4180: quoted fields may hold commas, quotes and newlines
         reader = csv.reader(io.StringIO(text, newline=""), delimiter=",", strict=True)
     else:  # TSV (IANA text/tab-separated-values): no quoting, a quote is an ordinary character
@@ -130,6 +155,9 @@ def read_rows(path: str, fmt: str | None = None) -> Iterator[tuple[int, dict[str
         except StopIteration:
             return
         except csv.Error as exc:
+            if "field larger than field limit" in str(exc):
+                raise CorpusError(path, start, f"a field is over {FIELD_LIMIT // 2**20} MiB: an unclosed quote "
+                                               "usually runs on to the end of the file; check this row's quotes") from None
             raise CorpusError(path, start, f"cannot parse this row ({exc}); check its quoting") from None
         if row and any(cell.strip() for cell in row):
             if len(row) != len(header):
@@ -142,18 +170,38 @@ def read_rows(path: str, fmt: str | None = None) -> Iterator[tuple[int, dict[str
         start = reader.line_num + 1
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, path: str = "", line: int = 0, column: str = "", multiline: bool = False) -> str:
+    """A scalar field as clean text; lists and objects are refused (they would be stored as their repr)."""
     if value is None:
         return ""
-    return value if isinstance(value, str) else str(value)
+    if isinstance(value, (list, dict)):
+        raise CorpusError(path, line, f"{column!r} is a JSON {'list' if isinstance(value, list) else 'object'}, "
+                                      "expected a string; write it as one string")
+    return clean_text(value if isinstance(value, str) else str(value), multiline)
 
 
-def _variants(value: Any, sep: str) -> list[str]:
+def _variants(value: Any, sep: str, path: str = "", line: int = 0, column: str = "") -> list[str]:
     if value is None or value == "":
         return []
     if isinstance(value, list):
-        return [_cell(v).strip() for v in value if _cell(v).strip()]
-    return [v.strip() for v in _cell(value).split(sep) if v.strip()]
+        return [c for c in (_cell(v, path, line, column) for v in value) if not is_blank(c)]
+    return [c for c in (clean_text(v) for v in _cell(value, path, line, column).split(sep)) if not is_blank(c)]
+
+
+def check_faq(faq: FAQ) -> FAQ:
+    """Validate and normalise an FAQ given as a record (library use), like a corpus row."""
+    where = f"FAQ {faq.id!r}"
+    if not isinstance(faq.id, str) or is_blank(clean_text(faq.id)):
+        raise CorpusError("<records>", None, f"{where}: the id must be a non-blank string")
+    if not isinstance(faq.answer, str) or is_blank(clean_text(faq.answer)):
+        raise CorpusError("<records>", None, f"{where}: the answer must be a non-blank string")
+    if not isinstance(faq.questions, (list, tuple)) or not all(isinstance(q, str) for q in faq.questions):
+        raise CorpusError("<records>", None, f"{where}: questions must be a list of strings")
+    questions = list(dict.fromkeys(q for q in map(clean_text, faq.questions) if not is_blank(q)))
+    if not questions:
+        raise CorpusError("<records>", None, f"{where}: needs at least one question with visible characters")
+    return FAQ(clean_text(faq.id), clean_text(faq.answer, multiline=True), questions,
+               clean_text(faq.category) if faq.category else None, dict(faq.metadata or {}), faq.line)
 
 
 def _auto_id(answer: str) -> str:
@@ -194,17 +242,20 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
         elif cols.question not in row or cols.answer not in row:
             raise CorpusError(path, line, f"record has no {cols.question!r} or {cols.answer!r} field")
         raw_q = row.get(cols.question)
-        questions = _variants(raw_q, "\x00") if isinstance(raw_q, list) else [_cell(raw_q).strip()]
-        questions += _variants(row.get(cols.variants), cols.variant_sep)
-        answer = _cell(row.get(cols.answer)).strip()
-        if not questions or not questions[0]:
-            raise CorpusError(path, line, f"empty {cols.question!r}; every row needs a question (or remove the row)")
-        if not answer:
-            raise CorpusError(path, line, f"empty {cols.answer!r}; every row needs an answer (or remove the row)")
-        faq_id = _cell(row.get(id_col)).strip() if id_col else ""
+        questions = (_variants(raw_q, "\x00", path, line, cols.question) if isinstance(raw_q, list)
+                     else [_cell(raw_q, path, line, cols.question)])
+        questions += _variants(row.get(cols.variants), cols.variant_sep, path, line, cols.variants)
+        answer = _cell(row.get(cols.answer), path, line, cols.answer, multiline=True)
+        if not questions or is_blank(questions[0]):
+            raise CorpusError(path, line, f"empty {cols.question!r} (no visible characters); every row needs a "
+                                          "question (or remove the row)")
+        if is_blank(answer):
+            raise CorpusError(path, line, f"empty {cols.answer!r} (no visible characters); every row needs an "
+                                          "answer (or remove the row)")
+        faq_id = _cell(row.get(id_col), path, line, id_col or "id") if id_col else ""
         if not faq_id:
             faq_id = by_answer.get(answer) or _auto_id(answer)
-        category = _cell(row.get(cols.category)).strip() or None
+        category = _cell(row.get(cols.category), path, line, cols.category) or None
         faq = faqs.get(faq_id)
         if faq is None:
             meta = {k: v for k, v in row.items()
@@ -241,7 +292,7 @@ def read_texts(path: str, column: str | None = None, fmt: str | None = None) -> 
     sentences of a sentence-pair file (sentence1, sentence2)."""
     path = str(path)
     if os.path.splitext(path)[1].lower() in (".txt", ".text") and fmt is None:
-        texts = [t.strip() for t in _read_text(path).splitlines()]
+        texts = [clean_text(t) for t in _read_text(path).split("\n")]
     else:
         texts = []
         col: str | tuple[str, ...] | None = column
@@ -256,8 +307,8 @@ def read_texts(path: str, column: str | None = None, fmt: str | None = None) -> 
             for c in (col if isinstance(col, tuple) else (col,)):
                 if c not in row:
                     raise CorpusError(path, line, f"column {c!r} not found (found: {', '.join(row)})")
-                texts.append(_cell(row[c]).strip())
-    texts = [t for t in texts if t]
+                texts.append(_cell(row[c], path, line, c))
+    texts = [t for t in texts if not is_blank(t)]
     if not texts:
         raise CorpusError(path, None, "no texts found in the file")
     return texts

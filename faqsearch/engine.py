@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -19,11 +17,13 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from . import config as cfg
-from .corpus import FAQ, Columns, faq_hash, read_corpus, read_texts
+from .corpus import FAQ, Columns, check_faq, faq_hash, read_corpus, read_texts
 from .encoders import Encoder, check_spec, encoder_from_spec, load_encoder
 from .errors import FAQSearchError, IndexFormatError
-from .index import DEFAULT_FACTORY, VectorIndex, factory_for, train_sample_size
+from .index import DEFAULT_FACTORY, VectorIndex, check_factory, factory_for, train_sample_size
+from .indexdir import next_version, resolve, share_file, writer_lock
 from .store import Store
+from .text import clean_text
 from .whitening import Moments, Whitening
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,7 @@ DEFAULT_K = 256
 # Scores below this are "no confident answer" (README, "The threshold"); an index may store its own.
 DEFAULT_THRESHOLD = 0.5
 CHUNK = 4096  # texts encoded per streaming step while building
+PROGRESS_STEP = 256  # texts per step when a progress bar is shown
 MODES = ("dense", "lexical", "hybrid")
 DEFAULT_MODE = "hybrid"  # measured above both dense and lexical on every set: README "Dense, lexical and hybrid"
 DEFAULT_HYBRID_WEIGHT = 0.1  # weight of the normalised BM25 score; `tune --fusion` learns it per index
@@ -119,9 +120,10 @@ def _encode_stream(encoder: Encoder, texts: Sequence[str], batch_size: int, prog
     from .encoders.base import progress_bar
 
     moments = Moments(encoder.dimension)
+    step = CHUNK if not progress else max(batch_size, PROGRESS_STEP)  # a bar that moves from the first texts
     with progress_bar(len(texts), progress, "encoding") as bar:
-        for start in range(0, len(texts), CHUNK):
-            chunk = texts[start:start + CHUNK]
+        for start in range(0, len(texts), step):
+            chunk = texts[start:start + step]
             vecs = encoder.encode(chunk, batch_size=batch_size)
             moments.update(vecs)
             if out is not None:
@@ -136,11 +138,14 @@ class FAQSearch:
     ``ask`` and ``ask_many`` may be called from several threads at once.
     """
 
-    def __init__(self, path: str, config: dict[str, Any], encoder: Encoder, whitening: Whitening,
-                 index: VectorIndex, store: Store):
+    def __init__(self, path: str, config: dict[str, Any], encoder: Encoder | None, whitening: Whitening,
+                 index: VectorIndex, store: Store, *, version: str | None = None, threads: int | None = None):
         self.path = path
+        self.dir = version or path  # the version directory the loaded files came from
         self.config = config
-        self.encoder = encoder
+        self._encoder = encoder  # loaded on first use when None: listing, showing and removing need none
+        self._threads = threads
+        self._encoder_lock = threading.Lock()
         self.whitening = whitening
         self.index = index
         self.store = store
@@ -150,8 +155,19 @@ class FAQSearch:
         self._cache_lock = threading.Lock()
         self._stamp = _config_stamp(path)
         self._checked = time.monotonic()
-        self._edit_lock = threading.Lock()
+        self._edit_lock = threading.RLock()
         self.auto_reload = True
+
+    @property
+    def encoder(self) -> Encoder:
+        """The index's encoder, loaded on first use."""
+        if self._encoder is None:
+            with self._encoder_lock:
+                if self._encoder is None:
+                    enc = encoder_from_spec(self.config["encoder"], threads=self._threads)
+                    _check_encoder(self.config, enc, self.path)
+                    self._encoder = enc
+        return self._encoder
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -179,69 +195,82 @@ class FAQSearch:
         quantize: bool = False,
         batch_size: int = 64,
         progress: bool = False,
+        force: bool = False,
     ) -> "FAQSearch":
         """Build an index from a corpus file (or FAQ records) and move it into place atomically.
 
         Everything is validated before anything is written; an error or interrupt leaves the
-        previous index at that path untouched.
+        previous index at that path untouched. Rebuilding an index that holds questions the
+        corpus does not (from add, update, augment or feedback) needs ``force=True``.
         """
         path = cfg.resolve_index_path(index)
         source = str(corpus) if isinstance(corpus, (str, os.PathLike)) else "<records>"
-        faqs = read_corpus(str(corpus), columns, fmt) if isinstance(corpus, (str, os.PathLike)) else list(corpus)
+        faqs = _as_faqs(corpus, columns, fmt)
         if not faqs:
             raise FAQSearchError("no FAQs to index")
         fit_texts = None
         if fit_on is not None:
             fit_texts = read_texts(fit_on) if isinstance(fit_on, (str, os.PathLike)) else list(fit_on)
+        n_questions = sum(len(f.questions) for f in faqs)
+        if not force:
+            _refuse_lossy_rebuild(path, source)
         if encoder is None:
             encoder = load_encoder(model, pooling=pooling, max_length=max_length, prefix=prefix, threads=threads,
                                    gguf_file=gguf_file, quantize=quantize)
-        with index_lock(path), next_version(path, "building") as tmp:
-            store = Store(os.path.join(tmp, cfg.FILES["store"]))
-            try:
-                rows = store.insert_faqs(faqs, source="corpus")
-                ids = np.array([r[0] for r in rows], dtype=np.int64)
-                texts = [r[1] for r in rows]
-                raw = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+",
-                                                dtype=np.float32, shape=(len(texts), encoder.dimension))
-                moments = _encode_stream(encoder, texts, batch_size, progress, out=raw)
-                if fit_texts is not None:
-                    moments = _encode_stream(encoder, fit_texts, batch_size, progress)
-                white = None
-                if whiten:
-                    try:
-                        white = Whitening.from_moments(moments, beta=beta, gamma=gamma, k=k)
-                    except ValueError as exc:  # too few (or only identical) texts: nothing to estimate
-                        log.warning("no transform fitted (%s); storing the encoder's vectors as they are", exc)
-                        whiten = False
-                if white is None:
-                    white = Whitening.identity(encoder.dimension)
-                    white.moments = moments
-                factory = factory_for(index_type, len(texts), white.dim_out)
-                vindex = build_vector_index(white, raw, ids, factory)
-                raw.flush()
-                del raw
-                white.save(os.path.join(tmp, cfg.FILES["whitening"]))
-                vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
-                counts = store.counts()
-                config = cfg.new_config(
-                    encoder=encoder.spec(),
-                    dim_in=encoder.dimension,
-                    dim_out=white.dim_out,
-                    whitening={"enabled": whiten, "beta": white.beta, "gamma": white.gamma, "k": white.k,
-                               "k_effective": white.dim_out, "rank": white.rank,
-                               "fitted_on": str(fit_on) if isinstance(fit_on, (str, os.PathLike)) else
-                               ("texts" if fit_on is not None else "corpus questions"),
-                               "fit_count": moments.n},
-                    index={"type": index_type, "factory": factory, "tombstones": 0,
-                           "nprobe": getattr(vindex, "nprobe", None), "ef_search": getattr(vindex, "ef_search", None)},
-                    threshold=threshold,
-                    counts=counts,
-                    corpus=source,
-                )
-                cfg.save_config(tmp, config)
-            finally:
-                store.close()
+        # an index-type typo fails now, not after the whole encode
+        check_factory(index_type, n_questions, min(k or encoder.dimension, encoder.dimension) if whiten
+                      else encoder.dimension)
+        with writer_lock(path):
+            if not force:
+                _refuse_lossy_rebuild(path, source)  # again under the lock: another writer may have added
+            with next_version(path, "building") as tmp:
+                store = Store(os.path.join(tmp, cfg.FILES["store"]))
+                try:
+                    rows = store.insert_faqs(faqs, source="corpus")
+                    ids = np.array([r[0] for r in rows], dtype=np.int64)
+                    texts = [r[1] for r in rows]
+                    raw = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+",
+                                                    dtype=np.float32, shape=(len(texts), encoder.dimension))
+                    moments = _encode_stream(encoder, texts, batch_size, progress, out=raw)
+                    if fit_texts is not None:
+                        moments = _encode_stream(encoder, fit_texts, batch_size, progress)
+                    white = None
+                    if whiten:
+                        try:
+                            white = Whitening.from_moments(moments, beta=beta, gamma=gamma, k=k)
+                        except ValueError as exc:  # too few (or only identical) texts: nothing to estimate
+                            log.warning("no transform fitted (%s); storing the encoder's vectors as they are", exc)
+                            whiten = False
+                    if white is None:
+                        white = Whitening.identity(encoder.dimension)
+                        white.moments = moments
+                    factory = factory_for(index_type, len(texts), white.dim_out)
+                    vindex = build_vector_index(white, raw, ids, factory)
+                    raw.flush()
+                    del raw
+                    white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+                    vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
+                    counts = store.counts()
+                    config = cfg.new_config(
+                        encoder=encoder.spec(),
+                        dim_in=encoder.dimension,
+                        dim_out=white.dim_out,
+                        whitening={"enabled": whiten, "beta": white.beta, "gamma": white.gamma, "k": white.k,
+                                   "k_effective": white.dim_out, "rank": white.rank,
+                                   "fitted_on": str(fit_on) if isinstance(fit_on, (str, os.PathLike)) else
+                                   ("texts" if fit_on is not None else "corpus questions"),
+                                   "fit_count": moments.n},
+                        index={"type": index_type, "factory": factory, "tombstones": 0,
+                               "nprobe": getattr(vindex, "nprobe", None),
+                               "ef_search": getattr(vindex, "ef_search", None)},
+                        threshold=threshold,
+                        counts=counts,
+                        corpus=source,
+                        next_question_id=int(ids.max()) + 1 if len(ids) else 1,
+                    )
+                    cfg.save_config(tmp, config)
+                finally:
+                    store.close()
         log.info("built index %s: %d FAQs, %d questions, %d -> %d dims", path, counts["faqs"],
                  counts["questions"], encoder.dimension, white.dim_out)
         return cls.open(path, encoder=encoder)
@@ -250,28 +279,59 @@ class FAQSearch:
     @classmethod
     def open(cls, index: str | os.PathLike | None = None, *, model: str | None = None,
              encoder: Encoder | None = None, threads: int | None = None) -> "FAQSearch":
-        """Open a built index; the encoder is recreated from its config unless given."""
+        """Open a built index. The encoder is recreated from its config on first use unless given.
+
+        What is cheap to check is checked: every file present with its recorded size, the store
+        readable with the recorded counts, the FAISS index holding one vector per question."""
         path = cfg.resolve_index_path(index)
-        config = cfg.load_config(path)
-        for key in ("whitening", "faiss", "store"):
-            if not os.path.exists(os.path.join(path, cfg.FILES[key])):
-                raise IndexFormatError(f"index {path} is missing {cfg.FILES[key]}; re-run faqsearch ingest")
         if encoder is None and model is not None:
-            spec = config["encoder"]
+            spec = cfg.load_config(resolve(path))["encoder"]
             encoder = load_encoder(model, pooling=spec.get("pooling") if spec.get("backend") == "transformers" else None,
                                    max_length=spec.get("max_length", 256), prefix=spec.get("prefix", ""),
                                    threads=threads)
-        if encoder is None:
-            encoder = encoder_from_spec(config["encoder"], threads=threads)
-        check_spec(config["encoder"], encoder.spec(), path)
-        whitening = Whitening.load(os.path.join(path, cfg.FILES["whitening"]))
+        for attempt in range(3):
+            version = resolve(path)
+            try:
+                return cls._open_version(path, version, encoder, threads)
+            except (IndexFormatError, FileNotFoundError):
+                # a writer may have switched versions and removed this one while we read it
+                if attempt == 2 or resolve(path) == version:
+                    raise
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _open_version(cls, path: str, version: str, encoder: Encoder | None, threads: int | None) -> "FAQSearch":
+        config = cfg.load_config(version)
+        cfg.check_files(version, config, path)
+        if encoder is not None:
+            _check_encoder(config, encoder, path)
+        try:
+            whitening = Whitening.load(os.path.join(version, cfg.FILES["whitening"]))
+        except (OSError, ValueError, KeyError) as exc:
+            raise IndexFormatError(cfg.damaged(path, "whitening", exc)) from None
         ix = config.get("index", {})
-        vindex = VectorIndex.load(os.path.join(path, cfg.FILES["faiss"]), ix.get("factory", DEFAULT_FACTORY),
-                                  ix.get("nprobe"), ix.get("ef_search"))
-        if vindex.dim != whitening.dim_out or whitening.dim_in != encoder.dimension:
+        try:
+            vindex = VectorIndex.load(os.path.join(version, cfg.FILES["faiss"]), ix.get("factory", DEFAULT_FACTORY),
+                                      ix.get("nprobe"), ix.get("ef_search"))
+        except RuntimeError as exc:
+            raise IndexFormatError(cfg.damaged(path, "faiss", str(exc).strip().splitlines()[-1])) from None
+        if vindex.dim != whitening.dim_out or whitening.dim_in != config["dim_in"]:
             raise IndexFormatError(f"index {path} is inconsistent (dimensions {whitening.dim_in}->{whitening.dim_out}, "
-                                   f"FAISS {vindex.dim}, encoder {encoder.dimension}); re-run faqsearch ingest")
-        return cls(path, config, encoder, whitening, vindex, Store(os.path.join(path, cfg.FILES["store"])))
+                                   f"FAISS {vindex.dim}, config {config['dim_in']}); re-run faqsearch ingest")
+        store = Store.open_existing(os.path.join(version, cfg.FILES["store"]), path)
+        try:
+            n = store.question_count()
+            expected = int(config.get("counts", {}).get("questions", n))
+            tomb = int(ix.get("tombstones", 0))
+            if n != expected or len(vindex) != n + tomb:
+                raise IndexFormatError(
+                    f"index {path} is inconsistent: {cfg.FILES['store']} holds {n} questions, config.json "
+                    f"{expected}, {cfg.FILES['faiss']} {len(vindex)} vectors ({tomb} removed). Restore the index "
+                    "from a backup or re-run faqsearch ingest")
+        except BaseException:
+            store.close()
+            raise
+        return cls(path, config, encoder, whitening, vindex, store, version=version, threads=threads)
 
     def close(self) -> None:
         self.store.close()
@@ -328,6 +388,7 @@ class FAQSearch:
         n = min(total, min(k * self._max_per_faq, max(4 * k, 256)) + self._tombstones)
         while len(todo):
             scores, ids = self.index.search(vectors[todo], n)
+            _check_scores(scores, ids, self.path)
             rows = self.store.questions(np.unique(ids[ids >= 0]))
             again = []
             for qi, srow, irow in zip(todo, scores, ids):
@@ -395,9 +456,8 @@ class FAQSearch:
         mode = mode or self.mode
         if mode not in MODES:
             raise FAQSearchError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        if self.auto_reload:
-            self.reload_if_changed()
-        texts = list(texts)
+        self._refresh()
+        texts = [clean_text(t) for t in texts]
         thr = self.threshold if threshold is None else float(threshold)
         if mode == "lexical":
             found = self.search_lexical(texts, k)
@@ -415,13 +475,19 @@ class FAQSearch:
         return self.ask_many([text], k=k, threshold=threshold, mode=mode)[0]
 
     def info(self) -> dict[str, Any]:
+        self._refresh()
         return {"path": self.path, **self.config, "counts": self.store.counts(), "vectors": len(self.index)}
+
+    def _refresh(self) -> None:
+        if self.auto_reload:
+            self.reload_if_changed()
 
     # ------------------------------------------------------------------ reload
     def reload(self) -> None:
         """Load the index files again (after an edit by this or another process). The encoder is kept."""
-        fresh = FAQSearch.open(self.path, encoder=self.encoder)
+        fresh = FAQSearch.open(self.path, encoder=self._encoder, threads=self._threads)
         self.config, self.whitening, self.index, self.store = fresh.config, fresh.whitening, fresh.index, fresh.store
+        self.dir = fresh.dir
         self._max_per_faq, self._stamp, self._tombstones = fresh._max_per_faq, fresh._stamp, fresh._tombstones
         with self._cache_lock:
             self._cache.clear()  # cached query vectors belong to the old transform
@@ -443,7 +509,7 @@ class FAQSearch:
     @contextmanager
     def _exclusive(self) -> Iterator[None]:
         """Hold the index's writer lock, on the latest version (another process may have edited it)."""
-        with self._edit_lock, index_lock(self.path):
+        with self._edit_lock, writer_lock(self.path):
             self.reload_if_changed(every=0.0)
             yield
 
@@ -515,9 +581,11 @@ class FAQSearch:
         return self._edit(plan, "generated", False)
 
     def list(self, limit: int | None = None, offset: int = 0, category: str | None = None) -> list[dict[str, Any]]:
+        self._refresh()
         return self.store.list_faqs(limit, offset, category)
 
     def show(self, faq_id: str) -> dict[str, Any]:
+        self._refresh()
         faq = self.store.faq(faq_id)
         if faq is None:
             raise FAQSearchError(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
@@ -553,9 +621,12 @@ class FAQSearch:
                 or plan.removed_faqs):
             report.unchanged_faqs = self.store.counts()["faqs"]
             return report
-        path = self.path
+        path, current = self.path, self.dir
         old_ids = np.array([q[0] for q in self.store.all_questions()], dtype=np.int64)
-        raw_old = np.load(os.path.join(path, cfg.FILES["vectors"]), mmap_mode="r")
+        raw_old = np.load(os.path.join(current, cfg.FILES["vectors"]), mmap_mode="r")
+        # ids are never reused: an index type that keeps tombstones still carries removed ids
+        first_id = max(int(self.config.get("next_question_id", 0)), self.index.max_id() + 1,
+                       int(old_ids.max()) + 1 if len(old_ids) else 1)
         with next_version(path, "edit") as tmp:
             self.store.backup(os.path.join(tmp, cfg.FILES["store"]))
             store = Store(os.path.join(tmp, cfg.FILES["store"]))
@@ -564,9 +635,9 @@ class FAQSearch:
                 store.delete_questions(plan.removed_questions)
                 for f in plan.changed_faqs:
                     store.update_faq(f)
-                rows = store.insert_faqs(plan.new_faqs, source=source) if plan.new_faqs else []
+                rows = store.insert_faqs(plan.new_faqs, source=source, first_id=first_id) if plan.new_faqs else []
                 for fid, text in plan.new_questions:
-                    rows += store.add_questions(fid, [text], source=source)
+                    rows += store.add_questions(fid, [text], source=source, first_id=first_id)
                 new_ids = np.array([r[0] for r in rows], dtype=np.int64)
                 raw_new = self.encoder.encode([r[1] for r in rows], progress=progress) if rows else \
                     np.empty((0, self.encoder.dimension), np.float32)
@@ -587,7 +658,7 @@ class FAQSearch:
                 out.flush()
                 del out
                 ixc = dict(self.config.get("index", {}))
-                vindex = VectorIndex.load(os.path.join(path, cfg.FILES["faiss"]), self.index.factory,
+                vindex = VectorIndex.load(os.path.join(current, cfg.FILES["faiss"]), self.index.factory,
                                           ixc.get("nprobe"), ixc.get("ef_search"))
                 if removed and vindex.remove(np.array(removed, dtype=np.int64)) == 0 and not vindex.supports_removal:
                     ixc["tombstones"] = int(ixc.get("tombstones", 0)) + len(removed)
@@ -598,6 +669,7 @@ class FAQSearch:
                 config = dict(self.config)
                 config["index"] = ixc
                 config["counts"] = store.counts()
+                config["next_question_id"] = max([first_id] + [r[0] + 1 for r in rows])
                 config["generation"] = int(config.get("generation", 0)) + 1
                 config["modified"] = cfg.new_config()["created"]
                 cfg.save_config(tmp, config)
@@ -650,6 +722,14 @@ def _distinct_faqs(hits: Iterable[tuple[int, float]], rows: dict[int, dict[str, 
     return list(seen.values())
 
 
+def _check_scores(scores: np.ndarray, ids: np.ndarray, path: str) -> None:
+    """Cosines of unit vectors lie in [-1, 1] (a little beyond for quantised types): anything else
+    means the FAISS file is damaged, and answering from it would be wrong."""
+    valid = scores[ids >= 0]
+    if valid.size and (not np.all(np.isfinite(valid)) or np.abs(valid).max() > 1.5):
+        raise IndexFormatError(cfg.damaged(path, "faiss", f"a search returned the score {float(np.abs(valid).max()):.3g}"))
+
+
 def _config_stamp(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(os.path.join(path, cfg.FILES["config"]))
@@ -659,56 +739,40 @@ def _config_stamp(path: str) -> tuple[int, int] | None:
 
 
 def _as_faqs(corpus: str | Sequence[FAQ], columns: Columns | None, fmt: str | None) -> list[FAQ]:
-    return read_corpus(str(corpus), columns, fmt) if isinstance(corpus, (str, os.PathLike)) else list(corpus)
+    if isinstance(corpus, (str, os.PathLike)):
+        return read_corpus(str(corpus), columns, fmt)
+    return [check_faq(f) for f in corpus]
 
 
-@contextmanager
-def index_lock(path: str) -> Iterator[None]:
-    """Exclusive lock for writers of one index (other processes included): edits are read-modify-swap,
-    so two at once would lose one. Readers never take it."""
-    parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: one writer at a time is then up to the user
-        yield
+def _check_encoder(config: dict[str, Any], encoder: Encoder, path: str) -> None:
+    check_spec(config["encoder"], encoder.spec(), path)
+    if encoder.dimension != config["dim_in"]:
+        raise IndexFormatError(f"index {path} expects {config['dim_in']}-dimensional vectors, its encoder gives "
+                               f"{encoder.dimension}; re-run faqsearch ingest")
+
+
+def _refuse_lossy_rebuild(path: str, source: str) -> None:
+    """Rebuilding from a corpus would drop questions the corpus never had (add, update, augment,
+    feedback): refuse unless forced, and say how to keep them."""
+    version = resolve(path)
+    db = os.path.join(version, cfg.FILES["store"])
+    if not os.path.exists(os.path.join(version, cfg.FILES["config"])) or not os.path.exists(db):
         return
-    with open(os.path.join(parent, f".{os.path.basename(path)}.lock"), "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-@contextmanager
-def next_version(path: str, label: str) -> Iterator[str]:
-    """A temporary sibling directory that replaces ``path`` when the block succeeds.
-
-    On any failure (an interrupt too) it is removed and ``path`` is left exactly as it was."""
-    parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.{label}-", dir=parent)
     try:
-        yield tmp
-        _swap_into_place(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _swap_into_place(tmp: str, path: str) -> None:
-    """Replace the directory at ``path`` with ``tmp``; the old one is removed only once the new is in place."""
-    old = None
-    if os.path.exists(path):
-        old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=os.path.dirname(path))
-        os.rmdir(old)
-        os.replace(path, old)
+        store = Store.open_existing(db, path)
+    except IndexFormatError:
+        return  # a damaged index: rebuilding it is the fix
     try:
-        os.replace(tmp, path)
-    except BaseException:
-        if old is not None:
-            os.replace(old, path)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        extra = store.source_counts(exclude="corpus")
+    finally:
+        store.close()
+    if extra:
+        what = ", ".join(f"{n} from {src}" for src, n in sorted(extra.items()))
+        raise FAQSearchError(
+            f"index {path} holds questions that a rebuild from {source} would drop ({what}). "
+            "Pass --upsert to apply the corpus as an edit and keep them, or --force to rebuild and drop them")
+
+
+def index_lock(path: str):
+    """The writer lock of the index at ``path`` (see faqsearch.indexdir)."""
+    return writer_lock(path)

@@ -62,6 +62,25 @@ def factory_for(index_type: str, n: int, dim: int) -> str:
     return index_type  # a FAISS factory string given as is
 
 
+def check_factory(index_type: str, n: int, dim: int | None) -> str:
+    """Validate an index type (a name or a FAISS factory string) before any encoding; returns the factory."""
+    from .errors import FAQSearchError
+
+    if index_type.lower() in INDEX_TYPES:
+        return factory_for(index_type, n, dim or 256)
+    if dim is None:
+        return index_type
+    import faiss
+
+    try:
+        faiss.index_factory(int(dim), index_type, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as exc:
+        why = str(exc).strip().splitlines()[-1] if str(exc).strip() else "not understood"
+        raise FAQSearchError(f"unknown --index-type {index_type!r} ({why}); choose one of {', '.join(INDEX_TYPES)} "
+                             "or give a valid FAISS factory string such as 'IVF256,SQ8'") from None
+    return index_type
+
+
 class VectorIndex:
     """``IndexIDMap2`` over a FAISS index built from a factory string (``Flat`` by default).
 
@@ -114,6 +133,14 @@ class VectorIndex:
 
     def __len__(self) -> int:
         return int(self._index.ntotal)
+
+    def max_id(self) -> int:
+        """The largest id any vector carries (tombstones included), -1 when empty."""
+        import faiss
+
+        if len(self) == 0:
+            return -1
+        return int(faiss.vector_to_array(self._index.id_map).max())
 
     def needs_training(self) -> bool:
         return not self._index.is_trained

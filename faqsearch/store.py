@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from typing import Any, Iterable, Sequence
@@ -12,7 +13,7 @@ from .corpus import FAQ, faq_hash
 from .lexical import fts_query, tokenize
 from .migrations import migrations
 
-SOURCES = ("corpus", "generated", "added")
+SOURCES = ("corpus", "generated", "added", "feedback")
 
 
 class Store:
@@ -27,10 +28,50 @@ class Store:
         with self._lock:
             migrations.apply(self.db)
 
+    @classmethod
+    def open_existing(cls, path: str, index: str | None = None) -> "Store":
+        """Open the store of a built index, never creating one: a missing, empty or foreign file is an
+        IndexFormatError naming the file and the fix."""
+        from .errors import IndexFormatError
+
+        where = index or path
+
+        def bad(why: str) -> IndexFormatError:
+            return IndexFormatError(
+                f"index {where}: store.db is {why}. Restore the index directory from a backup, or rebuild it "
+                f"with: faqsearch ingest CORPUS --index {where} --force")
+
+        if not os.path.exists(path):
+            raise bad("missing")
+        if os.path.getsize(path) == 0:
+            raise bad("empty")
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, check_same_thread=False)
+            tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            raise bad(f"not a faqsearch database ({exc})") from None
+        conn.close()
+        if not {"faqs", "questions"} <= tables:
+            raise bad("not a faqsearch database (no faqs/questions tables)")
+        try:
+            return cls(path)
+        except sqlite3.DatabaseError as exc:
+            raise bad(f"damaged ({exc})") from None
+
     def close(self) -> None:
         self._conn.close()
 
-    def insert_faqs(self, faqs: Iterable[FAQ], source: str = "corpus") -> list[tuple[int, str]]:
+    def question_count(self) -> int:
+        with self._lock:
+            return int(self.db.execute("select count(*) from questions").fetchone()[0])
+
+    def source_counts(self, exclude: str | None = None) -> dict[str, int]:
+        """Questions per source (corpus, added, generated, feedback)."""
+        with self._lock:
+            return {r[0]: r[1] for r in self.db.execute("select source, count(*) from questions group by source")
+                    if r[0] != exclude}
+
+    def insert_faqs(self, faqs: Iterable[FAQ], source: str = "corpus", first_id: int = 1) -> list[tuple[int, str]]:
         """Insert FAQs and their questions; return (question_id, text) in insertion order."""
         faqs = list(faqs)
         with self._lock, self.db.atomic():
@@ -40,16 +81,19 @@ class Store:
                   "content_hash": faq_hash(f)} for f in faqs),
                 batch_size=500,
             )
-            return self._insert_questions([(f.id, q) for f in faqs for q in f.questions], source)
+            return self._insert_questions([(f.id, q) for f in faqs for q in f.questions], source, first_id)
 
-    def add_questions(self, faq_id: str, texts: Sequence[str], source: str = "added") -> list[tuple[int, str]]:
+    def add_questions(self, faq_id: str, texts: Sequence[str], source: str = "added",
+                      first_id: int = 1) -> list[tuple[int, str]]:
         with self._lock, self.db.atomic():
-            return self._insert_questions([(faq_id, t) for t in texts], source)
+            return self._insert_questions([(faq_id, t) for t in texts], source, first_id)
 
-    def _insert_questions(self, pairs: list[tuple[str, str]], source: str) -> list[tuple[int, str]]:
+    def _insert_questions(self, pairs: list[tuple[str, str]], source: str, first_id: int) -> list[tuple[int, str]]:
+        """New ids continue after the largest stored id and never start below ``first_id`` (the
+        engine passes one past every id a vector may still carry, so removed ids are not reused)."""
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}")
-        start = (self.db.execute("select coalesce(max(id), 0) from questions").fetchone()[0]) + 1
+        start = max(first_id, (self.db.execute("select coalesce(max(id), 0) from questions").fetchone()[0]) + 1)
         rows = [{"id": start + i, "faq_id": fid, "text": q, "source": source, "lex": " ".join(tokenize(q))}
                 for i, (fid, q) in enumerate(pairs)]
         self.db["questions"].insert_all(rows, batch_size=1000)

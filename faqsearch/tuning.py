@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import shutil
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -18,7 +17,7 @@ import numpy as np
 
 from . import config as cfg
 from .encoders.base import progress_bar
-from .errors import FAQSearchError
+from .errors import FAQSearchError, IndexFormatError
 from .evaluation import LabelledQuery, reciprocal_rank, spearman
 from .index import factory_for
 from .whitening import Moments, Whitening
@@ -226,39 +225,44 @@ def moments_rank(moments: Moments) -> int:
 def apply(engine, setting: Setting, threshold: float | None = None) -> str:
     """Rewrite the transform and the FAISS index of an index directory for ``setting``, atomically.
 
-    Nothing is re-encoded: the stored raw vectors are transformed again. Unchanged files are
-    hard-linked into the new directory, which then replaces the old one.
+    Nothing is re-encoded: the stored raw vectors are transformed again. The writer lock is taken
+    before anything is read, and the engine reloaded to the latest version under it, so an edit
+    made by another process meanwhile is kept. Unchanged files are hard-linked into the new version.
     """
-    from .engine import build_vector_index, index_lock, next_version
+    from .engine import build_vector_index
+    from .indexdir import next_version, share_file
 
     path = engine.path
-    raw = np.load(os.path.join(path, cfg.FILES["vectors"]), mmap_mode="r")
-    ids = np.array([r[0] for r in engine.store.all_questions()], dtype=np.int64)
-    white = _transform(setting, engine.whitening.moments, raw.shape[1])
-    white.moments = engine.whitening.moments
-    with index_lock(path), next_version(path, "tuning") as tmp:
-        for key in ("store", "vectors"):
-            src, dst = os.path.join(path, cfg.FILES[key]), os.path.join(tmp, cfg.FILES[key])
-            try:
-                os.link(src, dst)
-            except OSError:
-                shutil.copy2(src, dst)
-        ixc = dict(engine.config.get("index", {}))
-        factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
-        vindex = build_vector_index(white, raw, ids, factory)  # rebuilt from live vectors: no tombstones
-        white.save(os.path.join(tmp, cfg.FILES["whitening"]))
-        vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
-        config = dict(engine.config)
-        config["whitening"] = {**config["whitening"], "enabled": setting.whiten, "beta": white.beta,
-                               "gamma": white.gamma, "k": setting.k if setting.whiten else None,
-                               "k_effective": white.dim_out, "rank": white.rank, "tuned": True}
-        config["dim_out"] = white.dim_out
-        config["index"] = {**ixc, "factory": factory, "tombstones": 0, "nprobe": getattr(vindex, "nprobe", None),
-                           "ef_search": getattr(vindex, "ef_search", None)}
-        if threshold is not None:
-            config["threshold"] = threshold
-        cfg.save_config(tmp, config)
-        engine.close()  # its files are about to be replaced
+    with engine._exclusive():
+        current = engine.dir
+        raw = np.load(os.path.join(current, cfg.FILES["vectors"]), mmap_mode="r")
+        ids = np.array([r[0] for r in engine.store.all_questions()], dtype=np.int64)
+        if len(ids) != raw.shape[0]:
+            raise IndexFormatError(f"index {path} is inconsistent: {len(ids)} questions but {raw.shape[0]} stored "
+                                   "vectors; re-run faqsearch ingest")
+        white = _transform(setting, engine.whitening.moments, raw.shape[1])
+        white.moments = engine.whitening.moments
+        with next_version(path, "tuning") as tmp:
+            for key in ("store", "vectors"):
+                share_file(current, tmp, cfg.FILES[key])
+            ixc = dict(engine.config.get("index", {}))
+            factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
+            vindex = build_vector_index(white, raw, ids, factory)  # rebuilt from live vectors: no tombstones
+            white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+            vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
+            config = dict(engine.config)
+            config["whitening"] = {**config["whitening"], "enabled": setting.whiten, "beta": white.beta,
+                                   "gamma": white.gamma, "k": setting.k if setting.whiten else None,
+                                   "k_effective": white.dim_out, "rank": white.rank, "tuned": True}
+            config["dim_out"] = white.dim_out
+            config["index"] = {**ixc, "factory": factory, "tombstones": 0, "nprobe": getattr(vindex, "nprobe", None),
+                               "ef_search": getattr(vindex, "ef_search", None)}
+            config["next_question_id"] = max(int(config.get("next_question_id", 0)), engine.index.max_id() + 1)
+            config["generation"] = int(config.get("generation", 0)) + 1
+            if threshold is not None:
+                config["threshold"] = threshold
+            cfg.save_config(tmp, config)
+        engine.reload()
     return path
 
 
@@ -329,12 +333,12 @@ def tune_fusion(engine, queries: Sequence[LabelledQuery], folds: int = FOLDS, pr
 def apply_fusion_if_better(engine, report: FusionReport) -> bool:
     """Store the chosen weight (and hybrid mode) in the index config when it wins held out."""
     if report.gain > 0 and report.chosen != report.current:
-        from .engine import index_lock
+        from .indexdir import resolve, writer_lock
 
-        with index_lock(engine.path):
-            config = cfg.load_config(engine.path)  # the latest version, if another process edited it
+        with writer_lock(engine.path):
+            config = cfg.load_config(resolve(engine.path))  # the latest version, if another process edited it
             config["mode"] = "hybrid" if report.chosen > 0 else "dense"
             config["hybrid_weight"] = report.chosen
-            cfg.save_config(engine.path, config)  # one file, replaced atomically
+            cfg.save_config(resolve(engine.path), config)  # one file, replaced atomically
         report.applied = True
     return report.applied

@@ -78,3 +78,16 @@ def minilm():
     from faqsearch.encoders import load_encoder
 
     return load_encoder("minilm")
+
+
+def index_entries(directory) -> list[str]:
+    """Names in a directory of indexes, with each index's current version shown as '<NAME version>'
+    (an index is a link to a sibling version directory) and writer locks left out."""
+    names = []
+    for d in sorted(os.listdir(directory)):
+        if d.endswith(".lock"):
+            continue
+        link = next((n for n in os.listdir(directory) if os.path.islink(os.path.join(directory, n))
+                     and os.readlink(os.path.join(directory, n)) == d), None)
+        names.append(f"<{link} version>" if link else d)
+    return sorted(names)

@@ -94,9 +94,11 @@ def test_ask_from_stdin_gives_json_lines(run, tmp_path, small_corpus):
     ix = tmp_path / "ix"
     run("ingest", small_corpus, "--index", ix, "-q")
     result = run("ask", "--index", ix, "--threshold", "-1", input="reset my password\n\nreturn policy\n")
-    lines = [json.loads(line) for line in result.stdout.strip().splitlines()]
-    assert [line["query"] for line in lines] == ["reset my password", "return policy"]
-    assert lines[1]["answers"][0]["faq_id"] == "3"
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    # one output line per input line: the blank line gets an empty result, not a shifted one
+    assert [line["query"] for line in lines] == ["reset my password", "", "return policy"]
+    assert lines[1]["answers"] == [] and lines[1]["best_score"] is None
+    assert lines[2]["answers"][0]["faq_id"] == "3"
 
 
 def test_ask_missing_index(run, tmp_path):

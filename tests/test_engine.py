@@ -9,7 +9,7 @@ from faqsearch import FAQSearch
 from faqsearch.config import FILES
 from faqsearch.errors import CorpusError, EncoderMismatchError, IndexFormatError, IndexNotFoundError
 
-from .conftest import FakeEncoder
+from .conftest import FakeEncoder, index_entries
 
 
 def build(corpus, path, **kw):
@@ -75,7 +75,7 @@ def test_failed_build_leaves_previous_index_untouched(tmp_path, small_corpus):
     with pytest.raises(CorpusError):
         build(str(bad), ix)
     assert {f: (ix / f).read_bytes() for f in os.listdir(ix)} == before
-    assert sorted(d for d in os.listdir(tmp_path) if not d.endswith((".csv", ".lock"))) == ["ix"]  # no temp dirs
+    assert [d for d in index_entries(tmp_path) if not d.endswith(".csv")] == ["<ix version>", "ix"]  # no temp dirs
     with FAQSearch.open(str(ix), encoder=FakeEncoder()) as again:
         assert again.ask("reset password", threshold=-1).answers
 

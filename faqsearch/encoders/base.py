@@ -27,7 +27,11 @@ class Encoder(Protocol):
 
 
 def progress_bar(total: int, enabled: bool, desc: str):
-    """A tqdm bar, or a no-op when disabled (library code never forces output)."""
+    """A tqdm bar on a terminal, or a no-op when disabled or when stderr is not a terminal (a log file
+    or a pipe would fill with carriage-return redraws)."""
+    import sys
+
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, disable=not enabled, desc=desc, unit="text", leave=False)
+    on_terminal = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    return tqdm(total=total, disable=not (enabled and on_terminal), desc=desc, unit="text", leave=False)

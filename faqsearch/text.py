@@ -1,0 +1,45 @@
+"""Text normalisation shared by the corpus reader, edits and queries.
+
+Every stored question and every query goes through :func:`clean_text`: invalid UTF-8 (lone
+surrogates from argv or from decoding with ``surrogateescape``) becomes U+FFFD, text is put in
+Unicode NFC, control characters become spaces and runs of whitespace one space. A text with no
+visible character left is blank: a question must not be one, and a query gets no answer.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SPACES = re.compile(r"\s+")
+_LINE_SPACES = re.compile(r"[^\S\n]+")
+_INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"}
+
+
+def clean_text(text: str, multiline: bool = False) -> str:
+    """NFC, no control characters, single spaces, stripped; invalid UTF-8 shown as U+FFFD.
+
+    ``multiline`` (answers) keeps line breaks (CRLF, CR, U+2028/2029 become \\n) and tabs."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected a string, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: bytes that were not UTF-8
+        text = text.encode("utf-8", "surrogateescape" if _escapes_only(text) else "surrogatepass") \
+            .decode("utf-8", "replace")
+    text = unicodedata.normalize("NFC", text)
+    if multiline:
+        text = re.sub(r"\r\n?|[\u2028\u2029\x85]", "\n", text)
+        return "\n".join(_LINE_SPACES.sub(" ", ln).strip() for ln in _CONTROL_BUT_LINES.sub(" ", text).split("\n")
+                         ).strip()
+    return _SPACES.sub(" ", _CONTROL.sub(" ", text)).strip()
+
+
+def _escapes_only(text: str) -> bool:
+    return all(not ("\ud800" <= ch <= "\udfff") or "\udc80" <= ch <= "\udcff" for ch in text)
+
+
+def is_blank(text: str) -> bool:
+    """True when no character would be visible (only spaces, controls, format or combining marks)."""
+    return all(unicodedata.category(ch) in _INVISIBLE for ch in text)
