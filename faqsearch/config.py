@@ -94,7 +94,8 @@ def load_config(directory: str) -> dict[str, Any]:
 
 def damaged(path: str, key: str, why: Any) -> str:
     """The message for a damaged or missing file of the index at ``path``."""
-    return (f"index {path}: {FILES[key]} is damaged or unreadable ({why}). Restore the index directory from a "
+    what = why if why in ("missing", "empty") else f"damaged ({why})"
+    return (f"index {path}: {FILES[key]} is {what}. Restore the index directory from a "
             f"backup, or rebuild it with: faqsearch ingest CORPUS --index {path} --force")
 
 

@@ -117,6 +117,8 @@ def read_rows(path: str, fmt: str | None = None) -> Iterator[tuple[int, dict[str
     Ragged rows, bad JSON and non-object lines are errors with their line number.
     """
     path = str(path)
+    if os.path.isdir(path):
+        raise CorpusError(path, None, "is a directory, expected a CSV, TSV or JSONL file")
     fmt = detect_format(path, fmt)
     text = _read_text(path)
     if fmt == "jsonl":

@@ -640,7 +640,7 @@ class FAQSearch:
                     rows += store.add_questions(fid, [text], source=source, first_id=first_id)
                 new_ids = np.array([r[0] for r in rows], dtype=np.int64)
                 raw_new = self.encoder.encode([r[1] for r in rows], progress=progress) if rows else \
-                    np.empty((0, self.encoder.dimension), np.float32)
+                    np.empty((0, int(self.config["dim_in"])), np.float32)
                 keep = ~np.isin(old_ids, np.array(removed, dtype=np.int64))
                 moments = Moments.from_arrays(self.whitening.moments.to_arrays())
                 if self.config["whitening"].get("fitted_on") == "corpus questions":

@@ -1,0 +1,360 @@
+"""Issue "Reliability": one test per reported hole (numbered as in the issue), each failing on the
+code before the fix. Fake encoder throughout; subprocesses where a kill is needed."""
+import gzip
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from faqsearch import FAQSearch
+from faqsearch.cli import cli
+from faqsearch.config import FILES
+from faqsearch.corpus import FAQ, read_corpus
+from faqsearch.errors import CorpusError, FAQSearchError, IndexFormatError
+from faqsearch.indexdir import resolve
+from faqsearch.tuning import Setting, apply
+
+from .conftest import ROOT, FakeEncoder, index_entries
+
+ROWS = [(f"f{i}", f"question about subject{i} variant{j}", f"answer {i}") for i in range(15) for j in range(3)]
+
+
+def write_corpus(tmp_path, rows=ROWS, name="c.csv"):
+    p = tmp_path / name
+    p.write_text("id,question,answer\n" + "".join(f"{i},{q},{a}\n" for i, q, a in rows), encoding="utf-8")
+    return str(p)
+
+
+@pytest.fixture
+def built(tmp_path):
+    e = FAQSearch.build(write_corpus(tmp_path), str(tmp_path / "ix"), encoder=FakeEncoder(), threshold=-1)
+    yield e
+    e.close()
+
+
+@pytest.fixture
+def run(fake_models):
+    runner = CliRunner()
+
+    def invoke(*args, input=None):
+        return runner.invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def consistent(path):
+    """Open afresh: store, config and FAISS agree (open checks it) and every question finds its FAQ."""
+    with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+        n = len(e.store.all_questions())
+        assert len(e.index) == n + e.config["index"].get("tombstones", 0)
+        for qid, fid, text in e.store.all_questions()[:: max(1, n // 10)]:
+            assert fid in [a.faq_id for a in e.ask(text, k=3, mode="dense").answers], text
+        return n
+
+
+# 1 ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["refit", "tune-apply"])
+def test_1_refit_after_another_writers_add_keeps_the_add(built, tmp_path, mode):
+    stale = FAQSearch.open(built.path, encoder=FakeEncoder())  # opened before the other process's add
+    built.add([FAQ("new", "new answer", ["a completely novel wording", "another novel wording"])])
+    if mode == "refit":
+        apply(stale, Setting(True, 0.0, 0.0, 8))
+    else:  # what tune --apply does with its chosen setting and threshold
+        apply(stale, Setting(True, 1.0, 1.0, None), threshold=0.1)
+    assert consistent(built.path) == 47
+    with FAQSearch.open(built.path, encoder=FakeEncoder()) as fresh:
+        assert fresh.ask("a completely novel wording", mode="hybrid").answers[0].faq_id == "new"
+    stale.close()
+
+
+# 2 ---------------------------------------------------------------------------------------------
+def test_2_ids_of_tombstoned_vectors_are_never_reused(tmp_path):
+    e = FAQSearch.build(write_corpus(tmp_path), str(tmp_path / "ix"), encoder=FakeEncoder(), index_type="hnsw",
+                        threshold=-1)
+    removed_text = "question about subject14 variant2"  # the last FAQ: it holds the largest ids
+    top = max(q[0] for q in e.store.all_questions())
+    e.remove(["f14"])
+    e.add([FAQ("other", "unrelated answer", ["zebra xylophone quartz"] * 1 + ["zebra xylophone", "quartz zebra"])])
+    assert min(q[0] for q in e.store.all_questions() if q[1] == "other") > top
+    hits = e.ask(removed_text, k=5, mode="dense").answers
+    assert all(a.faq_id != "other" for a in hits), [(a.faq_id, a.score) for a in hits]
+    e.close()
+
+
+# 3 ---------------------------------------------------------------------------------------------
+KILLER = r"""
+import os, shutil, sys
+sys.path.insert(0, {root!r})
+import numpy as np
+from tests.conftest import FakeEncoder
+from faqsearch import FAQSearch
+from faqsearch.corpus import FAQ
+
+kill_at = int(sys.argv[1])
+calls = [0]
+
+def wrap(fn):
+    def inner(*a, **k):
+        calls[0] += 1
+        if calls[0] == kill_at:
+            os._exit(9)  # like SIGKILL: no cleanup, no finally blocks
+        return fn(*a, **k)
+    return inner
+
+e = FAQSearch.open(sys.argv[2], encoder=FakeEncoder())
+for mod, name in [(os, "replace"), (os, "rename"), (os, "symlink"), (os, "link"), (os, "rmdir"), (os, "remove"),
+                  (shutil, "rmtree"), (os, "fsync")]:
+    setattr(mod, name, wrap(getattr(mod, name)))
+np.save = wrap(np.save)
+if sys.argv[3] == "add":
+    e.add([FAQ("new", "new answer", ["brand new wording here"])])
+else:
+    e.remove(["f3"])
+print("calls", calls[0])
+"""
+
+
+def _kill_run(path, step, what):
+    code = KILLER.format(root=ROOT)
+    return subprocess.run([sys.executable, "-c", code, str(step), path, what], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["versioned", "plain-directory"])
+@pytest.mark.parametrize("what", ["add", "remove"])
+def test_3_killed_at_every_step_an_index_answers_at_the_path(tmp_path, legacy, what):
+    path = str(tmp_path / "ix")
+    FAQSearch.build(write_corpus(tmp_path), path, encoder=FakeEncoder(), threshold=-1).close()
+    if legacy and os.path.islink(path):  # an index written before versions: a plain directory at the path
+        real = os.path.realpath(path)
+        os.remove(path)
+        os.rename(real, path)
+    step, outcomes = 1, set()
+    while True:
+        done = _kill_run(path, step, what)
+        assert done.returncode in (0, 9), done.stderr
+        # the path names a complete version (a plain directory moved aside in its first switch is found
+        # by resolve(), which every reader uses, until the next writer restores the link)
+        assert os.path.isdir(resolve(path)), f"nothing at the path after a kill at step {step}"
+        with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+            faqs = {f["id"] for f in e.list()}
+            new_state = ("new" in faqs) if what == "add" else ("f3" not in faqs)
+            outcomes.add(new_state)
+            assert e.ask("question about subject5 variant1", mode="dense").answers[0].faq_id == "f5"
+            if new_state and what == "add":
+                assert e.ask("brand new wording here", mode="dense").answers[0].faq_id == "new"
+        consistent(path)
+        if done.returncode == 0:
+            break
+        # undo a committed edit so every step is tried from the same state
+        with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+            if new_state and what == "add":
+                e.remove(["new"])
+            elif new_state:
+                e.add([f for f in read_corpus(write_corpus(tmp_path)) if f.id == "f3"])
+        step += 1
+        assert step < 60
+    assert outcomes == {False, True} or step > 1
+    # leftovers of the killed runs are gone after the next write; only the link and its version remain
+    with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+        e.add([FAQ("last", "last answer", ["one more wording"])])
+    assert index_entries(tmp_path) == ["<ix version>", "c.csv", "ix"]
+
+
+# 4 ---------------------------------------------------------------------------------------------
+def test_4_missing_or_empty_store_is_an_error_naming_the_file(built, run, tmp_path):
+    store = os.path.join(os.path.realpath(built.path), FILES["store"])
+    os.remove(store)
+    with pytest.raises(IndexFormatError, match="store.db is missing"):
+        FAQSearch.open(built.path, encoder=FakeEncoder())
+    for cmd in (["ask", "hello"], ["list"], ["show", "f1"], ["add", write_corpus(tmp_path, [("z", "q z", "a z")], "n.csv")]):
+        result = run(*cmd, "--index", built.path)
+        assert result.exit_code == 1 and "store.db is missing" in result.output and "faqsearch ingest" in result.output
+    assert not os.path.exists(store)  # list did not create an empty one
+    open(store, "wb").close()
+    result = run("ask", "hello", "--index", built.path)
+    assert result.exit_code == 1 and "store.db is empty" in result.output
+
+
+def test_4_damaged_faiss_file_is_an_error_not_an_answer(built, run):
+    faiss_file = os.path.join(os.path.realpath(built.path), FILES["faiss"])
+    data = bytearray(open(faiss_file, "rb").read())
+    mid = len(data) // 2
+    data[mid - 64:mid + 64] = b"\x7f" * 128  # floats of about 3e38, same size
+    open(faiss_file, "wb").write(bytes(data))
+    result = run("ask", "question about subject3 variant1", "--index", built.path, "--mode", "dense")
+    assert result.exit_code == 1 and "index.faiss is damaged" in result.output and "1." not in result.output
+    open(faiss_file, "wb").write(bytes(data[: len(data) // 3]))  # truncated
+    result = run("ask", "anything", "--index", built.path)
+    assert result.exit_code == 1 and "index.faiss is damaged" in result.output
+
+
+# 5 ---------------------------------------------------------------------------------------------
+def test_5_control_only_questions_are_refused_and_text_is_normalised(tmp_path, run, built):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,question,answer\n1,hello,hi there\n2,\x00\x01\x02,junk\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"bad.csv:3: empty 'question'"):
+        read_corpus(str(bad))
+    with pytest.raises(CorpusError, match="visible"):
+        built.add([FAQ("z", "answer", ["\x00\u200b\x07"])])
+    faqs = read_corpus(write_corpus(tmp_path, [("1", "cafe\u0301\tmenu\x00  prices", "ok")], "nfc.csv"))
+    assert faqs[0].questions == ["caf\u00e9 menu prices"]
+    result = run("ask", "\x00\x01", "--index", built.path)
+    assert result.exit_code == 2 and "blank" in result.output
+
+
+# 6 ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["dense", "hybrid", "lexical"])
+def test_6_invalid_utf8_queries_are_answered_one_line_each(built, tmp_path, mode):
+    ix = built.path
+    stdin = b"question about subject2 \xff\xfe variant1\n\nquestion about subject4 variant0\n\xc3\n"
+    proc = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, %r); from tests.conftest import "
+                           "FakeEncoder; import faqsearch.engine as e; e.encoder_from_spec = lambda *a, **k: "
+                           "FakeEncoder(); from faqsearch.cli import cli; cli()" % ROOT,
+                           "ask", "--index", ix, "--mode", mode, "--threshold", "-1"],
+                          input=stdin, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    lines = [json.loads(x) for x in proc.stdout.decode().splitlines()]
+    assert len(lines) == 4
+    assert lines[0]["answers"][0]["faq_id"] == "f2" and "\ufffd" in lines[0]["query"]
+    assert lines[1]["answers"] == [] and lines[2]["answers"][0]["faq_id"] == "f4"
+    # argv with bytes that are not UTF-8 (Python hands them over as lone surrogates)
+    assert built.ask("question about subject2 \udcff variant1", mode=mode).answers[0].faq_id == "f2"
+
+
+# 7 ---------------------------------------------------------------------------------------------
+def test_7_jsonl_line_separators_inside_strings_and_non_string_answers(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text(json.dumps({"id": "1", "question": "first\u2028line?", "answer": "a\u2029b\u0085c"},
+                            ensure_ascii=False) + "\n" + json.dumps({"id": "2", "question": "q2", "answer": "x"}) + "\n",
+                 encoding="utf-8")
+    faqs = read_corpus(str(p))
+    assert [f.id for f in faqs] == ["1", "2"] and faqs[0].questions == ["first line?"]
+    for bad, col in ([{"id": "3", "question": "q", "answer": ["a", "b"]}, "answer"],
+                     [{"id": "3", "question": "q", "answer": {"x": 1}}, "answer"],
+                     [{"id": "3", "question": ["ok", {"no": 1}], "answer": "a"}, "question"]):
+        p.write_text(json.dumps({"id": "1", "question": "q1", "answer": "a"}) + "\n" + json.dumps(bad) + "\n")
+        with pytest.raises(CorpusError, match=rf"c.jsonl:2: '{col}' is a JSON (list|object), expected a string"):
+            read_corpus(str(p))
+
+
+# 8 ---------------------------------------------------------------------------------------------
+def test_8_file_kinds_are_named_and_advice_is_right(tmp_path, run, built):
+    cases = {
+        "u16.csv": ("id,question,answer\n1,q,a\n".encode("utf-16"), "UTF-16"),
+        "sheet.csv": (None, "ZIP archive"),
+        "c.csv.gz": (gzip.compress(b"id,question,answer\n1,q,a\n"), "gzip"),
+    }
+    with zipfile.ZipFile(tmp_path / "sheet.csv", "w") as z:
+        z.writestr("xl/workbook.xml", "<x/>")
+    for name, (data, what) in cases.items():
+        if data is not None:
+            (tmp_path / name).write_bytes(data)
+        with pytest.raises(CorpusError, match=what) as err:
+            read_corpus(str(tmp_path / name), fmt="csv")
+        assert "latin1" not in str(err.value)
+    big = "x" * 200_000
+    faqs = read_corpus(write_corpus(tmp_path, [("1", "a long one", big)], "big.csv"))
+    assert len(faqs[0].answer) == 200_000
+    os.mkdir(tmp_path / "adir")
+    result = run("ingest", tmp_path / "adir", "--index", tmp_path / "x")
+    assert result.exit_code == 1 and "is a directory" in result.output
+
+
+def test_8_index_type_typo_fails_before_encoding(tmp_path):
+    enc = FakeEncoder()
+    with pytest.raises(FAQSearchError, match="unknown --index-type 'hnws'"):
+        FAQSearch.build(write_corpus(tmp_path), str(tmp_path / "ix"), encoder=enc, index_type="hnws")
+    assert enc.calls == 0
+
+
+def test_8_edits_read_their_input_before_loading_the_model(built, tmp_path, monkeypatch):
+    import faqsearch.engine as engine_mod
+
+    def no_model(*a, **k):
+        raise AssertionError("the model was loaded before the input was read")
+
+    monkeypatch.setattr(engine_mod, "encoder_from_spec", no_model)
+    monkeypatch.setattr(engine_mod, "load_encoder", no_model)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,question\n1,q\n")
+    runner = CliRunner()
+    for cmd in ("add", "update"):
+        result = runner.invoke(cli, [cmd, str(bad), "--index", built.path])
+        assert result.exit_code == 1 and "missing column(s) answer" in result.output
+    result = runner.invoke(cli, ["remove", "nope", "--index", built.path])
+    assert result.exit_code == 1 and "unknown FAQ id" in result.output
+    result = runner.invoke(cli, ["remove", "f1", "--index", built.path])  # removing needs no encoding at all
+    assert result.exit_code == 0, result.output
+
+
+# 9 ---------------------------------------------------------------------------------------------
+def test_9_reingest_refuses_to_drop_added_faqs_without_force(run, tmp_path):
+    ix, corpus = tmp_path / "ix", write_corpus(tmp_path)
+    assert run("ingest", corpus, "--index", ix, "-q").exit_code == 0
+    assert run("add", write_corpus(tmp_path, [("extra", "an added question", "added answer")], "n.csv"),
+               "--index", ix, "-q").exit_code == 0
+    result = run("ingest", corpus, "--index", ix, "-q")
+    assert result.exit_code == 1 and "1 from added" in result.output and "--upsert" in result.output
+    assert "extra" in run("list", "--index", ix).output  # nothing dropped
+    assert run("ingest", corpus, "--index", ix, "-q", "--upsert").exit_code == 0
+    assert "extra" in run("list", "--index", ix).output
+    assert run("ingest", corpus, "--index", ix, "-q", "--force").exit_code == 0
+    assert "extra" not in run("list", "--index", ix).output
+
+
+# 10 --------------------------------------------------------------------------------------------
+def test_10_show_list_info_follow_another_writers_edit(built):
+    reader = FAQSearch.open(built.path, encoder=FakeEncoder())
+    assert reader.info()["counts"]["faqs"] == 15
+    built.add([FAQ("new", "new answer", ["fresh wording"])])
+    reader._checked -= 10  # the reload check runs at most once a second; pretend a second passed
+    assert reader.info()["counts"]["faqs"] == 16
+    reader._checked -= 10
+    assert "new" in [f["id"] for f in reader.list()]
+    reader._checked -= 10
+    assert reader.show("new")["answer"] == "new answer"
+    reader.close()
+
+
+def test_10_index_directories_follow_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        e = FAQSearch.build(write_corpus(tmp_path), str(tmp_path / "ix"), encoder=FakeEncoder())
+        assert os.stat(os.path.realpath(e.path)).st_mode & 0o777 == 0o755
+        e.add([FAQ("new", "n", ["fresh wording"])])
+        assert os.stat(os.path.realpath(e.path)).st_mode & 0o777 == 0o755
+        e.close()
+    finally:
+        os.umask(old)
+
+
+# 11 --------------------------------------------------------------------------------------------
+def test_11_cli_cosmetics(run, tmp_path, built):
+    corpus = write_corpus(tmp_path)
+    result = run("ingest", corpus, "--index", tmp_path / "a", "-k", "8")
+    assert result.exit_code == 2 and "No such option '-k'" in result.output  # -k means answers, not dims
+    result = run("ingest", corpus, "--index", tmp_path / "a", "--dims", "8")
+    assert result.exit_code == 0 and "\r" not in result.output  # no progress redraws outside a terminal
+    built.remove([f["id"] for f in built.list()])
+    result = run("ask", "anything", "--index", built.path)
+    assert result.exit_code == 0 and "holds no FAQs" in result.output and "none" not in result.output
+    v = tmp_path / "v.csv"
+    v.write_text("id,question,answer,alts\nz,main wording,ans,other wording;third wording\n")
+    result = run("add", v, "--index", built.path, "--variants-column", "alts", "--variant-sep", ";")
+    assert result.exit_code == 0, result.output
+    with FAQSearch.open(built.path, encoder=FakeEncoder()) as e:
+        assert [q["text"] for q in e.show("z")["questions"]] == ["main wording", "other wording", "third wording"]
+
+
+def test_11_ingest_progress_moves_before_4096_texts():
+    from faqsearch.engine import _encode_stream
+
+    enc = FakeEncoder()
+    _encode_stream(enc, [f"text {i}" for i in range(600)], batch_size=64, progress=True)
+    assert enc.calls == 3  # 256 + 256 + 88: the bar moves every 256 texts
