@@ -307,8 +307,8 @@ class FAQSearch:
             _check_encoder(config, encoder, path)
         try:
             whitening = Whitening.load(os.path.join(version, cfg.FILES["whitening"]))
-        except (OSError, ValueError, KeyError) as exc:
-            raise IndexFormatError(cfg.damaged(path, "whitening", exc)) from None
+        except Exception as exc:  # noqa: BLE001 - zip, pickle-free npz and EOF errors alike: a damaged file
+            raise IndexFormatError(cfg.damaged(path, "whitening", f"{type(exc).__name__}: {exc}")) from None
         ix = config.get("index", {})
         try:
             vindex = VectorIndex.load(os.path.join(version, cfg.FILES["faiss"]), ix.get("factory", DEFAULT_FACTORY),

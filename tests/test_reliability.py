@@ -194,6 +194,14 @@ def test_4_damaged_faiss_file_is_an_error_not_an_answer(built, run):
     assert result.exit_code == 1 and "index.faiss is damaged" in result.output
 
 
+def test_4_damaged_transform_file_is_an_error(built, run):
+    white = os.path.join(os.path.realpath(built.path), FILES["whitening"])
+    size = os.path.getsize(white)
+    open(white, "wb").write(b"\0" * size)  # same size, nothing readable
+    result = run("ask", "anything", "--index", built.path)
+    assert result.exit_code == 1 and "whitening.npz is damaged" in result.output and "Aborted" not in result.output
+
+
 # 5 ---------------------------------------------------------------------------------------------
 def test_5_control_only_questions_are_refused_and_text_is_normalised(tmp_path, run, built):
     bad = tmp_path / "bad.csv"
