@@ -179,13 +179,14 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
 @click.option("--model", "-m", help="Check that the index was built with this encoder.")
 @click.option("--mode", type=click.Choice(["dense", "lexical", "hybrid"]),
               help="Matching: dense vectors, lexical BM25, or both fused (default: the index's, hybrid).")
+@click.option("--category", help="Only FAQs of this category (filtered inside the search).")
 @click.option("--paraphrases", type=click.IntRange(0), default=0,
               help="Also return N generated similar questions (SimBERT; model from --simbert or the index).")
 @click.option("--simbert", "simbert_dir", type=click.Path(), help="SimBERT model for --paraphrases.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output (JSON lines when reading stdin).")
 @threads_option
 @quiet_option
-def ask(text, index, top_k, threshold, model, mode, paraphrases, simbert_dir, as_json, threads, quiet):
+def ask(text, index, top_k, threshold, model, mode, category, paraphrases, simbert_dir, as_json, threads, quiet):
     """Answer a question from an index. With no TEXT (or '-'), read one query per line from stdin
     and answer them in one batch as JSON lines.
 
@@ -214,7 +215,8 @@ def ask(text, index, top_k, threshold, model, mode, paraphrases, simbert_dir, as
     asked = [q for q in queries if not is_blank(q)]
     try:
         with FAQSearch.open(index, model=model, threads=threads) as engine:
-            answered = iter(engine.ask_many(asked, k=top_k, threshold=threshold, mode=mode) if asked else [])
+            answered = iter(engine.ask_many(asked, k=top_k, threshold=threshold, mode=mode,
+                                            filters={"category": category} if category else None) if asked else [])
             thr = engine.threshold if threshold is None else threshold
             from .engine import Result
 
@@ -724,6 +726,130 @@ def paraphrase(text, model_dir, n, candidates, top_p, top_k, temperature, seed, 
         click.echo("No paraphrase differed from the input; try more --candidates or a higher --temperature.")
     for p in out:
         click.echo(f"[{p.score:.3f}] {p.text}")
+
+
+@cli.command()
+@click.option("--index", "-i", "indexes", multiple=True, default=["default"], show_default=True,
+              help="Index to serve (name or path); repeat for several. Served under its name.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 exposes it).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--api-key", envvar="FAQSEARCH_API_KEY", show_envvar=True,
+              help="Key that write calls must send (X-API-Key header); without one, writes are refused.")
+@click.option("--no-log", is_flag=True, help="Do not log queries (then no gaps and no traffic views).")
+@click.option("--max-body", type=click.IntRange(1024), default=1 << 20, show_default=True, help="Largest request body, bytes.")
+@threads_option
+@quiet_option
+def serve(indexes, host, port, api_key, no_log, max_body, threads, quiet):
+    """Serve indexes over HTTP, with a web page at / and the API documented at /docs.
+
+    Reads (ask, list, show, gaps) are open; writes (add, update, upsert, remove, feedback) need the
+    API key. Queries are logged beside each index (NAME.queries.db) unless --no-log.
+
+    \b
+    Example:
+        faqsearch serve
+        FAQSEARCH_API_KEY=secret faqsearch serve --index support --index zh --port 8080
+        curl -s 'localhost:8000/indexes/default/ask?q=where+is+my+parcel'
+    """
+    from .config import resolve_index_path
+    from .server import serve as run_serve
+
+    _setup_logging(quiet)
+    named: dict[str, str] = {}
+    for ix in indexes:
+        path = resolve_index_path(ix)
+        name = os.path.basename(path)
+        if name in named:
+            raise click.UsageError(f"two indexes would be served as {name!r}; rename one")
+        named[name] = path
+    if host not in ("127.0.0.1", "localhost", "::1") and not quiet:
+        click.echo(f"Warning: binding {host}: the service is reachable from other machines.", err=True)
+    try:
+        run_serve(named, host=host, port=port, api_key=api_key, log_queries=not no_log, threads=threads,
+                  max_body=max_body)
+    except FAQSearchError as exc:
+        raise _fail(exc)
+
+
+@cli.command()
+@click.argument("query")
+@click.argument("faq_id")
+@index_option
+@click.option("--json", "as_json", is_flag=True)
+@quiet_option
+def feedback(query, faq_id, index, as_json, quiet):
+    """Teach the index that QUERY should have matched FAQ_ID: the query becomes one of its questions
+    (source 'feedback'), through the normal atomic edit.
+
+    \b
+    Example:
+        faqsearch feedback "parcel never showed up" shp-03 --index support
+    """
+    from .engine import FAQSearch
+    from .querylog import QueryLog, log_path
+    from .text import clean_text
+
+    _setup_logging(quiet)
+    try:
+        with FAQSearch.open(index) as engine:
+            report = engine.feedback(query, faq_id)
+            if os.path.exists(log_path(engine.path)):
+                qlog = QueryLog.for_index(engine.path)
+                qlog.mark_feedback(None, clean_text(query), faq_id)
+                qlog.close()
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    if as_json:
+        click.echo(_dump(report.to_dict()))
+    else:
+        click.echo(f"Added the query to {faq_id}." if report.added_questions else f"{faq_id} already has that question.")
+
+
+@cli.command()
+@index_option
+@click.option("--similarity", type=click.FloatRange(0, 1), default=None,
+              help="Cosine at which queries join a group (default 0.55).")
+@click.option("--min-count", type=click.IntRange(1), default=None, help="Smallest group shown (default 2).")
+@click.option("--since", help="Only queries logged at or after this ISO time, e.g. 2026-11-01.")
+@click.option("--limit", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@threads_option
+@quiet_option
+def gaps(index, similarity, min_count, since, limit, as_json, threads, quiet):
+    """The FAQs you are missing: unanswered and low-confidence logged queries (see `serve`), grouped by
+    meaning and ranked by how often they were asked.
+
+    \b
+    Example:
+        faqsearch gaps --index support
+        faqsearch gaps --since 2026-11-01 --json
+    """
+    from .engine import FAQSearch
+    from .gaps import DEFAULT_MIN_COUNT, DEFAULT_SIMILARITY, find_gaps
+    from .querylog import QueryLog, log_path
+
+    _setup_logging(quiet)
+    try:
+        with FAQSearch.open(index, threads=threads) as engine:
+            if not os.path.exists(log_path(engine.path)):
+                raise FAQSearchError(f"no query log for {engine.path} yet: queries are logged by `faqsearch serve`")
+            qlog = QueryLog.for_index(engine.path)
+            found = find_gaps(engine, qlog, similarity=DEFAULT_SIMILARITY if similarity is None else similarity,
+                              min_count=DEFAULT_MIN_COUNT if min_count is None else min_count, since=since,
+                              limit=limit)
+            qlog.close()
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    if as_json:
+        click.echo(_dump({"gaps": [g.to_dict() for g in found]}))
+        return
+    if not found:
+        click.echo("No gaps: no group of unanswered queries is large enough.")
+    for n, g in enumerate(found, 1):
+        near = f"; nearest FAQ {g.nearest_faq} at {g.nearest_score:.2f}" if g.nearest_faq else ""
+        click.echo(f"{n}. {g.count} queries ({g.distinct} distinct){near}")
+        for ex in g.examples:
+            click.echo(f"     - {ex}")
 
 
 @cli.command()

@@ -19,11 +19,11 @@ import numpy as np
 from . import config as cfg
 from .corpus import FAQ, Columns, check_faq, faq_hash, read_corpus, read_texts
 from .encoders import Encoder, check_spec, encoder_from_spec, load_encoder
-from .errors import FAQSearchError, IndexFormatError
+from .errors import DuplicateFAQError, FAQSearchError, IndexFormatError, UnknownFAQError
 from .index import DEFAULT_FACTORY, VectorIndex, check_factory, factory_for, train_sample_size
 from .indexdir import next_version, resolve, share_file, writer_lock
 from .store import Store
-from .text import clean_text
+from .text import clean_text, is_blank
 from .whitening import Moments, Whitening
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,7 @@ class Result:
     answers: list[Answer]
     best_score: float | None
     threshold: float
+    nearest: Answer | None = field(default=None, repr=False, compare=False)  # top match, even below the threshold
 
     @property
     def confident(self) -> bool:
@@ -372,13 +373,18 @@ class FAQSearch:
                     self._cache.popitem(last=False)
         return out
 
-    def search_vectors(self, vectors: np.ndarray, k: int = 5) -> list[list[Answer]]:
+    def search_vectors(self, vectors: np.ndarray, k: int = 5,
+                       filters: dict[str, Any] | None = None) -> list[list[Answer]]:
         """Top-k distinct FAQs for each (already transformed) query vector, best first.
 
         Starts with a few neighbours per wanted FAQ and widens the search only for queries whose
         hits crowd into too few FAQs, so the cost does not grow with the largest FAQ.
         """
         total = len(self.index)
+        allowed = None
+        if filters:  # applied inside FAISS, so k FAQs still come back when the filter keeps few
+            allowed = np.array(self.store.question_ids(filters), dtype=np.int64)
+            total = len(allowed)
         if total == 0:
             return [[] for _ in range(len(vectors))]
         results: list[list[Answer] | None] = [None] * len(vectors)
@@ -387,7 +393,7 @@ class FAQSearch:
         # tombstones (removed ids an index type cannot delete) are skipped below
         n = min(total, min(k * self._max_per_faq, max(4 * k, 256)) + self._tombstones)
         while len(todo):
-            scores, ids = self.index.search(vectors[todo], n)
+            scores, ids = self.index.search(vectors[todo], n, allowed)
             _check_scores(scores, ids, self.path)
             rows = self.store.questions(np.unique(ids[ids >= 0]))
             again = []
@@ -401,26 +407,28 @@ class FAQSearch:
             n = min(total, n * 4)
         return results  # type: ignore[return-value]
 
-    def search_lexical(self, texts: Sequence[str], k: int = 5) -> list[list[Answer]]:
+    def search_lexical(self, texts: Sequence[str], k: int = 5,
+                       filters: dict[str, Any] | None = None) -> list[list[Answer]]:
         """Top-k distinct FAQs by BM25 over the questions (SQLite FTS5); score = BM25."""
-        hits = self.store.lexical(texts, k * min(self._max_per_faq, 8))
+        hits = self.store.lexical(texts, k * min(self._max_per_faq, 8), filters)
         rows = self.store.questions(sorted({qid for h in hits for qid, _ in h}))
         return [_distinct_faqs(h, rows, k, "lexical") for h in hits]
 
     def search_hybrid(self, texts: Sequence[str], vectors: np.ndarray, k: int = 5,
-                      weight: float | None = None) -> list[list[Answer]]:
+                      weight: float | None = None, filters: dict[str, Any] | None = None) -> list[list[Answer]]:
         """Fuse dense and lexical: score = cosine + weight * BM25 / (best BM25 of the query).
 
         Every candidate from either side gets its exact cosine (lexical-only candidates from their
         stored vectors), so the dense score stays a calibrated confidence and BM25 only re-ranks.
         """
         w = self.hybrid_weight if weight is None else float(weight)
-        return [fuse(c, w, k) for c in self.hybrid_candidates(texts, vectors, max(k, FUSION_POOL))]
+        return [fuse(c, w, k) for c in self.hybrid_candidates(texts, vectors, max(k, FUSION_POOL), filters)]
 
-    def hybrid_candidates(self, texts: Sequence[str], vectors: np.ndarray, pool: int) -> list[list[Answer]]:
+    def hybrid_candidates(self, texts: Sequence[str], vectors: np.ndarray, pool: int,
+                          filters: dict[str, Any] | None = None) -> list[list[Answer]]:
         """The union of dense and lexical candidates per query, each with .dense and .lexical set."""
-        dense = self.search_vectors(vectors, pool)
-        lexical = self.search_lexical(texts, max(pool, LEXICAL_POOL))
+        dense = self.search_vectors(vectors, pool, filters)
+        lexical = self.search_lexical(texts, max(pool, LEXICAL_POOL), filters)
         out = []
         for qv, dlist, llist in zip(vectors, dense, lexical):
             cands = {a.faq_id: a for a in dlist}
@@ -445,11 +453,13 @@ class FAQSearch:
         return float(self.config.get("hybrid_weight", DEFAULT_HYBRID_WEIGHT))
 
     def ask_many(self, texts: Sequence[str], k: int = 5, threshold: float | None = None,
-                 batch_size: int = 64, progress: bool = False, mode: str | None = None) -> list[Result]:
+                 batch_size: int = 64, progress: bool = False, mode: str | None = None,
+                 filters: dict[str, Any] | None = None) -> list[Result]:
         """Answer many queries with one encoder pass and one search call.
 
         mode: 'dense' (vectors), 'lexical' (BM25; no threshold: any token match answers) or
-        'hybrid' (both fused); default: the index's mode.
+        'hybrid' (both fused); default: the index's mode. filters: {"category": "x"} and metadata
+        fields ({"product": ["a", "b"]}), applied inside the search.
         """
         if k < 1:
             raise ValueError("k must be at least 1")
@@ -460,19 +470,21 @@ class FAQSearch:
         texts = [clean_text(t) for t in texts]
         thr = self.threshold if threshold is None else float(threshold)
         if mode == "lexical":
-            found = self.search_lexical(texts, k)
-            return [Result(t, a, a[0].score if a else None, thr) for t, a in zip(texts, found)]
+            found = self.search_lexical(texts, k, filters)
+            return [Result(t, a, a[0].score if a else None, thr, a[0] if a else None) for t, a in zip(texts, found)]
         vectors = self.embed(texts, batch_size=batch_size, progress=progress)
-        found = self.search_hybrid(texts, vectors, k) if mode == "hybrid" else self.search_vectors(vectors, k)
+        found = (self.search_hybrid(texts, vectors, k, filters=filters) if mode == "hybrid"
+                 else self.search_vectors(vectors, k, filters))
         out = []
         for text, answers in zip(texts, found):
             best = max((a.dense for a in answers), default=None)
-            out.append(Result(text, [a for a in answers if a.dense >= thr], best, thr))
+            out.append(Result(text, [a for a in answers if a.dense >= thr], best, thr, answers[0] if answers else None))
         return out
 
-    def ask(self, text: str, k: int = 5, threshold: float | None = None, mode: str | None = None) -> Result:
+    def ask(self, text: str, k: int = 5, threshold: float | None = None, mode: str | None = None,
+            filters: dict[str, Any] | None = None) -> Result:
         """Answer one query: up to k FAQs whose cosine reaches the threshold, best first."""
-        return self.ask_many([text], k=k, threshold=threshold, mode=mode)[0]
+        return self.ask_many([text], k=k, threshold=threshold, mode=mode, filters=filters)[0]
 
     def info(self) -> dict[str, Any]:
         self._refresh()
@@ -521,7 +533,7 @@ class FAQSearch:
             existing = self.store.faq_hashes()
             clash = [f.id for f in faqs if f.id in existing]
             if clash:
-                raise FAQSearchError(f"FAQ id(s) already in the index: {', '.join(clash[:10])}"
+                raise DuplicateFAQError(f"FAQ id(s) already in the index: {', '.join(clash[:10])}"
                                      f"{' ...' if len(clash) > 10 else ''}; use `faqsearch update` to change them")
             return self._edit(_Edit(new_faqs=faqs), "added", progress)
 
@@ -548,8 +560,24 @@ class FAQSearch:
             existing = self.store.faq_hashes()
             unknown = [i for i in faq_ids if i not in existing]
             if unknown:
-                raise FAQSearchError(f"unknown FAQ id(s): {', '.join(unknown[:10])}; see `faqsearch list`")
+                raise UnknownFAQError(f"unknown FAQ id(s): {', '.join(unknown[:10])}; see `faqsearch list`")
             return self._edit(_Edit(removed_faqs=list(dict.fromkeys(faq_ids))), "added", False)
+
+    def feedback(self, query: str, faq_id: str) -> EditReport:
+        """"This query should have matched FAQ X": add the query as a question of X (source 'feedback'),
+        through the normal atomic edit. A query the FAQ already has is left alone."""
+        text = clean_text(query)
+        if is_blank(text):
+            raise FAQSearchError("the query is blank; nothing to add")
+        with self._exclusive():
+            faq = self.store.faq(faq_id)
+            if faq is None:
+                raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
+            if text in {q["text"] for q in faq["questions"]}:
+                return EditReport(unchanged_faqs=1)
+            report = self._edit(_Edit(new_questions=[(faq_id, text)]), "feedback", False)
+            report.updated_faqs = [faq_id]
+            return report
 
     def augment(self, simbert, n: int = 3, candidates: int = 32, seed: int | None = 0,
                 min_score: float = 0.0, progress: bool = False) -> EditReport:
@@ -580,15 +608,17 @@ class FAQSearch:
                 bar.update(1)
         return self._edit(plan, "generated", False)
 
-    def list(self, limit: int | None = None, offset: int = 0, category: str | None = None) -> list[dict[str, Any]]:
+    def list(self, limit: int | None = None, offset: int = 0, category: str | None = None,
+             contains: str | None = None) -> list[dict[str, Any]]:
+        """FAQs (id, category, answer, number of questions); ``contains`` searches ids, answers and questions."""
         self._refresh()
-        return self.store.list_faqs(limit, offset, category)
+        return self.store.list_faqs(limit, offset, category, contains)
 
     def show(self, faq_id: str) -> dict[str, Any]:
         self._refresh()
         faq = self.store.faq(faq_id)
         if faq is None:
-            raise FAQSearchError(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
+            raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
         return faq
 
     def _plan(self, faqs: list[FAQ], remove_missing: bool) -> _Edit:

@@ -35,3 +35,15 @@ class IndexFormatError(FAQSearchError):
 
 class EncoderMismatchError(FAQSearchError):
     """The index was built with a different encoder than the one requested."""
+
+
+class UnknownFAQError(FAQSearchError):
+    """An FAQ id that the index does not hold."""
+
+
+class DuplicateFAQError(FAQSearchError):
+    """Adding an FAQ whose id the index already holds."""
+
+
+class WritesDisabledError(FAQSearchError):
+    """A write was asked of a service started without an API key."""

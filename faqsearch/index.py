@@ -91,6 +91,8 @@ class VectorIndex:
 
     def __init__(self, index, factory: str = DEFAULT_FACTORY, nprobe: int | None = None, ef_search: int | None = None):
         self._index = index
+        self.nprobe: int | None = None
+        self.ef_search: int | None = None
         self.factory = factory
         self._lock = threading.Lock()
         self.set_search_params(nprobe, ef_search)
@@ -169,11 +171,26 @@ class VectorIndex:
         with self._lock:
             return int(self._index.remove_ids(faiss.IDSelectorBatch(np.ascontiguousarray(ids, dtype=np.int64))))
 
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k (scores, ids) for each query row; missing slots have id -1."""
+    def search(self, queries: np.ndarray, k: int, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (scores, ids) for each query row; missing slots have id -1.
+
+        ``ids`` restricts the search to those ids, inside FAISS (an ID selector), so k results still
+        come back when a filter keeps few vectors."""
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         k = max(1, min(k, len(self)))
-        return self._index.search(queries, k)
+        if ids is None:
+            return self._index.search(queries, k)
+        import faiss
+
+        sel = faiss.IDSelectorBatch(np.ascontiguousarray(ids, dtype=np.int64))
+        inner = faiss.downcast_index(self._index.index)
+        if hasattr(inner, "hnsw"):
+            params = faiss.SearchParametersHNSW(sel=sel, efSearch=max(self.ef_search or 128, k))
+        elif getattr(self, "nprobe", None):
+            params = faiss.SearchParametersIVF(sel=sel, nprobe=self.nprobe)
+        else:
+            params = faiss.SearchParameters(sel=sel)
+        return self._index.search(queries, k, params=params)
 
     def reconstruct(self, ids: np.ndarray) -> np.ndarray:
         return np.vstack([self._index.reconstruct(int(i)) for i in ids]) if len(ids) else np.empty((0, self.dim), np.float32)

@@ -143,16 +143,51 @@ class Store:
         return {"id": row[0], "answer": row[1], "category": row[2],
                 "metadata": json.loads(row[3]) if row[3] else {}, "content_hash": row[4], "questions": questions}
 
-    def list_faqs(self, limit: int | None = None, offset: int = 0, category: str | None = None) -> list[dict[str, Any]]:
+    def list_faqs(self, limit: int | None = None, offset: int = 0, category: str | None = None,
+                  contains: str | None = None) -> list[dict[str, Any]]:
+        """FAQs in insertion order; ``contains``: only those whose id, answer or a question holds the text."""
+        conds, args = [], []
+        if category:
+            conds.append("f.category = ?")
+            args.append(category)
+        if contains:
+            like = "%" + contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            conds.append("(f.id like ? escape '\\' or f.answer like ? escape '\\' or exists (select 1 from "
+                         "questions x where x.faq_id = f.id and x.text like ? escape '\\'))")
+            args += [like, like, like]
         sql = ("select f.id, f.category, f.answer, count(q.id) from faqs f left join questions q on q.faq_id = f.id"
-               + (" where f.category = ?" if category else "") + " group by f.id order by f.rowid"
+               + (" where " + " and ".join(conds) if conds else "") + " group by f.id order by f.rowid"
                + (" limit ? offset ?" if limit is not None else ""))
-        args: list[Any] = ([category] if category else []) + ([limit, offset] if limit is not None else [])
+        args += [limit, offset] if limit is not None else []
         with self._lock:
             return [{"id": r[0], "category": r[1], "answer": r[2], "questions": r[3]} for r in self.db.execute(sql, args)]
 
-    def lexical(self, texts: Sequence[str], n: int) -> list[list[tuple[int, float]]]:
+    @staticmethod
+    def filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
+        """SQL conditions on the FAQ (alias ``f``) for filters: ``category`` and metadata fields,
+        each a value or a list of accepted values."""
+        if not filters:
+            return "", []
+        parts, args = [], []
+        for key, value in filters.items():
+            values = list(value) if isinstance(value, (list, tuple, set)) else [value]
+            col = "f.category" if key == "category" else "json_extract(f.metadata, ?)"
+            if key != "category":
+                args.append(f'$."{key}"')
+            parts.append(f"{col} in ({','.join('?' * len(values))})")
+            args += [v if isinstance(v, (int, float)) else str(v) for v in values]
+        return " and ".join(parts), args
+
+    def question_ids(self, filters: dict[str, Any]) -> list[int]:
+        """Ids of the questions whose FAQ passes the filters."""
+        where, args = self.filter_sql(filters)
+        with self._lock:
+            return [r[0] for r in self.db.execute(
+                f"select q.id from questions q join faqs f on f.id = q.faq_id where {where}", args)]
+
+    def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
         """BM25 (FTS5) top-n question ids with scores (higher is better) for each text."""
+        where, fargs = self.filter_sql(filters)
         out = []
         with self._lock:
             n_docs = self.db.execute("select count(*) from questions").fetchone()[0]
@@ -165,9 +200,16 @@ class Store:
                 if q is None:
                     out.append([])
                     continue
-                rows = self.db.execute(
-                    "select rowid, -bm25(questions_fts) from questions_fts where questions_fts match ? "
-                    "order by bm25(questions_fts) limit ?", [q, n]).fetchall()
+                if where:
+                    rows = self.db.execute(
+                        "select questions_fts.rowid, -bm25(questions_fts) from questions_fts "
+                        "join questions q on q.id = questions_fts.rowid join faqs f on f.id = q.faq_id "
+                        f"where questions_fts match ? and {where} order by bm25(questions_fts) limit ?",
+                        [q, *fargs, n]).fetchall()
+                else:
+                    rows = self.db.execute(
+                        "select rowid, -bm25(questions_fts) from questions_fts where questions_fts match ? "
+                        "order by bm25(questions_fts) limit ?", [q, n]).fetchall()
                 out.append([(int(r[0]), float(r[1])) for r in rows])
         return out
 

@@ -1,0 +1,105 @@
+"""Gaps: the FAQs an index is missing, found in its traffic.
+
+Unanswered and low-confidence queries from the query log are grouped by meaning and ranked by
+how often they were asked: each group is a question users keep asking that no FAQ answers well.
+
+Grouping uses the encoder's own vectors (L2-normalised, before the index's transform: on a small
+FAQ the transform projects onto the FAQ's own span, which is exactly what unanswered queries lie
+outside of). Clustering is average-similarity leader clustering: distinct queries, most frequent
+first, join the group whose centroid they are most similar to when that similarity reaches
+``similarity``, else start a new group; one reassignment pass then moves each query to its best
+centroid. O(queries x groups), no extra dependency.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+DEFAULT_SIMILARITY = 0.55  # chosen on sample_data held-out FAQs (benchmarks/gaps.py); CovidFAQ held out
+DEFAULT_MARGIN = 0.05  # answered, but within this of the threshold: low confidence
+DEFAULT_MIN_COUNT = 2
+
+
+@dataclass
+class Gap:
+    """A group of unanswered or low-confidence queries about one missing topic."""
+
+    count: int  # queries in the group, repeats included
+    distinct: int  # distinct texts
+    examples: list[str]  # most frequent first
+    nearest_faq: str | None  # the FAQ its queries came closest to (maybe a near miss)
+    nearest_score: float | None
+    first_seen: str
+    last_seen: str
+    query_ids: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def cluster(vectors: np.ndarray, weights: Sequence[int], similarity: float) -> np.ndarray:
+    """Group unit vectors (rows; heaviest first is best) into clusters; returns a label per row."""
+    n = len(vectors)
+    labels = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return labels
+    sums = np.zeros((0, vectors.shape[1]), dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    for i in range(n):
+        if len(sums):
+            cent = sums / np.linalg.norm(sums, axis=1, keepdims=True)
+            sims = cent @ vectors[i]
+            j = int(np.argmax(sims))
+            if sims[j] >= similarity:
+                labels[i] = j
+                sums[j] += w[i] * vectors[i]
+                continue
+        labels[i] = len(sums)
+        sums = np.vstack([sums, w[i] * vectors[i][None, :]])
+    # one reassignment pass against the final centroids
+    cent = sums / np.linalg.norm(sums, axis=1, keepdims=True)
+    sims = vectors @ cent.T
+    best = sims.argmax(axis=1)
+    ok = sims[np.arange(n), best] >= similarity
+    labels = np.where(ok, best, labels)
+    _, labels = np.unique(labels, return_inverse=True)
+    return labels
+
+
+def find_gaps(engine, log, *, similarity: float = DEFAULT_SIMILARITY, margin: float = DEFAULT_MARGIN,
+              min_count: int = DEFAULT_MIN_COUNT, since: str | None = None, limit: int = 20,
+              max_queries: int = 20000) -> list[Gap]:
+    """Ranked gaps (largest first) from the unanswered and low-confidence queries in ``log``."""
+    from .text import clean_text
+
+    rows = log.candidates(margin, since, max_queries)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(clean_text(r["query"]).lower(), []).append(r)
+    if not groups:
+        return []
+    keys = sorted(groups, key=lambda k: -len(groups[k]))
+    texts = [groups[k][0]["query"] for k in keys]
+    vecs = np.asarray(engine.encoder.encode(texts), dtype=np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True) + 1e-12
+    labels = cluster(vecs, [len(groups[k]) for k in keys], similarity)
+    gaps = []
+    for c in np.unique(labels):
+        members = [keys[i] for i in np.flatnonzero(labels == c)]
+        qrows = [r for m in members for r in groups[m]]
+        if len(qrows) < min_count:
+            continue
+        near: dict[str, list[float]] = {}
+        for r in qrows:
+            if r["top_faq"] is not None and r["score"] is not None:
+                near.setdefault(r["top_faq"], []).append(r["score"])
+        nearest = max(near, key=lambda f: (len(near[f]), max(near[f])), default=None)
+        times = sorted(r["time"] for r in qrows)
+        gaps.append(Gap(count=len(qrows), distinct=len(members),
+                        examples=[groups[m][0]["query"] for m in members[:5]],
+                        nearest_faq=nearest, nearest_score=max(near[nearest]) if nearest else None,
+                        first_seen=times[0], last_seen=times[-1], query_ids=sorted(r["id"] for r in qrows)))
+    gaps.sort(key=lambda g: (-g.count, -g.distinct, g.last_seen))
+    return gaps[:limit]

@@ -1,0 +1,111 @@
+"""The query log: what users asked and what they got, in SQLite beside the index.
+
+``indexes/NAME.queries.db`` (beside the link ``indexes/NAME``, so it outlives index versions):
+one row per query with its time, text, mode, top FAQ, score and whether it passed the threshold,
+and the FAQ it was later assigned to by feedback. Nothing else is stored (no headers, no keys).
+Used by `faqsearch gaps` and the service's traffic views.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import sqlite3
+import threading
+from typing import Any, Iterable
+
+from sqlite_utils import Database, Migrations
+
+migrations = Migrations("faqsearch-querylog")
+
+
+@migrations()
+def m001_queries(db: Database) -> None:
+    db["queries"].create({
+        "id": int, "time": str, "query": str, "mode": str, "channel": str, "top_faq": str, "top_question": str,
+        "score": float, "threshold": float, "answered": int, "feedback_faq": str,
+    }, pk="id", not_null={"time", "query", "answered"})
+    db["queries"].create_index(["time"])
+    db["queries"].create_index(["answered", "time"])
+
+
+def log_path(index_path: str) -> str:
+    parent, name = os.path.split(os.path.abspath(index_path))
+    return os.path.join(parent, f"{name}.queries.db")
+
+
+class QueryLog:
+    """Append-only log of queries (thread-safe: one connection, one lock, WAL)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        self._conn = sqlite3.connect(path, check_same_thread=False, timeout=10)
+        self._conn.execute("pragma journal_mode=wal")
+        self.db = Database(self._conn)
+        self._lock = threading.Lock()
+        with self._lock:
+            migrations.apply(self.db)
+
+    @classmethod
+    def for_index(cls, index_path: str) -> "QueryLog":
+        return cls(log_path(index_path))
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def record(self, results: Iterable[Any], mode: str, channel: str = "api") -> list[int]:
+        """Log results (``faqsearch.engine.Result``); returns their row ids."""
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+        rows = []
+        for r in results:
+            top = r.answers[0] if r.answers else getattr(r, "nearest", None)
+            rows.append({"time": now, "query": r.query, "mode": mode, "channel": channel,
+                         "top_faq": top.faq_id if top else None, "top_question": top.question if top else None,
+                         "score": r.best_score, "threshold": r.threshold, "answered": int(bool(r.answers)),
+                         "feedback_faq": None})
+        if not rows:
+            return []
+        with self._lock, self.db.atomic():
+            start = self.db.execute("select coalesce(max(id), 0) from queries").fetchone()[0] + 1
+            for i, row in enumerate(rows):
+                row["id"] = start + i
+            self.db["queries"].insert_all(rows)
+        return [row["id"] for row in rows]
+
+    def recent(self, limit: int = 50, offset: int = 0, unanswered: bool = False) -> list[dict[str, Any]]:
+        sql = "select * from queries" + (" where answered = 0" if unanswered else "") + \
+              " order by id desc limit ? offset ?"
+        with self._lock:
+            cur = self.db.execute(sql, [limit, offset])
+            cols = [c[0] for c in cur.description]
+            return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    def get(self, query_id: int) -> dict[str, Any] | None:
+        with self._lock:
+            cur = self.db.execute("select * from queries where id = ?", [query_id])
+            row = cur.fetchone()
+            return dict(zip([c[0] for c in cur.description], row)) if row else None
+
+    def mark_feedback(self, query_id: int | None, query: str, faq_id: str) -> None:
+        """Record that a query (this row, or every row with this text) was assigned to an FAQ."""
+        with self._lock, self.db.atomic():
+            if query_id is not None:
+                self.db.execute("update queries set feedback_faq = ? where id = ?", [faq_id, query_id])
+            self.db.execute("update queries set feedback_faq = ? where query = ? and feedback_faq is null",
+                            [faq_id, query])
+
+    def candidates(self, margin: float, since: str | None = None, limit: int = 20000) -> list[dict[str, Any]]:
+        """Unanswered and low-confidence queries (score below threshold + margin) without feedback, newest first."""
+        sql = ("select id, time, query, score, threshold, answered, top_faq from queries where feedback_faq is null "
+               "and (answered = 0 or score is null or score < threshold + ?)"
+               + (" and time >= ?" if since else "") + " order by id desc limit ?")
+        args: list[Any] = [margin] + ([since] if since else []) + [limit]
+        with self._lock:
+            cur = self.db.execute(sql, args)
+            cols = [c[0] for c in cur.description]
+            return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    def count(self) -> dict[str, int]:
+        with self._lock:
+            total, answered = self.db.execute("select count(*), coalesce(sum(answered), 0) from queries").fetchone()
+        return {"total": int(total), "answered": int(answered), "unanswered": int(total - answered)}

@@ -1,0 +1,258 @@
+"""The HTTP service through FastAPI's TestClient (in-process), fake encoder."""
+import json
+import os
+import threading
+
+import pytest
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from faqsearch import FAQSearch  # noqa: E402
+from faqsearch.corpus import FAQ  # noqa: E402
+from faqsearch.server import Service, create_app  # noqa: E402
+
+from .conftest import FakeEncoder  # noqa: E402
+
+KEY = "s3cret-key"
+
+
+@pytest.fixture
+def ix(tmp_path, small_corpus):
+    FAQSearch.build(small_corpus, str(tmp_path / "shop"), encoder=FakeEncoder(), threshold=0.3).close()
+    return str(tmp_path / "shop")
+
+
+def make_client(paths, api_key=KEY, **kw):
+    service = Service({os.path.basename(p): p for p in paths}, api_key=api_key, watch=False, **kw)
+    return service, TestClient(create_app(service, max_body=4096), raise_server_exceptions=False)
+
+
+@pytest.fixture
+def client(fake_models, ix):
+    service, c = make_client([ix])
+    yield c
+    service.close()
+
+
+def test_ask_get_and_post_match_the_library_json(client, ix):
+    r = client.get("/indexes/shop/ask", params={"q": "How do I reset my password?", "k": 2})
+    assert r.status_code == 200
+    with FAQSearch.open(ix, encoder=FakeEncoder()) as e:
+        expected = e.ask("How do I reset my password?", k=2).to_dict()
+    assert r.json() == json.loads(json.dumps(expected))
+    assert r.json()["answers"][0]["faq_id"] == "1" and r.headers["X-Query-Id"].isdigit()
+    r = client.post("/indexes/shop/ask", json={"query": "How long does shipping take?", "k": 1, "mode": "dense"})
+    assert r.json()["answers"][0]["faq_id"] == "2"
+    r = client.post("/indexes/shop/ask/batch", json={"queries": ["Can I return an item?", "zzz qqq"], "k": 1,
+                                                     "threshold": 0.95})
+    assert [len(x["answers"]) for x in r.json()["results"]] == [1, 0]
+
+
+def test_category_filter_is_applied_inside_the_search(client):
+    r = client.post("/indexes/shop/ask", json={"query": "How do I reset my password?", "k": 3, "category": "shipping",
+                                               "threshold": -1})
+    ids = [a["faq_id"] for a in r.json()["answers"]]
+    assert set(ids) == {"2", "4"}  # k results from the category even though better matches exist elsewhere
+
+
+def test_faq_listing_search_and_show(client):
+    assert [f["id"] for f in client.get("/indexes/shop/faqs").json()["faqs"]] == ["1", "2", "3", "4"]
+    assert [f["id"] for f in client.get("/indexes/shop/faqs", params={"q": "EU"}).json()["faqs"]] == ["4"]
+    assert client.get("/indexes/shop/faqs/3").json()["questions"][1]["text"] == "What is the return policy?"
+    r = client.get("/indexes/shop/faqs/nope")
+    assert r.status_code == 404 and "unknown FAQ id" in r.json()["error"]
+    assert client.get("/indexes/other/faqs").status_code == 404
+
+
+def test_writes_need_the_key_compared_exactly(client):
+    body = {"faqs": [{"id": "5", "answer": "Open 9 to 5.", "questions": ["When are you open?"]}]}
+    assert client.post("/indexes/shop/faqs", json=body).status_code == 401
+    assert client.post("/indexes/shop/faqs", json=body, headers={"X-API-Key": KEY + "x"}).status_code == 401
+    r = client.post("/indexes/shop/faqs", json=body, headers={"X-API-Key": KEY})
+    assert r.status_code == 200 and r.json()["added_faqs"] == ["5"]
+    assert client.get("/indexes/shop/ask", params={"q": "When are you open?"}).json()["answers"][0]["faq_id"] == "5"
+    assert client.post("/indexes/shop/faqs", json=body, headers={"X-API-Key": KEY}).status_code == 409
+    r = client.put("/indexes/shop/faqs/5", json={"id": "5", "answer": "Open 8 to 6.", "questions": ["When are you open?"]},
+                   headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 200 and r.json()["updated_faqs"] == ["5"]
+    assert client.put("/indexes/shop/faqs/9", json={"id": "9", "answer": "a", "questions": ["q"]},
+                      headers={"X-API-Key": KEY}).status_code == 404
+    r = client.post("/indexes/shop/faqs/upsert", headers={"X-API-Key": KEY},
+                    json={"faqs": [{"id": "6", "answer": "Yes.", "questions": ["Do you have gift cards?"]}]})
+    assert r.json()["added_faqs"] == ["6"]
+    assert client.delete("/indexes/shop/faqs/6").status_code == 401
+    assert client.delete("/indexes/shop/faqs/6", headers={"X-API-Key": KEY}).json()["removed_faqs"] == ["6"]
+
+
+def test_without_a_key_writes_are_off(fake_models, ix):
+    service, c = make_client([ix], api_key=None)
+    r = c.post("/indexes/shop/faqs", json={"faqs": [{"id": "5", "answer": "a", "questions": ["q"]}]},
+               headers={"X-API-Key": "anything"})
+    assert r.status_code == 403 and "--api-key" in r.json()["error"]
+    assert c.get("/indexes").json()["indexes"][0]["writable"] is False
+    service.close()
+
+
+@pytest.mark.parametrize("request_args, status, words", [
+    (("post", "/indexes/shop/ask", {"json": {"query": ""}}), 422, "query"),
+    (("post", "/indexes/shop/ask", {"json": {"query": "x" * 1001}}), 422, "query"),
+    (("post", "/indexes/shop/ask", {"json": {"query": "ok", "k": 0}}), 422, "k"),
+    (("post", "/indexes/shop/ask", {"json": {"query": "ok", "mode": "fuzzy"}}), 422, "mode"),
+    (("post", "/indexes/shop/ask", {"content": b"{not json", "headers": {"Content-Type": "application/json"}}), 422, "JSON"),
+    (("post", "/indexes/shop/ask/batch", {"json": {"queries": ["q"] * 101}}), 422, "queries"),
+    (("post", "/indexes/shop/ask", {"content": b"x" * 5000, "headers": {"Content-Type": "application/json"}}), 413, "body"),
+    (("get", "/indexes/shop/ask", {"params": {"q": "\x00\x01"}}), 200, "answers"),
+])
+def test_bad_input_is_a_json_4xx_never_a_traceback(client, request_args, status, words):
+    method, url, kw = request_args
+    r = getattr(client, method)(url, **kw)
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert "Traceback" not in r.text and words.lower() in json.dumps(body).lower()
+
+
+def test_internal_errors_are_json_500(client, monkeypatch):
+    import faqsearch.engine as engine_mod
+
+    monkeypatch.setattr(engine_mod.FAQSearch, "ask_many", lambda *a, **k: 1 / 0)
+    r = client.get("/indexes/shop/ask", params={"q": "x"})
+    assert r.status_code == 500 and r.json() == {"error": "internal error; the server log has the details"}
+
+
+def test_query_log_feedback_and_gaps(client, ix):
+    for q in ["opening hours on sunday", "are you open on sundays", "sunday opening hours",
+              "do you sell gift vouchers", "gift vouchers available"]:
+        client.get("/indexes/shop/ask", params={"q": q, "threshold": 0.8})
+    client.get("/indexes/shop/ask", params={"q": "How do I reset my password?", "threshold": 0.8})
+    logged = client.get("/indexes/shop/queries", params={"unanswered": True}).json()
+    assert logged["queries"] and all(q["answered"] == 0 for q in logged["queries"])
+    assert "How do I reset my password?" not in [q["query"] for q in logged["queries"]]
+    gaps = client.get("/indexes/shop/gaps", params={"similarity": 0.2}).json()["gaps"]
+    assert gaps and gaps[0]["count"] >= 2
+    # feedback: the query becomes a question of FAQ 2 (source feedback) and now answers
+    qid = next(q["id"] for q in logged["queries"] if q["query"] == "are you open on sundays")
+    r = client.post("/indexes/shop/feedback", json={"query": "are you open on sundays", "faq_id": "2", "query_id": qid},
+                    headers={"X-API-Key": KEY})
+    assert r.status_code == 200 and r.json()["added_questions"] == 1
+    assert client.get("/indexes/shop/faqs/2").json()["questions"][-1] == {
+        "id": client.get("/indexes/shop/faqs/2").json()["questions"][-1]["id"], "text": "are you open on sundays",
+        "source": "feedback"}
+    answered = client.get("/indexes/shop/ask", params={"q": "are you open on sundays", "threshold": 0.8}).json()
+    assert answered["answers"][0]["faq_id"] == "2"
+    again = client.get("/indexes/shop/queries", params={"unanswered": True}).json()["queries"]
+    assert next(q for q in again if q["id"] == qid)["feedback_faq"] == "2"
+    assert os.path.exists(ix + ".queries.db")
+
+
+def test_no_log_means_no_log(fake_models, ix):
+    service, c = make_client([ix], log_queries=False)
+    c.get("/indexes/shop/ask", params={"q": "hello"})
+    assert c.get("/indexes/shop/gaps").status_code == 400
+    assert not os.path.exists(ix + ".queries.db")
+    service.close()
+
+
+def test_several_indexes_by_name_and_openapi(fake_models, ix, tmp_path):
+    other = str(tmp_path / "other")
+    FAQSearch.build([FAQ("x", "Other answer.", ["an other question"])], other, encoder=FakeEncoder()).close()
+    service, c = make_client([ix, other])
+    assert [i["name"] for i in c.get("/indexes").json()["indexes"]] == ["shop", "other"]
+    assert c.get("/indexes/other/ask", params={"q": "an other question"}).json()["answers"][0]["faq_id"] == "x"
+    paths = c.get("/openapi.json").json()["paths"]
+    assert {"/indexes/{name}/ask", "/indexes/{name}/faqs", "/indexes/{name}/gaps", "/health"} <= set(paths)
+    assert c.get("/").status_code == 200 and "faqsearch" in c.get("/").text
+    assert c.get("/static/app.js").status_code == 200 and c.get("/static/..%2Fserver.py").status_code == 404
+    service.close()
+
+
+def test_another_process_edit_is_swapped_in_whole(fake_models, ix):
+    """Readers hammer the service while another writer edits the index: no request fails, each sees
+    the old or the new version, and the watcher swaps the new one in."""
+    service = Service({"shop": ix}, api_key=KEY, watch=True)
+    c = TestClient(create_app(service))
+    errors, seen = [], set()
+    stop = threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            r = c.get("/indexes/shop/ask", params={"q": "brand new question words", "threshold": -1, "k": 1})
+            if r.status_code != 200:
+                errors.append(r.text)
+            else:
+                seen.add(r.json()["answers"][0]["faq_id"])
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    with FAQSearch.open(ix, encoder=FakeEncoder()) as other:  # like `faqsearch add` in another process
+        other.add([FAQ("new", "New answer.", ["brand new question words"])])
+    for _ in range(200):
+        if "new" in seen:
+            break
+        threading.Event().wait(0.05)
+    stop.set()
+    for t in threads:
+        t.join()
+    service.close()
+    assert not errors and "new" in seen
+
+
+def test_cli_feedback_and_gaps(fake_models, ix):
+    from click.testing import CliRunner
+
+    from faqsearch.cli import cli
+
+    service, c = make_client([ix])
+    for q in ["sunday opening hours", "opening hours on sunday", "hours sunday opening"]:
+        c.get("/indexes/shop/ask", params={"q": q, "threshold": 0.9})
+    service.close()
+    runner = CliRunner()
+    r = runner.invoke(cli, ["gaps", "--index", ix, "--similarity", "0.5", "--json"])
+    assert r.exit_code == 0, r.output
+    gap = json.loads(r.output)["gaps"][0]
+    assert gap["count"] == 3 and "sunday opening hours" in gap["examples"]
+    r = runner.invoke(cli, ["feedback", "sunday opening hours", "2", "--index", ix])
+    assert r.exit_code == 0 and "Added the query to 2" in r.output
+    r = runner.invoke(cli, ["gaps", "--index", ix, "--similarity", "0.5", "--json"])
+    assert json.loads(r.output)["gaps"] == [] or json.loads(r.output)["gaps"][0]["count"] == 2
+    r = runner.invoke(cli, ["feedback", "x y", "nope", "--index", ix])
+    assert r.exit_code == 1 and "unknown FAQ id" in r.output
+
+
+@pytest.mark.slow
+def test_faqsearch_serve_answers_curl_style_requests(tmp_path):
+    """The real command in a subprocess, bound to 127.0.0.1, real bundled encoder."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from .conftest import SAMPLE
+
+    env = {**os.environ, "FAQSEARCH_HOME": str(tmp_path), "FAQSEARCH_API_KEY": KEY}
+    subprocess.run([sys.executable, "-m", "faqsearch.cli", "ingest", os.path.join(SAMPLE, "faq.csv"), "-q"],
+                   env=env, check=True, timeout=300)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "faqsearch.cli", "serve", "--port", str(port), "-q"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(base + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        r = httpx.get(base + "/indexes/default/ask", params={"q": "how do I get my money back for a return?"})
+        assert r.status_code == 200 and r.json()["answers"][0]["faq_id"] == "ret-04"
+        r = httpx.delete(base + "/indexes/default/faqs/ret-04")
+        assert r.status_code == 401
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
