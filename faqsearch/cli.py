@@ -809,13 +809,15 @@ def feedback(query, faq_id, index, as_json, quiet):
 @index_option
 @click.option("--similarity", type=click.FloatRange(0, 1), default=None,
               help="Cosine at which queries join a group (default 0.55).")
+@click.option("--margin", type=click.FloatRange(0, 1), default=None,
+              help="Answered queries scoring within this of the threshold count as low-confidence (default 0.25).")
 @click.option("--min-count", type=click.IntRange(1), default=None, help="Smallest group shown (default 2).")
 @click.option("--since", help="Only queries logged at or after this ISO time, e.g. 2026-11-01.")
 @click.option("--limit", type=click.IntRange(1), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @threads_option
 @quiet_option
-def gaps(index, similarity, min_count, since, limit, as_json, threads, quiet):
+def gaps(index, similarity, margin, min_count, since, limit, as_json, threads, quiet):
     """The FAQs you are missing: unanswered and low-confidence logged queries (see `serve`), grouped by
     meaning and ranked by how often they were asked.
 
@@ -825,7 +827,7 @@ def gaps(index, similarity, min_count, since, limit, as_json, threads, quiet):
         faqsearch gaps --since 2026-11-01 --json
     """
     from .engine import FAQSearch
-    from .gaps import DEFAULT_MIN_COUNT, DEFAULT_SIMILARITY, find_gaps
+    from .gaps import DEFAULT_MARGIN, DEFAULT_MIN_COUNT, DEFAULT_SIMILARITY, find_gaps
     from .querylog import QueryLog, log_path
 
     _setup_logging(quiet)
@@ -835,6 +837,7 @@ def gaps(index, similarity, min_count, since, limit, as_json, threads, quiet):
                 raise FAQSearchError(f"no query log for {engine.path} yet: queries are logged by `faqsearch serve`")
             qlog = QueryLog.for_index(engine.path)
             found = find_gaps(engine, qlog, similarity=DEFAULT_SIMILARITY if similarity is None else similarity,
+                              margin=DEFAULT_MARGIN if margin is None else margin,
                               min_count=DEFAULT_MIN_COUNT if min_count is None else min_count, since=since,
                               limit=limit)
             qlog.close()
