@@ -1,0 +1,402 @@
+"""The Milvus backend: questions, FAQ fields, transformed and raw vectors in one Milvus collection.
+
+The engine keeps what is small and its own (config.json and whitening.npz in the local index
+directory, versioned as usual); Milvus holds one row per question: its id, FAQ id, text, source,
+the FAQ's answer, category, metadata and content hash, the transformed vector (searched), the raw
+encoder vector (so refit and tune need no re-encoding), the pre-tokenised text with Milvus' own
+BM25 function for lexical and hybrid search, and two generation numbers.
+
+Consistency without transactions: every row carries ``gen`` (the generation that created it) and
+``dead`` (the generation that removed it; ``ALIVE`` while alive), and every read filters
+``gen <= G and dead > G`` for the generation G of the reader's config. An edit at G writes new
+rows with gen G+1 and marks removed rows dead at G+1, then commits by switching the local index
+link to a config of generation G+1 (one atomic rename, as for the embedded backend). Until then
+readers see G exactly; a killed edit leaves rows no committed config can see, and the next
+writer deletes them (and revives rows it had marked) before it starts. Rows dead before the
+previous generation are deleted for good by later edits.
+
+A rebuild (ingest, refit, tune --apply) writes a new collection ``<base>__g<G>_<random>``, switches
+the alias ``<base>`` to it and commits the config that names it; readers of the previous config keep
+reading the previous collection, which the next rebuild drops.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import FAQSearchError, MissingExtraError
+from ..lexical import tokenize
+
+log = logging.getLogger(__name__)
+
+ALIVE = 1 << 62
+BATCH = 1000
+MAX_ANSWER = 65535  # bytes: Milvus VARCHAR limit
+INDEX_TYPES = {"flat": ("FLAT", {}), "auto": ("FLAT", {}), "hnsw": ("HNSW", {"M": 32, "efConstruction": 200}),
+               "ivf": ("IVF_FLAT", {"nlist": 1024}), "ivf-sq8": ("IVF_SQ8", {"nlist": 1024}),
+               "ivf-pq": ("IVF_PQ", {"nlist": 1024, "m": 32}), "sq8": ("IVF_SQ8", {"nlist": 1})}
+FIELDS = ["id", "faq_id", "text", "source", "answer", "category", "metadata", "content_hash", "faq_seq"]
+
+
+def client(uri: str, token: str | None = None):
+    try:
+        from pymilvus import MilvusClient
+    except ImportError as exc:
+        raise MissingExtraError(f"the Milvus backend needs pymilvus (and milvus-lite for a local file): "
+                                f"pip install 'faqsearch[milvus]' ({exc})") from None
+    try:
+        return MilvusClient(uri, token=token or "")
+    except Exception as exc:  # noqa: BLE001 - connection errors come in many classes
+        raise FAQSearchError(f"cannot reach Milvus at {uri} ({exc}); check --uri (a local .db file for "
+                             "milvus-lite, or http://host:19530 for a server)") from None
+
+
+def _quote(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def filter_expr(filters: dict[str, Any] | None) -> str:
+    """A Milvus boolean expression for faqsearch filters (category and metadata fields)."""
+    parts = []
+    for key, value in (filters or {}).items():
+        values = list(value) if isinstance(value, (list, tuple, set)) else [value]
+        field = "category" if key == "category" else f"metadata[{json.dumps(str(key))}]"
+        parts.append(f"{field} in [{', '.join(_quote(v) for v in values)}]")
+    return " and ".join(parts)
+
+
+class MilvusBackend:
+    """One index's rows in Milvus, read at one generation."""
+
+    def __init__(self, spec: dict[str, Any], generation: int, dim: int, dim_in: int, next_id: int):
+        self.spec = spec
+        self.uri = spec["uri"]
+        self.collection = spec["collection"]
+        self.generation = int(generation)
+        self.dim = dim
+        self.dim_in = dim_in
+        self.next_id = next_id
+        self.client = client(self.uri, spec.get("token"))
+        if not self.client.has_collection(self.collection):
+            raise FAQSearchError(f"Milvus collection {self.collection} is missing at {self.uri}; re-run "
+                                 "faqsearch ingest --backend milvus")
+        self.client.load_collection(self.collection)
+        self.store = MilvusStore(self)
+        self.index = MilvusIndex(self)
+
+    # -- visibility ---------------------------------------------------------------------------
+    def visible(self, extra: str = "", generation: int | None = None) -> str:
+        g = self.generation if generation is None else generation
+        base = f"gen <= {g} and dead > {g}"
+        return f"({base}) and ({extra})" if extra else base
+
+    def query(self, expr: str, fields: Sequence[str]) -> list[dict[str, Any]]:
+        """Every visible row matching ``expr`` (iterated in batches: no result-size limit)."""
+        it = self.client.query_iterator(self.collection, batch_size=BATCH, filter=self.visible(expr),
+                                        output_fields=list(fields))
+        out: list[dict[str, Any]] = []
+        try:
+            while True:
+                batch = it.next()
+                if not batch:
+                    break
+                out += batch
+        finally:
+            it.close()
+        return out
+
+    def count(self, expr: str = "") -> int:
+        res = self.client.query(self.collection, filter=self.visible(expr), output_fields=["count(*)"])
+        return int(res[0]["count(*)"])
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    # -- writes -------------------------------------------------------------------------------
+    @staticmethod
+    def create_collection(spec: dict[str, Any], generation: int, dim: int, dim_in: int, index_type: str) -> str:
+        """A new, empty collection for a rebuild; returns its name (the alias still names the old one)."""
+        from pymilvus import DataType, Function, FunctionType
+
+        c = client(spec["uri"], spec.get("token"))
+        name = f"{spec['base']}__g{generation}_{secrets.token_hex(3)}"
+        kind = index_type.lower()
+        if kind not in INDEX_TYPES:
+            raise FAQSearchError(f"unknown --index-type {index_type!r} for Milvus; choose one of "
+                                 f"{', '.join(INDEX_TYPES)}")
+        schema = c.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("faq_id", DataType.VARCHAR, max_length=512)
+        schema.add_field("text", DataType.VARCHAR, max_length=8192)
+        schema.add_field("lex", DataType.VARCHAR, max_length=16384, enable_analyzer=True,
+                         analyzer_params={"tokenizer": "standard"})
+        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+        schema.add_field("source", DataType.VARCHAR, max_length=32)
+        schema.add_field("answer", DataType.VARCHAR, max_length=MAX_ANSWER)
+        schema.add_field("category", DataType.VARCHAR, max_length=512, nullable=True)
+        schema.add_field("metadata", DataType.JSON, nullable=True)
+        schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
+        schema.add_field("faq_seq", DataType.INT64)
+        schema.add_field("gen", DataType.INT64)
+        schema.add_field("dead", DataType.INT64)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
+        schema.add_field("raw", DataType.FLOAT_VECTOR, dim=dim_in)
+        schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["lex"],
+                                     output_field_names=["sparse"]))
+        ix = c.prepare_index_params()
+        mtype, params = INDEX_TYPES[kind]
+        ix.add_index("vector", index_type=mtype, metric_type="IP", params=params)
+        ix.add_index("raw", index_type="FLAT", metric_type="IP")
+        ix.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+        c.create_collection(name, schema=schema, index_params=ix, consistency_level="Strong")
+        c.close()
+        return name
+
+    @staticmethod
+    def rows(question_rows: Iterable[tuple], faqs: dict[str, Any], vectors: np.ndarray, raw: np.ndarray,
+             generation: int) -> list[dict[str, Any]]:
+        """Milvus rows from (id, faq_id, text, source) and FAQ fields ({faq_id: (answer, category, metadata,
+        hash, seq)})."""
+        out = []
+        for (qid, fid, text, source), v, r in zip(question_rows, vectors, raw):
+            answer, category, metadata, chash, seq = faqs[fid]
+            if len(answer.encode("utf-8")) > MAX_ANSWER:
+                raise FAQSearchError(f"FAQ {fid}: the answer is over {MAX_ANSWER} bytes, Milvus' limit for a text "
+                                     "field; shorten it or use the embedded backend")
+            out.append({"id": int(qid), "faq_id": fid, "text": text, "lex": " ".join(tokenize(text)) or "_",
+                        "source": source, "answer": answer, "category": category, "metadata": metadata or None,
+                        "content_hash": chash, "faq_seq": int(seq), "gen": int(generation), "dead": ALIVE,
+                        "vector": np.asarray(v, dtype=np.float32).tolist(),
+                        "raw": np.asarray(r, dtype=np.float32).tolist()})
+        return out
+
+    def insert(self, rows: list[dict[str, Any]], collection: str | None = None) -> None:
+        name = collection or self.collection
+        for start in range(0, len(rows), BATCH):
+            self.client.insert(name, rows[start:start + BATCH])
+
+    def kill(self, ids: Sequence[int], generation: int) -> None:
+        """Mark rows removed at ``generation`` (readers of earlier generations still see them)."""
+        ids = [int(i) for i in ids]
+        for start in range(0, len(ids), BATCH):
+            chunk = ids[start:start + BATCH]
+            rows = self.client.query(self.collection, filter=f"id in {chunk}", output_fields=_ALL)
+            for r in rows:
+                r["dead"] = int(generation)
+                r.pop("sparse", None)
+            if rows:
+                self.client.upsert(self.collection, rows)
+
+    def repair(self) -> None:
+        """Before an edit (under the writer lock): undo what a killed edit left, drop long-dead rows."""
+        g = self.generation
+        self.client.delete(self.collection, filter=f"gen > {g}")
+        marked = self.client.query(self.collection, filter=f"dead > {g} and dead < {ALIVE}", output_fields=_ALL)
+        for r in marked:
+            r["dead"] = ALIVE
+            r.pop("sparse", None)
+        if marked:
+            self.client.upsert(self.collection, marked)
+        self.client.delete(self.collection, filter=f"dead < {g}")  # invisible to this and the previous generation
+
+    def switch_alias(self, base: str, collection: str) -> str | None:
+        """Point the alias at ``collection``; returns the collection it named before (if any)."""
+        aliases = {}
+        for name in self.client.list_collections():
+            for a in self.client.list_aliases(name).get("aliases", []):
+                aliases[a] = name
+        before = aliases.get(base)
+        if before is None:
+            self.client.create_alias(collection, base)
+        else:
+            self.client.alter_alias(collection, base)
+        return before
+
+    def drop_stale(self, base: str, keep: Sequence[str]) -> list[str]:
+        """Drop this index's collections other than ``keep`` (current and previous)."""
+        dropped = []
+        for name in self.client.list_collections():
+            if name.startswith(f"{base}__g") and name not in keep:
+                self.client.drop_collection(name)
+                dropped.append(name)
+        return dropped
+
+
+_ALL = ["id", "faq_id", "text", "lex", "source", "answer", "category", "metadata", "content_hash", "faq_seq", "gen",
+        "dead", "vector", "raw"]
+
+
+class MilvusIndex:
+    """The VectorIndex face of the backend (what the engine's search calls)."""
+
+    supports_removal = True
+
+    def __init__(self, backend: MilvusBackend):
+        self.b = backend
+        self.factory = f"milvus:{backend.spec.get('index_type', 'flat')}"
+        self.nprobe = None
+        self.ef_search = None
+        self._len: int | None = None
+
+    @property
+    def dim(self) -> int:
+        return self.b.dim
+
+    def __len__(self) -> int:
+        if self._len is None:
+            self._len = self.b.count()
+        return self._len
+
+    def max_id(self) -> int:
+        return self.b.next_id - 1
+
+    def search(self, queries: np.ndarray, k: int, ids: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        k = max(1, min(int(k), 16384))
+        expr = getattr(ids, "expr", None) if ids is not None else None
+        if ids is not None and expr is None:
+            expr = f"id in {[int(i) for i in ids]}"
+        hits = self.b.client.search(self.b.collection, data=np.asarray(queries, dtype=np.float32).tolist(),
+                                    anns_field="vector", limit=k, filter=self.b.visible(expr or ""),
+                                    output_fields=["id"], search_params={"metric_type": "IP"})
+        scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+        out = np.full((len(queries), k), -1, dtype=np.int64)
+        for i, row in enumerate(hits):
+            for j, h in enumerate(row[:k]):
+                scores[i, j] = h["distance"]
+                out[i, j] = h["id"]
+        return scores, out
+
+    def reconstruct(self, ids: np.ndarray) -> np.ndarray:
+        if not len(ids):
+            return np.empty((0, self.dim), np.float32)
+        rows = {r["id"]: r["vector"] for r in self.b.client.query(
+            self.b.collection, filter=f"id in {[int(i) for i in ids]}", output_fields=["id", "vector"])}
+        return np.array([rows[int(i)] for i in ids], dtype=np.float32)
+
+
+class _FilterIds(list):
+    """Question ids that pass a filter, carrying the Milvus expression so search filters in Milvus."""
+
+    expr: str = ""
+
+
+class MilvusStore:
+    """The Store face of the backend (what the engine's reads, edits and listing call)."""
+
+    def __init__(self, backend: MilvusBackend):
+        self.b = backend
+        self.path = f"{backend.uri}#{backend.collection}"
+
+    def close(self) -> None:
+        self.b.close()
+
+    def question_ids(self, filters: dict[str, Any]) -> list[int]:
+        expr = filter_expr(filters)
+        out = _FilterIds(r["id"] for r in self.b.query(expr, ["id"]))
+        out.expr = expr
+        return out
+
+    def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
+        """BM25 by Milvus' own full-text search over faqsearch's tokens (CJK n-grams included)."""
+        queries = [" ".join(tokenize(t)) for t in texts]
+        out: list[list[tuple[int, float]]] = [[] for _ in texts]
+        todo = [i for i, q in enumerate(queries) if q]
+        if not todo:
+            return out
+        hits = self.b.client.search(self.b.collection, data=[queries[i] for i in todo], anns_field="sparse", limit=n,
+                                    filter=self.b.visible(filter_expr(filters)), output_fields=["id"],
+                                    search_params={"metric_type": "BM25"})
+        for i, row in zip(todo, hits):
+            out[i] = [(int(h["id"]), abs(float(h["distance"]))) for h in row]
+        return out
+
+    def questions(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        rows = self.b.client.query(self.b.collection, filter=self.b.visible(f"id in {ids}"),
+                                   output_fields=["id", "faq_id", "text", "source", "answer", "category", "metadata"])
+        return {r["id"]: {"question_id": r["id"], "faq_id": r["faq_id"], "question": r["text"], "source": r["source"],
+                          "answer": r["answer"], "category": r["category"], "metadata": r["metadata"] or {}}
+                for r in rows}
+
+    def all_questions(self) -> list[tuple[int, str, str]]:
+        return sorted((r["id"], r["faq_id"], r["text"]) for r in self.b.query("", ["id", "faq_id", "text"]))
+
+    def raw_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, raw vectors) of every visible question, in id order."""
+        rows = sorted(self.b.query("", ["id", "raw"]), key=lambda r: r["id"])
+        ids = np.array([r["id"] for r in rows], dtype=np.int64)
+        raw = np.array([r["raw"] for r in rows], dtype=np.float32).reshape(len(rows), self.b.dim_in)
+        return ids, raw
+
+    def _faq_rows(self, expr: str = "") -> list[dict[str, Any]]:
+        return self.b.query(expr, ["id", "faq_id", "text", "source", "answer", "category", "metadata", "content_hash",
+                                   "faq_seq"])
+
+    def faq(self, faq_id: str) -> dict[str, Any] | None:
+        rows = sorted(self._faq_rows(f"faq_id == {_quote(faq_id)}"), key=lambda r: r["id"])
+        if not rows:
+            return None
+        f = rows[0]
+        return {"id": f["faq_id"], "answer": f["answer"], "category": f["category"], "metadata": f["metadata"] or {},
+                "content_hash": f["content_hash"],
+                "questions": [{"id": r["id"], "text": r["text"], "source": r["source"]} for r in rows]}
+
+    def faq_fields(self, faq_ids: Iterable[str]) -> dict[str, tuple]:
+        ids = list(faq_ids)
+        if not ids:
+            return {}
+        out = {}
+        for r in self._faq_rows(f"faq_id in {json.dumps(ids, ensure_ascii=False)}"):
+            out.setdefault(r["faq_id"], (r["answer"], r["category"], r["metadata"], r["content_hash"], r["faq_seq"]))
+        return out
+
+    def list_faqs(self, limit: int | None = None, offset: int = 0, category: str | None = None,
+                  contains: str | None = None) -> list[dict[str, Any]]:
+        rows = self._faq_rows(f"category == {_quote(category)}" if category else "")
+        faqs: dict[str, dict[str, Any]] = {}
+        texts: dict[str, list[str]] = {}
+        for r in sorted(rows, key=lambda r: (r["faq_seq"], r["id"])):
+            f = faqs.setdefault(r["faq_id"], {"id": r["faq_id"], "category": r["category"], "answer": r["answer"],
+                                              "questions": 0})
+            f["questions"] += 1
+            texts.setdefault(r["faq_id"], []).append(r["text"])
+        out = list(faqs.values())
+        if contains:
+            low = contains.lower()
+            out = [f for f in out if low in f["id"].lower() or low in f["answer"].lower()
+                   or any(low in t.lower() for t in texts[f["id"]])]
+        return out[offset:offset + limit] if limit is not None else out[offset:]
+
+    def faq_hashes(self) -> dict[str, str | None]:
+        return {r["faq_id"]: r["content_hash"] for r in self.b.query("", ["faq_id", "content_hash"])}
+
+    def faq_ids(self, source: str | None = None) -> set[str]:
+        return {r["faq_id"] for r in self.b.query(f"source == {_quote(source)}" if source else "", ["faq_id"])}
+
+    def question_count(self) -> int:
+        return self.b.count()
+
+    def source_counts(self, exclude: str | None = None) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.b.query("", ["source"]):
+            counts[r["source"]] = counts.get(r["source"], 0) + 1
+        return {k: v for k, v in counts.items() if k != exclude}
+
+    def counts(self) -> dict[str, int]:
+        per: dict[str, int] = {}
+        for r in self.b.query("", ["faq_id"]):
+            per[r["faq_id"]] = per.get(r["faq_id"], 0) + 1
+        return {"faqs": len(per), "questions": sum(per.values()), "max_questions_per_faq": max(per.values(), default=0)}
