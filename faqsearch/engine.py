@@ -197,14 +197,28 @@ class FAQSearch:
         batch_size: int = 64,
         progress: bool = False,
         force: bool = False,
+        backend: str = "embedded",
+        uri: str | None = None,
+        collection: str | None = None,
     ) -> "FAQSearch":
         """Build an index from a corpus file (or FAQ records) and move it into place atomically.
 
         Everything is validated before anything is written; an error or interrupt leaves the
         previous index at that path untouched. Rebuilding an index that holds questions the
         corpus does not (from add, update, augment or feedback) needs ``force=True``.
+
+        ``backend="milvus"`` with ``uri`` (a local ``.db`` file runs milvus-lite; ``http://host:19530``
+        a server) keeps the rows and vectors in a Milvus collection (``collection``, default
+        ``faqsearch_<index name>``) and the config and transform in the index directory.
         """
         path = cfg.resolve_index_path(index)
+        milvus = None
+        if backend == "milvus":
+            from .backends.milvus import build_spec
+
+            milvus = build_spec(path, uri, collection, index_type)
+        elif backend != "embedded":
+            raise FAQSearchError(f"unknown backend {backend!r}; choose embedded or milvus")
         source = str(corpus) if isinstance(corpus, (str, os.PathLike)) else "<records>"
         faqs = _as_faqs(corpus, columns, fmt)
         if not faqs:
@@ -219,13 +233,14 @@ class FAQSearch:
             encoder = load_encoder(model, pooling=pooling, max_length=max_length, prefix=prefix, threads=threads,
                                    gguf_file=gguf_file, quantize=quantize)
         # an index-type typo fails now, not after the whole encode
-        check_factory(index_type, n_questions, min(k or encoder.dimension, encoder.dimension) if whiten
-                      else encoder.dimension)
+        if milvus is None:
+            check_factory(index_type, n_questions, min(k or encoder.dimension, encoder.dimension) if whiten
+                          else encoder.dimension)
         with writer_lock(path):
             if not force:
                 _refuse_lossy_rebuild(path, source)  # again under the lock: another writer may have added
             with next_version(path, "building") as tmp:
-                store = Store(os.path.join(tmp, cfg.FILES["store"]))
+                store = Store(os.path.join(tmp, cfg.FILES["store"]) if milvus is None else ":memory:")
                 try:
                     rows = store.insert_faqs(faqs, source="corpus")
                     ids = np.array([r[0] for r in rows], dtype=np.int64)
@@ -245,12 +260,23 @@ class FAQSearch:
                     if white is None:
                         white = Whitening.identity(encoder.dimension)
                         white.moments = moments
-                    factory = factory_for(index_type, len(texts), white.dim_out)
-                    vindex = build_vector_index(white, raw, ids, factory)
+                    if milvus is None:
+                        factory = factory_for(index_type, len(texts), white.dim_out)
+                        vindex = build_vector_index(white, raw, ids, factory)
+                        vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
+                        ixc = {"type": index_type, "factory": factory, "tombstones": 0,
+                               "nprobe": getattr(vindex, "nprobe", None), "ef_search": getattr(vindex, "ef_search", None)}
+                    else:
+                        from .backends.milvus import write_collection
+
+                        generation = _previous_generation(path) + 1
+                        milvus = write_collection(milvus, generation, white, raw, store, progress)
+                        ixc = {"type": index_type, "factory": f"milvus:{index_type}", "tombstones": 0}
                     raw.flush()
                     del raw
+                    if milvus is not None:
+                        os.remove(os.path.join(tmp, cfg.FILES["vectors"]))  # Milvus keeps the raw vectors
                     white.save(os.path.join(tmp, cfg.FILES["whitening"]))
-                    vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
                     counts = store.counts()
                     config = cfg.new_config(
                         encoder=encoder.spec(),
@@ -261,17 +287,22 @@ class FAQSearch:
                                    "fitted_on": str(fit_on) if isinstance(fit_on, (str, os.PathLike)) else
                                    ("texts" if fit_on is not None else "corpus questions"),
                                    "fit_count": moments.n},
-                        index={"type": index_type, "factory": factory, "tombstones": 0,
-                               "nprobe": getattr(vindex, "nprobe", None),
-                               "ef_search": getattr(vindex, "ef_search", None)},
+                        index=ixc,
                         threshold=threshold,
                         counts=counts,
                         corpus=source,
                         next_question_id=int(ids.max()) + 1 if len(ids) else 1,
                     )
+                    if milvus is not None:
+                        config["backend"] = milvus
+                        config["generation"] = milvus["generation"]
                     cfg.save_config(tmp, config)
                 finally:
                     store.close()
+            if milvus is not None:
+                from .backends.milvus import drop_stale
+
+                drop_stale(milvus)
         log.info("built index %s: %d FAQs, %d questions, %d -> %d dims", path, counts["faqs"],
                  counts["questions"], encoder.dimension, white.dim_out)
         return cls.open(path, encoder=encoder)
@@ -303,7 +334,9 @@ class FAQSearch:
     @classmethod
     def _open_version(cls, path: str, version: str, encoder: Encoder | None, threads: int | None) -> "FAQSearch":
         config = cfg.load_config(version)
-        cfg.check_files(version, config, path)
+        milvus = config.get("backend", {}).get("kind") == "milvus"
+        if not milvus:
+            cfg.check_files(version, config, path)
         if encoder is not None:
             _check_encoder(config, encoder, path)
         try:
@@ -311,6 +344,17 @@ class FAQSearch:
         except Exception as exc:  # noqa: BLE001 - zip, pickle-free npz and EOF errors alike: a damaged file
             raise IndexFormatError(cfg.damaged(path, "whitening", f"{type(exc).__name__}: {exc}")) from None
         ix = config.get("index", {})
+        if milvus:
+            from .backends.milvus import open_backend
+
+            mb = open_backend(config, whitening)
+            n, expected = mb.store.question_count(), int(config.get("counts", {}).get("questions", 0))
+            if n != expected:
+                mb.close()
+                raise IndexFormatError(f"index {path} is inconsistent: Milvus collection {mb.collection} shows "
+                                       f"{n} questions at generation {mb.generation}, config.json {expected}; "
+                                       "re-run faqsearch ingest")
+            return cls(path, config, encoder, whitening, mb.index, mb.store, version=version, threads=threads)
         try:
             vindex = VectorIndex.load(os.path.join(version, cfg.FILES["faiss"]), ix.get("factory", DEFAULT_FACTORY),
                                       ix.get("nprobe"), ix.get("ef_search"))
@@ -383,7 +427,7 @@ class FAQSearch:
         total = len(self.index)
         allowed = None
         if filters:  # applied inside FAISS, so k FAQs still come back when the filter keeps few
-            allowed = np.array(self.store.question_ids(filters), dtype=np.int64)
+            allowed = self.store.question_ids(filters)
             total = len(allowed)
         if total == 0:
             return [[] for _ in range(len(vectors))]
@@ -643,6 +687,24 @@ class FAQSearch:
             plan.removed_faqs = sorted(i for i in hashes if i not in listed and i in ingested)
         return plan
 
+    @property
+    def backend(self) -> str:
+        return str(self.config.get("backend", {}).get("kind", "embedded"))
+
+    def raw_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """(question ids, raw encoder vectors) of every question, in id order (for refit and tune)."""
+        if self.backend == "milvus":
+            return self.store.raw_vectors()
+        ids = np.array([q[0] for q in self.store.all_questions()], dtype=np.int64)
+        vec_path = os.path.join(self.dir, cfg.FILES["vectors"])
+        if not os.path.exists(vec_path):
+            raise IndexFormatError(cfg.damaged(self.path, "vectors", "missing"))
+        raw = np.load(vec_path, mmap_mode="r")
+        if len(ids) != raw.shape[0]:
+            raise IndexFormatError(f"index {self.path} is inconsistent: {len(ids)} questions but {raw.shape[0]} "
+                                   "stored vectors; re-run faqsearch ingest")
+        return ids, raw
+
     def _edit(self, plan: _Edit, source: str, progress: bool) -> EditReport:
         """Apply a plan to a copy of the index directory and swap it in (all or nothing)."""
         report = EditReport(added_faqs=[f.id for f in plan.new_faqs], updated_faqs=[f.id for f in plan.changed_faqs],
@@ -650,6 +712,13 @@ class FAQSearch:
         if not (plan.new_faqs or plan.changed_faqs or plan.new_questions or plan.removed_questions
                 or plan.removed_faqs):
             report.unchanged_faqs = self.store.counts()["faqs"]
+            return report
+        if self.backend == "milvus":
+            from .backends.milvus import edit as milvus_edit
+
+            added, removed = milvus_edit(self, plan, source, progress)
+            self.reload()
+            report.added_questions, report.removed_questions = added, removed
             return report
         path, current = self.path, self.dir
         old_ids = np.array([q[0] for q in self.store.all_questions()], dtype=np.int64)
@@ -774,6 +843,9 @@ def _as_faqs(corpus: str | Sequence[FAQ], columns: Columns | None, fmt: str | No
     return [check_faq(f) for f in corpus]
 
 
+_NO_ENCODER: Any = None  # FAQSearch.open(encoder=None) loads lazily: nothing is loaded to read the store
+
+
 def _check_encoder(config: dict[str, Any], encoder: Encoder, path: str) -> None:
     check_spec(config["encoder"], encoder.spec(), path)
     if encoder.dimension != config["dim_in"]:
@@ -781,21 +853,26 @@ def _check_encoder(config: dict[str, Any], encoder: Encoder, path: str) -> None:
                                f"{encoder.dimension}; re-run faqsearch ingest")
 
 
+def _previous_generation(path: str) -> int:
+    try:
+        return int(cfg.load_config(resolve(path)).get("generation", 0))
+    except FAQSearchError:
+        return 0
+
+
 def _refuse_lossy_rebuild(path: str, source: str) -> None:
     """Rebuilding from a corpus would drop questions the corpus never had (add, update, augment,
     feedback): refuse unless forced, and say how to keep them."""
-    version = resolve(path)
-    db = os.path.join(version, cfg.FILES["store"])
-    if not os.path.exists(os.path.join(version, cfg.FILES["config"])) or not os.path.exists(db):
+    if not os.path.exists(os.path.join(resolve(path), cfg.FILES["config"])):
         return
     try:
-        store = Store.open_existing(db, path)
-    except IndexFormatError:
+        existing = FAQSearch.open(path, encoder=_NO_ENCODER)
+    except FAQSearchError:
         return  # a damaged index: rebuilding it is the fix
     try:
-        extra = store.source_counts(exclude="corpus")
+        extra = existing.store.source_counts(exclude="corpus")
     finally:
-        store.close()
+        existing.close()
     if extra:
         what = ", ".join(f"{n} from {src}" for src, n in sorted(extra.items()))
         raise FAQSearchError(

@@ -126,14 +126,8 @@ def _cross_validate(score_fn, n: int, n_settings: int, current: int, folds: int)
 def tune(engine, queries: Sequence[LabelledQuery] | None = None, pairs: tuple | None = None,
          self_supervised: bool = False, folds: int = FOLDS, progress: bool = False) -> TuneReport:
     """Evaluate the grid on labelled queries, sentence pairs, or the index's own question variants."""
-    path = engine.path
-    vec_path = os.path.join(path, cfg.FILES["vectors"])
-    if not os.path.exists(vec_path):
-        raise FAQSearchError(f"index {path} has no stored raw vectors ({cfg.FILES['vectors']}); re-run faqsearch ingest")
-    raw = np.load(vec_path, mmap_mode="r")
-    rows = engine.store.all_questions()  # (id, faq_id, text), in id order = vectors.npy order
-    if len(rows) != raw.shape[0]:
-        raise FAQSearchError(f"index {path}: {raw.shape[0]} stored vectors for {len(rows)} questions; re-run ingest")
+    _, raw = engine.raw_vectors()
+    rows = engine.store.all_questions()  # (id, faq_id, text), in id order = the raw vectors' order
     dim = raw.shape[1]
     doc_faq = np.array([r[1] for r in rows], dtype=object)
     moments = engine.whitening.moments
@@ -235,33 +229,40 @@ def apply(engine, setting: Setting, threshold: float | None = None) -> str:
     path = engine.path
     with engine._exclusive():
         current = engine.dir
-        raw = np.load(os.path.join(current, cfg.FILES["vectors"]), mmap_mode="r")
-        ids = np.array([r[0] for r in engine.store.all_questions()], dtype=np.int64)
-        if len(ids) != raw.shape[0]:
-            raise IndexFormatError(f"index {path} is inconsistent: {len(ids)} questions but {raw.shape[0]} stored "
-                                   "vectors; re-run faqsearch ingest")
+        ids, raw = engine.raw_vectors()
         white = _transform(setting, engine.whitening.moments, raw.shape[1])
         white.moments = engine.whitening.moments
+        ixc = dict(engine.config.get("index", {}))
         with next_version(path, "tuning") as tmp:
-            for key in ("store", "vectors"):
-                share_file(current, tmp, cfg.FILES[key])
-            ixc = dict(engine.config.get("index", {}))
-            factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
-            vindex = build_vector_index(white, raw, ids, factory)  # rebuilt from live vectors: no tombstones
-            white.save(os.path.join(tmp, cfg.FILES["whitening"]))
-            vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
             config = dict(engine.config)
+            if engine.backend == "milvus":
+                from .backends.milvus import rebuild
+
+                config["backend"] = rebuild(engine, white)
+                config["generation"] = config["backend"]["generation"]
+            else:
+                for key in ("store", "vectors"):
+                    share_file(current, tmp, cfg.FILES[key])
+                factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
+                vindex = build_vector_index(white, raw, ids, factory)  # rebuilt from live vectors: no tombstones
+                vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
+                ixc = {**ixc, "factory": factory, "tombstones": 0, "nprobe": getattr(vindex, "nprobe", None),
+                       "ef_search": getattr(vindex, "ef_search", None)}
+                config["generation"] = int(config.get("generation", 0)) + 1
+            white.save(os.path.join(tmp, cfg.FILES["whitening"]))
             config["whitening"] = {**config["whitening"], "enabled": setting.whiten, "beta": white.beta,
                                    "gamma": white.gamma, "k": setting.k if setting.whiten else None,
                                    "k_effective": white.dim_out, "rank": white.rank, "tuned": True}
             config["dim_out"] = white.dim_out
-            config["index"] = {**ixc, "factory": factory, "tombstones": 0, "nprobe": getattr(vindex, "nprobe", None),
-                               "ef_search": getattr(vindex, "ef_search", None)}
+            config["index"] = ixc
             config["next_question_id"] = max(int(config.get("next_question_id", 0)), engine.index.max_id() + 1)
-            config["generation"] = int(config.get("generation", 0)) + 1
             if threshold is not None:
                 config["threshold"] = threshold
             cfg.save_config(tmp, config)
+        if engine.backend == "milvus":
+            from .backends.milvus import drop_stale
+
+            drop_stale(config["backend"])
         engine.reload()
     return path
 

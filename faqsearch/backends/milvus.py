@@ -400,3 +400,184 @@ class MilvusStore:
         for r in self.b.query("", ["faq_id"]):
             per[r["faq_id"]] = per.get(r["faq_id"], 0) + 1
         return {"faqs": len(per), "questions": sum(per.values()), "max_questions_per_faq": max(per.values(), default=0)}
+
+
+# ---- what the engine calls ------------------------------------------------------------------
+def build_spec(path: str, uri: str | None, collection: str | None, index_type: str) -> dict[str, Any]:
+    """The backend spec recorded in config.json (validated before anything is encoded)."""
+    import os
+    import re
+
+    if not uri:
+        raise FAQSearchError("--backend milvus needs --uri: a local file such as ./faq.milvus.db (milvus-lite) "
+                             "or http://host:19530 (a Milvus server)")
+    if index_type.lower() not in INDEX_TYPES:
+        raise FAQSearchError(f"unknown --index-type {index_type!r} for Milvus; choose one of {', '.join(INDEX_TYPES)}")
+    if "://" not in uri:
+        uri = os.path.abspath(uri)
+    base = collection or "faqsearch_" + re.sub(r"[^A-Za-z0-9_]", "_", os.path.basename(path))
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,200}", base):
+        raise FAQSearchError(f"--collection {base!r}: use letters, digits and underscores, starting with a letter")
+    client(uri).close()  # unreachable or missing extra: fail now
+    return {"kind": "milvus", "uri": uri, "base": base, "index_type": index_type.lower()}
+
+
+def write_collection(spec: dict[str, Any], generation: int, white, raw: np.ndarray, store, progress: bool) -> dict:
+    """Fill a new collection from an in-memory store of the build and switch the alias to it."""
+    from ..encoders.base import progress_bar
+
+    name = MilvusBackend.create_collection(spec, generation, white.dim_out, raw.shape[1], spec["index_type"])
+    c = client(spec["uri"], spec.get("token"))
+    try:
+        questions = store.all_questions()
+        seq = {f["id"]: i for i, f in enumerate(store.list_faqs())}
+        fields = {}
+        for fid in seq:
+            f = store.faq(fid)
+            fields[fid] = (f["answer"], f["category"], f["metadata"], f["content_hash"], seq[fid])
+        with progress_bar(len(questions), progress, "writing to Milvus") as bar:
+            for start in range(0, len(questions), BATCH * 4):
+                chunk = questions[start:start + BATCH * 4]
+                block = np.asarray(raw[start:start + len(chunk)])
+                rows = MilvusBackend.rows([(q[0], q[1], q[2], "corpus") for q in chunk], fields,
+                                          white.transform(block), block, generation)
+                for b in range(0, len(rows), BATCH):
+                    c.insert(name, rows[b:b + BATCH])
+                bar.update(len(chunk))
+        c.load_collection(name)
+        previous = _switch_alias(c, spec["base"], name)
+    except BaseException:
+        c.drop_collection(name)
+        c.close()
+        raise
+    c.close()
+    return {**spec, "collection": name, "previous": previous, "generation": generation}
+
+
+def _switch_alias(c, base: str, collection: str) -> str | None:
+    before = None
+    try:
+        before = c.describe_alias(base).get("collection_name")
+    except Exception:  # noqa: BLE001 - no such alias yet
+        before = None
+    if before is None:
+        c.create_alias(collection, base)
+    else:
+        c.alter_alias(collection, base)
+    return before
+
+
+def drop_stale(spec: dict[str, Any]) -> list[str]:
+    """After a rebuild is committed: drop this index's collections other than the current and previous."""
+    c = client(spec["uri"], spec.get("token"))
+    keep = {spec["collection"], spec.get("previous")}
+    dropped = [n for n in c.list_collections() if n.startswith(f"{spec['base']}__g") and n not in keep]
+    for n in dropped:
+        c.drop_collection(n)
+    c.close()
+    return dropped
+
+
+def open_backend(config: dict[str, Any], whitening) -> MilvusBackend:
+    return MilvusBackend(config["backend"], int(config.get("generation", 0)), whitening.dim_out,
+                         int(config["dim_in"]), int(config.get("next_question_id", 1)))
+
+
+def edit(engine, plan, source: str, progress: bool) -> tuple[int, int]:
+    """Apply an edit plan at generation G+1: new rows, removed rows marked dead, then the config commit."""
+    import os
+
+    from .. import config as cfg
+    from ..indexdir import next_version
+    from ..whitening import Moments, Whitening
+
+    b: MilvusBackend = engine.index.b
+    g, g1 = b.generation, b.generation + 1
+    b.repair()
+    store: MilvusStore = engine.store
+    removed: list[int] = []
+    for fid in plan.removed_faqs:
+        f = store.faq(fid)
+        removed += [q["id"] for q in f["questions"]] if f else []
+    removed += [int(i) for i in plan.removed_questions]
+    # FAQ fields live on every question row: a changed FAQ's rows are replaced (copied, new ids)
+    changed = {f.id: f for f in plan.changed_faqs}
+    keep_rows = []
+    if changed:
+        for r in b.query(f"faq_id in {json.dumps(list(changed), ensure_ascii=False)}", _ALL):
+            if r["id"] not in set(removed):
+                keep_rows.append(r)
+    next_id = max(b.next_id, int(engine.config.get("next_question_id", 1)))
+    seq_base = max([r["faq_seq"] for r in b.query("", ["faq_seq"])] or [-1]) + 1
+    fields = store.faq_fields({fid for fid, _ in plan.new_questions} - set(changed))
+    for i, f in enumerate(plan.new_faqs):
+        from ..corpus import faq_hash
+
+        fields[f.id] = (f.answer, f.category, f.metadata, faq_hash(f), seq_base + i)
+    for f in plan.changed_faqs:
+        from ..corpus import faq_hash
+
+        old_seq = next((r["faq_seq"] for r in keep_rows), seq_base + len(plan.new_faqs))
+        fields[f.id] = (f.answer, f.category, f.metadata, faq_hash(f), old_seq)
+    new_q = [(f.id, q) for f in plan.new_faqs for q in f.questions] + list(plan.new_questions)
+    new_rows = [(next_id + i, fid, text, source) for i, (fid, text) in enumerate(new_q)]
+    raw_new = engine.encoder.encode([r[2] for r in new_rows], progress=progress) if new_rows else \
+        np.empty((0, b.dim_in), np.float32)
+    moments = Moments.from_arrays(engine.whitening.moments.to_arrays())
+    if engine.config["whitening"].get("fitted_on") == "corpus questions":
+        if removed:
+            gone = b.client.query(b.collection, filter=f"id in {removed}", output_fields=["raw"])
+            moments.remove(np.array([r["raw"] for r in gone], dtype=np.float32).reshape(-1, b.dim_in))
+        moments.update(raw_new)
+    w = engine.whitening
+    white = Whitening(w.kernel, w.bias, w.beta, w.gamma, w.k, moments, w.rank)
+    rows = MilvusBackend.rows(new_rows, fields, white.transform(raw_new), raw_new, g1)
+    copy_id = next_id + len(new_rows)
+    for r in keep_rows:  # replacements of a changed FAQ's surviving rows
+        answer, category, metadata, chash, seq = fields[r["faq_id"]]
+        rows.append({**{k: v for k, v in r.items() if k != "sparse"}, "id": copy_id, "answer": answer,
+                     "category": category, "metadata": metadata or None, "content_hash": chash, "faq_seq": seq,
+                     "gen": g1, "dead": ALIVE})
+        copy_id += 1
+    path = engine.path
+    with next_version(path, "edit") as tmp:
+        b.insert(rows)
+        b.kill(removed + [r["id"] for r in keep_rows], g1)
+        white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+        config = dict(engine.config)
+        config["generation"] = g1
+        config["next_question_id"] = copy_id
+        b.generation = g1
+        config["counts"] = MilvusStore(b).counts()
+        b.generation = g
+        config["modified"] = cfg.new_config()["created"]
+        cfg.save_config(tmp, config)
+    return len(new_rows), len(removed)
+
+
+def rebuild(engine, white, progress: bool = False) -> dict[str, Any]:
+    """A new collection with every row re-transformed (refit, tune --apply); returns the new spec."""
+    b: MilvusBackend = engine.index.b
+    rows = b.query("", _ALL)
+    rows.sort(key=lambda r: r["id"])
+    spec = {k: v for k, v in b.spec.items() if k not in ("collection", "previous", "generation")}
+    generation = b.generation + 1
+    name = MilvusBackend.create_collection(spec, generation, white.dim_out, b.dim_in, spec["index_type"])
+    c = client(spec["uri"], spec.get("token"))
+    try:
+        for start in range(0, len(rows), BATCH):
+            chunk = rows[start:start + BATCH]
+            raw = np.array([r["raw"] for r in chunk], dtype=np.float32)
+            vec = white.transform(raw)
+            for r, v in zip(chunk, vec):
+                r.pop("sparse", None)
+                r["vector"], r["gen"], r["dead"] = v.tolist(), generation, ALIVE
+            c.insert(name, chunk)
+        c.load_collection(name)
+        previous = _switch_alias(c, spec["base"], name)
+    except BaseException:
+        c.drop_collection(name)
+        c.close()
+        raise
+    c.close()
+    return {**spec, "collection": name, "previous": previous, "generation": generation}
