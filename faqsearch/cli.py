@@ -76,6 +76,10 @@ def cli():
 @click.option("--index-type", default="auto", show_default=True,
               help="auto (by size), flat, sq8, hnsw, ivf, ivf-sq8, ivf-pq, or a FAISS factory string.")
 @click.option("--quantize", is_flag=True, help="Dynamic int8 encoder (faster, lossy: see README 'Speed').")
+@click.option("--backend", type=click.Choice(["embedded", "milvus"]), default="embedded", show_default=True,
+              help="Where rows and vectors live: FAISS + SQLite files, or a Milvus collection (needs --uri).")
+@click.option("--uri", help="Milvus: a local file (milvus-lite, e.g. ./faq.milvus.db) or http://host:19530.")
+@click.option("--collection", help="Milvus alias of the index's collection (default faqsearch_<index name>).")
 @click.option("--upsert", is_flag=True, help="If the index exists, apply only the difference to it (new, changed and "
                                               "removed FAQs by content hash) instead of rebuilding.")
 @click.option("--force", is_flag=True, help="Rebuild even if the index holds questions this corpus lacks (from add, "
@@ -93,7 +97,7 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, gamma, k, no_whitening, fit_on, threshold, fmt,
            question_column, answer_column, id_column, category_column, variants_column, variant_sep, index_type,
-           quantize, upsert, force, augment, simbert_dir, augment_min_score, tune_self, batch_size, threads, quiet,
+           quantize, backend, uri, collection, upsert, force, augment, simbert_dir, augment_min_score, tune_self, batch_size, threads, quiet,
            as_json):
     """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns).
 
@@ -107,6 +111,7 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
         faqsearch ingest faqs.csv --index support --id-column faq_id
         faqsearch ingest zh_faq.csv --index zh --model use-multilingual
         faqsearch ingest faqs.csv --fit-on user_queries.txt --dims 128
+        faqsearch ingest faqs.csv --index support --backend milvus --uri ./faq.milvus.db
     """
     from .corpus import Columns
     from .engine import DEFAULT_BETA, DEFAULT_GAMMA, DEFAULT_K, DEFAULT_THRESHOLD, FAQSearch
@@ -137,7 +142,7 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
             k=DEFAULT_K if k is None else k, whiten=not no_whitening, fit_on=fit_on,
             threshold=DEFAULT_THRESHOLD if threshold is None else threshold, columns=columns, fmt=fmt,
             index_type=index_type, quantize=quantize, batch_size=batch_size, progress=not quiet and not as_json,
-            force=force)
+            force=force, backend=backend, uri=uri, collection=collection)
         if augment:
             report = engine.augment(_load_simbert(simbert_dir), n=augment, min_score=augment_min_score,
                                     progress=not quiet and not as_json)

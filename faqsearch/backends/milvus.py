@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 ALIVE = 1 << 62
 BATCH = 1000
+WINDOW = 16384  # Milvus returns at most this many rows per query
 MAX_ANSWER = 65535  # bytes: Milvus VARCHAR limit
 INDEX_TYPES = {"flat": ("FLAT", {}), "auto": ("FLAT", {}), "hnsw": ("HNSW", {"M": 32, "efConstruction": 200}),
                "ivf": ("IVF_FLAT", {"nlist": 1024}), "ivf-sq8": ("IVF_SQ8", {"nlist": 1024}),
@@ -42,7 +43,20 @@ INDEX_TYPES = {"flat": ("FLAT", {}), "auto": ("FLAT", {}), "hnsw": ("HNSW", {"M"
 FIELDS = ["id", "faq_id", "text", "source", "answer", "category", "metadata", "content_hash", "faq_seq"]
 
 
+class _LiteNoise(logging.Filter):
+    """milvus-lite's embedded server does not implement AllocTimestamp, which pymilvus calls while it
+    waits for an index; the call fails harmlessly but logs a traceback on every collection created."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Method not implemented" not in record.getMessage() and "mvccTs" not in record.getMessage()
+
+
 def client(uri: str, token: str | None = None):
+    if "://" not in uri:
+        for name in ("grpc._server", "pymilvus"):
+            lg = logging.getLogger(name)
+            if not any(isinstance(f, _LiteNoise) for f in lg.filters):
+                lg.addFilter(_LiteNoise())
     try:
         from pymilvus import MilvusClient
     except ImportError as exc:
@@ -51,6 +65,10 @@ def client(uri: str, token: str | None = None):
     try:
         return MilvusClient(uri, token=token or "")
     except Exception as exc:  # noqa: BLE001 - connection errors come in many classes
+        if "://" not in uri:
+            raise FAQSearchError(f"cannot open the milvus-lite file {uri} ({exc}). milvus-lite lets one process "
+                                 "use a file at a time: stop the other process (a running `faqsearch serve`?), or "
+                                 "run a Milvus server for several processes") from None
         raise FAQSearchError(f"cannot reach Milvus at {uri} ({exc}); check --uri (a local .db file for "
                              "milvus-lite, or http://host:19530 for a server)") from None
 
@@ -68,8 +86,11 @@ def filter_expr(filters: dict[str, Any] | None) -> str:
     parts = []
     for key, value in (filters or {}).items():
         values = list(value) if isinstance(value, (list, tuple, set)) else [value]
-        field = "category" if key == "category" else f"metadata[{json.dumps(str(key))}]"
-        parts.append(f"{field} in [{', '.join(_quote(v) for v in values)}]")
+        if key == "category":
+            parts.append(f"category in [{', '.join(_quote(v) for v in values)}]")
+        else:  # JSON paths take no `in`: a disjunction of equalities
+            field = f"metadata[{json.dumps(str(key))}]"
+            parts.append("(" + " or ".join(f"{field} == {_quote(v)}" for v in values) + ")")
     return " and ".join(parts)
 
 
@@ -98,20 +119,35 @@ class MilvusBackend:
         base = f"gen <= {g} and dead > {g}"
         return f"({base}) and ({extra})" if extra else base
 
-    def query(self, expr: str, fields: Sequence[str]) -> list[dict[str, Any]]:
-        """Every visible row matching ``expr`` (iterated in batches: no result-size limit)."""
-        it = self.client.query_iterator(self.collection, batch_size=BATCH, filter=self.visible(expr),
-                                        output_fields=list(fields))
+    def query(self, expr: str, fields: Sequence[str], all_rows: bool = False) -> list[dict[str, Any]]:
+        """Every visible row (every row with ``all_rows``) matching ``expr``. Read in windows of
+        question ids no wider than Milvus' result limit, so nothing is cut off (query iterators are
+        not served by milvus-lite)."""
         out: list[dict[str, Any]] = []
-        try:
-            while True:
-                batch = it.next()
-                if not batch:
-                    break
-                out += batch
-        finally:
-            it.close()
+        cond = expr if all_rows else self.visible(expr)
+        top = max(self.next_id, self.max_stored_id() + 1)
+        for lo in range(0, top, WINDOW):
+            window = f"id >= {lo} and id < {lo + WINDOW}"
+            out += self.client.query(self.collection, filter=f"({window}) and ({cond})" if cond else window,
+                                     output_fields=list(fields), limit=WINDOW)
         return out
+
+    def by_ids(self, ids: Sequence[int], fields: Sequence[str], visible: bool = True) -> list[dict[str, Any]]:
+        """Rows with these ids (visible ones only, unless ``visible`` is false)."""
+        ids = [int(i) for i in ids]
+        out: list[dict[str, Any]] = []
+        for start in range(0, len(ids), BATCH):
+            cond = f"id in {ids[start:start + BATCH]}"
+            out += self.client.query(self.collection, filter=self.visible(cond) if visible else cond,
+                                     output_fields=list(fields), limit=BATCH)
+        return out
+
+    def max_stored_id(self) -> int:
+        """The largest id in the collection, uncommitted rows of a killed edit included."""
+        lo, hi = self.next_id, self.next_id + 1
+        while self.client.query(self.collection, filter=f"id >= {hi}", output_fields=["id"], limit=1):
+            lo, hi = hi, hi * 2
+        return hi
 
     def count(self, expr: str = "") -> int:
         res = self.client.query(self.collection, filter=self.visible(expr), output_fields=["count(*)"])
@@ -188,49 +224,24 @@ class MilvusBackend:
 
     def kill(self, ids: Sequence[int], generation: int) -> None:
         """Mark rows removed at ``generation`` (readers of earlier generations still see them)."""
-        ids = [int(i) for i in ids]
-        for start in range(0, len(ids), BATCH):
-            chunk = ids[start:start + BATCH]
-            rows = self.client.query(self.collection, filter=f"id in {chunk}", output_fields=_ALL)
-            for r in rows:
-                r["dead"] = int(generation)
-                r.pop("sparse", None)
-            if rows:
-                self.client.upsert(self.collection, rows)
+        rows = self.by_ids(ids, _ALL, visible=False)
+        for r in rows:
+            r["dead"] = int(generation)
+            r.pop("sparse", None)
+        for start in range(0, len(rows), BATCH):
+            self.client.upsert(self.collection, rows[start:start + BATCH])
 
     def repair(self) -> None:
         """Before an edit (under the writer lock): undo what a killed edit left, drop long-dead rows."""
         g = self.generation
         self.client.delete(self.collection, filter=f"gen > {g}")
-        marked = self.client.query(self.collection, filter=f"dead > {g} and dead < {ALIVE}", output_fields=_ALL)
+        marked = self.query(f"dead > {g} and dead < {ALIVE}", _ALL, all_rows=True)
         for r in marked:
             r["dead"] = ALIVE
             r.pop("sparse", None)
-        if marked:
-            self.client.upsert(self.collection, marked)
+        for start in range(0, len(marked), BATCH):
+            self.client.upsert(self.collection, marked[start:start + BATCH])
         self.client.delete(self.collection, filter=f"dead < {g}")  # invisible to this and the previous generation
-
-    def switch_alias(self, base: str, collection: str) -> str | None:
-        """Point the alias at ``collection``; returns the collection it named before (if any)."""
-        aliases = {}
-        for name in self.client.list_collections():
-            for a in self.client.list_aliases(name).get("aliases", []):
-                aliases[a] = name
-        before = aliases.get(base)
-        if before is None:
-            self.client.create_alias(collection, base)
-        else:
-            self.client.alter_alias(collection, base)
-        return before
-
-    def drop_stale(self, base: str, keep: Sequence[str]) -> list[str]:
-        """Drop this index's collections other than ``keep`` (current and previous)."""
-        dropped = []
-        for name in self.client.list_collections():
-            if name.startswith(f"{base}__g") and name not in keep:
-                self.client.drop_collection(name)
-                dropped.append(name)
-        return dropped
 
 
 _ALL = ["id", "faq_id", "text", "lex", "source", "answer", "category", "metadata", "content_hash", "faq_seq", "gen",
@@ -280,8 +291,7 @@ class MilvusIndex:
     def reconstruct(self, ids: np.ndarray) -> np.ndarray:
         if not len(ids):
             return np.empty((0, self.dim), np.float32)
-        rows = {r["id"]: r["vector"] for r in self.b.client.query(
-            self.b.collection, filter=f"id in {[int(i) for i in ids]}", output_fields=["id", "vector"])}
+        rows = {r["id"]: r["vector"] for r in self.b.by_ids(ids, ["id", "vector"], visible=False)}
         return np.array([rows[int(i)] for i in ids], dtype=np.float32)
 
 
@@ -325,8 +335,7 @@ class MilvusStore:
         ids = [int(i) for i in ids]
         if not ids:
             return {}
-        rows = self.b.client.query(self.b.collection, filter=self.b.visible(f"id in {ids}"),
-                                   output_fields=["id", "faq_id", "text", "source", "answer", "category", "metadata"])
+        rows = self.b.by_ids(ids, ["id", "faq_id", "text", "source", "answer", "category", "metadata"])
         return {r["id"]: {"question_id": r["id"], "faq_id": r["faq_id"], "question": r["text"], "source": r["source"],
                           "answer": r["answer"], "category": r["category"], "metadata": r["metadata"] or {}}
                 for r in rows}
@@ -455,11 +464,7 @@ def write_collection(spec: dict[str, Any], generation: int, white, raw: np.ndarr
 
 
 def _switch_alias(c, base: str, collection: str) -> str | None:
-    before = None
-    try:
-        before = c.describe_alias(base).get("collection_name")
-    except Exception:  # noqa: BLE001 - no such alias yet
-        before = None
+    before = next((n for n in c.list_collections() if base in c.list_aliases(n).get("aliases", [])), None)
     if before is None:
         c.create_alias(collection, base)
     else:
@@ -517,28 +522,31 @@ def edit(engine, plan, source: str, progress: bool) -> tuple[int, int]:
     for f in plan.changed_faqs:
         from ..corpus import faq_hash
 
-        old_seq = next((r["faq_seq"] for r in keep_rows), seq_base + len(plan.new_faqs))
+        old_seq = next((r["faq_seq"] for r in keep_rows if r["faq_id"] == f.id), seq_base + len(plan.new_faqs))
         fields[f.id] = (f.answer, f.category, f.metadata, faq_hash(f), old_seq)
+    # a changed FAQ's surviving rows are copied first, so its questions keep their order
+    copies = []
+    copy_id = next_id
+    for r in sorted(keep_rows, key=lambda r: r["id"]):
+        answer, category, metadata, chash, seq = fields[r["faq_id"]]
+        copies.append({**{k: v for k, v in r.items() if k != "sparse"}, "id": copy_id, "answer": answer,
+                       "category": category, "metadata": metadata or None, "content_hash": chash, "faq_seq": seq,
+                       "gen": g1, "dead": ALIVE})
+        copy_id += 1
     new_q = [(f.id, q) for f in plan.new_faqs for q in f.questions] + list(plan.new_questions)
-    new_rows = [(next_id + i, fid, text, source) for i, (fid, text) in enumerate(new_q)]
+    new_rows = [(copy_id + i, fid, text, source) for i, (fid, text) in enumerate(new_q)]
     raw_new = engine.encoder.encode([r[2] for r in new_rows], progress=progress) if new_rows else \
         np.empty((0, b.dim_in), np.float32)
     moments = Moments.from_arrays(engine.whitening.moments.to_arrays())
     if engine.config["whitening"].get("fitted_on") == "corpus questions":
         if removed:
-            gone = b.client.query(b.collection, filter=f"id in {removed}", output_fields=["raw"])
+            gone = b.by_ids(removed, ["raw"], visible=False)
             moments.remove(np.array([r["raw"] for r in gone], dtype=np.float32).reshape(-1, b.dim_in))
         moments.update(raw_new)
     w = engine.whitening
     white = Whitening(w.kernel, w.bias, w.beta, w.gamma, w.k, moments, w.rank)
-    rows = MilvusBackend.rows(new_rows, fields, white.transform(raw_new), raw_new, g1)
-    copy_id = next_id + len(new_rows)
-    for r in keep_rows:  # replacements of a changed FAQ's surviving rows
-        answer, category, metadata, chash, seq = fields[r["faq_id"]]
-        rows.append({**{k: v for k, v in r.items() if k != "sparse"}, "id": copy_id, "answer": answer,
-                     "category": category, "metadata": metadata or None, "content_hash": chash, "faq_seq": seq,
-                     "gen": g1, "dead": ALIVE})
-        copy_id += 1
+    rows = copies + MilvusBackend.rows(new_rows, fields, white.transform(raw_new), raw_new, g1)
+    copy_id += len(new_rows)
     path = engine.path
     with next_version(path, "edit") as tmp:
         b.insert(rows)

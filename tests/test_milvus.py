@@ -1,0 +1,177 @@
+"""The Milvus backend against milvus-lite (a local file): the same answers, edits and eval figures
+as the embedded backend. A test against a Milvus server runs when FAQSEARCH_MILVUS_URI is set."""
+import json
+import logging
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pymilvus")
+pytest.importorskip("milvus_lite")
+
+from faqsearch import FAQ, FAQSearch  # noqa: E402
+from faqsearch.errors import FAQSearchError  # noqa: E402
+from faqsearch.evaluation import evaluate, read_labelled_queries  # noqa: E402
+from faqsearch.tuning import Setting, apply  # noqa: E402
+
+from .conftest import SAMPLE, SHARED_DATA, FakeEncoder  # noqa: E402
+
+logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
+
+
+class CachingEncoder:
+    def __init__(self, inner):
+        self.inner, self.name, self.dimension, self.cache = inner, inner.name, inner.dimension, {}
+
+    def encode(self, texts, batch_size=64, progress=False):
+        todo = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if todo:
+            self.cache.update(zip(todo, self.inner.encode(todo, batch_size=batch_size)))
+        return np.stack([self.cache[t] for t in texts]) if texts else np.empty((0, self.dimension), np.float32)
+
+    def spec(self):
+        return self.inner.spec()
+
+
+def both(tmp_path, corpus, encoder, **kw):
+    emb = FAQSearch.build(corpus, str(tmp_path / "emb"), encoder=encoder, index_type="flat", **kw)
+    mil = FAQSearch.build(corpus, str(tmp_path / "mil"), encoder=encoder, backend="milvus",
+                          uri=str(tmp_path / "m.db"), **kw)
+    return emb, mil
+
+
+def assert_same_top10(emb, mil, texts):
+    vecs = emb.embed(texts)
+    for a, b in zip(emb.search_vectors(vecs, 10), mil.search_vectors(vecs, 10)):
+        assert [x.faq_id for x in a] == [x.faq_id for x in b]
+        assert np.allclose([x.score for x in a], [x.score for x in b], atol=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sample_data", "CovidFAQ"])
+def test_parity_top10_and_eval_with_the_embedded_backend(tmp_path, minilm, name):
+    if name == "sample_data":
+        corpus, queries = os.path.join(SAMPLE, "faq.csv"), os.path.join(SAMPLE, "queries.csv")
+    else:
+        corpus = os.path.join(SHARED_DATA, "CovidFAQ", "faqs.csv")
+        queries = os.path.join(SHARED_DATA, "CovidFAQ", "queries.csv")
+        if not os.path.exists(corpus):
+            pytest.skip("../shared/data is not here")
+    enc = CachingEncoder(minilm)
+    emb, mil = both(tmp_path, corpus, enc)
+    labelled = read_labelled_queries(queries)
+    assert_same_top10(emb, mil, [q.text for q in labelled])
+    for mode in ("dense", "hybrid"):
+        a = evaluate(emb, labelled, mode=mode)
+        b = evaluate(mil, labelled, mode=mode)
+        if mode == "dense":
+            assert a == b
+        else:  # Milvus' own BM25 differs from SQLite FTS5's in its statistics: close, not equal
+            assert abs(a["mrr@10"] - b["mrr@10"]) < 0.03, (a, b)
+    emb.close()
+    mil.close()
+
+
+CORPUS = [FAQ(f"f{i}", f"answer {i}", [f"question about topic{i} variant{j}" for j in range(3)],
+              "even" if i % 2 == 0 else "odd", {"product": f"p{i % 3}"}) for i in range(12)]
+
+
+@pytest.fixture
+def pair(tmp_path):
+    emb, mil = both(tmp_path, CORPUS, FakeEncoder(), threshold=-1)
+    yield emb, mil
+    emb.close()
+    mil.close()
+
+
+def test_edits_match_the_embedded_backend(pair):
+    emb, mil = pair
+    for e in (emb, mil):
+        e.add([FAQ("new", "new answer", ["brand new wording", "another new wording"])])
+        e.update([FAQ("f1", "changed answer", ["question about topic1 variant0", "a fresh variant"], "odd")])
+        e.remove(["f2"])
+        e.feedback("user words for topic three", "f3")
+    for e in (emb, mil):
+        e._checked -= 10
+    texts = ["brand new wording", "a fresh variant", "question about topic2 variant1", "user words for topic three",
+             "question about topic1 variant2"]
+    assert_same_top10(emb, mil, texts)
+    assert mil.show("f1")["answer"] == "changed answer"
+    assert [q["text"] for q in mil.show("f1")["questions"]] == [q["text"] for q in emb.show("f1")["questions"]]
+    assert [f["id"] for f in mil.list()] == [f["id"] for f in emb.list()]
+    assert mil.info()["counts"] == emb.info()["counts"]
+    assert mil.store.source_counts() == emb.store.source_counts()
+    with pytest.raises(FAQSearchError):
+        mil.remove(["f2"])
+
+
+def test_filters_and_hybrid_on_milvus(pair):
+    emb, mil = pair
+    for e in (emb, mil):
+        r = e.ask("question about topic1 variant0", k=3, filters={"category": "even"}, mode="dense")
+        assert [a.faq_id for a in r.answers] and all(int(a.faq_id[1:]) % 2 == 0 for a in r.answers)
+        r = e.ask("question about topic1 variant0", k=3, filters={"product": ["p1"]}, mode="dense")
+        assert {a.metadata["product"] for a in r.answers} == {"p1"}
+        assert e.ask("topic7 variant2", mode="lexical").answers[0].faq_id == "f7"
+        assert e.ask("question about topic7 variant2", mode="hybrid").answers[0].faq_id == "f7"
+
+
+def test_interrupted_milvus_edit_is_invisible_and_repaired(pair, monkeypatch):
+    _, mil = pair
+    import faqsearch.config as cfg
+
+    before = mil.info()["counts"]
+
+    def crash(*a, **k):
+        raise KeyboardInterrupt()
+
+    monkeypatch.setattr(cfg, "save_config", crash)  # killed after the rows were written, before the commit
+    with pytest.raises(KeyboardInterrupt):
+        mil.add([FAQ("ghost", "ghost answer", ["ghost question words"])])
+    with pytest.raises(KeyboardInterrupt):
+        mil.remove(["f5"])
+    monkeypatch.undo()
+    fresh = FAQSearch.open(mil.path, encoder=FakeEncoder())
+    assert fresh.info()["counts"] == before
+    assert "ghost" not in [a.faq_id for a in fresh.ask("ghost question words", k=5, mode="dense").answers]
+    assert fresh.ask("question about topic5 variant1", mode="dense").answers[0].faq_id == "f5"
+    fresh.add([FAQ("real", "real answer", ["a real new question"])])  # repairs the leftovers first
+    assert fresh.store.counts()["questions"] == before["questions"] + 1
+    b = fresh.index.b
+    assert not b.query(f"gen > {b.generation}", ["id"], all_rows=True)  # no uncommitted rows left
+    fresh.close()
+
+
+def test_refit_makes_a_new_collection_and_keeps_answers(pair):
+    _, mil = pair
+    old = mil.index.b.collection
+    apply(mil, Setting(True, 1.0, 1.0, 8))
+    assert mil.index.b.collection != old and mil.config["dim_out"] <= 8
+    assert mil.ask("question about topic4 variant1", mode="dense").answers[0].faq_id == "f4"
+    apply(mil, Setting(True, 0.0, 0.0, None))
+    names = mil.index.b.client.list_collections()
+    assert old not in names and len([n for n in names if n.startswith("faqsearch_mil__g")]) == 2
+
+
+def test_cli_ingest_and_ask_on_milvus(tmp_path, fake_models, small_corpus):
+    from click.testing import CliRunner
+
+    from faqsearch.cli import cli
+
+    r = CliRunner().invoke(cli, ["ingest", small_corpus, "--index", str(tmp_path / "m"), "--backend", "milvus",
+                                 "--uri", str(tmp_path / "f.db"), "-q"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["ask", "How long does shipping take?", "--index", str(tmp_path / "m"), "--json"])
+    assert json.loads(r.output)["answers"][0]["faq_id"] == "2"
+    r = CliRunner().invoke(cli, ["ingest", small_corpus, "--index", str(tmp_path / "x"), "--backend", "milvus"])
+    assert r.exit_code == 1 and "--uri" in r.output
+
+
+@pytest.mark.skipif(not os.environ.get("FAQSEARCH_MILVUS_URI"), reason="set FAQSEARCH_MILVUS_URI=http://host:19530")
+def test_against_a_milvus_server(tmp_path):
+    e = FAQSearch.build(CORPUS, str(tmp_path / "srv"), encoder=FakeEncoder(), backend="milvus",
+                        uri=os.environ["FAQSEARCH_MILVUS_URI"], collection=f"faqsearch_test_{os.getpid()}")
+    e.add([FAQ("new", "new answer", ["brand new wording"])])
+    assert e.ask("brand new wording", mode="dense").answers[0].faq_id == "new"
+    e.close()
