@@ -424,6 +424,12 @@ class FAQSearch:
         Starts with a few neighbours per wanted FAQ and widens the search only for queries whose
         hits crowd into too few FAQs, so the cost does not grow with the largest FAQ.
         """
+        distinct = getattr(self.index, "search_distinct", None)
+        if distinct is not None:  # the backend groups by FAQ itself (Milvus)
+            hits, rows = distinct(vectors, k, filters)
+            for h in hits:
+                _check_scores(np.array([s for _, s in h], dtype=np.float32), np.array([i for i, _ in h]), self.path)
+            return [_distinct_faqs(h, rows, k, "dense") for h in hits]
         total = len(self.index)
         allowed = None
         if filters:  # applied inside FAISS, so k FAQs still come back when the filter keeps few

@@ -288,11 +288,33 @@ class MilvusIndex:
                 out[i, j] = h["id"]
         return scores, out
 
+    def search_distinct(self, queries: np.ndarray, k: int, filters: dict[str, Any] | None = None
+                        ) -> tuple[list[list[tuple[int, float]]], dict[int, dict[str, Any]]]:
+        """Top-k distinct FAQs per query in one Milvus call (grouping search on faq_id), with the rows
+        of their best questions: what the embedded backend gets by widening a FAISS search."""
+        fields = ["id", "faq_id", "text", "source", "answer", "category", "metadata"]
+        hits = self.b.client.search(self.b.collection, data=np.asarray(queries, dtype=np.float32).tolist(),
+                                    anns_field="vector", limit=max(1, min(int(k), 16384)),
+                                    filter=self.b.visible(filter_expr(filters)), output_fields=fields,
+                                    search_params={"metric_type": "IP"}, group_by_field="faq_id")
+        out, rows = [], {}
+        for row in hits:
+            out.append([(int(h["id"]), float(h["distance"])) for h in row])
+            for h in row:
+                rows[int(h["id"])] = _row(h["entity"] | {"id": h["id"]})
+        return out, rows
+
     def reconstruct(self, ids: np.ndarray) -> np.ndarray:
         if not len(ids):
             return np.empty((0, self.dim), np.float32)
         rows = {r["id"]: r["vector"] for r in self.b.by_ids(ids, ["id", "vector"], visible=False)}
         return np.array([rows[int(i)] for i in ids], dtype=np.float32)
+
+
+def _row(r: dict[str, Any]) -> dict[str, Any]:
+    """A Milvus row as the store's question row (joined with its FAQ)."""
+    return {"question_id": r["id"], "faq_id": r["faq_id"], "question": r["text"], "source": r["source"],
+            "answer": r["answer"], "category": r["category"], "metadata": r["metadata"] or {}}
 
 
 class _FilterIds(list):
@@ -336,9 +358,7 @@ class MilvusStore:
         if not ids:
             return {}
         rows = self.b.by_ids(ids, ["id", "faq_id", "text", "source", "answer", "category", "metadata"])
-        return {r["id"]: {"question_id": r["id"], "faq_id": r["faq_id"], "question": r["text"], "source": r["source"],
-                          "answer": r["answer"], "category": r["category"], "metadata": r["metadata"] or {}}
-                for r in rows}
+        return {r["id"]: _row(r) for r in rows}
 
     def all_questions(self) -> list[tuple[int, str, str]]:
         return sorted((r["id"], r["faq_id"], r["text"]) for r in self.b.query("", ["id", "faq_id", "text"]))
@@ -453,6 +473,7 @@ def write_collection(spec: dict[str, Any], generation: int, white, raw: np.ndarr
                 for b in range(0, len(rows), BATCH):
                     c.insert(name, rows[b:b + BATCH])
                 bar.update(len(chunk))
+        c.flush(name)  # sealed segments are searched through the index: 10x faster than growing ones
         c.load_collection(name)
         previous = _switch_alias(c, spec["base"], name)
     except BaseException:
@@ -551,6 +572,7 @@ def edit(engine, plan, source: str, progress: bool) -> tuple[int, int]:
     with next_version(path, "edit") as tmp:
         b.insert(rows)
         b.kill(removed + [r["id"] for r in keep_rows], g1)
+        b.client.flush(b.collection)
         white.save(os.path.join(tmp, cfg.FILES["whitening"]))
         config = dict(engine.config)
         config["generation"] = g1
@@ -581,6 +603,7 @@ def rebuild(engine, white, progress: bool = False) -> dict[str, Any]:
                 r.pop("sparse", None)
                 r["vector"], r["gen"], r["dead"] = v.tolist(), generation, ALIVE
             c.insert(name, chunk)
+        c.flush(name)  # sealed segments are searched through the index: 10x faster than growing ones
         c.load_collection(name)
         previous = _switch_alias(c, spec["base"], name)
     except BaseException:
