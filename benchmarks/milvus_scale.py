@@ -16,15 +16,12 @@ import csv
 import itertools
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import SAMPLE, CachingEncoder, emit, machine  # noqa: E402
-
-import numpy as np  # noqa: E402
 
 from faqsearch import FAQ, FAQSearch, read_corpus  # noqa: E402
 from faqsearch.encoders import load_encoder  # noqa: E402

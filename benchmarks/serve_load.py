@@ -18,7 +18,6 @@ import argparse
 import csv
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -21,7 +21,7 @@ from .corpus import FAQ, Columns, check_faq, faq_hash, read_corpus, read_texts
 from .encoders import Encoder, check_spec, encoder_from_spec, load_encoder
 from .errors import DuplicateFAQError, FAQSearchError, IndexFormatError, UnknownFAQError
 from .index import DEFAULT_FACTORY, VectorIndex, check_factory, factory_for, train_sample_size
-from .indexdir import next_version, resolve, share_file, writer_lock
+from .indexdir import next_version, resolve, writer_lock
 from .store import Store
 from .text import clean_text, is_blank
 from .whitening import Moments, Whitening

@@ -229,21 +229,18 @@ def create_app(service: Service, max_body: int = MAX_BODY):
     # ---- models -----------------------------------------------------------------------------
     Text = Field(..., min_length=1, max_length=MAX_QUERY)
 
-    class AskIn(BaseModel):
-        query: str = Text
+    class AskOptions(BaseModel):
         k: int = Field(3, ge=1, le=MAX_K)
         threshold: Optional[float] = Field(None, ge=-1, le=1)
         mode: Optional[str] = Field(None, pattern="^(" + "|".join(MODES) + ")$")
         category: Optional[str] = Field(None, max_length=200)
         filters: Optional[dict[str, Any]] = None
 
-    class BatchIn(BaseModel):
+    class AskIn(AskOptions):
+        query: str = Text
+
+    class BatchIn(AskOptions):
         queries: list[str] = Field(..., min_length=1, max_length=MAX_BATCH)
-        k: int = Field(3, ge=1, le=MAX_K)
-        threshold: Optional[float] = Field(None, ge=-1, le=1)
-        mode: Optional[str] = Field(None, pattern="^(" + "|".join(MODES) + ")$")
-        category: Optional[str] = Field(None, max_length=200)
-        filters: Optional[dict[str, Any]] = None
 
     class FAQIn(BaseModel):
         id: str = Field(..., min_length=1, max_length=200)

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import config as cfg
 from .encoders.base import progress_bar
-from .errors import FAQSearchError, IndexFormatError
+from .errors import FAQSearchError
 from .evaluation import LabelledQuery, reciprocal_rank, spearman
 from .index import factory_for
 from .whitening import Moments, Whitening

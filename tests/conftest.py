@@ -91,3 +91,18 @@ def index_entries(directory) -> list[str]:
                      and os.readlink(os.path.join(directory, n)) == d), None)
         names.append(f"<{link} version>" if link else d)
     return sorted(names)
+
+
+@pytest.fixture
+def run(fake_models):
+    """Invoke the CLI in-process (CliRunner) with fake encoders; returns the click Result."""
+    from click.testing import CliRunner
+
+    from faqsearch.cli import cli
+
+    runner = CliRunner()
+
+    def invoke(*args, input=None):
+        return runner.invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
+
+    return invoke

@@ -8,15 +8,6 @@ from click.testing import CliRunner
 from faqsearch.cli import cli
 
 
-@pytest.fixture
-def run(fake_models):
-    runner = CliRunner()
-
-    def invoke(*args, input=None):
-        return runner.invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
-
-    return invoke
-
 
 def test_every_command_has_help_with_example():
     runner = CliRunner()

@@ -123,7 +123,7 @@ def test_feedback_round_trip_from_the_page(page):
     # and the logged query shows where it went
     page.click("#tab-queries")
     page.uncheck("#only-unanswered")
-    page.wait_for_selector(f"#query-list .query:has-text('assigned to sto-01')", timeout=15000)
+    page.wait_for_selector("#query-list .query:has-text('assigned to sto-01')", timeout=15000)
 
 
 def test_faq_browsing_and_search(page):

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import zipfile
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -36,15 +35,6 @@ def built(tmp_path):
     yield e
     e.close()
 
-
-@pytest.fixture
-def run(fake_models):
-    runner = CliRunner()
-
-    def invoke(*args, input=None):
-        return runner.invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
-
-    return invoke
 
 
 def consistent(path):

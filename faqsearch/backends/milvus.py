@@ -144,9 +144,9 @@ class MilvusBackend:
 
     def max_stored_id(self) -> int:
         """The largest id in the collection, uncommitted rows of a killed edit included."""
-        lo, hi = self.next_id, self.next_id + 1
+        hi = self.next_id + 1
         while self.client.query(self.collection, filter=f"id >= {hi}", output_fields=["id"], limit=1):
-            lo, hi = hi, hi * 2
+            hi *= 2
         return hi
 
     def count(self, expr: str = "") -> int:
@@ -455,24 +455,35 @@ def write_collection(spec: dict[str, Any], generation: int, white, raw: np.ndarr
     """Fill a new collection from an in-memory store of the build and switch the alias to it."""
     from ..encoders.base import progress_bar
 
-    name = MilvusBackend.create_collection(spec, generation, white.dim_out, raw.shape[1], spec["index_type"])
+    questions = store.all_questions()
+    seq = {f["id"]: i for i, f in enumerate(store.list_faqs())}
+    fields = {}
+    for fid in seq:
+        f = store.faq(fid)
+        fields[fid] = (f["answer"], f["category"], f["metadata"], f["content_hash"], seq[fid])
+
+    def batches():
+        with progress_bar(len(questions), progress, "writing to Milvus") as bar:
+            for start in range(0, len(questions), BATCH):
+                chunk = questions[start:start + BATCH]
+                block = np.asarray(raw[start:start + len(chunk)])
+                yield MilvusBackend.rows([(q[0], q[1], q[2], "corpus") for q in chunk], fields,
+                                         white.transform(block), block, generation)
+                bar.update(len(chunk))
+
+    return _new_collection(spec, generation, white.dim_out, raw.shape[1], batches())
+
+
+def _new_collection(spec: dict[str, Any], generation: int, dim: int, dim_in: int,
+                    batches: Iterable[list[dict[str, Any]]]) -> dict[str, Any]:
+    """Create a collection, insert the row batches, seal and load it, switch the alias; returns the
+    spec naming it. On any failure the new collection is dropped and the alias left alone."""
+    name = MilvusBackend.create_collection(spec, generation, dim, dim_in, spec["index_type"])
     c = client(spec["uri"], spec.get("token"))
     try:
-        questions = store.all_questions()
-        seq = {f["id"]: i for i, f in enumerate(store.list_faqs())}
-        fields = {}
-        for fid in seq:
-            f = store.faq(fid)
-            fields[fid] = (f["answer"], f["category"], f["metadata"], f["content_hash"], seq[fid])
-        with progress_bar(len(questions), progress, "writing to Milvus") as bar:
-            for start in range(0, len(questions), BATCH * 4):
-                chunk = questions[start:start + BATCH * 4]
-                block = np.asarray(raw[start:start + len(chunk)])
-                rows = MilvusBackend.rows([(q[0], q[1], q[2], "corpus") for q in chunk], fields,
-                                          white.transform(block), block, generation)
-                for b in range(0, len(rows), BATCH):
-                    c.insert(name, rows[b:b + BATCH])
-                bar.update(len(chunk))
+        for rows in batches:
+            if rows:
+                c.insert(name, rows)
         c.flush(name)  # sealed segments are searched through the index: 10x faster than growing ones
         c.load_collection(name)
         previous = _switch_alias(c, spec["base"], name)
@@ -514,6 +525,7 @@ def edit(engine, plan, source: str, progress: bool) -> tuple[int, int]:
     import os
 
     from .. import config as cfg
+    from ..corpus import faq_hash
     from ..indexdir import next_version
     from ..whitening import Moments, Whitening
 
@@ -537,12 +549,8 @@ def edit(engine, plan, source: str, progress: bool) -> tuple[int, int]:
     seq_base = max([r["faq_seq"] for r in b.query("", ["faq_seq"])] or [-1]) + 1
     fields = store.faq_fields({fid for fid, _ in plan.new_questions} - set(changed))
     for i, f in enumerate(plan.new_faqs):
-        from ..corpus import faq_hash
-
         fields[f.id] = (f.answer, f.category, f.metadata, faq_hash(f), seq_base + i)
     for f in plan.changed_faqs:
-        from ..corpus import faq_hash
-
         old_seq = next((r["faq_seq"] for r in keep_rows if r["faq_id"] == f.id), seq_base + len(plan.new_faqs))
         fields[f.id] = (f.answer, f.category, f.metadata, faq_hash(f), old_seq)
     # a changed FAQ's surviving rows are copied first, so its questions keep their order
@@ -588,27 +596,17 @@ def edit(engine, plan, source: str, progress: bool) -> tuple[int, int]:
 def rebuild(engine, white, progress: bool = False) -> dict[str, Any]:
     """A new collection with every row re-transformed (refit, tune --apply); returns the new spec."""
     b: MilvusBackend = engine.index.b
-    rows = b.query("", _ALL)
-    rows.sort(key=lambda r: r["id"])
+    rows = sorted(b.query("", _ALL), key=lambda r: r["id"])
     spec = {k: v for k, v in b.spec.items() if k not in ("collection", "previous", "generation")}
     generation = b.generation + 1
-    name = MilvusBackend.create_collection(spec, generation, white.dim_out, b.dim_in, spec["index_type"])
-    c = client(spec["uri"], spec.get("token"))
-    try:
+
+    def batches():
         for start in range(0, len(rows), BATCH):
             chunk = rows[start:start + BATCH]
-            raw = np.array([r["raw"] for r in chunk], dtype=np.float32)
-            vec = white.transform(raw)
+            vec = white.transform(np.array([r["raw"] for r in chunk], dtype=np.float32))
             for r, v in zip(chunk, vec):
                 r.pop("sparse", None)
                 r["vector"], r["gen"], r["dead"] = v.tolist(), generation, ALIVE
-            c.insert(name, chunk)
-        c.flush(name)  # sealed segments are searched through the index: 10x faster than growing ones
-        c.load_collection(name)
-        previous = _switch_alias(c, spec["base"], name)
-    except BaseException:
-        c.drop_collection(name)
-        c.close()
-        raise
-    c.close()
-    return {**spec, "collection": name, "previous": previous, "generation": generation}
+            yield chunk
+
+    return _new_collection(spec, generation, white.dim_out, b.dim_in, batches())
