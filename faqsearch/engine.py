@@ -360,6 +360,9 @@ class FAQSearch:
                                       ix.get("nprobe"), ix.get("ef_search"))
         except RuntimeError as exc:
             raise IndexFormatError(cfg.damaged(path, "faiss", str(exc).strip().splitlines()[-1])) from None
+        why = vindex.damaged_sample()
+        if why:
+            raise IndexFormatError(cfg.damaged(path, "faiss", why))
         if vindex.dim != whitening.dim_out or whitening.dim_in != config["dim_in"]:
             raise IndexFormatError(f"index {path} is inconsistent (dimensions {whitening.dim_in}->{whitening.dim_out}, "
                                    f"FAISS {vindex.dim}, config {config['dim_in']}); re-run faqsearch ingest")
@@ -750,8 +753,7 @@ class FAQSearch:
                 moments = Moments.from_arrays(self.whitening.moments.to_arrays())
                 if self.config["whitening"].get("fitted_on") == "corpus questions":
                     moments.remove(np.asarray(raw_old[~keep])).update(raw_new)
-                white = Whitening(self.whitening.kernel, self.whitening.bias, self.whitening.beta,
-                                  self.whitening.gamma, self.whitening.k, moments, self.whitening.rank)
+                white = replace(self.whitening, moments=moments)
                 out = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+", dtype=np.float32,
                                                 shape=(int(keep.sum()) + len(rows), raw_old.shape[1]))
                 pos = 0

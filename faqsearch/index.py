@@ -136,6 +136,27 @@ class VectorIndex:
     def __len__(self) -> int:
         return int(self._index.ntotal)
 
+    def damaged_sample(self, block: int = 512) -> str | None:
+        """Read three blocks of stored vectors (start, middle, end): they are unit vectors, so a value
+        that is not finite or a norm far from 1 means the file is damaged. None when they look right
+        (or when the type cannot give its vectors back, as IVF without a direct map)."""
+        import faiss
+
+        inner = faiss.downcast_index(self._index.index)
+        n = int(inner.ntotal)
+        for start in sorted({0, max(0, n // 2 - block // 2), max(0, n - block)}):
+            count = min(block, n - start)
+            if count <= 0:
+                continue
+            try:
+                vecs = inner.reconstruct_n(start, count)
+            except RuntimeError:
+                return None
+            norms = np.linalg.norm(vecs.astype(np.float64), axis=1)
+            if not np.all(np.isfinite(norms)) or np.abs(norms - 1).max() > 0.1:
+                return f"stored vectors {start}-{start + count} are not unit vectors"
+        return None
+
     def max_id(self) -> int:
         """The largest id any vector carries (tombstones included), -1 when empty."""
         import faiss

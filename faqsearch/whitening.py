@@ -106,6 +106,16 @@ class Whitening:
     k: int | None  # as requested (None = all dimensions)
     moments: Moments
     rank: int
+    # Set when k was clipped to the rank of the fitted vectors (a small FAQ: fewer texts than
+    # dimensions). Every fitted vector then lies in mean + span(kept directions); what a query has
+    # outside that affine span is where it differs from every stored question. The norm used to
+    # normalise a vector keeps that energy (scaled like the last kept direction), so a query unlike
+    # the corpus keeps a low score instead of being projected onto the corpus and scored high.
+    # Stored questions have none of it and are unchanged; per query every score shrinks by the same
+    # factor, so rankings are unchanged.
+    residual: float | None = None
+    mean: np.ndarray | None = None  # the fitted mean (d,)
+    basis: np.ndarray | None = None  # the kept orthonormal directions (d, k), unscaled
 
     @property
     def dim_in(self) -> int:
@@ -153,7 +163,13 @@ class Whitening:
             raise ValueError(f"the {moments.n} vectors are all identical: there is no direction to fit a transform on")
         want = d if k is None else min(k, d)
         k_eff = want
-        if rank < want:
+        if rank < want and not gamma:
+            # a rotation needs no variance estimate: keep the directions the corpus spans first, then
+            # directions it does not span (eigenvalue 0), so k stays as asked and a query unlike the
+            # corpus is not projected onto it (which made every off-topic score rise)
+            log.info("whitening fitted on %d vectors of dimension %d: rank %d; keeping k=%d (the last %d "
+                     "directions are outside the corpus span)", moments.n, d, rank, want, want - rank)
+        elif rank < want:
             log.warning(
                 "whitening fitted on %d vectors of dimension %d: the covariance has rank %d, so only %d "
                 "directions are estimated; keeping k=%d instead of %d (fit on more texts with --fit-on, "
@@ -162,7 +178,11 @@ class Whitening:
         scale = s[:k_eff] ** (-gamma / 2.0) if gamma else np.ones(k_eff)
         kernel = u[:, :k_eff] * scale[None, :]
         bias = -beta * moments.mean @ kernel
-        return cls(kernel.astype(np.float32), bias.astype(np.float32), float(beta), float(gamma), k, moments, rank)
+        clipped = k_eff < want
+        return cls(kernel.astype(np.float32), bias.astype(np.float32), float(beta), float(gamma), k, moments, rank,
+                   residual=float(scale[-1] ** 2) if clipped else None,
+                   mean=moments.mean.astype(np.float32) if clipped else None,
+                   basis=u[:, :k_eff].astype(np.float32) if clipped else None)
 
     def refit(self, beta: float | None = None, gamma: float | None = None, k: int | None | str = "keep") -> "Whitening":
         """Same statistics, other hyperparameters."""
@@ -170,20 +190,32 @@ class Whitening:
                                       self.gamma if gamma is None else gamma, self.k if k == "keep" else k)
 
     def transform(self, x: np.ndarray, normalize: bool = True) -> np.ndarray:
-        y = np.asarray(x, dtype=np.float32) @ self.kernel + self.bias
+        x = np.asarray(x, dtype=np.float32)
+        y = x @ self.kernel + self.bias
         if normalize:
-            norms = np.linalg.norm(y, axis=1, keepdims=True)
-            y /= np.maximum(norms, 1e-12)
+            sq = np.einsum("ij,ij->i", y, y)
+            if self.residual is not None:
+                xc = x - self.mean
+                kept = xc @ self.basis
+                outside = np.einsum("ij,ij->i", xc, xc) - np.einsum("ij,ij->i", kept, kept)
+                sq = sq + self.residual * np.maximum(outside, 0.0)
+            y /= np.maximum(np.sqrt(sq), 1e-12)[:, None]
         return y.astype(np.float32, copy=False)
 
     def save(self, path: str) -> None:
         meta = np.array([self.beta, self.gamma, -1 if self.k is None else self.k, self.rank], dtype=np.float64)
         with open(path, "wb") as fh:
-            np.savez(fh, kernel=self.kernel, bias=self.bias, meta=meta, **self.moments.to_arrays())
+            extra = {} if self.residual is None else {"residual": np.array(self.residual), "mean": self.mean,
+                                                      "basis": self.basis}
+            np.savez(fh, kernel=self.kernel, bias=self.bias, meta=meta, **extra, **self.moments.to_arrays())
 
     @classmethod
     def load(cls, path: str) -> "Whitening":
         with np.load(path) as z:
             beta, gamma, k, rank = z["meta"].tolist()
+            residual = "residual" in z.files  # transforms saved before residual norms load as they were
             return cls(z["kernel"].astype(np.float32), z["bias"].astype(np.float32), beta, gamma,
-                       None if k < 0 else int(k), Moments.from_arrays(z), int(rank))
+                       None if k < 0 else int(k), Moments.from_arrays(z), int(rank),
+                       residual=float(z["residual"]) if residual else None,
+                       mean=z["mean"].astype(np.float32) if residual else None,
+                       basis=z["basis"].astype(np.float32) if residual else None)

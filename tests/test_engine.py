@@ -22,7 +22,8 @@ def test_build_open_ask(tmp_path, small_corpus):
     cfg = e.config
     assert cfg["counts"] == {"faqs": 4, "questions": 6, "max_questions_per_faq": 2}
     assert cfg["format_version"] == 1 and cfg["versions"]["faiss-cpu"]
-    assert cfg["whitening"]["k_effective"] == cfg["dim_out"] <= 5  # 6 questions: rank <= 5
+    # 6 questions: rank <= 5, but a rotation keeps k as asked (32 dims of the fake encoder)
+    assert cfg["whitening"]["rank"] <= 5 and cfg["whitening"]["k_effective"] == cfg["dim_out"] == 32
     r = e.ask("I forgot my password", k=3)
     assert r.answers[0].faq_id == "1" and r.answers[0].score == pytest.approx(1.0, abs=1e-5)
     assert len({a.faq_id for a in r.answers}) == len(r.answers)  # one entry per FAQ

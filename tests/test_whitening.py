@@ -77,7 +77,9 @@ def test_fewer_vectors_than_dimensions_is_finite_and_clipped(caplog):
     assert "rank 9" in caplog.text
     y = w.transform(rng.standard_normal((5, 64)).astype(np.float32))
     assert np.isfinite(y).all()
-    np.testing.assert_allclose(np.linalg.norm(y, axis=1), 1.0, rtol=1e-5)
+    # new vectors mostly lie outside the 9 fitted directions: their norm keeps that energy (< 1)
+    assert (np.linalg.norm(y, axis=1) < 0.9).all()
+    np.testing.assert_allclose(np.linalg.norm(w.transform(x), axis=1), 1.0, rtol=1e-4)  # fitted ones: unit
     # the transformed fit vectors are whitened within the estimated subspace: no exploding values
     z = w.transform(x, normalize=False)
     assert np.abs(z).max() < 10
@@ -110,3 +112,33 @@ def test_save_load_roundtrip(tmp_path):
 def test_rejects_bad_parameters(bad):
     with pytest.raises(ValueError):
         Whitening.fit(_data(), **bad)
+
+
+def test_rank_deficient_rotation_keeps_k_and_raw_cosines():
+    """A small FAQ (fewer texts than dimensions) with the default rotation: k stays as asked (the
+    corpus span first, then directions it does not span), so cosines are the raw ones."""
+    rng = np.random.default_rng(3)
+    docs = rng.standard_normal((20, 48)).astype(np.float32)
+    w = Whitening.fit(docs, beta=0, gamma=0, k=None)
+    assert w.rank == 19 and w.dim_out == 48 and w.residual is None
+    q = rng.standard_normal((6, 48)).astype(np.float32)
+    norm = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)  # noqa: E731
+    np.testing.assert_allclose(w.transform(q) @ w.transform(docs).T, norm(q) @ norm(docs).T, atol=1e-5)
+    assert Whitening.fit(docs, beta=0, gamma=0, k=32).dim_out == 32
+
+
+def test_clipped_whitening_keeps_the_energy_outside_the_corpus_span():
+    """gamma > 0 cannot scale directions without variance, so k is clipped to the rank; the norm then
+    keeps what lies outside the corpus span: fitted vectors stay unit, a query unlike the corpus
+    scores low, and rankings match plain renormalisation."""
+    rng = np.random.default_rng(4)
+    docs = rng.standard_normal((20, 48)).astype(np.float32)
+    w = Whitening.fit(docs, beta=1, gamma=1, k=32)
+    assert w.dim_out == 19 and w.residual is not None
+    np.testing.assert_allclose(np.linalg.norm(w.transform(docs), axis=1), 1.0, atol=1e-4)
+    q = rng.standard_normal((6, 48)).astype(np.float32)
+    got = w.transform(q) @ w.transform(docs).T
+    y = q @ w.kernel + w.bias
+    plain = (y / np.linalg.norm(y, axis=1, keepdims=True)) @ w.transform(docs).T
+    assert (np.argsort(-got, axis=1) == np.argsort(-plain, axis=1)).all()
+    assert np.abs(got).max() < np.abs(plain).max()

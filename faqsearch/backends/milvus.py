@@ -21,6 +21,7 @@ reading the previous collection, which the next rebuild drops.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import secrets
@@ -527,7 +528,7 @@ def edit(engine, plan, source: str, progress: bool) -> tuple[int, int]:
     from .. import config as cfg
     from ..corpus import faq_hash
     from ..indexdir import next_version
-    from ..whitening import Moments, Whitening
+    from ..whitening import Moments
 
     b: MilvusBackend = engine.index.b
     g, g1 = b.generation, b.generation + 1
@@ -573,7 +574,7 @@ def edit(engine, plan, source: str, progress: bool) -> tuple[int, int]:
             moments.remove(np.array([r["raw"] for r in gone], dtype=np.float32).reshape(-1, b.dim_in))
         moments.update(raw_new)
     w = engine.whitening
-    white = Whitening(w.kernel, w.bias, w.beta, w.gamma, w.k, moments, w.rank)
+    white = dataclasses.replace(w, moments=moments)
     rows = copies + MilvusBackend.rows(new_rows, fields, white.transform(raw_new), raw_new, g1)
     copy_id += len(new_rows)
     path = engine.path
