@@ -175,14 +175,26 @@ class Whitening:
                 "directions are estimated; keeping k=%d instead of %d (fit on more texts with --fit-on, "
                 "or use --no-whitening, to keep every dimension)", moments.n, d, rank, rank, rank, want)
             k_eff = max(rank, 1)
+        directions = u
+        origin = moments.mean  # the point the energy outside the kept span is measured from
+        if rank < want and not gamma:
+            # the fitted vectors lie in beta*mean + span(corpus directions, remaining mean): take those
+            # directions first, then others, so stored questions keep every bit of their length
+            offset = (1.0 - beta) * moments.mean
+            outside = offset - u[:, :rank] @ (u[:, :rank].T @ offset)
+            extra = [outside[:, None] / np.linalg.norm(outside)] if np.linalg.norm(outside) > 1e-6 else []
+            directions = np.linalg.qr(np.hstack([u[:, :rank], *extra, u[:, rank:]]))[0]
+            origin = beta * moments.mean
         scale = s[:k_eff] ** (-gamma / 2.0) if gamma else np.ones(k_eff)
-        kernel = u[:, :k_eff] * scale[None, :]
+        kernel = directions[:, :k_eff] * scale[None, :]
         bias = -beta * moments.mean @ kernel
-        clipped = k_eff < want
+        # the directions dropped hold no corpus variance when the fit was rank-deficient (k clipped for
+        # gamma > 0; directions beyond k outside the corpus span for a rotation): keep their energy in the norm
+        clipped = k_eff < want or (rank < want and k_eff < d)
         return cls(kernel.astype(np.float32), bias.astype(np.float32), float(beta), float(gamma), k, moments, rank,
                    residual=float(scale[-1] ** 2) if clipped else None,
-                   mean=moments.mean.astype(np.float32) if clipped else None,
-                   basis=u[:, :k_eff].astype(np.float32) if clipped else None)
+                   mean=origin.astype(np.float32) if clipped else None,
+                   basis=directions[:, :k_eff].astype(np.float32) if clipped else None)
 
     def refit(self, beta: float | None = None, gamma: float | None = None, k: int | None | str = "keep") -> "Whitening":
         """Same statistics, other hyperparameters."""

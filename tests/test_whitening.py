@@ -124,7 +124,10 @@ def test_rank_deficient_rotation_keeps_k_and_raw_cosines():
     q = rng.standard_normal((6, 48)).astype(np.float32)
     norm = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)  # noqa: E731
     np.testing.assert_allclose(w.transform(q) @ w.transform(docs).T, norm(q) @ norm(docs).T, atol=1e-5)
-    assert Whitening.fit(docs, beta=0, gamma=0, k=32).dim_out == 32
+    w32 = Whitening.fit(docs, beta=0, gamma=0, k=32)  # 16 null directions dropped: their energy is kept
+    assert w32.dim_out == 32 and w32.residual == 1.0
+    np.testing.assert_allclose(np.linalg.norm(w32.transform(docs), axis=1), 1.0, atol=1e-4)
+    np.testing.assert_allclose(w32.transform(q) @ w32.transform(docs).T, norm(q) @ norm(docs).T, atol=1e-5)
 
 
 def test_clipped_whitening_keeps_the_energy_outside_the_corpus_span():
