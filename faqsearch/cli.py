@@ -155,10 +155,16 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
         if tune_self:
             from .tuning import apply_if_better, tune as run_tune
 
-            report = run_tune(engine, self_supervised=True, progress=not quiet and not as_json)
-            apply_if_better(engine, report)  # reloads the engine when applied
-            if not as_json:
-                _print_tune(report, False, True)
+            from .errors import TooFewVariantsError
+
+            try:
+                report = run_tune(engine, self_supervised=True, progress=not quiet and not as_json)
+            except TooFewVariantsError as exc:  # the index is built and usable: say so, do not fail
+                click.echo(f"Not tuned: {exc}", err=True)
+            else:
+                apply_if_better(engine, report)  # reloads the engine when applied
+                if not as_json:
+                    _print_tune(report, False, True)
     except FAQSearchError as exc:
         raise _fail(exc)
     info = engine.info()

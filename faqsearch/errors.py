@@ -37,6 +37,10 @@ class EncoderMismatchError(FAQSearchError):
     """The index was built with a different encoder than the one requested."""
 
 
+class TooFewVariantsError(FAQSearchError):
+    """Self-tuning needs FAQs with several questions; the corpus has too few."""
+
+
 class UnknownFAQError(FAQSearchError):
     """An FAQ id that the index does not hold."""
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import config as cfg
 from .encoders.base import progress_bar
-from .errors import FAQSearchError
+from .errors import FAQSearchError, TooFewVariantsError
 from .evaluation import LabelledQuery, reciprocal_rank, spearman
 from .index import factory_for
 from .whitening import Moments, Whitening
@@ -146,7 +146,7 @@ def tune(engine, queries: Sequence[LabelledQuery] | None = None, pairs: tuple | 
         rng = np.random.default_rng(0)
         held = np.array(sorted(int(rng.choice(ix)) for ix in by_faq.values() if len(ix) >= 2), dtype=np.int64)
         if len(held) < 10:
-            raise FAQSearchError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
+            raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
                                  "give labelled queries instead (faqsearch tune QUERIES)")
         keep = np.setdiff1d(np.arange(len(rows)), held)
         q_raw = np.asarray(raw[held])
@@ -326,6 +326,9 @@ def tune_fusion(engine, queries: Sequence[LabelledQuery], folds: int = FOLDS, pr
     full = [score(i, np.arange(n)) for i in range(len(weights))]
     chosen = max(range(len(weights)), key=lambda i: (full[i], i == current))
     cv_cur, cv_tuned = _cross_validate(score, n, len(weights), current, folds)
+    cv_dense, _ = _cross_validate(score, n, len(weights), weights.index(0.0), folds)
+    if cv_tuned < cv_dense:  # the choice procedure loses to dense alone held out: keep (or choose) dense
+        chosen, cv_tuned = weights.index(0.0), cv_dense
     rows = [{"weight": w, "mrr@10": full[i], "current": i == current, "chosen": i == chosen}
             for i, w in enumerate(weights)]
     return FusionReport(rows, cur_w, weights[chosen], cv_cur, cv_tuned, n, lexical)

@@ -107,3 +107,12 @@ def test_cli_tune_apply_only_when_held_out_improves(tmp_path, corpus, fake_model
     else:
         assert cfg_after == cfg_before
     assert runner.invoke(cli, ["tune", "--index", str(ix)]).exit_code == 2
+
+
+def test_ingest_tune_self_on_one_question_per_faq_keeps_the_index_and_exits_0(run, tmp_path):
+    corpus = tmp_path / "one.csv"
+    corpus.write_text("id,question,answer\n" + "".join(f"f{i},question number {i} here,answer {i}\n" for i in range(20)))
+    result = run("ingest", corpus, "--index", tmp_path / "ix", "--tune-self", "-q")
+    assert result.exit_code == 0, result.output
+    assert "Not tuned: only 0 FAQs have two or more questions" in result.stderr
+    assert "Indexed 20 FAQs" in result.stdout
