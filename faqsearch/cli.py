@@ -331,13 +331,16 @@ def eval_(queries, index, pairs, query_column, gold_column, threshold, mode, as_
                    "score improves.")
 @click.option("--fusion", is_flag=True, help="With QUERIES: tune the weight of BM25 in hybrid mode instead.")
 @click.option("--folds", type=click.IntRange(2, 20), default=5, show_default=True, help="Cross-validation folds.")
+@click.option("--offtopic", type=click.Path(dir_okay=False),
+              help="Questions the index must not answer (.txt lines); a new threshold never answers more of them "
+                   "than the current one. Default: a generic English and Chinese list shipped with faqsearch.")
 @click.option("--query-column", default=None)
 @click.option("--gold-column", default=None)
 @click.option("--json", "as_json", is_flag=True)
 @threads_option
 @quiet_option
-def tune(queries, index, pairs, self_supervised, do_apply, fusion, folds, query_column, gold_column, as_json, threads,
-         quiet):
+def tune(queries, index, pairs, self_supervised, do_apply, fusion, folds, offtopic, query_column, gold_column, as_json,
+         threads, quiet):
     """Choose whitening beta, gamma and k for an index from labelled data.
 
     Every setting of beta, gamma in {0, 0.5, 1} and k in {64, 128, 256, all} (plus no transform)
@@ -353,6 +356,7 @@ def tune(queries, index, pairs, self_supervised, do_apply, fusion, folds, query_
         faqsearch tune user_queries.csv --fusion --apply
     """
     from .engine import FAQSearch
+    from .corpus import read_texts
     from .evaluation import read_labelled_queries, read_pairs
     from .tuning import apply_fusion_if_better, apply_if_better, tune as run_tune, tune_fusion
 
@@ -388,7 +392,9 @@ def tune(queries, index, pairs, self_supervised, do_apply, fusion, folds, query_
         engine = FAQSearch.open(index, threads=threads)
         labelled = read_labelled_queries(queries, query_column, gold_column) if queries else None
         pair_data = read_pairs(pairs) if pairs else None
-        report = run_tune(engine, labelled, pair_data, self_supervised, folds=folds, progress=not quiet and not as_json)
+        off = read_texts(offtopic) if offtopic else None
+        report = run_tune(engine, labelled, pair_data, self_supervised, folds=folds, progress=not quiet and not as_json,
+                          offtopic=off)
         if do_apply:
             apply_if_better(engine, report)
         engine.close()

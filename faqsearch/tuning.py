@@ -123,9 +123,21 @@ def _cross_validate(score_fn, n: int, n_settings: int, current: int, folds: int)
     return sum(cur) / n, sum(tuned) / n
 
 
+def default_offtopic() -> list[str]:
+    """Generic questions no FAQ should answer (English and Chinese), shipped with faqsearch."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "offtopic.txt")
+    with open(path, encoding="utf-8") as fh:
+        return [line.strip() for line in fh if line.strip()]
+
+
 def tune(engine, queries: Sequence[LabelledQuery] | None = None, pairs: tuple | None = None,
-         self_supervised: bool = False, folds: int = FOLDS, progress: bool = False) -> TuneReport:
-    """Evaluate the grid on labelled queries, sentence pairs, or the index's own question variants."""
+         self_supervised: bool = False, folds: int = FOLDS, progress: bool = False,
+         offtopic: Sequence[str] | None = None) -> TuneReport:
+    """Evaluate the grid on labelled queries, sentence pairs, or the index's own question variants.
+
+    A new threshold (for a new transform's score scale) keeps the share of tuning queries
+    answered, but is never set where more of ``offtopic`` (default: a generic English and Chinese
+    list shipped with faqsearch) would be answered than at the current setting."""
     _, raw = engine.raw_vectors()
     rows = engine.store.all_questions()  # (id, faq_id, text), in id order = the raw vectors' order
     dim = raw.shape[1]
@@ -206,6 +218,20 @@ def tune(engine, queries: Sequence[LabelledQuery] | None = None, pairs: tuple | 
             bests[chosen].max() + 1e-6)
         notes.append(f"threshold {engine.threshold:.3f} -> {report.new_threshold:.3f} keeps {share:.0%} of the "
                      "tuning queries answered")
+        off_raw = engine.encoder.encode(list(offtopic if offtopic is not None else default_offtopic()))
+        if len(off_raw):
+            def off_best(s: Setting) -> np.ndarray:
+                w = _transform(s, moments, dim)
+                docs = w.transform(np.asarray(raw))
+                return (w.transform(off_raw) @ docs.T).max(axis=1)
+
+            allowed = float(np.mean(off_best(cur) >= engine.threshold))
+            off = off_best(settings[chosen])
+            floor = float(np.quantile(off, 1.0 - allowed)) if allowed > 0 else float(off.max() + 1e-6)
+            if floor > report.new_threshold:
+                report.new_threshold = floor
+                notes.append(f"raised to {floor:.3f}: off-topic questions answered stay at {allowed:.0%} "
+                             f"({len(off)} checked)")
     return report
 
 
