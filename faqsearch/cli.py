@@ -529,15 +529,9 @@ def remove(faq_ids, index, as_json, quiet):
 
 
 def _open_store(index):
-    """The SQLite store alone (listing needs no encoder, nor the vectors); never creates one."""
-    from . import config as cfg
-    from .indexdir import resolve
-    from .store import Store
+    from .engine import open_store
 
-    path = cfg.resolve_index_path(index)
-    version = resolve(path)
-    cfg.load_config(version)
-    return Store.open_existing(os.path.join(version, cfg.FILES["store"]), path)
+    return open_store(index)
 
 
 @cli.command(name="list")

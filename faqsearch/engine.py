@@ -347,7 +347,7 @@ class FAQSearch:
         if milvus:
             from .backends.milvus import open_backend
 
-            mb = open_backend(config, whitening)
+            mb = open_backend(config)
             n, expected = mb.store.question_count(), int(config.get("counts", {}).get("questions", 0))
             if n != expected:
                 mb.close()
@@ -851,9 +851,6 @@ def _as_faqs(corpus: str | Sequence[FAQ], columns: Columns | None, fmt: str | No
     return [check_faq(f) for f in corpus]
 
 
-_NO_ENCODER: Any = None  # FAQSearch.open(encoder=None) loads lazily: nothing is loaded to read the store
-
-
 def _check_encoder(config: dict[str, Any], encoder: Encoder, path: str) -> None:
     check_spec(config["encoder"], encoder.spec(), path)
     if encoder.dimension != config["dim_in"]:
@@ -874,13 +871,13 @@ def _refuse_lossy_rebuild(path: str, source: str) -> None:
     if not os.path.exists(os.path.join(resolve(path), cfg.FILES["config"])):
         return
     try:
-        existing = FAQSearch.open(path, encoder=_NO_ENCODER)
+        store = open_store(path)
     except FAQSearchError:
         return  # a damaged index: rebuilding it is the fix
     try:
-        extra = existing.store.source_counts(exclude="corpus")
+        extra = store.source_counts(exclude="corpus")
     finally:
-        existing.close()
+        store.close()
     if extra:
         what = ", ".join(f"{n} from {src}" for src, n in sorted(extra.items()))
         raise FAQSearchError(
@@ -888,6 +885,14 @@ def _refuse_lossy_rebuild(path: str, source: str) -> None:
             "Pass --upsert to apply the corpus as an edit and keep them, or --force to rebuild and drop them")
 
 
-def index_lock(path: str):
-    """The writer lock of the index at ``path`` (see faqsearch.indexdir)."""
-    return writer_lock(path)
+def open_store(index: str | os.PathLike | None):
+    """The store of an index alone, whatever its backend: no encoder, no vectors, never created.
+    For listing and showing FAQs, and for reading what a rebuild would drop."""
+    path = cfg.resolve_index_path(index)
+    version = resolve(path)
+    config = cfg.load_config(version)
+    if config.get("backend", {}).get("kind") == "milvus":
+        from .backends.milvus import open_backend
+
+        return open_backend(config).store
+    return Store.open_existing(os.path.join(version, cfg.FILES["store"]), path)

@@ -124,9 +124,7 @@ class Service:
         """Run an edit on a separate engine of the index (the writer lock keeps it atomic), then swap."""
         from .engine import FAQSearch
 
-        if not self.api_key:
-            raise WritesDisabledError("writes are disabled: start the server with --api-key KEY or "
-                                      "FAQSEARCH_API_KEY set")
+        self._writes_enabled()
         s = self.served(name)
         with s.write_lock:
             writer = FAQSearch.open(s.path, encoder=s.engine._encoder)
@@ -138,10 +136,13 @@ class Service:
             self._swap(s)
         return result
 
-    def check_key(self, given: str | None) -> None:
+    def _writes_enabled(self) -> None:
         if not self.api_key:
             raise WritesDisabledError("writes are disabled: start the server with --api-key KEY or "
                                       "FAQSEARCH_API_KEY set")
+
+    def check_key(self, given: str | None) -> None:
+        self._writes_enabled()
         if not given or not hmac.compare_digest(given.encode("utf-8"), self.api_key.encode("utf-8")):
             raise _Unauthorized()
 

@@ -516,8 +516,8 @@ def drop_stale(spec: dict[str, Any]) -> list[str]:
     return dropped
 
 
-def open_backend(config: dict[str, Any], whitening) -> MilvusBackend:
-    return MilvusBackend(config["backend"], int(config.get("generation", 0)), whitening.dim_out,
+def open_backend(config: dict[str, Any]) -> MilvusBackend:
+    return MilvusBackend(config["backend"], int(config.get("generation", 0)), int(config["dim_out"]),
                          int(config["dim_in"]), int(config.get("next_question_id", 1)))
 
 
@@ -547,7 +547,8 @@ def edit(engine, plan, source: str, progress: bool) -> tuple[int, int]:
             if r["id"] not in set(removed):
                 keep_rows.append(r)
     next_id = max(b.next_id, int(engine.config.get("next_question_id", 1)))
-    seq_base = max([r["faq_seq"] for r in b.query("", ["faq_seq"])] or [-1]) + 1
+    # the listing order of new FAQs: after every stored one (a scan, so only when FAQs are added)
+    seq_base = max([r["faq_seq"] for r in b.query("", ["faq_seq"])] or [-1]) + 1 if plan.new_faqs else 0
     fields = store.faq_fields({fid for fid, _ in plan.new_questions} - set(changed))
     for i, f in enumerate(plan.new_faqs):
         fields[f.id] = (f.answer, f.category, f.metadata, faq_hash(f), seq_base + i)
