@@ -208,7 +208,7 @@ def ask(text, index, top_k, threshold, model, mode, category, paraphrases, simbe
         cat queries.txt | faqsearch ask --index support
         faqsearch ask "error code E42 on my printer" --mode lexical
     """
-    from .engine import FAQSearch
+    from .engine import FAQSearch, Result
 
     from .text import clean_text, is_blank
 
@@ -229,10 +229,9 @@ def ask(text, index, top_k, threshold, model, mode, category, paraphrases, simbe
             answered = iter(engine.ask_many(asked, k=top_k, threshold=threshold, mode=mode,
                                             filters={"category": category} if category else None) if asked else [])
             thr = engine.threshold if threshold is None else threshold
-            from .engine import Result
-
             results = [next(answered) if not is_blank(q) else Result(q, [], None, thr) for q in queries]
-            empty = engine.info()["counts"]["questions"] == 0
+            # nothing matched at all: say whether the index is empty (a count only in that case)
+            empty = results[0].best_score is None and engine.store.question_count() == 0
             similar: list[list] = [[] for _ in results]
             if paraphrases:
                 from .simbert.generate import paraphrase as run_paraphrase

@@ -105,11 +105,10 @@ def check_files(directory: str, config: dict[str, Any], path: str) -> None:
         if not os.path.exists(os.path.join(directory, FILES[key])):
             raise IndexFormatError(damaged(path, key, "missing"))
     for name, size in (config.get("files") or {}).items():
-        full = os.path.join(directory, name)
+        key = next(k for k, v in FILES.items() if v == name)
         try:
-            actual = os.path.getsize(full)
+            actual = os.path.getsize(os.path.join(directory, name))
         except OSError:
-            raise IndexFormatError(damaged(path, next(k for k, v in FILES.items() if v == name), "missing")) from None
+            raise IndexFormatError(damaged(path, key, "missing")) from None
         if actual != size:
-            key = next(k for k, v in FILES.items() if v == name)
             raise IndexFormatError(damaged(path, key, f"{actual} bytes, {size} expected"))

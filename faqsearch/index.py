@@ -62,14 +62,12 @@ def factory_for(index_type: str, n: int, dim: int) -> str:
     return index_type  # a FAISS factory string given as is
 
 
-def check_factory(index_type: str, n: int, dim: int | None) -> str:
+def check_factory(index_type: str, n: int, dim: int) -> str:
     """Validate an index type (a name or a FAISS factory string) before any encoding; returns the factory."""
     from .errors import FAQSearchError
 
     if index_type.lower() in INDEX_TYPES:
-        return factory_for(index_type, n, dim or 256)
-    if dim is None:
-        return index_type
+        return factory_for(index_type, n, dim)
     import faiss
 
     try:

@@ -32,14 +32,11 @@ class Store:
     def open_existing(cls, path: str, index: str | None = None) -> "Store":
         """Open the store of a built index, never creating one: a missing, empty or foreign file is an
         IndexFormatError naming the file and the fix."""
+        from .config import damaged
         from .errors import IndexFormatError
 
-        where = index or path
-
         def bad(why: str) -> IndexFormatError:
-            return IndexFormatError(
-                f"index {where}: store.db is {why}. Restore the index directory from a backup, or rebuild it "
-                f"with: faqsearch ingest CORPUS --index {where} --force")
+            return IndexFormatError(damaged(index or path, "store", why))
 
         if not os.path.exists(path):
             raise bad("missing")
