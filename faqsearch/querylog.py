@@ -72,19 +72,15 @@ class QueryLog:
             self.db["queries"].insert_all(rows)
         return [row["id"] for row in rows]
 
-    def recent(self, limit: int = 50, offset: int = 0, unanswered: bool = False) -> list[dict[str, Any]]:
-        sql = "select * from queries" + (" where answered = 0" if unanswered else "") + \
-              " order by id desc limit ? offset ?"
+    def _rows(self, sql: str, args: list[Any]) -> list[dict[str, Any]]:
         with self._lock:
-            cur = self.db.execute(sql, [limit, offset])
+            cur = self.db.execute(sql, args)
             cols = [c[0] for c in cur.description]
             return [dict(zip(cols, r)) for r in cur.fetchall()]
 
-    def get(self, query_id: int) -> dict[str, Any] | None:
-        with self._lock:
-            cur = self.db.execute("select * from queries where id = ?", [query_id])
-            row = cur.fetchone()
-            return dict(zip([c[0] for c in cur.description], row)) if row else None
+    def recent(self, limit: int = 50, offset: int = 0, unanswered: bool = False) -> list[dict[str, Any]]:
+        return self._rows("select * from queries" + (" where answered = 0" if unanswered else "")
+                          + " order by id desc limit ? offset ?", [limit, offset])
 
     def mark_feedback(self, query_id: int | None, query: str, faq_id: str) -> None:
         """Record that a query (this row, or every row with this text) was assigned to an FAQ."""
@@ -99,11 +95,7 @@ class QueryLog:
         sql = ("select id, time, query, score, threshold, answered, top_faq from queries where feedback_faq is null "
                "and (answered = 0 or score is null or score < threshold + ?)"
                + (" and time >= ?" if since else "") + " order by id desc limit ?")
-        args: list[Any] = [margin] + ([since] if since else []) + [limit]
-        with self._lock:
-            cur = self.db.execute(sql, args)
-            cols = [c[0] for c in cur.description]
-            return [dict(zip(cols, r)) for r in cur.fetchall()]
+        return self._rows(sql, [margin] + ([since] if since else []) + [limit])
 
     def count(self) -> dict[str, int]:
         with self._lock:
