@@ -275,11 +275,9 @@ class MilvusIndex:
 
     def search(self, queries: np.ndarray, k: int, ids: Any = None) -> tuple[np.ndarray, np.ndarray]:
         k = max(1, min(int(k), 16384))
-        expr = getattr(ids, "expr", None) if ids is not None else None
-        if ids is not None and expr is None:
-            expr = f"id in {[int(i) for i in ids]}"
+        expr = f"id in {[int(i) for i in ids]}" if ids is not None else ""
         hits = self.b.client.search(self.b.collection, data=np.asarray(queries, dtype=np.float32).tolist(),
-                                    anns_field="vector", limit=k, filter=self.b.visible(expr or ""),
+                                    anns_field="vector", limit=k, filter=self.b.visible(expr),
                                     output_fields=["id"], search_params={"metric_type": "IP"})
         scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
         out = np.full((len(queries), k), -1, dtype=np.int64)
@@ -318,12 +316,6 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
             "answer": r["answer"], "category": r["category"], "metadata": r["metadata"] or {}}
 
 
-class _FilterIds(list):
-    """Question ids that pass a filter, carrying the Milvus expression so search filters in Milvus."""
-
-    expr: str = ""
-
-
 class MilvusStore:
     """The Store face of the backend (what the engine's reads, edits and listing call)."""
 
@@ -335,10 +327,7 @@ class MilvusStore:
         self.b.close()
 
     def question_ids(self, filters: dict[str, Any]) -> list[int]:
-        expr = filter_expr(filters)
-        out = _FilterIds(r["id"] for r in self.b.query(expr, ["id"]))
-        out.expr = expr
-        return out
+        return [r["id"] for r in self.b.query(filter_expr(filters), ["id"])]
 
     def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
         """BM25 by Milvus' own full-text search over faqsearch's tokens (CJK n-grams included)."""
