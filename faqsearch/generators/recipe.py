@@ -1,0 +1,162 @@
+"""The SimBERT recipe around any generator: sample many candidates in one batch, screen out what is
+not a rewording of the input, re-rank by retrieval similarity and keep a diverse top N."""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .base import Candidate, Generator
+
+# words whose change alone does not make a new wording ("How can I..." vs "How do I...")
+FUNCTION_WORDS = frozenset(
+    "a an the my your our their his her its this that these those i you we me us it is are am was were be "
+    "do does did can could may might will would should shall to of for on in at by with please".split())
+
+# a prompt or list marker the model echoed before its text ("Paraphrase: ...", "1. ...", "- ...")
+_LEAD = re.compile(r"^\s*(?:(?:[A-Za-z][A-Za-z ]{0,24}|问题|改写)\s*[:：]\s*|\d+[.)]\s+|[-*•]\s+)")
+_QUOTES = "\"'“”‘’«»「」"
+
+
+@dataclass
+class Paraphrase:
+    text: str
+    score: float  # similarity with the input under the re-ranking encoder (cosine of unit vectors)
+
+
+@dataclass
+class Screened:
+    """One candidate and what the screen decided (``reason`` is 'kept' or why it was dropped)."""
+    text: str
+    reason: str
+    score: float | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+def normal(text: str) -> str:
+    """Case- and punctuation-insensitive form: what 'a copy' means."""
+    return re.sub(r"[\W_]+", " ", unicodedata.normalize("NFKC", text).lower()).strip()
+
+
+_CJK = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af"
+_WORD = re.compile(f"[{_CJK}]|[^\\W{_CJK}_]+")  # a CJK character is a word; so is a run of other letters/digits
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(normal(text))
+
+
+def content(text: str) -> tuple[str, ...]:
+    return tuple(w for w in _words(text) if w not in FUNCTION_WORDS)
+
+
+def is_question(text: str) -> bool:
+    return text.rstrip().endswith(("?", "？"))
+
+
+def clean(text: str) -> str:
+    """First line, without an echoed label, list marker or surrounding quotes."""
+    line = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
+    for _ in range(2):
+        line = _LEAD.sub("", line, count=1).strip()
+    if len(line) >= 2 and line[0] in _QUOTES and line[-1] in _QUOTES:
+        line = line[1:-1].strip()
+    return line
+
+
+_FIRST = frozenset({"i", "my", "me", "mine", "myself"})
+_SECOND = frozenset({"your", "yours", "yourself"})
+
+
+def shape_ok(source: str, cand: str) -> bool:
+    """A question stays a question; the writer's point of view stays (a question about "my order"
+    that comes back about "your order" asks something else, and is how answers start); the length
+    stays within 0.4x-2.5x the input's (in words or CJK characters), which drops truncated fragments
+    and answers that run on."""
+    if is_question(source) and not is_question(cand):
+        return False
+    src, out = set(_words(source)), set(_words(cand))
+    if src & _FIRST and not src & _SECOND and out & _SECOND:
+        return False
+    a, b = len(_words(source)), len(_words(cand))
+    return 0.4 * a - 1 <= b <= 2.5 * a + 3
+
+
+def screen(text: str, cands: Sequence[Candidate], scorer: Callable[[Sequence[str]], np.ndarray] | None,
+           generator: Generator | None = None, min_similarity: float = 0.6) -> list[Screened]:
+    """Decide about every candidate: copies, near-copies (only function words differ), unfinished
+    (hit the token budget), wrong shape, duplicates and those below ``min_similarity`` are dropped."""
+    src_norm, src_content = normal(text), content(text)
+    seen: set[str] = set()
+    out: list[Screened] = []
+    for c in cands:
+        t = clean(c.text)
+        key = normal(t)
+        if not key:
+            reason = "empty"
+        elif key == src_norm:
+            reason = "copy"
+        elif src_content and content(t) == src_content:
+            reason = "near-copy"
+        elif not c.finished:
+            reason = "unfinished"
+        elif not shape_ok(text, t):
+            reason = "shape"
+        elif key in seen:
+            reason = "duplicate"
+        else:
+            reason = "kept"
+        seen.add(key)
+        out.append(Screened(t, reason))
+    kept = [s for s in out if s.reason == "kept"]
+    if kept:
+        texts = [s.text for s in kept]
+        parts: dict[str, np.ndarray] = {}
+        if scorer is not None:
+            v = np.asarray(scorer([text] + texts), dtype=np.float32)
+            parts["index"] = v[1:] @ v[0]
+        own = generator.similarity(text, texts) if generator is not None else None
+        if own is not None:
+            parts[generator.name] = np.asarray(own, dtype=np.float32)
+        for i, s in enumerate(kept):
+            s.scores = {k: float(v[i]) for k, v in parts.items()}
+            s.score = float(np.mean(list(s.scores.values()))) if s.scores else 0.0
+            if s.scores and s.score < min_similarity:
+                s.reason = "dissimilar"
+    return out
+
+
+def diverse_top(screened: Sequence[Screened], n: int, max_overlap: float = 0.75) -> list[Paraphrase]:
+    """Best first, skipping a candidate whose content words overlap an already chosen one by more than
+    ``max_overlap`` (Jaccard), so the N returned are not N copies of one rewording."""
+    ranked = sorted((s for s in screened if s.reason == "kept"), key=lambda s: -(s.score or 0.0))
+    chosen: list[Screened] = []
+    for s in ranked:
+        words = set(content(s.text)) or set(_words(s.text))
+        if any(_jaccard(words, set(content(c.text)) or set(_words(c.text))) > max_overlap for c in chosen):
+            continue
+        chosen.append(s)
+        if len(chosen) == n:
+            break
+    if len(chosen) < n:  # fill up with near-duplicates of each other rather than return fewer
+        rest = [s for s in ranked if s not in chosen]
+        chosen += rest[:n - len(chosen)]
+        chosen.sort(key=lambda s: -(s.score or 0.0))
+    return [Paraphrase(s.text, float(s.score or 0.0)) for s in chosen]
+
+
+def _jaccard(a: set, b: set) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+def paraphrase(generator: Generator, text: str, n: int = 5, candidates: int = 24,
+               scorer: Callable[[Sequence[str]], np.ndarray] | None = None, min_similarity: float = 0.6,
+               seed: int | None = 0) -> list[Paraphrase]:
+    """Up to ``n`` rewordings of ``text``: ``candidates`` samples, screened, re-ranked, diverse."""
+    if not text.strip():
+        return []
+    cands = generator.sample(text, candidates, seed=seed)
+    return diverse_top(screen(text, cands, scorer, generator, min_similarity), n)

