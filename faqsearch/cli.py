@@ -663,6 +663,10 @@ def refit(index, beta, gamma, k, as_json, quiet):
 @click.option("--pairs", "pairs_file", type=click.Path(dir_okay=False), help="A file of similar pairs (sentence1, sentence2[, label]).")
 @click.option("--mine", type=click.Path(dir_okay=False), help="Mine pairs from these questions by nearest neighbours.")
 @click.option("--mine-threshold", type=click.FloatRange(-1, 1), default=0.8, show_default=True)
+@click.option("--teacher", metavar="NAME|DIR",
+              help="Distillation: a generator ('smollm2' or any causal LM) writes N paraphrases of the first question "
+                   "of every FAQ from --corpus/--from-index; the pairs are trained on and saved as OUT/teacher_pairs.csv.")
+@click.option("--teacher-n", type=click.IntRange(1), default=3, show_default=True, help="Teacher paraphrases per FAQ.")
 @click.option("--epochs", type=click.IntRange(1), default=3, show_default=True)
 @click.option("--batch-size", type=click.IntRange(2), default=16, show_default=True, help="Pairs per batch.")
 @click.option("--lr", type=float, default=5e-5, show_default=True)
@@ -671,8 +675,8 @@ def refit(index, beta, gamma, k, as_json, quiet):
 @click.option("--json", "as_json", is_flag=True)
 @threads_option
 @quiet_option
-def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, epochs, batch_size, lr, seed, resume,
-           as_json, threads, quiet):
+def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, teacher, teacher_n, epochs, batch_size, lr,
+           seed, resume, as_json, threads, quiet):
     """Train a SimBERT model (paraphrase generation + retrieval in one BERT) on similar questions.
 
     Pairs come from FAQ question groups (--from-index, --corpus), a pairs file (--pairs) and/or
@@ -683,19 +687,33 @@ def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, 
     Example:
         faqsearch train --corpus sample_data/faq.csv --out models/simbert --epochs 3
         faqsearch train --mine questions.txt --out models/simbert --resume
+        faqsearch train --corpus faq.csv --teacher smollm2 --out models/distilled
     """
     import torch
 
+    from .encoders import load_encoder
     from .simbert.model import SimBert
-    from .simbert.train import TrainConfig, collect_pairs, train
+    from .simbert.train import TrainConfig, collect_pairs, question_groups, teacher_pairs, train, write_pairs
 
     _setup_logging(quiet)
     if threads:
         torch.set_num_threads(threads)
     if not any((from_index, corpus, pairs_file, mine)):
         raise click.UsageError("give at least one source of pairs: --from-index, --corpus, --pairs or --mine")
+    if teacher and not (from_index or corpus):
+        raise click.UsageError("--teacher paraphrases the FAQs of --corpus or --from-index: give one")
     try:
         pairs = collect_pairs(from_index, corpus, pairs_file, mine, mine_threshold)
+        if teacher and not resume:
+            firsts = [g[0] for g in question_groups(from_index, corpus) if g]
+            taught = teacher_pairs(_generator(teacher, threads=threads), firsts, n=teacher_n,
+                                   scorer=_unit(load_encoder(threads=threads)), seed=seed,
+                                   progress=not quiet and not as_json)
+            os.makedirs(out_dir, exist_ok=True)
+            write_pairs(os.path.join(out_dir, "teacher_pairs.csv"), taught)
+            pairs += taught
+        elif teacher:  # the teacher already wrote its pairs before the first epoch
+            pairs += collect_pairs(pairs_file=os.path.join(out_dir, "teacher_pairs.csv"))
         start = out_dir if resume else _simbert_base(base)
         model = SimBert.from_pretrained(start)
         log = train(model, pairs, out_dir, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),

@@ -9,6 +9,7 @@ swap a single reference, so every request sees one whole version.
 """
 
 import hmac
+import json
 import logging
 import os
 import threading
@@ -411,30 +412,32 @@ def create_app(service: Service, max_body: int = MAX_BODY):
 
     @app.post("/indexes/{name}/paraphrase", tags=["ask"])
     def paraphrase(name: str, body: ParaphraseIn):
-        """Questions similar to TEXT, from the index's paraphrase model (SimBERT made by `faqsearch train`)."""
-        e = service.engine(name)
-        where = e.config.get("simbert")
-        if not where:
-            raise FAQSearchError("this index has no paraphrase model; ingest it with --augment N --simbert DIR")
-        from .simbert.generate import paraphrase as run
-        from .simbert.model import SimBert
+        """Rewordings of TEXT ('did you mean'), re-ranked by the index: from the generator the index was
+        augmented with, else the default (SmolLM2). The generator is loaded once, on first use."""
+        from .generators import paraphrase as run
 
-        model = _cached_simbert(where, SimBert)
+        e = service.engine(name)
+        spec = e.config.get("generator") or ({"kind": "simbert", "source": e.config["simbert"]}
+                                             if e.config.get("simbert") else None)
+        gen = _cached_generator(spec)
         return {"text": body.text, "paraphrases": [{"text": p.text, "score": p.score}
-                                                   for p in run(model, body.text, n=body.n, seed=0)]}
+                                                   for p in run(gen, body.text, n=body.n, scorer=e.embed)]}
 
     return app
 
 
-_SIMBERT: dict[str, Any] = {}
-_SIMBERT_LOCK = threading.Lock()
+_GENERATORS: dict[str, Any] = {}
+_GENERATORS_LOCK = threading.Lock()
 
 
-def _cached_simbert(path: str, cls):
-    with _SIMBERT_LOCK:
-        if path not in _SIMBERT:
-            _SIMBERT[path] = cls.from_pretrained(path)
-        return _SIMBERT[path]
+def _cached_generator(spec: dict[str, Any] | None):
+    from .generators import generator_from_spec
+
+    key = json.dumps(spec, sort_keys=True)
+    with _GENERATORS_LOCK:
+        if key not in _GENERATORS:
+            _GENERATORS[key] = generator_from_spec(spec)
+        return _GENERATORS[key]
 
 
 def serve(indexes: dict[str, str], host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,

@@ -7,13 +7,13 @@ import sqlite3
 import threading
 from typing import Any, Iterable, Sequence
 
-from sqlite_utils import Database
-
 from .corpus import FAQ, faq_hash
 from .lexical import fts_query, tokenize
-from .migrations import migrations
 
 SOURCES = ("corpus", "generated", "added", "feedback")
+# names of every migration in migrations.py (a test keeps them equal): a store that has them all is
+# opened without importing sqlite-utils
+MIGRATIONS = ("m001_initial", "m002_content_hash", "m003_lexical", "m004_lexical_vocab")
 
 
 class Store:
@@ -23,10 +23,31 @@ class Store:
         self.path = path
         # one connection shared by threads, serialised by a lock (reads are tiny)
         self._conn = sqlite3.connect(path, check_same_thread=False)
-        self.db = Database(self._conn)
+        self._db = None
         self._lock = threading.Lock()
         with self._lock:
-            migrations.apply(self.db)
+            if not self._up_to_date():
+                from .migrations import migrations
+
+                migrations.apply(self.db)
+
+    @property
+    def db(self):
+        """The sqlite-utils view of the connection, made on the first write (it imports pandas when
+        present: a query never needs it)."""
+        if self._db is None:
+            from sqlite_utils import Database
+
+            self._db = Database(self._conn)
+        return self._db
+
+    def _up_to_date(self) -> bool:
+        try:
+            done = {r[0] for r in self._conn.execute(
+                "select name from _sqlite_migrations where migration_set = 'faqsearch'")}
+        except sqlite3.OperationalError:  # a new database: no migrations table yet
+            return False
+        return set(MIGRATIONS) <= done
 
     @classmethod
     def open_existing(cls, path: str, index: str | None = None) -> "Store":
@@ -60,12 +81,12 @@ class Store:
 
     def question_count(self) -> int:
         with self._lock:
-            return int(self.db.execute("select count(*) from questions").fetchone()[0])
+            return int(self._conn.execute("select count(*) from questions").fetchone()[0])
 
     def source_counts(self, exclude: str | None = None) -> dict[str, int]:
         """Questions per source (corpus, added, generated, feedback)."""
         with self._lock:
-            return {r[0]: r[1] for r in self.db.execute("select source, count(*) from questions group by source")
+            return {r[0]: r[1] for r in self._conn.execute("select source, count(*) from questions group by source")
                     if r[0] != exclude}
 
     def insert_faqs(self, faqs: Iterable[FAQ], source: str = "corpus", first_id: int = 1) -> list[tuple[int, str]]:
@@ -90,7 +111,7 @@ class Store:
         engine passes one past every id a vector may still carry, so removed ids are not reused)."""
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}")
-        start = max(first_id, (self.db.execute("select coalesce(max(id), 0) from questions").fetchone()[0]) + 1)
+        start = max(first_id, (self._conn.execute("select coalesce(max(id), 0) from questions").fetchone()[0]) + 1)
         rows = [{"id": start + i, "faq_id": fid, "text": q, "source": source, "lex": " ".join(tokenize(q))}
                 for i, (fid, q) in enumerate(pairs)]
         self.db["questions"].insert_all(rows, batch_size=1000)
@@ -109,7 +130,7 @@ class Store:
         with self._lock, self.db.atomic():
             for start in range(0, len(ids), 500):
                 chunk = ids[start:start + 500]
-                self.db.execute(f"delete from questions where id in ({','.join('?' * len(chunk))})", chunk)
+                self._conn.execute(f"delete from questions where id in ({','.join('?' * len(chunk))})", chunk)
 
     def delete_faqs(self, faq_ids: Sequence[str]) -> list[int]:
         """Delete FAQs with all their questions; return the deleted question ids."""
@@ -119,23 +140,23 @@ class Store:
             for start in range(0, len(ids), 500):
                 chunk = ids[start:start + 500]
                 marks = ",".join("?" * len(chunk))
-                removed += [r[0] for r in self.db.execute(f"select id from questions where faq_id in ({marks})", chunk)]
-                self.db.execute(f"delete from questions where faq_id in ({marks})", chunk)
-                self.db.execute(f"delete from faqs where id in ({marks})", chunk)
+                removed += [r[0] for r in self._conn.execute(f"select id from questions where faq_id in ({marks})", chunk)]
+                self._conn.execute(f"delete from questions where faq_id in ({marks})", chunk)
+                self._conn.execute(f"delete from faqs where id in ({marks})", chunk)
         return removed
 
     def faq_hashes(self) -> dict[str, str | None]:
         with self._lock:
-            return dict(self.db.execute("select id, content_hash from faqs"))
+            return dict(self._conn.execute("select id, content_hash from faqs"))
 
     def faq(self, faq_id: str) -> dict[str, Any] | None:
         """One FAQ with its questions (id, text, source), or None."""
         with self._lock:
-            row = self.db.execute("select id, answer, category, metadata, content_hash from faqs where id = ?",
+            row = self._conn.execute("select id, answer, category, metadata, content_hash from faqs where id = ?",
                                   [faq_id]).fetchone()
             if row is None:
                 return None
-            qs = self.db.execute("select id, text, source from questions where faq_id = ? order by id", [faq_id])
+            qs = self._conn.execute("select id, text, source from questions where faq_id = ? order by id", [faq_id])
             questions = [{"id": q[0], "text": q[1], "source": q[2]} for q in qs]
         return {"id": row[0], "answer": row[1], "category": row[2],
                 "metadata": json.loads(row[3]) if row[3] else {}, "content_hash": row[4], "questions": questions}
@@ -157,7 +178,7 @@ class Store:
                + (" limit ? offset ?" if limit is not None else ""))
         args += [limit, offset] if limit is not None else []
         with self._lock:
-            return [{"id": r[0], "category": r[1], "answer": r[2], "questions": r[3]} for r in self.db.execute(sql, args)]
+            return [{"id": r[0], "category": r[1], "answer": r[2], "questions": r[3]} for r in self._conn.execute(sql, args)]
 
     @staticmethod
     def filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
@@ -179,7 +200,7 @@ class Store:
         """Ids of the questions whose FAQ passes the filters."""
         where, args = self.filter_sql(filters)
         with self._lock:
-            return [r[0] for r in self.db.execute(
+            return [r[0] for r in self._conn.execute(
                 f"select q.id from questions q join faqs f on f.id = q.faq_id where {where}", args)]
 
     def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
@@ -187,10 +208,10 @@ class Store:
         where, fargs = self.filter_sql(filters)
         out = []
         with self._lock:
-            n_docs = self.db.execute("select count(*) from questions").fetchone()[0]
+            n_docs = self._conn.execute("select count(*) from questions").fetchone()[0]
             for text in texts:
                 tokens = sorted(set(tokenize(text)))
-                df = dict(self.db.execute(
+                df = dict(self._conn.execute(
                     f"select term, doc from questions_fts_vocab where term in ({','.join('?' * len(tokens))})",
                     tokens).fetchall()) if tokens else {}
                 q = fts_query(text, df, n_docs)
@@ -198,13 +219,13 @@ class Store:
                     out.append([])
                     continue
                 if where:
-                    rows = self.db.execute(
+                    rows = self._conn.execute(
                         "select questions_fts.rowid, -bm25(questions_fts) from questions_fts "
                         "join questions q on q.id = questions_fts.rowid join faqs f on f.id = q.faq_id "
                         f"where questions_fts match ? and {where} order by bm25(questions_fts) limit ?",
                         [q, *fargs, n]).fetchall()
                 else:
-                    rows = self.db.execute(
+                    rows = self._conn.execute(
                         "select rowid, -bm25(questions_fts) from questions_fts where questions_fts match ? "
                         "order by bm25(questions_fts) limit ?", [q, n]).fetchall()
                 out.append([(int(r[0]), float(r[1])) for r in rows])
@@ -219,7 +240,7 @@ class Store:
                "f.metadata from questions q join faqs f on f.id = q.faq_id "
                f"where q.id in ({','.join('?' * len(ids))})")
         with self._lock:
-            cur = self.db.execute(sql, ids)
+            cur = self._conn.execute(sql, ids)
             cols = [c[0] for c in cur.description]
             rows = [dict(zip(cols, r)) for r in cur.fetchall()]
         for r in rows:
@@ -229,7 +250,7 @@ class Store:
     def all_questions(self) -> list[tuple[int, str, str]]:
         """(id, faq_id, text) of every question, by id: the order of the stored raw vectors."""
         with self._lock:
-            return [tuple(r) for r in self.db.execute("select id, faq_id, text from questions order by id")]
+            return [tuple(r) for r in self._conn.execute("select id, faq_id, text from questions order by id")]
 
     def backup(self, path: str) -> None:
         """A consistent copy of the database (SQLite online backup)."""
@@ -244,12 +265,12 @@ class Store:
         """Ids of all FAQs, or of those with at least one question from ``source``."""
         with self._lock:
             if source is None:
-                return {r[0] for r in self.db.execute("select id from faqs")}
-            return {r[0] for r in self.db.execute("select distinct faq_id from questions where source = ?", [source])}
+                return {r[0] for r in self._conn.execute("select id from faqs")}
+            return {r[0] for r in self._conn.execute("select distinct faq_id from questions where source = ?", [source])}
 
     def counts(self) -> dict[str, int]:
         with self._lock:
-            faqs = self.db.execute("select count(*) from faqs").fetchone()[0]
-            qs = self.db.execute("select count(*) from questions").fetchone()[0]
-            most = self.db.execute("select coalesce(max(c), 0) from (select count(*) c from questions group by faq_id)").fetchone()[0]
+            faqs = self._conn.execute("select count(*) from faqs").fetchone()[0]
+            qs = self._conn.execute("select count(*) from questions").fetchone()[0]
+            most = self._conn.execute("select coalesce(max(c), 0) from (select count(*) c from questions group by faq_id)").fetchone()[0]
         return {"faqs": faqs, "questions": qs, "max_questions_per_faq": most}

@@ -119,3 +119,26 @@ def test_augment_in_place_and_remove(tmp_path):
     assert json.loads(out.output)["removed_questions"] == 4
     with FAQSearch.open(ix) as e:
         assert {q["source"] for f in e.list() for q in e.show(f["id"])["questions"]} == {"corpus"}
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_service_paraphrase_endpoint_uses_default_generator(tmp_path):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from faqsearch import FAQSearch
+    from faqsearch.server import Service, create_app
+
+    corpus = tmp_path / "faq.csv"
+    corpus.write_text("id,question,answer\npw,How do I reset my password?,Use the Forgot password link.\n")
+    ix = str(tmp_path / "shop")
+    FAQSearch.build(str(corpus), ix).close()
+    service = Service({"shop": ix}, watch=False)
+    c = TestClient(create_app(service))
+    r = c.post("/indexes/shop/paraphrase", json={"text": "where is my parcel?", "n": 3})
+    assert r.status_code == 200, r.text
+    got = r.json()["paraphrases"]
+    assert 1 <= len(got) <= 3 and all(normal(p["text"]) != normal("where is my parcel?") for p in got)
+    assert c.post("/indexes/shop/paraphrase", json={"text": "", "n": 3}).status_code == 422
+    service.close()

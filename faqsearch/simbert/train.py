@@ -63,27 +63,64 @@ def mine_pairs(texts: Sequence[str], encoder, threshold: float = 0.8, max_per_te
     return out
 
 
+def question_groups(index: str | None = None, corpus: str | None = None) -> list[list[str]]:
+    """The questions of each FAQ, from an index (any backend) and/or a corpus file."""
+    from ..corpus import read_corpus
+
+    out: list[list[str]] = []
+    if index:
+        from ..engine import open_store
+
+        store = open_store(index)
+        try:
+            groups: dict[str, list[str]] = {}
+            for _, fid, text in store.all_questions():
+                groups.setdefault(fid, []).append(text)
+        finally:
+            store.close()
+        out += list(groups.values())
+    if corpus:
+        out += [list(f.questions) for f in read_corpus(corpus)]
+    return out
+
+
+def teacher_pairs(generator, questions: Sequence[str], n: int = 3, scorer=None, candidates: int = 24,
+                  min_similarity: float = 0.6, seed: int | None = 0, progress: bool = False) -> list[tuple[str, str]]:
+    """(question, paraphrase) pairs written by a generator (distillation: a causal LM teaches the
+    UniLM model in-domain rewording); each paraphrase passed the recipe's screen."""
+    from ..encoders.base import progress_bar
+    from ..generators import paraphrase
+
+    out = []
+    with progress_bar(len(questions), progress, "teacher paraphrases") as bar:
+        for q in questions:
+            out += [(q, p.text) for p in paraphrase(generator, q, n=n, candidates=candidates, scorer=scorer,
+                                                    min_similarity=min_similarity, seed=seed)]
+            bar.update(1)
+    return out
+
+
+def write_pairs(path: str, pairs: Sequence[tuple[str, str]]) -> None:
+    """A pairs file that ``--pairs`` reads back (CSV: sentence1, sentence2)."""
+    import csv
+
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["sentence1", "sentence2"])
+        w.writerows(pairs)
+    os.replace(tmp, path)
+
+
 def collect_pairs(index: str | None = None, corpus: str | None = None, pairs_file: str | None = None,
                   mine: str | None = None, mine_threshold: float = 0.8, encoder=None) -> list[tuple[str, str]]:
     """Training pairs from (a) an index's or a corpus's FAQ question groups, (b) a pairs file,
     (c) retrieval over a question list (nearest neighbours above ``mine_threshold``)."""
-    from ..corpus import read_corpus, read_rows, read_texts
+    from ..corpus import read_rows, read_texts
 
     out: list[tuple[str, str]] = []
-    if index:
-        from .. import config as cfg
-        from ..store import Store
-
-        path = cfg.resolve_index_path(index)
-        cfg.load_config(path)
-        store = Store(os.path.join(path, cfg.FILES["store"]))
-        groups: dict[str, list[str]] = {}
-        for _, fid, text in store.all_questions():
-            groups.setdefault(fid, []).append(text)
-        store.close()
-        out += pairs_from_groups(list(groups.values()))
-    if corpus:
-        out += pairs_from_groups([f.questions for f in read_corpus(corpus)])
+    if index or corpus:
+        out += pairs_from_groups(question_groups(index, corpus))
     if pairs_file:
         for line, row in read_rows(pairs_file):
             a = row.get("sentence1", row.get("text1", row.get("question1")))
