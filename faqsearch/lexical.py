@@ -7,11 +7,18 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 
 
-def tokenize(text: str) -> list[str]:
-    """Lower-cased words; runs of CJK characters become character unigrams plus bigrams.
+CJK_MODES = ("unigram", "unigram+bigram")
+# for new stores, by benchmarks/zh_lexical.py: unigrams alone score higher than unigrams + bigrams on
+# zh-STS-B retrieval (MRR@10 83.18 vs 81.17) and sample_data zh (95.71 vs 94.44), and are faster
+DEFAULT_CJK = "unigram"
 
-    Chinese has no spaces, so a whole sentence would otherwise be one token; unigrams and
-    bigrams give BM25 the overlap that word segmentation would, without a dictionary.
+
+def tokenize(text: str, cjk: str = "unigram+bigram") -> list[str]:
+    """Lower-cased words; runs of CJK characters become character unigrams (plus bigrams with
+    ``cjk='unigram+bigram'``).
+
+    Chinese has no spaces, so a whole sentence would otherwise be one token; characters (and
+    character pairs) give BM25 the overlap that word segmentation would, without a dictionary.
     """
     out: list[str] = []
     for word in _WORD.findall(text.lower()):
@@ -25,7 +32,8 @@ def tokenize(text: str) -> list[str]:
                 continue
             if run:
                 out.extend(run)
-                out.extend(run[i:i + 2] for i in range(len(run) - 1))
+                if cjk != "unigram":
+                    out.extend(run[i:i + 2] for i in range(len(run) - 1))
                 run = ""
         rest = _CJK.sub(" ", word).split()
         out.extend(rest)
@@ -36,13 +44,14 @@ COMMON = 0.2  # query tokens found in more than this share of the questions are 
 KEEP_MIN = 2  # ... unless that would leave fewer than this many tokens (the rarest are kept)
 
 
-def fts_query(text: str, doc_freq: dict[str, int] | None = None, n_docs: int = 0) -> str | None:
+def fts_query(text: str, doc_freq: dict[str, int] | None = None, n_docs: int = 0,
+              cjk: str = "unigram+bigram") -> str | None:
     """An FTS5 MATCH expression: tokens quoted (no operator injection) and OR-ed together.
 
     With document frequencies, tokens in more than COMMON of the questions are left out: BM25
     gives them little weight, yet they are what makes an OR query score most of the index.
     """
-    tokens = sorted(set(tokenize(text)))
+    tokens = sorted(set(tokenize(text, cjk)))
     if doc_freq is not None and n_docs > 0:
         tokens = [t for t in tokens if doc_freq.get(t, 0) > 0]  # unknown tokens match nothing anyway
         rare = [t for t in tokens if doc_freq[t] <= COMMON * n_docs]

@@ -49,3 +49,15 @@ def m003_lexical(db: Database) -> None:
 def m004_lexical_vocab(db: Database) -> None:
     """Document frequencies of the lexical tokens (fts5vocab), used to drop very common query terms."""
     db.execute("create virtual table if not exists questions_fts_vocab using fts5vocab(questions_fts, 'row')")
+
+
+@migrations()
+def m005_settings(db: Database) -> None:
+    """Per-store settings. ``cjk``: how CJK text is tokenised for BM25. A store that already holds
+    questions keeps what it was built with (unigrams + bigrams); a new one gets the current default."""
+    from .lexical import DEFAULT_CJK
+
+    db.execute("create table if not exists settings (key text primary key, value text)")
+    existing = db.execute("select count(*) from questions").fetchone()[0]
+    db.execute("insert or ignore into settings (key, value) values ('cjk', ?)",
+               ["unigram+bigram" if existing else DEFAULT_CJK])

@@ -13,13 +13,15 @@ from .lexical import fts_query, tokenize
 SOURCES = ("corpus", "generated", "added", "feedback")
 # names of every migration in migrations.py (a test keeps them equal): a store that has them all is
 # opened without importing sqlite-utils
-MIGRATIONS = ("m001_initial", "m002_content_hash", "m003_lexical", "m004_lexical_vocab")
+MIGRATIONS = ("m001_initial", "m002_content_hash", "m003_lexical", "m004_lexical_vocab", "m005_settings")
 
 
 class Store:
     """FAQs (id, answer, category, metadata) and questions (id, faq_id, text, source)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, cjk: str | None = None):
+        """``cjk``: CJK tokenisation for a store that holds no questions yet (default DEFAULT_CJK);
+        an existing store keeps its own."""
         self.path = path
         # one connection shared by threads, serialised by a lock (reads are tiny)
         self._conn = sqlite3.connect(path, check_same_thread=False)
@@ -30,6 +32,14 @@ class Store:
                 from .migrations import migrations
 
                 migrations.apply(self.db)
+            if cjk is not None and not self._conn.execute("select 1 from questions limit 1").fetchone():
+                from .lexical import CJK_MODES
+
+                if cjk not in CJK_MODES:
+                    raise ValueError(f"cjk must be one of {CJK_MODES}")
+                with self._conn:
+                    self._conn.execute("update settings set value = ? where key = 'cjk'", [cjk])
+            self.cjk = str(self._conn.execute("select value from settings where key = 'cjk'").fetchone()[0])
 
     @property
     def db(self):
@@ -112,7 +122,7 @@ class Store:
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}")
         start = max(first_id, (self._conn.execute("select coalesce(max(id), 0) from questions").fetchone()[0]) + 1)
-        rows = [{"id": start + i, "faq_id": fid, "text": q, "source": source, "lex": " ".join(tokenize(q))}
+        rows = [{"id": start + i, "faq_id": fid, "text": q, "source": source, "lex": " ".join(tokenize(q, self.cjk))}
                 for i, (fid, q) in enumerate(pairs)]
         self.db["questions"].insert_all(rows, batch_size=1000)
         return [(r["id"], r["text"]) for r in rows]
@@ -210,11 +220,11 @@ class Store:
         with self._lock:
             n_docs = self._conn.execute("select count(*) from questions").fetchone()[0]
             for text in texts:
-                tokens = sorted(set(tokenize(text)))
+                tokens = sorted(set(tokenize(text, self.cjk)))
                 df = dict(self._conn.execute(
                     f"select term, doc from questions_fts_vocab where term in ({','.join('?' * len(tokens))})",
                     tokens).fetchall()) if tokens else {}
-                q = fts_query(text, df, n_docs)
+                q = fts_query(text, df, n_docs, self.cjk)
                 if q is None:
                     out.append([])
                     continue

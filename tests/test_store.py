@@ -9,7 +9,7 @@ def test_migrations_create_schema_once(tmp_path):
     path = str(tmp_path / "s.db")
     s = Store(path)
     names = [m.name for m in migrations.applied(s.db)]
-    assert names == ["m001_initial", "m002_content_hash", "m003_lexical", "m004_lexical_vocab"]
+    assert names == ["m001_initial", "m002_content_hash", "m003_lexical", "m004_lexical_vocab", "m005_settings"]
     assert set(s.db.table_names()) >= {"faqs", "questions"}
     assert {c.name for c in s.db["questions"].columns} == {"id", "faq_id", "text", "source", "lex"}
     s.close()
@@ -59,7 +59,8 @@ def test_older_store_gets_lexical_index_for_existing_rows(tmp_path):
     db["questions"].insert({"id": 1, "faq_id": "a", "text": "信用卡丢了怎么办", "source": "corpus"})
     db.close()
     s = Store(path)
-    assert [m.name for m in migrations.applied(s.db)][-1] == "m004_lexical_vocab"
+    assert [m.name for m in migrations.applied(s.db)][-1] == "m005_settings"
+    assert s.cjk == "unigram+bigram"  # its rows were tokenised that way by m003
     assert s.lexical(["信用卡丢了"], 5)[0][0][0] == 1
     s.insert_faqs([FAQ("b", "B", ["reset my password"])])  # new rows are indexed by the triggers
     assert s.lexical(["password reset"], 5)[0][0][0] == 2
@@ -75,3 +76,26 @@ def test_migration_names_known_to_the_store_match_the_migrations():
     from faqsearch.store import MIGRATIONS
 
     assert tuple(m.name for m in migrations._migrations) == MIGRATIONS
+
+
+def test_cjk_tokenisation_is_a_store_setting(tmp_path):
+    """New stores tokenise CJK as unigrams (measured better); a store that already had questions
+    before the setting existed keeps unigrams + bigrams, which its rows were written with."""
+    s = Store(str(tmp_path / "new.db"))
+    s.insert_faqs([FAQ("z1", "a", ["忘记登录密码怎么办"])])
+    assert s.cjk == "unigram"
+    assert s.db.execute("select lex from questions").fetchone()[0].split() == list("忘记登录密码怎么办")
+    assert s.lexical(["登录密码"], 5)[0][0][0] == 1
+    s.close()
+    old = str(tmp_path / "old.db")
+    s = Store(old, cjk="unigram+bigram")
+    s.insert_faqs([FAQ("z1", "a", ["忘记密码"])])
+    s.close()
+    conn = sqlite3.connect(old)  # as written before m005: no settings table, no record of it
+    conn.execute("drop table settings")
+    conn.execute("delete from _sqlite_migrations where name = 'm005_settings'")
+    conn.commit()
+    conn.close()
+    s = Store(old)
+    assert s.cjk == "unigram+bigram" and s.lexical(["密码"], 5)[0]
+    s.close()

@@ -42,6 +42,9 @@ INDEX_TYPES = {"flat": ("FLAT", {}), "auto": ("FLAT", {}), "hnsw": ("HNSW", {"M"
                "ivf": ("IVF_FLAT", {"nlist": 1024}), "ivf-sq8": ("IVF_SQ8", {"nlist": 1024}),
                "ivf-pq": ("IVF_PQ", {"nlist": 1024, "m": 32}), "sq8": ("IVF_SQ8", {"nlist": 1})}
 FIELDS = ["id", "faq_id", "text", "source", "answer", "category", "metadata", "content_hash", "faq_seq"]
+# Milvus collections tokenise CJK text as they always have (the SQLite store's default is unigrams
+# since the zh_lexical measurement; a collection would need to record its mode to change)
+CJK = "unigram+bigram"
 
 
 class _LiteNoise(logging.Filter):
@@ -211,7 +214,7 @@ class MilvusBackend:
             if len(answer.encode("utf-8")) > MAX_ANSWER:
                 raise FAQSearchError(f"FAQ {fid}: the answer is over {MAX_ANSWER} bytes, Milvus' limit for a text "
                                      "field; shorten it or use the embedded backend")
-            out.append({"id": int(qid), "faq_id": fid, "text": text, "lex": " ".join(tokenize(text)) or "_",
+            out.append({"id": int(qid), "faq_id": fid, "text": text, "lex": " ".join(tokenize(text, CJK)) or "_",
                         "source": source, "answer": answer, "category": category, "metadata": metadata or None,
                         "content_hash": chash, "faq_seq": int(seq), "gen": int(generation), "dead": ALIVE,
                         "vector": np.asarray(v, dtype=np.float32).tolist(),
@@ -331,7 +334,7 @@ class MilvusStore:
 
     def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
         """BM25 by Milvus' own full-text search over faqsearch's tokens (CJK n-grams included)."""
-        queries = [" ".join(tokenize(t)) for t in texts]
+        queries = [" ".join(tokenize(t, CJK)) for t in texts]
         out: list[list[tuple[int, float]]] = [[] for _ in texts]
         todo = [i for i, q in enumerate(queries) if q]
         if not todo:

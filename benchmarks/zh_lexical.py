@@ -1,0 +1,107 @@
+"""Chinese lexical matching: which CJK tokenisation, and how fast at ~20k questions.
+
+Sets (no labels needed beyond the data's own):
+  zh-STS-B retrieval  every sentence of ../shared/data/zh-STS-B (train, dev, test) is an FAQ with one
+                      question; for each pair scored >= 4 ("mostly equivalent"), sentence2 is the query
+                      (removed from the FAQs) and sentence1's FAQ the answer. ~15k FAQs.
+  sample_data zh      sample_data/faq_zh.csv with queries_zh.csv (42 queries).
+Columns: faqsearch's FTS5 store with CJK unigrams, and with unigrams + bigrams (MRR@10, Recall@1,
+and p50/p99 ms of one lexical search); bm25s over the same tokens as the peer.
+
+    python benchmarks/zh_lexical.py [--out FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import DATA, SAMPLE, emit, machine  # noqa: E402
+
+from faqsearch.corpus import FAQ, read_corpus  # noqa: E402
+from faqsearch.evaluation import read_labelled_queries, reciprocal_rank  # noqa: E402
+from faqsearch.lexical import CJK_MODES, tokenize  # noqa: E402
+from faqsearch.store import Store  # noqa: E402
+
+
+def sts_retrieval():
+    pairs, sentences = [], []
+    for name in ("train.tsv", "dev.tsv", "test.tsv"):
+        with open(os.path.join(DATA, "zh-STS-B", name), newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE):
+                a, b = row["sentence1"].strip(), row["sentence2"].strip()
+                sentences += [a, b]
+                if float(row["label"]) >= 4 and a != b:
+                    pairs.append((a, b))
+    query_texts = {b for _, b in pairs}
+    docs = [s for s in dict.fromkeys(sentences) if s not in query_texts]
+    doc_id = {s: f"s{i}" for i, s in enumerate(docs)}
+    faqs = [FAQ(id=doc_id[s], answer="-", questions=[s]) for s in docs]
+    queries = [(b, {doc_id[a]}) for a, b in pairs if a in doc_id]
+    return faqs, list(dict((q, g) for q, g in queries).items())
+
+
+def run_store(faqs, queries, mode, tmp):
+    path = os.path.join(tmp, f"{mode}.db")
+    if os.path.exists(path):
+        os.remove(path)
+    store = Store(path, cjk=mode)
+    store.insert_faqs(faqs)
+    faq_of = {q[0]: q[1] for q in store.all_questions()}
+    rr, r1, times = [], [], []
+    for text, gold in queries:
+        t = time.perf_counter()
+        hits = store.lexical([text], 100)[0]
+        times.append(1000 * (time.perf_counter() - t))
+        ranked = list(dict.fromkeys(faq_of[i] for i, _ in hits))[:10]
+        rr.append(reciprocal_rank(ranked, gold))
+        r1.append(bool(ranked) and ranked[0] in gold)
+    store.close()
+    return 100 * np.mean(rr), 100 * np.mean(r1), np.percentile(times, 50), np.percentile(times, 99)
+
+
+def run_bm25s(faqs, queries, mode):
+    import bm25s
+
+    docs = [(f.id, q) for f in faqs for q in f.questions]
+    retriever = bm25s.BM25()
+    retriever.index([tokenize(d[1], mode) or ["<empty>"] for d in docs], show_progress=False)
+    ids, _ = retriever.retrieve([tokenize(q, mode) or ["<empty>"] for q, _ in queries], k=min(100, len(docs)),
+                                show_progress=False)
+    rr, r1 = [], []
+    for row, (_, gold) in zip(ids, queries):
+        ranked = list(dict.fromkeys(docs[i][0] for i in row))[:10]
+        rr.append(reciprocal_rank(ranked, gold))
+        r1.append(bool(ranked) and ranked[0] in gold)
+    return 100 * np.mean(rr), 100 * np.mean(r1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    sets = [("zh-STS-B retrieval", *sts_retrieval())]
+    sample_q = read_labelled_queries(os.path.join(SAMPLE, "queries_zh.csv"))
+    sets.append(("sample_data zh", read_corpus(os.path.join(SAMPLE, "faq_zh.csv")),
+                 [(q.text, q.gold) for q in sample_q]))
+    lines = [f"Measured {machine()}", "",
+             "| set | CJK tokens | faqsearch FTS5 MRR@10 / R@1 | p50 / p99 ms per query | bm25s MRR@10 / R@1 |",
+             "|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, faqs, queries in sets:
+            for mode in CJK_MODES:
+                mrr, r1, p50, p99 = run_store(faqs, queries, mode, tmp)
+                bm, br1 = run_bm25s(faqs, queries, mode)
+                lines.append(f"| {name} ({sum(len(f.questions) for f in faqs)} questions, {len(queries)} queries) "
+                             f"| {mode} | {mrr:.2f} / {r1:.2f} | {p50:.2f} / {p99:.2f} | {bm:.2f} / {br1:.2f} |")
+    emit(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()
