@@ -818,9 +818,9 @@ def fuse(candidates: Sequence[Answer], weight: float, k: int) -> list[Answer]:
 
     ``score`` stays the cosine, the calibrated confidence the threshold applies to; ``fused`` orders."""
     top = max((a.lexical or 0.0 for a in candidates), default=0.0) or 1.0
-    fused = [replace(a, score=a.dense, fused=float(a.dense + weight * (a.lexical or 0.0) / top)) for a in candidates]
-    fused.sort(key=lambda a: -a.fused)
-    return fused[:k]
+    scored = sorted(((float(a.dense + weight * (a.lexical or 0.0) / top), i) for i, a in enumerate(candidates)),
+                    key=lambda x: -x[0])[:k]  # stable: ties keep the candidates' order
+    return [replace(candidates[i], score=candidates[i].dense, fused=f) for f, i in scored]
 
 
 def _distinct_faqs(hits: Iterable[tuple[int, float]], rows: dict[int, dict[str, Any]], k: int,
