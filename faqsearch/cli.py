@@ -113,6 +113,8 @@ def cli():
 @click.option("--simbert", "simbert_dir", type=click.Path(), hidden=True, help="Same as --generator DIR (older name).")
 @click.option("--augment-min-similarity", "augment_min_similarity", type=click.FloatRange(-1, 1), default=0.6,
               show_default=True, help="Keep only paraphrases at least this similar to the question.")
+@click.option("--no-self-fusion", "no_self_fusion", is_flag=True,
+              help="Keep the default hybrid weight even when the corpus's question variants could choose one.")
 @click.option("--tune-self", is_flag=True, help="After building, tune beta, gamma and k on the corpus's own question "
                                                 "variants (faqsearch tune --self --apply).")
 @click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True)
@@ -122,7 +124,7 @@ def cli():
 def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, gamma, k, no_whitening, fit_on, threshold, fmt,
            question_column, answer_column, id_column, category_column, variants_column, variant_sep, index_type,
            quantize, backend, uri, collection, upsert, force, augment, generator, simbert_dir, augment_min_similarity,
-           tune_self, batch_size, threads, quiet,
+           no_self_fusion, tune_self, batch_size, threads, quiet,
            as_json):
     """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns).
 
@@ -165,7 +167,7 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
             k=DEFAULT_K if k is None else k, whiten=not no_whitening, fit_on=fit_on,
             threshold=DEFAULT_THRESHOLD if threshold is None else threshold, columns=columns, fmt=fmt,
             index_type=index_type, quantize=quantize, batch_size=batch_size, progress=not quiet and not as_json,
-            force=force, backend=backend, uri=uri, collection=collection)
+            force=force, backend=backend, uri=uri, collection=collection, self_fusion=not no_self_fusion)
         if augment:
             report = engine.augment(_generator(generator or simbert_dir, threads=threads), n=augment,
                                     min_similarity=augment_min_similarity, progress=not quiet and not as_json)
@@ -189,7 +191,8 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
     info = engine.info()
     summary = {"index": info["path"], "faqs": info["counts"]["faqs"], "questions": info["counts"]["questions"],
                "encoder": info["encoder"]["name"], "dim_in": info["dim_in"], "dim_out": info["dim_out"],
-               "whitening": info["whitening"]}
+               "whitening": info["whitening"], "mode": info.get("mode", "hybrid"),
+               "hybrid_weight": info.get("hybrid_weight"), "fusion": info.get("fusion")}
     if as_json:
         click.echo(_dump(summary))
     else:
@@ -197,6 +200,10 @@ def ingest(corpus, index, model, pooling, max_length, prefix, gguf_file, beta, g
         click.echo(f"Indexed {summary['faqs']} FAQs ({summary['questions']} questions) into {summary['index']}")
         click.echo(f"Encoder {summary['encoder']}, {summary['dim_in']} -> {summary['dim_out']} dims "
                    + (f"(beta={w['beta']:g}, gamma={w['gamma']:g})" if w["enabled"] else "(no transform)"))
+        if summary["fusion"]:
+            f = summary["fusion"]
+            click.echo(f"Hybrid weight {summary['hybrid_weight']:g}, chosen by {f['chosen_by']} ({f['queries']} held "
+                       f"out: MRR@10 {100 * f['cv_tuned']:.2f} vs {100 * f['cv_current']:.2f} at the default)")
     engine.close()
 
 
@@ -352,7 +359,8 @@ def eval_(queries, index, pairs, query_column, gold_column, threshold, mode, as_
 @click.option("--apply", "do_apply", is_flag=True,
               help="Rewrite the transform and FAISS index in place (atomically, no re-encoding) if the held-out "
                    "score improves.")
-@click.option("--fusion", is_flag=True, help="With QUERIES: tune the weight of BM25 in hybrid mode instead.")
+@click.option("--fusion", is_flag=True, help="Tune the weight of BM25 in hybrid mode instead (with QUERIES, or --self: "
+                                             "the index's own question variants).")
 @click.option("--folds", type=click.IntRange(2, 20), default=5, show_default=True, help="Cross-validation folds.")
 @click.option("--offtopic", type=click.Path(dir_okay=False),
               help="Questions the index must not answer (.txt lines); a new threshold never answers more of them "
@@ -377,6 +385,7 @@ def tune(queries, index, pairs, self_supervised, do_apply, fusion, folds, offtop
         faqsearch tune --self --apply --index support
         faqsearch tune --pairs sts-dev.tsv --index sts --json
         faqsearch tune user_queries.csv --fusion --apply
+        faqsearch tune --self --fusion --index support
     """
     from .engine import FAQSearch
     from .corpus import read_texts
@@ -386,15 +395,17 @@ def tune(queries, index, pairs, self_supervised, do_apply, fusion, folds, offtop
     _setup_logging(quiet)
     if sum(x is not None and x is not False for x in (queries, pairs, self_supervised)) != 1:
         raise click.UsageError("give exactly one of QUERIES, --pairs FILE or --self")
-    if fusion and not queries:
-        raise click.UsageError("--fusion needs labelled QUERIES")
+    if fusion and pairs:
+        raise click.UsageError("--fusion needs labelled QUERIES or --self")
     if fusion:
         try:
             with FAQSearch.open(index, threads=threads) as engine:
-                report = tune_fusion(engine, read_labelled_queries(queries, query_column, gold_column), folds=folds,
-                                     progress=not quiet and not as_json)
+                labelled = read_labelled_queries(queries, query_column, gold_column) if queries else None
+                report = tune_fusion(engine, labelled, folds=folds, progress=not quiet and not as_json,
+                                     self_supervised=self_supervised)
                 if do_apply:
-                    apply_fusion_if_better(engine, report)
+                    apply_fusion_if_better(engine, report, "labelled queries" if queries else
+                                           "self-supervised (question variants)")
         except FAQSearchError as exc:
             raise _fail(exc)
         if as_json:

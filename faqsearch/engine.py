@@ -201,6 +201,7 @@ class FAQSearch:
         backend: str = "embedded",
         uri: str | None = None,
         collection: str | None = None,
+        self_fusion: bool = True,
     ) -> "FAQSearch":
         """Build an index from a corpus file (or FAQ records) and move it into place atomically.
 
@@ -211,6 +212,9 @@ class FAQSearch:
         ``backend="milvus"`` with ``uri`` (a local ``.db`` file runs milvus-lite; ``http://host:19530``
         a server) keeps the rows and vectors in a Milvus collection (``collection``, default
         ``faqsearch_<index name>``) and the config and transform in the index directory.
+
+        ``self_fusion``: when at least 10 FAQs have several questions, the hybrid weight is learned
+        from them (``tuning.auto_fusion``) and kept only where it beats the default held out.
         """
         path = cfg.resolve_index_path(index)
         milvus = None
@@ -306,7 +310,13 @@ class FAQSearch:
                 drop_stale(milvus)
         log.info("built index %s: %d FAQs, %d questions, %d -> %d dims", path, counts["faqs"],
                  counts["questions"], encoder.dimension, white.dim_out)
-        return cls.open(path, encoder=encoder)
+        engine = cls.open(path, encoder=encoder)
+        if self_fusion and milvus is None:
+            from .tuning import auto_fusion
+
+            if auto_fusion(engine):
+                engine.reload()
+        return engine
 
     # ------------------------------------------------------------------ open
     @classmethod

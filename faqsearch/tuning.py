@@ -327,13 +327,101 @@ class FusionReport:
                 "lexical_mrr@10": self.lexical, "applied": self.applied, "rows": self.rows}
 
 
-def tune_fusion(engine, queries: Sequence[LabelledQuery], folds: int = FOLDS, progress: bool = False) -> FusionReport:
-    """Choose the weight of BM25 in hybrid mode from labelled queries (5-fold cross-validated MRR@10)."""
+def held_out_variants(rows: Sequence[tuple], seed: int = 0) -> np.ndarray:
+    """Positions (in ``rows``: (id, faq_id, ...)) of one question of every FAQ that has two or more."""
+    by_faq: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_faq.setdefault(r[1], []).append(i)
+    rng = np.random.default_rng(seed)
+    return np.array(sorted(int(rng.choice(ix)) for ix in by_faq.values() if len(ix) >= 2), dtype=np.int64)
+
+
+def _bm25(doc_tokens: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75):
+    """A BM25 scorer with FTS5's formula and defaults, over the given documents: f(tokens) -> scores."""
+    postings: dict[str, dict[int, int]] = {}
+    lengths = np.array([len(t) for t in doc_tokens], dtype=np.float64)
+    for d, toks in enumerate(doc_tokens):
+        for t in toks:
+            postings.setdefault(t, {}).setdefault(d, 0)
+            postings[t][d] += 1
+    n, avg = len(doc_tokens), max(lengths.mean() if len(lengths) else 1.0, 1e-9)
+    norm = k1 * (1 - b + b * lengths / avg)
+
+    def score(tokens: Sequence[str]) -> np.ndarray:
+        out = np.zeros(n)
+        for t in set(tokens):
+            p = postings.get(t)
+            if not p:
+                continue
+            idf = max(np.log((n - len(p) + 0.5) / (len(p) + 0.5)), 1e-6)
+            docs = np.fromiter(p.keys(), dtype=np.int64, count=len(p))
+            tf = np.fromiter(p.values(), dtype=np.float64, count=len(p))
+            out[docs] += idf * tf * (k1 + 1) / (tf + norm[docs])
+        return out
+
+    return score
+
+
+def self_fusion_candidates(engine, progress: bool = False) -> tuple[list[list], list[set[str]]]:
+    """Hybrid candidates for the index's own held-out question variants, each searched against the
+    other questions only (dense: the stored raw vectors and the index's transform; lexical: BM25 over
+    the store's tokens, FTS5's formula). Raises TooFewVariantsError below 10 such FAQs."""
+    from .engine import FUSION_POOL, LEXICAL_POOL, Answer
+    from .lexical import tokenize
+
+    _, raw = engine.raw_vectors()
+    rows = engine.store.all_questions()
+    held = held_out_variants(rows)
+    if len(held) < 10:
+        raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
+                                  "give labelled queries instead (faqsearch tune QUERIES --fusion)")
+    keep = np.setdiff1d(np.arange(len(rows)), held)
+    docs = engine.whitening.transform(np.asarray(raw[keep]))
+    queries = engine.whitening.transform(np.asarray(raw[held]))
+    doc_faq = np.array([rows[i][1] for i in keep], dtype=object)
+    cjk = getattr(engine.store, "cjk", "unigram+bigram")
+    bm25 = _bm25([tokenize(rows[i][2], cjk) for i in keep])
+    cands, gold = [], []
+    with progress_bar(len(held), progress, "self-supervised fusion") as bar:
+        for start in range(0, len(held), 256):
+            block = queries[start:start + 256] @ docs.T
+            for j, qi in enumerate(held[start:start + 256]):
+                dense = block[j]
+                best: dict[str, float] = {}
+                for d in np.argsort(-dense)[:FUSION_POOL * 8]:
+                    best.setdefault(doc_faq[d], float(dense[d]))
+                lex_scores = bm25(tokenize(rows[qi][2], cjk))
+                lex: dict[str, float] = {}
+                for d in np.argsort(-lex_scores)[:LEXICAL_POOL * 4]:
+                    if lex_scores[d] <= 0:
+                        break
+                    lex.setdefault(doc_faq[d], float(lex_scores[d]))
+                pool = list(best)[:FUSION_POOL] + [f for f in list(lex)[:LEXICAL_POOL] if f not in best]
+                for f in pool:
+                    if f not in best:  # a lexical-only candidate gets its FAQ's best cosine
+                        best[f] = float(dense[doc_faq == f].max())
+                cands.append([Answer(f, "", best[f], "", -1, dense=best[f], lexical=lex.get(f)) for f in pool])
+                gold.append({rows[qi][1]})
+                bar.update(1)
+    return cands, gold
+
+
+def tune_fusion(engine, queries: Sequence[LabelledQuery] | None = None, folds: int = FOLDS, progress: bool = False,
+                self_supervised: bool = False) -> FusionReport:
+    """Choose the weight of BM25 in hybrid mode (5-fold cross-validated MRR@10) from labelled queries,
+    or from the index's own question variants (``self_supervised``: one question of every FAQ that
+    has several is the query, searched against the others)."""
     from .engine import FUSION_POOL, fuse
 
-    texts = [q.text for q in queries]
-    gold = [q.gold for q in queries]
-    cands = engine.hybrid_candidates(texts, engine.embed(texts, progress=progress), FUSION_POOL)
+    if self_supervised:
+        cands, gold = self_fusion_candidates(engine, progress)
+        texts = None
+    else:
+        if not queries:
+            raise FAQSearchError("no labelled queries to tune on")
+        texts = [q.text for q in queries]
+        gold = [q.gold for q in queries]
+        cands = engine.hybrid_candidates(texts, engine.embed(texts, progress=progress), FUSION_POOL)
 
     weights = list(FUSION_WEIGHTS)
     cur_w = engine.hybrid_weight if engine.mode == "hybrid" else 0.0
@@ -341,10 +429,15 @@ def tune_fusion(engine, queries: Sequence[LabelledQuery], folds: int = FOLDS, pr
         weights.append(cur_w)
     per = [np.array([reciprocal_rank([a.faq_id for a in fuse(c, w, 10)], g) for c, g in zip(cands, gold)])
            for w in weights]
-    lex = engine.search_lexical(texts, 10)
-    lexical = float(np.mean([reciprocal_rank([a.faq_id for a in l], g) for l, g in zip(lex, gold)]))
+    if texts is None:  # lexical alone, from the candidates' BM25
+        lexical = float(np.mean([reciprocal_rank([a.faq_id for a in sorted((a for a in c if a.lexical),
+                                                                            key=lambda a: -a.lexical)], g)
+                                 for c, g in zip(cands, gold)]))
+    else:
+        lex = engine.search_lexical(texts, 10)
+        lexical = float(np.mean([reciprocal_rank([a.faq_id for a in l], g) for l, g in zip(lex, gold)]))
     current = weights.index(cur_w)
-    n = len(queries)
+    n = len(gold)
 
     def score(s, idx):
         return float(per[s][idx].mean())
@@ -360,7 +453,7 @@ def tune_fusion(engine, queries: Sequence[LabelledQuery], folds: int = FOLDS, pr
     return FusionReport(rows, cur_w, weights[chosen], cv_cur, cv_tuned, n, lexical)
 
 
-def apply_fusion_if_better(engine, report: FusionReport) -> bool:
+def apply_fusion_if_better(engine, report: FusionReport, chosen_by: str = "labelled queries") -> bool:
     """Store the chosen weight (and hybrid mode) in the index config when it wins held out."""
     if report.gain > 0 and report.chosen != report.current:
         from .indexdir import resolve, writer_lock
@@ -369,6 +462,22 @@ def apply_fusion_if_better(engine, report: FusionReport) -> bool:
             config = cfg.load_config(resolve(engine.path))  # the latest version, if another process edited it
             config["mode"] = "hybrid" if report.chosen > 0 else "dense"
             config["hybrid_weight"] = report.chosen
+            config["fusion"] = {"chosen_by": chosen_by, "queries": report.n, "cv_current": report.cv_current,
+                                "cv_tuned": report.cv_tuned}
             cfg.save_config(resolve(engine.path), config)  # one file, replaced atomically
         report.applied = True
     return report.applied
+
+
+def auto_fusion(engine) -> FusionReport | None:
+    """At ingest: learn the hybrid weight from the corpus's own question variants when at least 10
+    FAQs have several, and keep it only where it beats the current weight held out (cross-validated).
+    Without enough variants the default weight stays (README, "Quality by default"). Returns the
+    report when a new weight was applied."""
+    if engine.mode != "hybrid":
+        return None
+    try:
+        report = tune_fusion(engine, self_supervised=True)
+    except TooFewVariantsError:
+        return None
+    return report if apply_fusion_if_better(engine, report, chosen_by="self-supervised (question variants)") else None

@@ -71,4 +71,29 @@ def test_cli_modes(tmp_path, fake_models, engine):
     for mode in ("dense", "lexical", "hybrid"):
         data = json.loads(runner.invoke(cli, ["eval", str(q), "--index", engine.path, "--mode", mode, "--json"]).output)
         assert data["mode"] == mode and 0 <= data["mrr@10"] <= 1
-    assert runner.invoke(cli, ["tune", "--self", "--fusion", "--index", engine.path]).exit_code == 2
+    out = runner.invoke(cli, ["tune", "--self", "--fusion", "--index", engine.path])
+    assert out.exit_code == 1 and "too few" in out.output  # no question variants to learn from
+    assert runner.invoke(cli, ["tune", "--pairs", str(q), "--fusion", "--index", engine.path]).exit_code == 2
+
+
+@pytest.mark.slow
+def test_self_supervised_fusion_on_question_variants(tmp_path):
+    """Held-out variants are searched against the other questions only (never find themselves), the
+    weight grid is scored, and ingest keeps a learned weight only where it wins held out."""
+    import os
+
+    from faqsearch import FAQSearch
+    from faqsearch.tuning import auto_fusion, tune_fusion
+
+    sample = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_data", "faq.csv")
+    e = FAQSearch.build(sample, str(tmp_path / "ix"), self_fusion=False)
+    report = tune_fusion(e, self_supervised=True)
+    assert report.n == 150 and [r["weight"] for r in report.rows][0] == 0.0
+    dense = report.rows[0]["mrr@10"]
+    assert 0.5 < dense < 0.99  # a query that found itself would score 1.0 everywhere
+    applied = auto_fusion(e)
+    e.reload()
+    if applied:
+        assert report.gain > 0 and e.config["fusion"]["chosen_by"].startswith("self-supervised")
+    else:
+        assert "fusion" not in e.config and e.hybrid_weight == 0.1
