@@ -11,6 +11,8 @@ sample_data/offtopic_zh.txt. Dense mode; the threshold applies to the cosine in 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import os
 import sys
 import tempfile
@@ -21,8 +23,25 @@ from common import DATA, SAMPLE, CachingEncoder, emit, machine  # noqa: E402
 import numpy as np  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
+from faqsearch.whitening import Whitening  # noqa: E402
 from faqsearch.encoders import load_encoder  # noqa: E402
 from faqsearch.evaluation import evaluate, read_labelled_queries  # noqa: E402
+
+
+@contextlib.contextmanager
+def renormalised_cut():
+    """Build as earlier releases did: no residual norm, the kept dimensions renormalised to length 1
+    (indexes built this way keep that behaviour: the residual is stored with the transform)."""
+    orig = Whitening.from_moments.__func__
+
+    def legacy(cls, *a, **kw):
+        return dataclasses.replace(orig(cls, *a, **kw), residual=None, mean=None, basis=None)
+
+    Whitening.from_moments = classmethod(legacy)
+    try:
+        yield
+    finally:
+        Whitening.from_moments = classmethod(orig)
 
 
 def lines_of(path: str) -> list[str]:
@@ -57,9 +76,13 @@ def main() -> None:
             default = FAQSearch.build(corpus, os.path.join(tmp, "d"), encoder=enc)
             rank = default.config["whitening"]["rank"]
             variants = [("none", FAQSearch.build(corpus, os.path.join(tmp, "n"), encoder=enc, whiten=False))]
-            if rank < 256:
-                variants.append((f"clipped to the rank (k={rank}, previous default)",
-                                 FAQSearch.build(corpus, os.path.join(tmp, "c"), encoder=enc, k=rank)))
+            with renormalised_cut():  # what earlier releases did: renormalise what the cut left
+                if rank < 256:
+                    variants.append((f"clipped to the rank, renormalised (k={rank}, default before 2026-11-22)",
+                                     FAQSearch.build(corpus, os.path.join(tmp, "c"), encoder=enc, k=rank)))
+                else:
+                    variants.append(("cut to k=256, renormalised (default until this change)",
+                                     FAQSearch.build(corpus, os.path.join(tmp, "c"), encoder=enc)))
             variants.append(("default (beta=gamma=0, k=256)", default))
             for label, e in variants:
                 ev = evaluate(e, labelled, mode="dense")

@@ -371,7 +371,7 @@ class FAQSearch:
                                       ix.get("nprobe"), ix.get("ef_search"))
         except RuntimeError as exc:
             raise IndexFormatError(cfg.damaged(path, "faiss", str(exc).strip().splitlines()[-1])) from None
-        why = vindex.damaged_sample()
+        why = vindex.damaged_sample(unit=whitening.residual is None)
         if why:
             raise IndexFormatError(cfg.damaged(path, "faiss", why))
         if vindex.dim != whitening.dim_out or whitening.dim_in != config["dim_in"]:

@@ -189,8 +189,13 @@ class Whitening:
         kernel = directions[:, :k_eff] * scale[None, :]
         bias = -beta * moments.mean @ kernel
         # the directions dropped hold no corpus variance when the fit was rank-deficient (k clipped for
-        # gamma > 0; directions beyond k outside the corpus span for a rotation): keep their energy in the norm
-        clipped = k_eff < want or (rank < want and k_eff < d)
+        # gamma > 0; directions beyond k outside the corpus span for a rotation), and a rotation cut to
+        # k < d drops the least-variance ones: keep their energy in the norm, so a score is the cosine
+        # without the dropped directions' share, never raised by renormalising what is left
+        rotation_cut = not gamma and k_eff < d
+        if rotation_cut:
+            origin = beta * moments.mean
+        clipped = k_eff < want or (rank < want and k_eff < d) or rotation_cut
         return cls(kernel.astype(np.float32), bias.astype(np.float32), float(beta), float(gamma), k, moments, rank,
                    residual=float(scale[-1] ** 2) if clipped else None,
                    mean=origin.astype(np.float32) if clipped else None,

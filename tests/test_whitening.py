@@ -145,3 +145,21 @@ def test_clipped_whitening_keeps_the_energy_outside_the_corpus_span():
     plain = (y / np.linalg.norm(y, axis=1, keepdims=True)) @ w.transform(docs).T
     assert (np.argsort(-got, axis=1) == np.argsort(-plain, axis=1)).all()
     assert np.abs(got).max() < np.abs(plain).max()
+
+
+def test_rotation_cut_keeps_dropped_energy_in_the_norm():
+    """beta=gamma=0 with k < d: a score is the cosine over the kept directions divided by the full
+    lengths, so cutting dimensions never raises a score by renormalising what is left."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(500, 32)) * np.linspace(3, 0.1, 32)
+    w = Whitening.fit(x.astype(np.float32), beta=0.0, gamma=0.0, k=8)
+    q, d = rng.normal(size=(5, 32)).astype(np.float32), x[:7].astype(np.float32)
+    got = w.transform(q) @ w.transform(d).T
+    basis = w.kernel  # orthonormal columns: a pure rotation onto the top 8 directions
+    want = (q @ basis) @ (d @ basis).T / np.outer(np.linalg.norm(q, axis=1), np.linalg.norm(d, axis=1))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert np.all(np.linalg.norm(w.transform(d), axis=1) <= 1 + 1e-5)
+    full = (q / np.linalg.norm(q, axis=1, keepdims=True)) @ (d / np.linalg.norm(d, axis=1, keepdims=True)).T
+    renormalised = (q @ basis) @ (d @ basis).T / np.outer(np.linalg.norm(q @ basis, axis=1),
+                                                           np.linalg.norm(d @ basis, axis=1))
+    assert np.abs(got - full).mean() < np.abs(renormalised - full).mean()
