@@ -47,3 +47,38 @@ def emit(lines: list[str], out: str | None) -> None:
     if out:
         with open(out, "w") as fh:
             fh.write(text + "\n")
+
+
+def sts_retrieval_set(folder: str, files: Sequence[str], out_dir: str, name: str, min_score: float = 4.0):
+    """An FAQ retrieval set made from an STS corpus, written as CSV files (corpus, queries).
+
+    Every sentence is an FAQ with one question; for each pair scored >= ``min_score`` (0-5 scale:
+    "mostly equivalent"), sentence2 is a query (and is removed from the FAQs) and sentence1's FAQ
+    its answer. No labels beyond the data's own."""
+    import csv
+
+    from faqsearch.evaluation import read_pairs
+
+    pairs, sentences = [], []
+    for f in files:
+        a, b, y = read_pairs(os.path.join(folder, f))
+        sentences += a + b
+        pairs += [(s1, s2) for s1, s2, score in zip(a, b, y) if score >= min_score and s1 != s2]
+    query_texts = {b for _, b in pairs}
+    docs = [s for s in dict.fromkeys(sentences) if s and s not in query_texts]
+    doc_id = {s: f"s{i}" for i, s in enumerate(docs)}
+    corpus = os.path.join(out_dir, f"{name}_faq.csv")
+    queries = os.path.join(out_dir, f"{name}_queries.csv")
+    with open(corpus, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "question", "answer"])
+        w.writerows([doc_id[s], s, f"answer {doc_id[s]}"] for s in docs)
+    seen = set()
+    with open(queries, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["query", "faq_id"])
+        for a, b in pairs:
+            if a in doc_id and b not in seen:
+                seen.add(b)
+                w.writerow([b, doc_id[a]])
+    return corpus, queries

@@ -31,6 +31,7 @@ from faqsearch.corpus import read_corpus  # noqa: E402
 from faqsearch.encoders import _minilm_path, load_encoder  # noqa: E402
 from faqsearch.evaluation import evaluate, read_labelled_queries  # noqa: E402
 from faqsearch.generators import diverse_top, load_generator, normal, screen  # noqa: E402
+from faqsearch.generators.recipe import DEFAULT_MIN_SIMILARITY  # noqa: E402
 from faqsearch.simbert import SimBert, TrainConfig, mine_pairs, pairs_from_groups, train  # noqa: E402
 from faqsearch.simbert.train import teacher_pairs  # noqa: E402
 
@@ -137,10 +138,12 @@ def main() -> None:
         f"Measured {machine()}. Produced by `python benchmarks/paraphrase_report.py --out {args.out}`.", "",
         f"{len(held)} held-out inputs: 40 sample queries (never trained on) and 20 CovidFAQ questions (a domain no "
         f"model was trained on). Each generator: {CANDIDATES} candidates in one batch, seed 0, the recipe's screen "
-        f"(copies, near-copies, unfinished, shape and point of view, similarity >= 0.6 under the re-ranker), "
+        f"(copies, near-copies, unfinished, shape, answers and point of view, similarity >= {DEFAULT_MIN_SIMILARITY} "
+        f"under the re-ranker), "
         f"re-ranked by the bundled MiniLM, {N} returned. 'New': not a copy up to case and punctuation. 'Similar': "
-        f"cosine >= {SIMILAR} under USE multilingual v3 (not the re-ranker). Seconds per input include sampling, "
-        "screening and re-ranking, warm models.", "",
+        f"cosine >= {SIMILAR} under USE multilingual v3 (not the re-ranker). Seconds per input (sampling, "
+        "screening, re-ranking; warm models) come from this run, which shared the machine with other work: "
+        "benchmarks/paraphrase_speed.py times the generators alone.", "",
         "| generator | returned | new | new and similar (USE >= 0.7) | s / input |", "|---|---|---|---|---|",
         *summary, "", "## Training", "", *notes, "",
         "## [CLS] retrieval on held-out queries (dense, MRR@10 / Recall@1)", "",

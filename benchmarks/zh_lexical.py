@@ -13,7 +13,6 @@ and p50/p99 ms of one lexical search); bm25s over the same tokens as the peer.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import tempfile
@@ -22,29 +21,18 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import DATA, SAMPLE, emit, machine  # noqa: E402
+from common import DATA, SAMPLE, emit, machine, sts_retrieval_set  # noqa: E402
 
-from faqsearch.corpus import FAQ, read_corpus  # noqa: E402
+from faqsearch.corpus import read_corpus  # noqa: E402
 from faqsearch.evaluation import read_labelled_queries, reciprocal_rank  # noqa: E402
 from faqsearch.lexical import CJK_MODES, tokenize  # noqa: E402
 from faqsearch.store import Store  # noqa: E402
 
 
-def sts_retrieval():
-    pairs, sentences = [], []
-    for name in ("train.tsv", "dev.tsv", "test.tsv"):
-        with open(os.path.join(DATA, "zh-STS-B", name), newline="", encoding="utf-8") as fh:
-            for row in csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE):
-                a, b = row["sentence1"].strip(), row["sentence2"].strip()
-                sentences += [a, b]
-                if float(row["label"]) >= 4 and a != b:
-                    pairs.append((a, b))
-    query_texts = {b for _, b in pairs}
-    docs = [s for s in dict.fromkeys(sentences) if s not in query_texts]
-    doc_id = {s: f"s{i}" for i, s in enumerate(docs)}
-    faqs = [FAQ(id=doc_id[s], answer="-", questions=[s]) for s in docs]
-    queries = [(b, {doc_id[a]}) for a, b in pairs if a in doc_id]
-    return faqs, list(dict((q, g) for q, g in queries).items())
+def sts_retrieval(tmp: str):
+    corpus, queries = sts_retrieval_set(os.path.join(DATA, "zh-STS-B"), ["train.tsv", "dev.tsv", "test.tsv"], tmp,
+                                        "zh-sts")
+    return read_corpus(corpus), [(q.text, q.gold) for q in read_labelled_queries(queries)]
 
 
 def run_store(faqs, queries, mode, tmp):
@@ -86,7 +74,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out")
     args = ap.parse_args()
-    sets = [("zh-STS-B retrieval", *sts_retrieval())]
+    keep = tempfile.mkdtemp()
+    sets = [("zh-STS-B retrieval", *sts_retrieval(keep))]
     sample_q = read_labelled_queries(os.path.join(SAMPLE, "queries_zh.csv"))
     sets.append(("sample_data zh", read_corpus(os.path.join(SAMPLE, "faq_zh.csv")),
                  [(q.text, q.gold) for q in sample_q]))

@@ -9,6 +9,7 @@ import sys
 import click
 
 from .errors import FAQSearchError
+from .generators.recipe import DEFAULT_MIN_SIMILARITY
 
 
 def _fail(exc: Exception) -> click.ClickException:
@@ -43,7 +44,7 @@ def candidates_options(f):
     for opt in reversed([
         click.option("--candidates", type=click.IntRange(1), default=24, show_default=True,
                      help="Samples drawn in one batch before screening and re-ranking."),
-        click.option("--min-similarity", type=click.FloatRange(-1, 1), default=0.6, show_default=True,
+        click.option("--min-similarity", type=click.FloatRange(-1, 1), default=DEFAULT_MIN_SIMILARITY, show_default=True,
                      help="Drop candidates whose similarity with the input (re-ranking encoder) is lower."),
         click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed (same seed, same output)."),
     ]):
@@ -111,7 +112,8 @@ def cli():
                    "`faqsearch augment`.")
 @generator_option
 @click.option("--simbert", "simbert_dir", type=click.Path(), hidden=True, help="Same as --generator DIR (older name).")
-@click.option("--augment-min-similarity", "augment_min_similarity", type=click.FloatRange(-1, 1), default=0.6,
+@click.option("--augment-min-similarity", "augment_min_similarity", type=click.FloatRange(-1, 1),
+              default=DEFAULT_MIN_SIMILARITY,
               show_default=True, help="Keep only paraphrases at least this similar to the question.")
 @click.option("--no-self-fusion", "no_self_fusion", is_flag=True,
               help="Keep the default hybrid weight even when the corpus's question variants could choose one.")

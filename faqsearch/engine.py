@@ -644,13 +644,15 @@ class FAQSearch:
             return report
 
     def augment(self, generator=None, n: int = 3, candidates: int = 24, seed: int | None = 0,
-                min_similarity: float = 0.6, progress: bool = False) -> EditReport:
+                min_similarity: float | None = None, progress: bool = False) -> EditReport:
         """Add up to ``n`` paraphrases of each FAQ's first question as extra questions (source
         'generated'), in one atomic edit. ``generator`` is a :class:`faqsearch.generators.Generator`
         or a name for :func:`faqsearch.generators.load_generator` (default SmolLM2). Candidates are
         re-ranked by this index's own query vectors; ``remove_generated()`` undoes it."""
         from .generators import Generator, load_generator
+        from .generators.recipe import DEFAULT_MIN_SIMILARITY
 
+        min_similarity = DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity
         if not isinstance(generator, Generator):
             generator = load_generator(generator)
         with self._exclusive():

@@ -85,12 +85,14 @@ def question_groups(index: str | None = None, corpus: str | None = None) -> list
 
 
 def teacher_pairs(generator, questions: Sequence[str], n: int = 3, scorer=None, candidates: int = 24,
-                  min_similarity: float = 0.6, seed: int | None = 0, progress: bool = False) -> list[tuple[str, str]]:
+                  min_similarity: float | None = None, seed: int | None = 0, progress: bool = False) -> list[tuple[str, str]]:
     """(question, paraphrase) pairs written by a generator (distillation: a causal LM teaches the
     UniLM model in-domain rewording); each paraphrase passed the recipe's screen."""
     from ..encoders.base import progress_bar
     from ..generators import paraphrase
+    from ..generators.recipe import DEFAULT_MIN_SIMILARITY
 
+    min_similarity = DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity
     out = []
     with progress_bar(len(questions), progress, "teacher paraphrases") as bar:
         for q in questions:
