@@ -390,7 +390,10 @@ class FAQSearch:
         except BaseException:
             store.close()
             raise
-        return cls(path, config, encoder, whitening, vindex, store, version=version, threads=threads)
+        engine = cls(path, config, encoder, whitening, vindex, store, version=version, threads=threads)
+        if "PQ" in vindex.factory:  # PQ codes choose candidates; the stored float vectors rank them
+            engine._attach_refiner()
+        return engine
 
     def close(self) -> None:
         self.store.close()
@@ -723,6 +726,20 @@ class FAQSearch:
     @property
     def backend(self) -> str:
         return str(self.config.get("backend", {}).get("kind", "embedded"))
+
+    def _attach_refiner(self) -> None:
+        """Exact re-scoring for PQ indexes from ``vectors.npy`` (memory-mapped: the float vectors stay
+        on disk, only the candidates' rows are read)."""
+        ids, raw = self.raw_vectors()
+
+        def exact(wanted: np.ndarray) -> np.ndarray:
+            rows = np.searchsorted(ids, wanted)
+            rows = np.minimum(rows, len(ids) - 1)
+            vecs = self.whitening.transform(np.asarray(raw[rows]))
+            vecs[ids[rows] != wanted] = 0.0  # tombstones (no stored vector any more) never win
+            return vecs
+
+        self.index.refiner = exact
 
     def raw_vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """(question ids, raw encoder vectors) of every question, in id order (for refit and tune)."""

@@ -80,6 +80,22 @@ def check_factory(index_type: str, n: int, dim: int) -> str:
 
 
 SMALL_BATCH = 4  # query batches up to this size search single-threaded
+REFINE_FACTOR = 10  # PQ: candidates taken per wanted result before exact re-scoring
+
+
+def refine(queries: np.ndarray, scores: np.ndarray, ids: np.ndarray, k: int,
+           exact) -> tuple[np.ndarray, np.ndarray]:
+    """Re-score approximate candidates with exact vectors (``exact(ids) -> unit vectors``) and keep k."""
+    out_s = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    out_i = np.full((len(queries), k), -1, dtype=np.int64)
+    for r, (q, row) in enumerate(zip(queries, ids)):
+        valid = row[row >= 0]
+        if not len(valid):
+            continue
+        s = exact(valid) @ q
+        order = np.argsort(-s, kind="stable")[:k]
+        out_s[r, :len(order)], out_i[r, :len(order)] = s[order], valid[order]
+    return out_s, out_i
 _OMP_MAX: list[int] = []
 
 
@@ -106,6 +122,8 @@ class VectorIndex:
         self.ef_search: int | None = None
         self.factory = factory
         self._lock = threading.Lock()
+        self.refiner = None  # ids -> exact vectors (PQ: the engine passes its stored float vectors)
+        self.refine_factor = REFINE_FACTOR
         self.set_search_params(nprobe, ef_search)
 
     @classmethod
@@ -214,6 +232,12 @@ class VectorIndex:
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         k = max(1, min(k, len(self)))
         _omp_threads(1 if len(queries) <= SMALL_BATCH else None)
+        if self.refiner is not None:  # approximate codes choose candidates, exact vectors rank them
+            scores, found = self._search(queries, min(len(self), k * self.refine_factor), ids)
+            return refine(queries, scores, found, k, self.refiner)
+        return self._search(queries, k, ids)
+
+    def _search(self, queries: np.ndarray, k: int, ids: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         if ids is None:
             return self._index.search(queries, k)
         import faiss
