@@ -680,6 +680,9 @@ def refit(index, beta, gamma, k, as_json, quiet):
               help="Distillation: a generator ('smollm2' or any causal LM) writes N paraphrases of the first question "
                    "of every FAQ from --corpus/--from-index; the pairs are trained on and saved as OUT/teacher_pairs.csv.")
 @click.option("--teacher-n", type=click.IntRange(1), default=3, show_default=True, help="Teacher paraphrases per FAQ.")
+@click.option("--encoder", "encoder_only", is_flag=True,
+              help="Fine-tune the sentence encoder only (contrastive, mean pooling) on the question groups of "
+                   "--corpus/--from-index; use the result with ingest --model OUT. Opt-in: see README.")
 @click.option("--epochs", type=click.IntRange(1), default=3, show_default=True)
 @click.option("--batch-size", type=click.IntRange(2), default=16, show_default=True, help="Pairs per batch.")
 @click.option("--lr", type=float, default=5e-5, show_default=True)
@@ -688,8 +691,8 @@ def refit(index, beta, gamma, k, as_json, quiet):
 @click.option("--json", "as_json", is_flag=True)
 @threads_option
 @quiet_option
-def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, teacher, teacher_n, epochs, batch_size, lr,
-           seed, resume, as_json, threads, quiet):
+def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, teacher, teacher_n, encoder_only, epochs,
+           batch_size, lr, seed, resume, as_json, threads, quiet):
     """Train a SimBERT model (paraphrase generation + retrieval in one BERT) on similar questions.
 
     Pairs come from FAQ question groups (--from-index, --corpus), a pairs file (--pairs) and/or
@@ -701,6 +704,7 @@ def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, 
         faqsearch train --corpus sample_data/faq.csv --out models/simbert --epochs 3
         faqsearch train --mine questions.txt --out models/simbert --resume
         faqsearch train --corpus faq.csv --teacher smollm2 --out models/distilled
+        faqsearch train --encoder --corpus faq.csv --out models/encoder --epochs 1 --lr 2e-5
     """
     import torch
 
@@ -713,6 +717,25 @@ def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, 
         torch.set_num_threads(threads)
     if not any((from_index, corpus, pairs_file, mine)):
         raise click.UsageError("give at least one source of pairs: --from-index, --corpus, --pairs or --mine")
+    if encoder_only:
+        if not (from_index or corpus) or any((pairs_file, mine, teacher, resume)):
+            raise click.UsageError("--encoder learns from FAQ question groups: give --corpus or --from-index only")
+        from .finetune import EncoderTrainConfig, group_pairs, train_encoder
+
+        try:
+            pairs = group_pairs(question_groups(from_index, corpus), seed=seed)
+            losses = train_encoder(_simbert_base(base), pairs, out_dir,
+                                   EncoderTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
+                                   progress=not quiet and not as_json)
+        except FAQSearchError as exc:
+            raise _fail(exc)
+        if as_json:
+            click.echo(_dump({"out": out_dir, "pairs": len(pairs), "loss": losses}))
+        else:
+            click.echo(f"Fine-tuned the encoder on {len(pairs)} question pairs; model in {out_dir} "
+                       f"(loss per epoch: {', '.join(f'{x:.4f}' for x in losses)}). Use: faqsearch ingest CORPUS "
+                       f"--model {out_dir}")
+        return
     if teacher and not (from_index or corpus):
         raise click.UsageError("--teacher paraphrases the FAQs of --corpus or --from-index: give one")
     try:

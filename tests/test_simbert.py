@@ -230,3 +230,28 @@ def test_train_with_a_teacher_writes_and_learns_its_pairs(tiny_dir, tmp_path):
     assert all(b != a for a, b in taught)
     assert json.loads(r.output)["pairs"] == len(taught)  # one question per FAQ: the groups give no pairs
     assert SimBert.from_pretrained(out).head_trained
+
+
+def test_train_encoder_only_makes_an_ingest_encoder(tiny_dir, tmp_path):
+    """`train --encoder`: contrastive fine-tuning of the encoder on question groups, saved as a model
+    directory that ingest takes with --model; same-FAQ pairs in a batch are not negatives."""
+    from click.testing import CliRunner
+
+    from faqsearch.cli import cli
+    from faqsearch.encoders import load_encoder
+    from faqsearch.finetune import group_pairs
+
+    pairs = group_pairs(GROUPS)
+    assert {g for _, _, g in pairs} == set(range(len(GROUPS))) and all(a != b for a, b, _ in pairs)
+    corpus = tmp_path / "c.csv"
+    corpus.write_text("id,question,answer\n" + "".join(f"{i},{q},answer {i}\n" for i, g in enumerate(GROUPS) for q in g))
+    out = str(tmp_path / "enc")
+    r = CliRunner().invoke(cli, ["train", "--encoder", "--corpus", str(corpus), "--base", tiny_dir, "--out", out,
+                                 "--epochs", "2", "--batch-size", "4", "--lr", "1e-4", "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.output)
+    assert got["pairs"] == len(pairs) and len(got["loss"]) == 2 and all(np.isfinite(got["loss"]))
+    enc = load_encoder(out)
+    assert enc.encode(["track my order"]).shape == (1, enc.dimension)
+    bad = CliRunner().invoke(cli, ["train", "--encoder", "--pairs", str(corpus), "--out", out])
+    assert bad.exit_code == 2  # groups are the only source

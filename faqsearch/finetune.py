@@ -1,0 +1,103 @@
+"""Fine-tune the sentence encoder itself on the corpus's question groups (``faqsearch train --encoder``).
+
+The SimBERT contrastive objective without the generation half: each pair (two questions of one FAQ)
+is a positive, the other questions in the batch are negatives (except those of the same FAQ, which
+are masked), on L2-normalised mean-pooled vectors, scale 30, both directions. The result is a plain
+Hugging Face directory (plus ``faqsearch_encoder.json``) that ``ingest --model DIR`` uses like any
+encoder (mean pooling; ONNX Runtime like the bundled model).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+from .errors import FAQSearchError
+
+SCALE = 30.0
+META = "faqsearch_encoder.json"
+
+
+@dataclass
+class EncoderTrainConfig:
+    epochs: int = 1
+    batch_size: int = 32  # pairs per batch
+    lr: float = 2e-5
+    warmup: float = 0.1
+    max_length: int = 64
+    seed: int = 0
+
+
+def group_pairs(groups: Sequence[Sequence[str]], max_per_group: int = 20,
+                seed: int = 0) -> list[tuple[str, str, int]]:
+    """(a, b, group index) pairs of questions that share an FAQ."""
+    from .simbert.train import pairs_from_groups
+
+    out = []
+    for gi, g in enumerate(groups):
+        out += [(a, b, gi) for a, b in pairs_from_groups([g], max_per_group, seed)]
+    return out
+
+
+def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str,
+                  config: EncoderTrainConfig | None = None, progress: bool = False) -> list[float]:
+    """Train ``base`` (a local directory or Hugging Face id) on grouped pairs; save to ``out_dir``.
+    Returns the mean loss of each epoch."""
+    import torch
+    import torch.nn.functional as F
+    from tqdm.auto import tqdm
+    from transformers import AutoModel, get_linear_schedule_with_warmup
+
+    from .hub import load_pretrained
+
+    cfg = config or EncoderTrainConfig()
+    if len(pairs) < 2:
+        raise FAQSearchError("need at least 2 pairs of questions from the same FAQ to fine-tune the encoder "
+                             "(the corpus needs FAQs with several questions)")
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    tokenizer, model = load_pretrained(base, AutoModel, what="encoder")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device)
+    steps = max(1, len(pairs) // cfg.batch_size)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
+    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * steps * cfg.epochs), steps * cfg.epochs)
+
+    def embed(texts):
+        enc = tokenizer(texts, padding=True, truncation=True, max_length=cfg.max_length, return_tensors="pt").to(device)
+        h = model(**enc).last_hidden_state
+        m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
+        return F.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=-1)
+
+    history = []
+    for epoch in range(cfg.epochs):
+        model.train()
+        order = list(pairs)
+        rng.shuffle(order)
+        total = 0.0
+        bar = tqdm(range(steps), disable=not progress, desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False)
+        for step in bar:
+            chunk = order[step * cfg.batch_size:(step + 1) * cfg.batch_size]
+            a, b = embed([p[0] for p in chunk]), embed([p[1] for p in chunk])
+            groups = torch.tensor([p[2] for p in chunk], device=device)
+            same = (groups[:, None] == groups[None, :]) & ~torch.eye(len(chunk), dtype=torch.bool, device=device)
+            sims = (a @ b.T * SCALE).masked_fill(same, -1e4)  # another pair of the same FAQ is no negative
+            target = torch.arange(len(chunk), device=device)
+            loss = (F.cross_entropy(sims, target) + F.cross_entropy(sims.T, target)) / 2
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            total += loss.item()
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+        history.append(total / steps)
+    os.makedirs(out_dir, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    with open(os.path.join(out_dir, META), "w", encoding="utf-8") as f:
+        json.dump({"base": base, "pooling": "mean", "pairs": len(pairs), "epochs": cfg.epochs, "lr": cfg.lr,
+                   "loss": history}, f, indent=1)
+    return history
