@@ -797,7 +797,8 @@ def paraphrase(text, generator, gguf_file, index, n, candidates, min_similarity,
         faqsearch paraphrase "where is my parcel?" --index support --all
         faqsearch paraphrase "track my order" --generator models/simbert
     """
-    from .generators import diverse_top, screen
+    from .generators import diverse_top
+    from .generators.recipe import screen_rounds
 
     _setup_logging(quiet)
     try:
@@ -811,7 +812,7 @@ def paraphrase(text, generator, gguf_file, index, n, candidates, min_similarity,
             from .encoders import load_encoder
 
             scorer = _unit(load_encoder(threads=threads))
-        screened = screen(text, gen.sample(text, candidates, seed=seed), scorer, gen, min_similarity)
+        screened = screen_rounds(gen, text, n, candidates, scorer, min_similarity, seed)
         out = diverse_top(screened, n)
     except FAQSearchError as exc:
         raise _fail(exc)

@@ -647,7 +647,7 @@ class FAQSearch:
             return report
 
     def augment(self, generator=None, n: int = 3, candidates: int = 24, seed: int | None = 0,
-                min_similarity: float | None = None, progress: bool = False) -> EditReport:
+                min_similarity: float | None = None, progress: bool = False, rounds: int = 3) -> EditReport:
         """Add up to ``n`` paraphrases of each FAQ's first question as extra questions (source
         'generated'), in one atomic edit. ``generator`` is a :class:`faqsearch.generators.Generator`
         or a name for :func:`faqsearch.generators.load_generator` (default SmolLM2). Candidates are
@@ -659,24 +659,22 @@ class FAQSearch:
         if not isinstance(generator, Generator):
             generator = load_generator(generator)
         with self._exclusive():
-            return self._augment(generator, n, candidates, seed, min_similarity, progress)
+            return self._augment(generator, n, candidates, seed, min_similarity, progress, rounds)
 
     def _augment(self, generator, n: int, candidates: int, seed: int | None, min_similarity: float,
-                 progress: bool) -> EditReport:
+                 progress: bool, rounds: int) -> EditReport:
         from .encoders.base import progress_bar
-        from .generators import diverse_top, normal, screen
+        from .generators import diverse_top, normal
+        from .generators.recipe import screen_rounds
 
         plan = _Edit(config={"generator": generator.spec()})
         faqs = self.store.list_faqs()
         with progress_bar(len(faqs), progress, "paraphrasing") as bar:
             for f in faqs:
                 questions = [q["text"] for q in self.store.faq(f["id"])["questions"]]
-                have = {normal(q) for q in questions}
-                screened = screen(questions[0], generator.sample(questions[0], candidates, seed=seed), self.embed,
-                                  generator, min_similarity)
-                for s in screened:  # a rewording that repeats another stored question is no new wording
-                    if s.reason == "kept" and normal(s.text) in have:
-                        s.reason = "stored"
+                # a rewording that repeats another stored question is no new wording
+                screened = screen_rounds(generator, questions[0], n, candidates, self.embed, min_similarity, seed,
+                                         rounds, exclude={normal(q) for q in questions})
                 plan.new_questions += [(f["id"], p.text) for p in diverse_top(screened, n)]
                 bar.update(1)
         return self._edit(plan, "generated", False)

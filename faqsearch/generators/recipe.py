@@ -162,11 +162,36 @@ def _jaccard(a: set, b: set) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
 
+ROUNDS = 3  # batches drawn at most (seed, seed+1, ...) until n candidates pass the screen
+
+
+def screen_rounds(generator: Generator, text: str, n: int, candidates: int = 24,
+                  scorer: Callable[[Sequence[str]], np.ndarray] | None = None,
+                  min_similarity: float = DEFAULT_MIN_SIMILARITY, seed: int | None = 0, rounds: int = ROUNDS,
+                  exclude: set[str] | None = None) -> list[Screened]:
+    """Screen one batch of ``candidates``; while fewer than ``n`` pass, draw another batch (next
+    seed), up to ``rounds`` batches. ``exclude``: normal forms that do not count as new (stored
+    questions)."""
+    out: list[Screened] = []
+    seen: set[str] = set(exclude or ())
+    for r in range(max(1, rounds)):
+        batch = screen(text, generator.sample(text, candidates, seed=None if seed is None else seed + r), scorer,
+                       generator, min_similarity)
+        for s in batch:
+            key = normal(s.text)
+            if s.reason == "kept" and key in seen:
+                s.reason = "duplicate" if key not in (exclude or ()) else "stored"
+            seen.add(key)
+        out += batch
+        if sum(s.reason == "kept" for s in out) >= n:
+            break
+    return out
+
+
 def paraphrase(generator: Generator, text: str, n: int = 5, candidates: int = 24,
-               scorer: Callable[[Sequence[str]], np.ndarray] | None = None, min_similarity: float = DEFAULT_MIN_SIMILARITY,
-               seed: int | None = 0) -> list[Paraphrase]:
-    """Up to ``n`` rewordings of ``text``: ``candidates`` samples, screened, re-ranked, diverse."""
+               scorer: Callable[[Sequence[str]], np.ndarray] | None = None,
+               min_similarity: float = DEFAULT_MIN_SIMILARITY, seed: int | None = 0) -> list[Paraphrase]:
+    """Up to ``n`` rewordings of ``text``: batches of ``candidates`` samples, screened, re-ranked, diverse."""
     if not text.strip():
         return []
-    cands = generator.sample(text, candidates, seed=seed)
-    return diverse_top(screen(text, cands, scorer, generator, min_similarity), n)
+    return diverse_top(screen_rounds(generator, text, n, candidates, scorer, min_similarity, seed), n)
