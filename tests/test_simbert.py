@@ -195,7 +195,7 @@ def test_augment_and_cli(tiny_dir, tmp_path, fake_models):
     para = json.loads(runner.invoke(cli, ["paraphrase", "track my order", "--generator", model_dir, "-n", "2",
                                           "--candidates", "6", "--seed", "3", "--all", "--json"]).output)
     assert para["text"] == "track my order" and len(para["paraphrases"]) <= 2
-    assert len(para["candidates"]) == 6 and all(c["reason"] for c in para["candidates"])
+    assert len(para["candidates"]) in (6, 12, 18) and all(c["reason"] for c in para["candidates"])  # up to 3 batches
     again = json.loads(runner.invoke(cli, ["paraphrase", "track my order", "--model", model_dir, "-n", "2",
                                            "--candidates", "6", "--seed", "3", "--all", "--json"]).output)
     assert again == para  # deterministic with --seed; --model is the older name of --generator
