@@ -9,7 +9,7 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-
 
 CJK_MODES = ("unigram", "unigram+bigram")
 # for new stores, by benchmarks/zh_lexical.py: unigrams alone score higher than unigrams + bigrams on
-# zh-STS-B retrieval (MRR@10 83.18 vs 81.17) and sample_data zh (95.71 vs 94.44), and are faster
+# zh-STS-B retrieval (MRR@10 83.09 vs 81.29) and sample_data zh (95.71 vs 94.44), and are faster
 DEFAULT_CJK = "unigram"
 
 
