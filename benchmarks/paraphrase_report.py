@@ -21,7 +21,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import DATA, SAMPLE, machine  # noqa: E402
@@ -30,6 +29,7 @@ from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import read_corpus  # noqa: E402
 from faqsearch.encoders import _minilm_path, load_encoder  # noqa: E402
 from faqsearch.evaluation import evaluate, read_labelled_queries  # noqa: E402
+from faqsearch.generators.recipe import encoder_scorer  # noqa: E402
 from faqsearch.generators import load_generator, normal, paraphrase  # noqa: E402
 from faqsearch.generators.recipe import DEFAULT_MIN_SIMILARITY  # noqa: E402
 from faqsearch.simbert import SimBert, TrainConfig, mine_pairs, pairs_from_groups, train  # noqa: E402
@@ -37,13 +37,6 @@ from faqsearch.simbert.train import teacher_pairs  # noqa: E402
 
 SIMILAR = 0.7
 N, CANDIDATES = 5, 24
-
-
-def unit(encoder):
-    def embed(texts):
-        v = encoder.encode(list(texts))
-        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-    return embed
 
 
 def main() -> None:
@@ -57,8 +50,8 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     minilm = load_encoder("minilm")
-    rerank = unit(minilm)
-    use = unit(load_encoder("use-multilingual"))
+    rerank = encoder_scorer(minilm)
+    use = encoder_scorer(load_encoder("use-multilingual"))
     faqs = read_corpus(os.path.join(SAMPLE, "faq.csv"))
     queries = read_labelled_queries(os.path.join(SAMPLE, "queries.csv"))
     held = [("sample query", q.text) for q in queries[::4][:40]]

@@ -20,14 +20,8 @@ from common import SAMPLE, emit, machine  # noqa: E402
 
 from faqsearch.encoders import load_encoder  # noqa: E402
 from faqsearch.evaluation import read_labelled_queries  # noqa: E402
+from faqsearch.generators.recipe import encoder_scorer  # noqa: E402
 from faqsearch.generators import load_generator, normal, paraphrase  # noqa: E402
-
-
-def unit(encoder):
-    def embed(texts):
-        v = encoder.encode(list(texts))
-        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-    return embed
 
 
 def main() -> None:
@@ -37,7 +31,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     qs = [q.text for q in read_labelled_queries(os.path.join(SAMPLE, "queries.csv"))][::8][:20]
-    rerank, use = unit(load_encoder("minilm")), unit(load_encoder("use-multilingual"))
+    rerank, use = encoder_scorer(load_encoder("minilm")), encoder_scorer(load_encoder("use-multilingual"))
     lines = [f"Measured {machine()}; {len(qs)} sample queries, n=5 from 24 candidates, warm model.", "",
              "| generator | load s | s / question (median, min-max) | returned | new and similar (USE >= 0.7) |",
              "|---|---|---|---|---|"]

@@ -709,6 +709,7 @@ def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, 
     import torch
 
     from .encoders import load_encoder
+    from .generators.recipe import encoder_scorer
     from .simbert.model import SimBert
     from .simbert.train import TrainConfig, collect_pairs, question_groups, teacher_pairs, train, write_pairs
 
@@ -743,7 +744,7 @@ def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, 
         if teacher and not resume:
             firsts = [g[0] for g in question_groups(from_index, corpus) if g]
             taught = teacher_pairs(_generator(teacher, threads=threads), firsts, n=teacher_n,
-                                   scorer=_unit(load_encoder(threads=threads)), seed=seed,
+                                   scorer=encoder_scorer(load_encoder(threads=threads)), seed=seed,
                                    progress=not quiet and not as_json)
             os.makedirs(out_dir, exist_ok=True)
             write_pairs(os.path.join(out_dir, "teacher_pairs.csv"), taught)
@@ -798,7 +799,7 @@ def paraphrase(text, generator, gguf_file, index, n, candidates, min_similarity,
         faqsearch paraphrase "track my order" --generator models/simbert
     """
     from .generators import diverse_top
-    from .generators.recipe import screen_rounds
+    from .generators.recipe import encoder_scorer, screen_rounds
 
     _setup_logging(quiet)
     try:
@@ -811,7 +812,7 @@ def paraphrase(text, generator, gguf_file, index, n, candidates, min_similarity,
         else:
             from .encoders import load_encoder
 
-            scorer = _unit(load_encoder(threads=threads))
+            scorer = encoder_scorer(load_encoder(threads=threads))
         screened = screen_rounds(gen, text, n, candidates, scorer, min_similarity, seed)
         out = diverse_top(screened, n)
     except FAQSearchError as exc:
@@ -830,16 +831,6 @@ def paraphrase(text, generator, gguf_file, index, n, candidates, min_similarity,
         click.echo("\nAll candidates:")
         for c in screened:
             click.echo(f"  {c.reason:<10} {'' if c.score is None else f'{c.score:.3f}':>6} {c.text}")
-
-
-def _unit(encoder):
-    import numpy as np
-
-    def embed(texts):
-        v = encoder.encode(list(texts))
-        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-
-    return embed
 
 
 @cli.command()

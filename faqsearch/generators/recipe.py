@@ -42,6 +42,15 @@ class Screened:
     scores: dict[str, float] = field(default_factory=dict)
 
 
+def encoder_scorer(encoder) -> Callable[[Sequence[str]], np.ndarray]:
+    """A re-ranking scorer from any encoder: its vectors, L2-normalised (an index's ``embed`` is one too)."""
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        v = encoder.encode(list(texts))
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+    return embed
+
+
 def normal(text: str) -> str:
     """Case- and punctuation-insensitive form: what 'a copy' means."""
     return re.sub(r"[\W_]+", " ", unicodedata.normalize("NFKC", text).lower()).strip()
