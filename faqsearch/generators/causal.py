@@ -114,23 +114,26 @@ class CausalLMGenerator:
             cache = out.past_key_values
             cache.batch_repeat_interleave(n)  # the prompt is encoded once for all rows
             logits = out.logits[:, -1].expand(n, -1)
-            rows = torch.empty((n, 0), dtype=torch.long)
-            done = torch.zeros(n, dtype=torch.bool)
-            finished = torch.zeros(n, dtype=torch.bool)
+            tokens: list[list[int]] = [[] for _ in range(n)]
+            finished = [False] * n
+            live = torch.arange(n)  # rows still sampling; a row that stops leaves the batch
             for step in range(budget):
                 nxt = self._draw(logits, gen)
                 stops = self._stop[nxt]
-                finished |= stops & ~done
-                nxt = torch.where(done, torch.full_like(nxt, self._eos), nxt)
-                rows = torch.cat([rows, nxt[:, None]], dim=1)
-                done |= stops
-                if bool(done.all()):
+                for row, tok_id, stop in zip(live.tolist(), nxt.tolist(), stops.tolist()):
+                    tokens[row].append(tok_id)  # a stop token may carry text before its line break
+                    finished[row] = stop
+                keep = ~stops
+                if not bool(keep.any()) or step + 1 == budget:
                     break
+                if not bool(keep.all()):  # drop stopped rows from the cache: later steps cost less
+                    cache.batch_select_indices(keep.nonzero().squeeze(1))
+                    live, nxt = live[keep], nxt[keep]
                 o = self.model(input_ids=nxt[:, None], past_key_values=cache, use_cache=True,
-                               position_ids=torch.full((n, 1), length + step))
+                               position_ids=torch.full((len(live), 1), length + step))
                 cache, logits = o.past_key_values, o.logits[:, -1]
-        texts = tok.batch_decode(rows, skip_special_tokens=True)
-        return [Candidate(t.split("\n")[0].strip(), bool(f)) for t, f in zip(texts, finished.tolist())]
+        texts = tok.batch_decode(tokens, skip_special_tokens=True)
+        return [Candidate(t.split("\n")[0].strip(), f) for t, f in zip(texts, finished)]
 
     def _draw(self, logits, gen):
         import torch
