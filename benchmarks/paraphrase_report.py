@@ -139,8 +139,8 @@ def main() -> None:
         f"under the re-ranker), "
         f"re-ranked by the bundled MiniLM, {N} returned. 'New': not a copy up to case and punctuation. 'Similar': "
         f"cosine >= {SIMILAR} under USE multilingual v3 (not the re-ranker). Seconds per input (sampling, "
-        "screening, re-ranking; warm models) come from this run, which shared the machine with other work: "
-        "benchmarks/paraphrase_speed.py times the generators alone.", "",
+        "screening, re-ranking; warm models) come from this run; benchmarks/paraphrase_speed.py times the "
+        "generators on their own.", "",
         "| generator | returned | new | new and similar (USE >= 0.7) | s / input |", "|---|---|---|---|---|",
         *summary, "", "## Training", "", *notes, "",
         "## [CLS] retrieval on held-out queries (dense, MRR@10 / Recall@1)", "",

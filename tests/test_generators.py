@@ -33,6 +33,13 @@ def test_copies_near_copies_and_shape():
     assert not shape_ok(src, " ".join(["Why"] * 30) + "?")  # runs on
     assert shape_ok("I forgot my password", "My password slipped my mind")  # statements may stay statements
     assert shape_ok("忘记登录密码怎么办？", "登录密码想不起来了怎么办？")
+    req = "i want to make a new account"
+    assert not shape_ok(req, "How can I help you make a new account?")  # the service speaking
+    assert shape_ok(req, "Can you help me make a new account?")  # asking the service is the writer's voice
+    assert shape_ok(req, "Can you tell me where I can make an account?")
+    assert not shape_ok(req, "A new account can take a few days to open.")  # a statement about the world
+    assert shape_ok(req, "I would like to open a new account.")  # a statement about the writer stays
+    assert shape_ok("where can I see your opening hours?", "Where can I find your store hours?")
 
 
 def test_screen_reasons_and_scores():

@@ -86,11 +86,16 @@ _FIRST = frozenset({"i", "my", "me", "mine", "myself"})
 _ANSWER = re.compile(r"^\W*(yes|no|sure|sorry|i'?m sorry|unfortunately|certainly|of course|absolutely)\b|"
                      r"\byou (can|will|should|need to|may|must)\b|\byou'(ll|d)\b", re.IGNORECASE)
 _SECOND = frozenset({"your", "yours", "yourself"})
+_YOU = _SECOND | {"you"}
+# the service's voice: "I"/"we" acting on "you" ("How can I help you ...", "Can I walk you through ...")
+_SERVICE = re.compile(r"\b(i|we)\b.*\b(you|your|yours)\b", re.IGNORECASE)
 
 
 def shape_ok(source: str, cand: str) -> bool:
     """A question stays a question; the writer's point of view stays (a question about "my order"
-    that comes back about "your order" asks something else, and is how answers start); the length
+    that comes back about "your order" asks something else, and is how answers start; "I" acting
+    on "you" is the service speaking); a request without a full stop does not come back as a
+    statement that is not about the writer; the length
     stays within 0.4x-2.5x the input's (in words or CJK characters), which drops truncated fragments
     and answers that run on."""
     if is_question(source) and not is_question(cand):
@@ -100,6 +105,10 @@ def shape_ok(source: str, cand: str) -> bool:
     src, out = set(_words(source)), set(_words(cand))
     if src & _FIRST and not src & _SECOND and out & _SECOND:
         return False
+    if not src & _YOU and _SERVICE.search(cand):  # the reply's point of view, not the writer's
+        return False
+    if cand.rstrip().endswith(".") and not source.rstrip().endswith(".") and not out & _FIRST:
+        return False  # a statement about the world ("A warranty can vary ...") where the user asked
     a, b = len(_words(source)), len(_words(cand))
     return 0.4 * a - 1 <= b <= 2.5 * a + 3
 
