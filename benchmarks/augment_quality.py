@@ -20,7 +20,7 @@ from common import DATA, SAMPLE, emit, machine  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.evaluation import evaluate, read_labelled_queries  # noqa: E402
-from faqsearch.generators import load_generator  # noqa: E402
+from faqsearch.generators import ROUNDS, load_generator  # noqa: E402
 
 SETS = [("CovidFAQ", os.path.join(DATA, "CovidFAQ", "faqs.csv"), os.path.join(DATA, "CovidFAQ", "queries.csv")),
         ("sample_data (en)", os.path.join(SAMPLE, "faq.csv"), os.path.join(SAMPLE, "queries.csv"))]
@@ -29,7 +29,7 @@ SETS = [("CovidFAQ", os.path.join(DATA, "CovidFAQ", "faqs.csv"), os.path.join(DA
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=3, help="candidate batches at most per FAQ (default as augment)")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help="candidate batches at most per FAQ (default as augment)")
     ap.add_argument("--out")
     ap.add_argument("--sets", default=",".join(name for name, *_ in SETS),
                     help="comma-separated names of the sets to run (default: all)")

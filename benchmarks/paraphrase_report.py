@@ -21,7 +21,6 @@ import sys
 import tempfile
 import time
 
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import DATA, SAMPLE, machine  # noqa: E402
 
@@ -29,8 +28,7 @@ from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import read_corpus  # noqa: E402
 from faqsearch.encoders import _minilm_path, load_encoder  # noqa: E402
 from faqsearch.evaluation import evaluate, read_labelled_queries  # noqa: E402
-from faqsearch.generators.recipe import encoder_scorer  # noqa: E402
-from faqsearch.generators import load_generator, normal, paraphrase  # noqa: E402
+from faqsearch.generators import encoder_scorer, load_generator, normal, paraphrase  # noqa: E402
 from faqsearch.generators.recipe import DEFAULT_MIN_SIMILARITY  # noqa: E402
 from faqsearch.simbert import SimBert, TrainConfig, mine_pairs, pairs_from_groups, train  # noqa: E402
 from faqsearch.simbert.train import teacher_pairs  # noqa: E402

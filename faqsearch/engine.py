@@ -647,25 +647,28 @@ class FAQSearch:
             return report
 
     def augment(self, generator=None, n: int = 3, candidates: int = 24, seed: int | None = 0,
-                min_similarity: float | None = None, progress: bool = False, rounds: int = 3) -> EditReport:
+                min_similarity: float | None = None, progress: bool = False,
+                rounds: int | None = None) -> EditReport:
         """Add up to ``n`` paraphrases of each FAQ's first question as extra questions (source
         'generated'), in one atomic edit. ``generator`` is a :class:`faqsearch.generators.Generator`
         or a name for :func:`faqsearch.generators.load_generator` (default SmolLM2). Candidates are
-        re-ranked by this index's own query vectors; ``remove_generated()`` undoes it."""
-        from .generators import Generator, load_generator
+        re-ranked by this index's own query vectors; while fewer than ``n`` pass, more batches are
+        drawn, ``rounds`` at most (default ``faqsearch.generators.ROUNDS``). ``remove_generated()``
+        undoes it."""
+        from .generators import ROUNDS, Generator, load_generator
         from .generators.recipe import DEFAULT_MIN_SIMILARITY
 
         min_similarity = DEFAULT_MIN_SIMILARITY if min_similarity is None else min_similarity
         if not isinstance(generator, Generator):
             generator = load_generator(generator)
         with self._exclusive():
-            return self._augment(generator, n, candidates, seed, min_similarity, progress, rounds)
+            return self._augment(generator, n, candidates, seed, min_similarity, progress,
+                                 ROUNDS if rounds is None else rounds)
 
     def _augment(self, generator, n: int, candidates: int, seed: int | None, min_similarity: float,
                  progress: bool, rounds: int) -> EditReport:
         from .encoders.base import progress_bar
-        from .generators import diverse_top, normal
-        from .generators.recipe import screen_rounds
+        from .generators import diverse_top, normal, screen_rounds
 
         plan = _Edit(config={"generator": generator.spec()})
         faqs = self.store.list_faqs()

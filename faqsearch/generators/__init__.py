@@ -7,12 +7,12 @@ made by ``faqsearch train`` loads the SimBERT (UniLM) generator.
 from __future__ import annotations
 
 from .base import Candidate, Generator
-from .recipe import Paraphrase, Screened, diverse_top, normal, paraphrase, screen
+from .recipe import ROUNDS, Paraphrase, Screened, diverse_top, encoder_scorer, normal, paraphrase, screen, screen_rounds
 
 DEFAULT_GENERATOR = "smollm2"
 
-__all__ = ["Candidate", "Generator", "Paraphrase", "Screened", "DEFAULT_GENERATOR", "load_generator", "paraphrase",
-           "screen", "diverse_top", "normal"]
+__all__ = ["Candidate", "Generator", "Paraphrase", "Screened", "DEFAULT_GENERATOR", "ROUNDS", "load_generator",
+           "paraphrase", "screen", "screen_rounds", "encoder_scorer", "diverse_top", "normal"]
 
 
 def load_generator(source: str | None = None, *, gguf_file: str | None = None, threads: int | None = None,
