@@ -35,6 +35,9 @@ def main() -> None:
                     help="comma-separated names of the sets to run (default: all)")
     args = ap.parse_args()
     wanted = set(args.sets.split(","))
+    unknown = wanted - {name for name, *_ in SETS}
+    if unknown:
+        ap.error(f"unknown set(s) {', '.join(sorted(unknown))}; choose from: {', '.join(n for n, *_ in SETS)}")
     logging.basicConfig(level=logging.WARNING)
     gen = load_generator("smollm2")
     lines = [f"Measured {machine()}; `python benchmarks/augment_quality.py --n {args.n} --rounds {args.rounds}`. "
