@@ -15,6 +15,7 @@ FILES = {
     "faiss": "index.faiss",
     "store": "store.db",
     "vectors": "vectors.npy",  # raw encoder vectors, so the transform can be re-tuned without re-encoding
+    "ids": "ids.npy",  # the question id of each row of vectors.npy (indexes from before deltas lack it)
 }
 DEFAULT_HOME = "indexes"
 DEFAULT_NAME = "default"
@@ -49,7 +50,7 @@ def new_config(**fields: Any) -> dict[str, Any]:
     }
 
 
-SIZED = ("whitening", "faiss", "vectors")  # files written once per version: their sizes are recorded
+SIZED = ("whitening", "faiss", "vectors", "ids")  # files written once per version: their sizes are recorded
 
 
 def save_config(directory: str, config: dict[str, Any]) -> None:

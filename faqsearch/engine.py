@@ -18,6 +18,7 @@ import numpy as np
 
 from . import config as cfg
 from .corpus import FAQ, Columns, check_faq, faq_hash, read_corpus, read_texts
+from .delta import IDS_FILE
 from .encoders import Encoder, check_spec, encoder_from_spec, load_encoder
 from .errors import DuplicateFAQError, FAQSearchError, IndexFormatError, UnknownFAQError
 from .index import DEFAULT_FACTORY, VectorIndex, check_factory, factory_for, train_sample_size
@@ -151,6 +152,7 @@ class FAQSearch:
         self.whitening = whitening
         self.index = index
         self.store = store
+        self.delta = getattr(index, "delta", None)  # changes since the base files (faqsearch.delta)
         self._max_per_faq = max(1, int(config.get("counts", {}).get("max_questions_per_faq", 1)))
         self._tombstones = int(config.get("index", {}).get("tombstones", 0))
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -281,6 +283,8 @@ class FAQSearch:
                     del raw
                     if milvus is not None:
                         os.remove(os.path.join(tmp, cfg.FILES["vectors"]))  # Milvus keeps the raw vectors
+                    else:
+                        np.save(os.path.join(tmp, IDS_FILE), ids)
                     white.save(os.path.join(tmp, cfg.FILES["whitening"]))
                     counts = store.counts()
                     config = cfg.new_config(
@@ -321,7 +325,8 @@ class FAQSearch:
     # ------------------------------------------------------------------ open
     @classmethod
     def open(cls, index: str | os.PathLike | None = None, *, model: str | None = None,
-             encoder: Encoder | None = None, threads: int | None = None) -> "FAQSearch":
+             encoder: Encoder | None = None, threads: int | None = None,
+             _base: tuple[str, VectorIndex, Whitening] | None = None) -> "FAQSearch":
         """Open a built index. The encoder is recreated from its config on first use unless given.
 
         What is cheap to check is checked: every file present with its recorded size, the store
@@ -334,24 +339,32 @@ class FAQSearch:
                                    threads=threads)
         for attempt in range(3):
             version = resolve(path)
+            stamp = _config_stamp(path)
             try:
-                return cls._open_version(path, version, encoder, threads)
+                return cls._open_version(path, version, encoder, threads, _base)
             except (IndexFormatError, FileNotFoundError):
-                # a writer may have switched versions and removed this one while we read it
-                if attempt == 2 or resolve(path) == version:
+                # a writer may have switched versions and removed this one, or committed two edits in
+                # place and removed the delta we read, while we read it
+                if attempt == 2 or (resolve(path) == version and _config_stamp(path) == stamp):
                     raise
         raise AssertionError("unreachable")
 
     @classmethod
-    def _open_version(cls, path: str, version: str, encoder: Encoder | None, threads: int | None) -> "FAQSearch":
+    def _open_version(cls, path: str, version: str, encoder: Encoder | None, threads: int | None,
+                      base: tuple[str, VectorIndex, Whitening] | None = None) -> "FAQSearch":
+        """``base``: (version directory, FAISS index, transform) already loaded from that directory;
+        base files never change within a version, so an edit made in place reuses them."""
         config = cfg.load_config(version)
         milvus = config.get("backend", {}).get("kind") == "milvus"
         if not milvus:
             cfg.check_files(version, config, path)
         if encoder is not None:
             _check_encoder(config, encoder, path)
+        reuse = base is not None and base[0] == version and not milvus
         try:
-            whitening = Whitening.load(os.path.join(version, cfg.FILES["whitening"]))
+            # the previous transform's moments may be a delta's: taken only where a delta replaces them
+            whitening = replace(base[2]) if reuse and config.get("delta") else \
+                Whitening.load(os.path.join(version, cfg.FILES["whitening"]))
         except Exception as exc:  # noqa: BLE001 - zip, pickle-free npz and EOF errors alike: a damaged file
             raise IndexFormatError(cfg.damaged(path, "whitening", f"{type(exc).__name__}: {exc}")) from None
         ix = config.get("index", {})
@@ -366,18 +379,24 @@ class FAQSearch:
                                        f"{n} questions at generation {mb.generation}, config.json {expected}; "
                                        "re-run faqsearch ingest")
             return cls(path, config, encoder, whitening, mb.index, mb.store, version=version, threads=threads)
-        try:
-            vindex = VectorIndex.load(os.path.join(version, cfg.FILES["faiss"]), ix.get("factory", DEFAULT_FACTORY),
-                                      ix.get("nprobe"), ix.get("ef_search"))
-        except RuntimeError as exc:
-            raise IndexFormatError(cfg.damaged(path, "faiss", str(exc).strip().splitlines()[-1])) from None
-        why = vindex.damaged_sample(unit=whitening.residual is None)
+        if reuse:
+            vindex = base[1]
+        else:
+            try:
+                vindex = VectorIndex.load(os.path.join(version, cfg.FILES["faiss"]), ix.get("factory", DEFAULT_FACTORY),
+                                          ix.get("nprobe"), ix.get("ef_search"))
+            except RuntimeError as exc:
+                raise IndexFormatError(cfg.damaged(path, "faiss", str(exc).strip().splitlines()[-1])) from None
+        why = None if reuse else vindex.damaged_sample(unit=whitening.residual is None)
         if why:
             raise IndexFormatError(cfg.damaged(path, "faiss", why))
         if vindex.dim != whitening.dim_out or whitening.dim_in != config["dim_in"]:
             raise IndexFormatError(f"index {path} is inconsistent (dimensions {whitening.dim_in}->{whitening.dim_out}, "
                                    f"FAISS {vindex.dim}, config {config['dim_in']}); re-run faqsearch ingest")
-        store = Store.open_existing(os.path.join(version, cfg.FILES["store"]), path)
+        store = Store.open_existing(os.path.join(version, cfg.FILES["store"]), path,
+                                    generation=int(config.get("generation", 0)))
+        if config.get("delta"):
+            vindex = _with_delta(path, version, config, vindex, whitening)
         try:
             n = store.question_count()
             expected = int(config.get("counts", {}).get("questions", n))
@@ -564,9 +583,11 @@ class FAQSearch:
     # ------------------------------------------------------------------ reload
     def reload(self) -> None:
         """Load the index files again (after an edit by this or another process). The encoder is kept."""
-        fresh = FAQSearch.open(self.path, encoder=self._encoder, threads=self._threads)
+        base = getattr(self.index, "base", self.index)
+        fresh = FAQSearch.open(self.path, encoder=self._encoder, threads=self._threads,
+                               _base=(self.dir, base, self.whitening) if isinstance(base, VectorIndex) else None)
         self.config, self.whitening, self.index, self.store = fresh.config, fresh.whitening, fresh.index, fresh.store
-        self.dir = fresh.dir
+        self.dir, self.delta = fresh.dir, fresh.delta
         self._max_per_faq, self._stamp, self._tombstones = fresh._max_per_faq, fresh._stamp, fresh._tombstones
         with self._cache_lock:
             self._cache.clear()  # cached query vectors belong to the old transform
@@ -731,7 +752,7 @@ class FAQSearch:
     def _attach_refiner(self) -> None:
         """Exact re-scoring for PQ indexes from ``vectors.npy`` (memory-mapped: the float vectors stay
         on disk, only the candidates' rows are read)."""
-        ids, raw = self.raw_vectors()
+        ids, raw = self.base_vectors()
 
         def exact(wanted: np.ndarray) -> np.ndarray:
             rows = np.searchsorted(ids, wanted)
@@ -743,21 +764,36 @@ class FAQSearch:
         self.index.refiner = exact
 
     def raw_vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        """(question ids, raw encoder vectors) of every question, in id order (for refit and tune)."""
+        """(question ids, raw encoder vectors) of every question, in id order (for refit and tune).
+        Memory-mapped from the base file; held in memory when a delta adds or removes questions."""
         if self.backend == "milvus":
             return self.store.raw_vectors()
-        ids = np.array([q[0] for q in self.store.all_questions()], dtype=np.int64)
+        ids, raw = self.base_vectors()
+        if not self.delta:
+            return ids, raw
+        keep = ~np.isin(ids, self.delta.removed)
+        return (np.concatenate([ids[keep], self.delta.ids]),
+                np.concatenate([np.asarray(raw)[keep], self.delta.raw]))
+
+    def base_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, raw vectors) of the base files, in id order: ``ids.npy`` and ``vectors.npy``
+        memory-mapped (an index from before deltas has no ids.npy: its store gives them)."""
         vec_path = os.path.join(self.dir, cfg.FILES["vectors"])
         if not os.path.exists(vec_path):
             raise IndexFormatError(cfg.damaged(self.path, "vectors", "missing"))
         raw = np.load(vec_path, mmap_mode="r")
+        ids_path = os.path.join(self.dir, IDS_FILE)
+        if os.path.exists(ids_path):
+            ids = np.load(ids_path)
+        else:
+            ids = np.array([q[0] for q in self.store.all_questions()], dtype=np.int64)
         if len(ids) != raw.shape[0]:
             raise IndexFormatError(f"index {self.path} is inconsistent: {len(ids)} questions but {raw.shape[0]} "
                                    "stored vectors; re-run faqsearch ingest")
         return ids, raw
 
     def _edit(self, plan: _Edit, source: str, progress: bool) -> EditReport:
-        """Apply a plan to a copy of the index directory and swap it in (all or nothing)."""
+        """Apply a plan atomically (faqsearch.edits: in place as a delta, or as a new base)."""
         report = EditReport(added_faqs=[f.id for f in plan.new_faqs], updated_faqs=[f.id for f in plan.changed_faqs],
                             removed_faqs=list(plan.removed_faqs))
         if not (plan.new_faqs or plan.changed_faqs or plan.new_questions or plan.removed_questions
@@ -768,65 +804,12 @@ class FAQSearch:
             from .backends.milvus import edit as milvus_edit
 
             added, removed = milvus_edit(self, plan, source, progress)
-            self.reload()
-            report.added_questions, report.removed_questions = added, removed
-            return report
-        path, current = self.path, self.dir
-        old_ids = np.array([q[0] for q in self.store.all_questions()], dtype=np.int64)
-        raw_old = np.load(os.path.join(current, cfg.FILES["vectors"]), mmap_mode="r")
-        # ids are never reused: an index type that keeps tombstones still carries removed ids
-        first_id = max(int(self.config.get("next_question_id", 0)), self.index.max_id() + 1,
-                       int(old_ids.max()) + 1 if len(old_ids) else 1)
-        with next_version(path, "edit") as tmp:
-            self.store.backup(os.path.join(tmp, cfg.FILES["store"]))
-            store = Store(os.path.join(tmp, cfg.FILES["store"]))
-            try:
-                removed = store.delete_faqs(plan.removed_faqs) + list(plan.removed_questions)
-                store.delete_questions(plan.removed_questions)
-                for f in plan.changed_faqs:
-                    store.update_faq(f)
-                rows = store.insert_faqs(plan.new_faqs, source=source, first_id=first_id) if plan.new_faqs else []
-                for fid, text in plan.new_questions:
-                    rows += store.add_questions(fid, [text], source=source, first_id=first_id)
-                new_ids = np.array([r[0] for r in rows], dtype=np.int64)
-                raw_new = self.encoder.encode([r[1] for r in rows], progress=progress) if rows else \
-                    np.empty((0, int(self.config["dim_in"])), np.float32)
-                keep = ~np.isin(old_ids, np.array(removed, dtype=np.int64))
-                moments = Moments.from_arrays(self.whitening.moments.to_arrays())
-                if self.config["whitening"].get("fitted_on") == "corpus questions":
-                    moments.remove(np.asarray(raw_old[~keep])).update(raw_new)
-                white = replace(self.whitening, moments=moments)
-                out = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+", dtype=np.float32,
-                                                shape=(int(keep.sum()) + len(rows), raw_old.shape[1]))
-                pos = 0
-                for start in range(0, len(old_ids), CHUNK):
-                    block = np.asarray(raw_old[start:start + CHUNK])[keep[start:start + CHUNK]]
-                    out[pos:pos + len(block)] = block
-                    pos += len(block)
-                out[pos:] = raw_new
-                out.flush()
-                del out
-                ixc = dict(self.config.get("index", {}))
-                vindex = VectorIndex.load(os.path.join(current, cfg.FILES["faiss"]), self.index.factory,
-                                          ixc.get("nprobe"), ixc.get("ef_search"))
-                if removed and vindex.remove(np.array(removed, dtype=np.int64)) == 0 and not vindex.supports_removal:
-                    ixc["tombstones"] = int(ixc.get("tombstones", 0)) + len(removed)
-                if rows:
-                    vindex.add(white.transform(raw_new), new_ids)
-                vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
-                white.save(os.path.join(tmp, cfg.FILES["whitening"]))
-                config = {**self.config, **plan.config}
-                config["index"] = ixc
-                config["counts"] = store.counts()
-                config["next_question_id"] = max([first_id] + [r[0] + 1 for r in rows])
-                config["generation"] = int(config.get("generation", 0)) + 1
-                config["modified"] = cfg.new_config()["created"]
-                cfg.save_config(tmp, config)
-            finally:
-                store.close()
+        else:
+            from .edits import apply as apply_edit
+
+            added, removed = apply_edit(self, plan, source, progress)
         self.reload()
-        report.added_questions = len(rows)
-        report.removed_questions = len(removed)
+        report.added_questions, report.removed_questions = added, removed
         return report
 
 
@@ -877,6 +860,27 @@ def _check_scores(scores: np.ndarray, ids: np.ndarray, path: str) -> None:
     valid = scores[ids >= 0]
     if valid.size and (not np.all(np.isfinite(valid)) or np.abs(valid).max() > 1.5):
         raise IndexFormatError(cfg.damaged(path, "faiss", f"a search returned the score {float(np.abs(valid).max()):.3g}"))
+
+
+def _with_delta(path: str, version: str, config: dict[str, Any], vindex: VectorIndex, whitening: Whitening):
+    """The base FAISS index with the version's delta beside it; the transform's moments are the delta's."""
+    from .delta import Delta, DeltaIndex
+
+    info = config["delta"]
+    file = os.path.join(version, str(info["file"]))
+    if not os.path.exists(file):
+        raise FileNotFoundError(file)  # open() retries: a writer may have committed twice meanwhile
+    if os.path.getsize(file) != int(info.get("bytes", os.path.getsize(file))):
+        raise IndexFormatError(f"index {path}: {info['file']} is damaged ({os.path.getsize(file)} bytes, "
+                               f"{info['bytes']} expected). Restore the index directory from a backup, or rebuild it")
+    try:
+        delta = Delta.load(file)
+    except Exception as exc:  # noqa: BLE001 - zip and EOF errors alike: a damaged file
+        raise IndexFormatError(f"index {path}: {info['file']} is damaged ({type(exc).__name__}: {exc}). "
+                               "Restore the index directory from a backup, or rebuild it") from None
+    if delta.moments:
+        whitening.moments = Moments.from_arrays(delta.moments)
+    return DeltaIndex(vindex, delta, whitening)
 
 
 def _config_stamp(path: str) -> tuple[int, int] | None:

@@ -61,3 +61,32 @@ def m005_settings(db: Database) -> None:
     existing = db.execute("select count(*) from questions").fetchone()[0]
     db.execute("insert or ignore into settings (key, value) values ('cjk', ?)",
                ["unigram+bigram" if existing else DEFAULT_CJK])
+
+
+# rows alive in every generation until an edit marks them (faqsearch.store.ALIVE)
+_ALIVE = 1 << 62
+
+
+@migrations()
+def m006_generations(db: Database) -> None:
+    """Generation numbers on rows, so that edits change the store in place without copying it.
+
+    A row is visible at generation G when ``gen <= G < dead``. An edit at G writes its rows with
+    ``gen = G+1`` and marks removed rows ``dead = G+1``; readers of G see none of it until the
+    config of G+1 is committed. A changed FAQ becomes a new row (the old one dead), so ``faqs``
+    gets a row id of its own and ``seq`` keeps each FAQ's place in listings.
+    """
+    db.execute(f"""create table faqs_gen (
+        rid integer primary key, id text not null, answer text not null, category text, metadata text,
+        content_hash text, seq integer not null, gen integer not null default 0,
+        dead integer not null default {_ALIVE})""")
+    db.execute("insert into faqs_gen (rid, id, answer, category, metadata, content_hash, seq) "
+               "select rowid, id, answer, category, metadata, content_hash, rowid from faqs")
+    db.execute("drop table faqs")
+    db.execute("alter table faqs_gen rename to faqs")
+    db.execute("create index faqs_id on faqs(id)")
+    db.execute("create index faqs_seq on faqs(seq)")
+    db.execute("alter table questions add column gen integer not null default 0")
+    db.execute(f"alter table questions add column dead integer not null default {_ALIVE}")
+    db.execute("create index questions_gen on questions(gen)")
+    db.execute("create index questions_dead on questions(dead)")

@@ -1,11 +1,19 @@
-"""SQLite store of FAQs and their questions (sqlite-utils). Question ids are the FAISS ids."""
+"""SQLite store of FAQs and their questions (sqlite-utils). Question ids are the FAISS ids.
+
+Rows carry generation numbers (migration m006): a row is visible at generation G when
+``gen <= G < dead``. A store opened at a generation reads exactly that generation, so an edit can
+write the next generation into the same file (``gen=`` on the write methods) while readers keep
+their view, and commit it elsewhere (the index's config.json). ``purge`` removes what no committed
+generation can see any more. Without ``generation`` a store reads every live row.
+"""
 from __future__ import annotations
 
 import json
 import os
 import sqlite3
 import threading
-from typing import Any, Iterable, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Sequence
 
 from .corpus import FAQ, faq_hash
 from .lexical import fts_query, tokenize
@@ -13,16 +21,22 @@ from .lexical import fts_query, tokenize
 SOURCES = ("corpus", "generated", "added", "feedback")
 # names of every migration in migrations.py (a test keeps them equal): a store that has them all is
 # opened without importing sqlite-utils
-MIGRATIONS = ("m001_initial", "m002_content_hash", "m003_lexical", "m004_lexical_vocab", "m005_settings")
+MIGRATIONS = ("m001_initial", "m002_content_hash", "m003_lexical", "m004_lexical_vocab", "m005_settings",
+              "m006_generations")
+ALIVE = 1 << 62  # ``dead`` of a row no edit has removed
 
 
 class Store:
     """FAQs (id, answer, category, metadata) and questions (id, faq_id, text, source)."""
 
-    def __init__(self, path: str, cjk: str | None = None):
+    def __init__(self, path: str, cjk: str | None = None, generation: int | None = None):
         """``cjk``: CJK tokenisation for a store that holds no questions yet (default DEFAULT_CJK);
-        an existing store keeps its own."""
+        an existing store keeps its own. ``generation``: read the rows visible at that generation
+        (default: every live row)."""
         self.path = path
+        self.generation = generation
+        g = ALIVE - 1 if generation is None else int(generation)
+        self._g = g
         # one connection shared by threads, serialised by a lock (reads are tiny)
         self._conn = sqlite3.connect(path, check_same_thread=False)
         self._db = None
@@ -40,6 +54,10 @@ class Store:
                 with self._conn:
                     self._conn.execute("update settings set value = ? where key = 'cjk'", [cjk])
             self.cjk = str(self._conn.execute("select value from settings where key = 'cjk'").fetchone()[0])
+
+    def _vis(self, alias: str) -> str:
+        """SQL: the row ``alias`` is visible at this store's generation (an int literal, never user input)."""
+        return f"({alias}.gen <= {self._g} and {alias}.dead > {self._g})"
 
     @property
     def db(self):
@@ -60,7 +78,7 @@ class Store:
         return set(MIGRATIONS) <= done
 
     @classmethod
-    def open_existing(cls, path: str, index: str | None = None) -> "Store":
+    def open_existing(cls, path: str, index: str | None = None, generation: int | None = None) -> "Store":
         """Open the store of a built index, never creating one: a missing, empty or foreign file is an
         IndexFormatError naming the file and the fix."""
         from .config import damaged
@@ -82,7 +100,7 @@ class Store:
         if not {"faqs", "questions"} <= tables:
             raise bad("not a faqsearch database (no faqs/questions tables)")
         try:
-            return cls(path)
+            return cls(path, generation=generation)
         except sqlite3.DatabaseError as exc:
             raise bad(f"damaged ({exc})") from None
 
@@ -90,67 +108,88 @@ class Store:
         self._conn.close()
 
     def _n_docs(self) -> int:
-        """Questions in the store, counted again only after this connection changed rows (a count
-        scans the table: about a millisecond per 100k rows, on every lexical query otherwise)."""
-        changes = self._conn.total_changes
+        """Visible questions, counted again only after a connection changed rows (a count scans the
+        table: about a millisecond per 100k rows, on every lexical query otherwise)."""
+        changes = (self._conn.total_changes, self._conn.execute("pragma data_version").fetchone()[0])
         if getattr(self, "_count", None) is None or self._count[0] != changes:
-            self._count = (changes, int(self._conn.execute("select count(*) from questions").fetchone()[0]))
+            self._count = (changes, int(self._conn.execute(
+                f"select count(*) from questions q where {self._vis('q')}").fetchone()[0]))
         return self._count[1]
 
     def question_count(self) -> int:
         with self._lock:
-            return int(self._conn.execute("select count(*) from questions").fetchone()[0])
+            return int(self._conn.execute(f"select count(*) from questions q where {self._vis('q')}").fetchone()[0])
 
     def source_counts(self, exclude: str | None = None) -> dict[str, int]:
         """Questions per source (corpus, added, generated, feedback)."""
         with self._lock:
-            return {r[0]: r[1] for r in self._conn.execute("select source, count(*) from questions group by source")
-                    if r[0] != exclude}
+            return {r[0]: r[1] for r in self._conn.execute(
+                f"select source, count(*) from questions q where {self._vis('q')} group by source") if r[0] != exclude}
 
-    def insert_faqs(self, faqs: Iterable[FAQ], source: str = "corpus", first_id: int = 1) -> list[tuple[int, str]]:
+    # Writes. ``gen=None`` changes rows for good (a store being built, or a private copy);
+    # ``gen=G+1`` writes generation G+1 beside G, which readers of G do not see.
+    def insert_faqs(self, faqs: Iterable[FAQ], source: str = "corpus", first_id: int = 1,
+                    gen: int | None = None) -> list[tuple[int, str]]:
         """Insert FAQs and their questions; return (question_id, text) in insertion order."""
         faqs = list(faqs)
         with self._lock, self.db.atomic():
+            seq = int(self._conn.execute("select coalesce(max(seq), 0) from faqs").fetchone()[0]) + 1
             self.db["faqs"].insert_all(
                 ({"id": f.id, "answer": f.answer, "category": f.category,
                   "metadata": json.dumps(f.metadata, ensure_ascii=False) if f.metadata else None,
-                  "content_hash": faq_hash(f)} for f in faqs),
+                  "content_hash": faq_hash(f), "seq": seq + i, "gen": gen or 0} for i, f in enumerate(faqs)),
                 batch_size=500,
             )
-            return self._insert_questions([(f.id, q) for f in faqs for q in f.questions], source, first_id)
+            return self._insert_questions([(f.id, q) for f in faqs for q in f.questions], source, first_id, gen)
 
     def add_questions(self, faq_id: str, texts: Sequence[str], source: str = "added",
-                      first_id: int = 1) -> list[tuple[int, str]]:
+                      first_id: int = 1, gen: int | None = None) -> list[tuple[int, str]]:
         with self._lock, self.db.atomic():
-            return self._insert_questions([(faq_id, t) for t in texts], source, first_id)
+            return self._insert_questions([(faq_id, t) for t in texts], source, first_id, gen)
 
-    def _insert_questions(self, pairs: list[tuple[str, str]], source: str, first_id: int) -> list[tuple[int, str]]:
+    def _insert_questions(self, pairs: list[tuple[str, str]], source: str, first_id: int,
+                          gen: int | None) -> list[tuple[int, str]]:
         """New ids continue after the largest stored id and never start below ``first_id`` (the
         engine passes one past every id a vector may still carry, so removed ids are not reused)."""
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}")
         start = max(first_id, (self._conn.execute("select coalesce(max(id), 0) from questions").fetchone()[0]) + 1)
-        rows = [{"id": start + i, "faq_id": fid, "text": q, "source": source, "lex": " ".join(tokenize(q, self.cjk))}
-                for i, (fid, q) in enumerate(pairs)]
+        rows = [{"id": start + i, "faq_id": fid, "text": q, "source": source, "lex": " ".join(tokenize(q, self.cjk)),
+                 "gen": gen or 0} for i, (fid, q) in enumerate(pairs)]
         self.db["questions"].insert_all(rows, batch_size=1000)
         return [(r["id"], r["text"]) for r in rows]
 
-    def update_faq(self, faq: FAQ) -> None:
-        """Answer, category, metadata and content hash of an existing FAQ (questions are separate)."""
+    def update_faq(self, faq: FAQ, gen: int | None = None) -> None:
+        """Answer, category, metadata and content hash of an existing FAQ (questions are separate).
+        With ``gen``, a new row of that generation replaces the visible one (kept for older readers)."""
+        content = {"answer": faq.answer, "category": faq.category,
+                   "metadata": json.dumps(faq.metadata, ensure_ascii=False) if faq.metadata else None,
+                   "content_hash": faq_hash(faq)}
         with self._lock, self.db.atomic():
-            self.db["faqs"].update(faq.id, {
-                "answer": faq.answer, "category": faq.category,
-                "metadata": json.dumps(faq.metadata, ensure_ascii=False) if faq.metadata else None,
-                "content_hash": faq_hash(faq)})
+            row = self._conn.execute(f"select rid, seq from faqs f where id = ? and {self._vis('f')}", [faq.id]).fetchone()
+            if row is None:
+                raise KeyError(faq.id)
+            if gen is None:
+                self._conn.execute("update faqs set answer = ?, category = ?, metadata = ?, content_hash = ? "
+                                   "where rid = ?", [*content.values(), row[0]])
+                return
+            self._conn.execute("update faqs set dead = ? where rid = ?", [gen, row[0]])
+            self._conn.execute("insert into faqs (id, answer, category, metadata, content_hash, seq, gen) "
+                               "values (?, ?, ?, ?, ?, ?, ?)", [faq.id, *content.values(), row[1], gen])
 
-    def delete_questions(self, question_ids: Sequence[int]) -> None:
+    def delete_questions(self, question_ids: Sequence[int], gen: int | None = None) -> None:
         ids = [int(i) for i in question_ids]
         with self._lock, self.db.atomic():
             for start in range(0, len(ids), 500):
                 chunk = ids[start:start + 500]
-                self._conn.execute(f"delete from questions where id in ({','.join('?' * len(chunk))})", chunk)
+                marks = ",".join("?" * len(chunk))
+                if gen is None:
+                    self._conn.execute(f"delete from questions where id in ({marks})", chunk)
+                else:
+                    self._conn.execute(f"update questions set dead = ? where id in ({marks}) and dead = {ALIVE}",
+                                       [gen, *chunk])
 
-    def delete_faqs(self, faq_ids: Sequence[str]) -> list[int]:
+    def delete_faqs(self, faq_ids: Sequence[str], gen: int | None = None) -> list[int]:
         """Delete FAQs with all their questions; return the deleted question ids."""
         ids = list(faq_ids)
         removed: list[int] = []
@@ -158,23 +197,67 @@ class Store:
             for start in range(0, len(ids), 500):
                 chunk = ids[start:start + 500]
                 marks = ",".join("?" * len(chunk))
-                removed += [r[0] for r in self._conn.execute(f"select id from questions where faq_id in ({marks})", chunk)]
-                self._conn.execute(f"delete from questions where faq_id in ({marks})", chunk)
-                self._conn.execute(f"delete from faqs where id in ({marks})", chunk)
+                removed += [r[0] for r in self._conn.execute(
+                    f"select id from questions q where faq_id in ({marks}) and {self._vis('q')}", chunk)]
+                if gen is None:
+                    self._conn.execute(f"delete from questions where faq_id in ({marks})", chunk)
+                    self._conn.execute(f"delete from faqs where id in ({marks})", chunk)
+                else:
+                    self._conn.execute(f"update questions set dead = ? where faq_id in ({marks}) and dead = {ALIVE}",
+                                       [gen, *chunk])
+                    self._conn.execute(f"update faqs set dead = ? where id in ({marks}) and dead = {ALIVE}",
+                                       [gen, *chunk])
         return removed
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction around several writes (each write method's own becomes a savepoint):
+        committed at the end of the block, rolled back on any error. For a writer's own store."""
+        with self.db.atomic():
+            yield
+
+    def count_questions(self, faq_ids: Sequence[str]) -> int:
+        """Visible questions of these FAQs."""
+        ids, n = list(faq_ids), 0
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                n += int(self._conn.execute(f"select count(*) from questions q where faq_id in ({','.join('?' * len(chunk))}) "
+                                            f"and {self._vis('q')}", chunk).fetchone()[0])
+        return n
+
+    def purge(self, generation: int) -> int:
+        """For a writer about to write ``generation + 1``: drop rows of later generations (a killed
+        edit that never committed) and revive rows it had marked, then delete rows that neither
+        ``generation`` nor the one before can see. Returns the rows changed."""
+        g = int(generation)
+        changed = 0
+        with self._lock, self.db.atomic():
+            for table in ("questions", "faqs"):
+                changed += self._conn.execute(f"delete from {table} where gen > ?", [g]).rowcount
+                changed += self._conn.execute(f"update {table} set dead = {ALIVE} where dead > ? and dead < {ALIVE}",
+                                              [g]).rowcount
+                changed += self._conn.execute(f"delete from {table} where dead <= ?", [g - 1]).rowcount
+        return changed
+
+    def hidden(self) -> int:
+        """Rows that this generation does not see but the file still holds (pending purge)."""
+        with self._lock:
+            return int(self._conn.execute(f"select count(*) from questions q where not {self._vis('q')}").fetchone()[0])
 
     def faq_hashes(self) -> dict[str, str | None]:
         with self._lock:
-            return dict(self._conn.execute("select id, content_hash from faqs"))
+            return dict(self._conn.execute(f"select id, content_hash from faqs f where {self._vis('f')}"))
 
     def faq(self, faq_id: str) -> dict[str, Any] | None:
         """One FAQ with its questions (id, text, source), or None."""
         with self._lock:
-            row = self._conn.execute("select id, answer, category, metadata, content_hash from faqs where id = ?",
-                                  [faq_id]).fetchone()
+            row = self._conn.execute("select id, answer, category, metadata, content_hash from faqs f "
+                                     f"where id = ? and {self._vis('f')}", [faq_id]).fetchone()
             if row is None:
                 return None
-            qs = self._conn.execute("select id, text, source from questions where faq_id = ? order by id", [faq_id])
+            qs = self._conn.execute(f"select id, text, source from questions q where faq_id = ? and {self._vis('q')} "
+                                    "order by id", [faq_id])
             questions = [{"id": q[0], "text": q[1], "source": q[2]} for q in qs]
         return {"id": row[0], "answer": row[1], "category": row[2],
                 "metadata": json.loads(row[3]) if row[3] else {}, "content_hash": row[4], "questions": questions}
@@ -189,10 +272,11 @@ class Store:
         if contains:
             like = "%" + contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             conds.append("(f.id like ? escape '\\' or f.answer like ? escape '\\' or exists (select 1 from "
-                         "questions x where x.faq_id = f.id and x.text like ? escape '\\'))")
+                         f"questions x where x.faq_id = f.id and {self._vis('x')} and x.text like ? escape '\\'))")
             args += [like, like, like]
-        sql = ("select f.id, f.category, f.answer, count(q.id) from faqs f left join questions q on q.faq_id = f.id"
-               + (" where " + " and ".join(conds) if conds else "") + " group by f.id order by f.rowid"
+        conds.append(self._vis("f"))
+        sql = ("select f.id, f.category, f.answer, count(q.id) from faqs f left join questions q on q.faq_id = f.id "
+               f"and {self._vis('q')} where " + " and ".join(conds) + " group by f.rid order by f.seq"
                + (" limit ? offset ?" if limit is not None else ""))
         args += [limit, offset] if limit is not None else []
         with self._lock:
@@ -219,7 +303,8 @@ class Store:
         where, args = self.filter_sql(filters)
         with self._lock:
             return [r[0] for r in self._conn.execute(
-                f"select q.id from questions q join faqs f on f.id = q.faq_id where {where}", args)]
+                f"select q.id from questions q join faqs f on f.id = q.faq_id and {self._vis('f')} "
+                f"where {self._vis('q')} and {where}", args)]
 
     def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
         """BM25 (FTS5) top-n question ids with scores (higher is better) for each text."""
@@ -239,12 +324,15 @@ class Store:
                 if where:
                     rows = self._conn.execute(
                         "select questions_fts.rowid, -bm25(questions_fts) from questions_fts "
-                        "join questions q on q.id = questions_fts.rowid join faqs f on f.id = q.faq_id "
+                        f"join questions q on q.id = questions_fts.rowid and {self._vis('q')} "
+                        f"join faqs f on f.id = q.faq_id and {self._vis('f')} "
                         f"where questions_fts match ? and {where} order by bm25(questions_fts) limit ?",
                         [q, *fargs, n]).fetchall()
                 else:
+                    # rows this generation does not see (pending purge: few) are left out by id
                     rows = self._conn.execute(
                         "select rowid, -bm25(questions_fts) from questions_fts where questions_fts match ? "
+                        f"and rowid not in (select id from questions where gen > {self._g} or dead <= {self._g}) "
                         "order by bm25(questions_fts) limit ?", [q, n]).fetchall()
                 out.append([(int(r[0]), float(r[1])) for r in rows])
         return out
@@ -255,8 +343,8 @@ class Store:
         if not ids:
             return {}
         sql = ("select q.id as question_id, q.faq_id, q.text as question, q.source, f.answer, f.category, "
-               "f.metadata from questions q join faqs f on f.id = q.faq_id "
-               f"where q.id in ({','.join('?' * len(ids))})")
+               f"f.metadata from questions q join faqs f on f.id = q.faq_id and {self._vis('f')} "
+               f"where q.id in ({','.join('?' * len(ids))}) and {self._vis('q')}")
         with self._lock:
             cur = self._conn.execute(sql, ids)
             cols = [c[0] for c in cur.description]
@@ -268,7 +356,8 @@ class Store:
     def all_questions(self) -> list[tuple[int, str, str]]:
         """(id, faq_id, text) of every question, by id: the order of the stored raw vectors."""
         with self._lock:
-            return [tuple(r) for r in self._conn.execute("select id, faq_id, text from questions order by id")]
+            return [tuple(r) for r in self._conn.execute(
+                f"select id, faq_id, text from questions q where {self._vis('q')} order by id")]
 
     def backup(self, path: str) -> None:
         """A consistent copy of the database (SQLite online backup)."""
@@ -283,12 +372,14 @@ class Store:
         """Ids of all FAQs, or of those with at least one question from ``source``."""
         with self._lock:
             if source is None:
-                return {r[0] for r in self._conn.execute("select id from faqs")}
-            return {r[0] for r in self._conn.execute("select distinct faq_id from questions where source = ?", [source])}
+                return {r[0] for r in self._conn.execute(f"select id from faqs f where {self._vis('f')}")}
+            return {r[0] for r in self._conn.execute(
+                f"select distinct faq_id from questions q where source = ? and {self._vis('q')}", [source])}
 
     def counts(self) -> dict[str, int]:
         with self._lock:
-            faqs = self._conn.execute("select count(*) from faqs").fetchone()[0]
-            qs = self._conn.execute("select count(*) from questions").fetchone()[0]
-            most = self._conn.execute("select coalesce(max(c), 0) from (select count(*) c from questions group by faq_id)").fetchone()[0]
+            faqs = self._conn.execute(f"select count(*) from faqs f where {self._vis('f')}").fetchone()[0]
+            qs = self._conn.execute(f"select count(*) from questions q where {self._vis('q')}").fetchone()[0]
+            most = self._conn.execute("select coalesce(max(c), 0) from (select count(*) c from questions q "
+                                      f"where {self._vis('q')} group by faq_id)").fetchone()[0]
         return {"faqs": faqs, "questions": qs, "max_questions_per_faq": most}

@@ -267,8 +267,11 @@ def apply(engine, setting: Setting, threshold: float | None = None) -> str:
                 config["backend"] = rebuild(engine, white)
                 config["generation"] = config["backend"]["generation"]
             else:
-                for key in ("store", "vectors"):
-                    share_file(current, tmp, cfg.FILES[key])
+                from .edits import write_live_vectors
+
+                share_file(current, tmp, cfg.FILES["store"])
+                write_live_vectors(engine, tmp)  # the delta, if any, folded into the new base
+                config.pop("delta", None)
                 factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
                 vindex = build_vector_index(white, raw, ids, factory)  # rebuilt from live vectors: no tombstones
                 vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))

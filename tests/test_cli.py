@@ -29,7 +29,8 @@ def test_ingest_stores_rows_and_config(run, tmp_path, small_corpus):
     assert con.execute("select category from faqs where id='2'").fetchone() == ("shipping",)
     cfg = json.loads((ix / "config.json").read_text())
     assert cfg["encoder"]["name"] == "fake" and cfg["counts"]["questions"] == 6
-    assert set(os.listdir(ix)) == {"config.json", "store.db", "index.faiss", "whitening.npz", "vectors.npy"}
+    assert set(os.listdir(ix)) == {"config.json", "store.db", "index.faiss", "whitening.npz", "vectors.npy",
+                                  "ids.npy"}
 
 
 def test_ingest_json_summary(run, tmp_path, small_corpus):

@@ -93,7 +93,8 @@ def test_upsert_applies_only_the_difference(engine, tmp_path):
 def test_moments_stay_exact_after_edits(engine, tmp_path):
     engine.add([FAQ("n1", "a", ["one more question", "and another"])])
     engine.remove(["0", "1"])
-    raw = np.load(tmp_path / "ix" / FILES["vectors"])
+    ids, raw = engine.raw_vectors()  # the base file plus the edits' delta
+    assert ids.tolist() == [q[0] for q in engine.store.all_questions()]
     fresh = Moments(raw.shape[1]).update(raw)
     m = engine.whitening.moments
     assert m.n == fresh.n == len(engine.store.all_questions())
@@ -103,23 +104,49 @@ def test_moments_stay_exact_after_edits(engine, tmp_path):
     np.testing.assert_allclose(raw, engine.encoder.encode([q[2] for q in engine.store.all_questions()]), atol=1e-6)
 
 
-@pytest.mark.parametrize("where", ["encode", "faiss-save"])
+@pytest.mark.parametrize("where", ["encode", "faiss-save", "delta-save", "config-save"])
 def test_interrupted_edit_leaves_index_unchanged(engine, tmp_path, monkeypatch, where):
+    """encode and delta-save: an in-place (delta) edit; faiss-save: one that writes a new base.
+    Until the store commits, every file is as it was, byte for byte; config-save comes after the
+    store's commit, so the rows of the next generation are in store.db, invisible, until the next
+    writer purges them."""
+    import faqsearch.edits as edits_mod
+
     path = str(tmp_path / "ix")
+    if where == "delta-save":
+        engine.add([FAQ("warm", "w", ["warm up question"])])  # a delta exists already
     before = _files(path)
+    boom = lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt())  # noqa: E731
     if where == "encode":
-        monkeypatch.setattr(engine.encoder, "encode", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
-    else:
+        monkeypatch.setattr(engine.encoder, "encode", boom)
+    elif where == "faiss-save":
         import faqsearch.index as index_mod
 
-        monkeypatch.setattr(index_mod.VectorIndex, "save", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+        monkeypatch.setattr(edits_mod, "delta_limit", lambda n: 0)
+        monkeypatch.setattr(index_mod.VectorIndex, "save", boom)
+    elif where == "delta-save":
+        monkeypatch.setattr(edits_mod.Delta, "save", boom)
+    else:
+        monkeypatch.setattr(edits_mod.cfg, "save_config", boom)
+    faqs_before = engine.info()["counts"]["faqs"]
     with pytest.raises(KeyboardInterrupt):
         engine.add([FAQ("x", "y", ["z words"])])
     monkeypatch.undo()
-    assert _files(path) == before
+    if where == "config-save":
+        assert _files(path).keys() == before.keys()
+        assert {f: b for f, b in _files(path).items() if f != FILES["store"]} == \
+            {f: b for f, b in before.items() if f != FILES["store"]}
+    else:
+        assert _files(path) == before
     assert index_entries(tmp_path) == ["<ix version>", "c.csv", "ix"]
     with FAQSearch.open(path, encoder=FakeEncoder(dimension=24)) as again:
-        assert again.info()["counts"]["faqs"] == 20
+        assert again.info()["counts"]["faqs"] == faqs_before
+        assert "x" not in {f["id"] for f in again.list()}
+        assert again.ask("z words", threshold=-1, mode="lexical").answers == [] or \
+            again.ask("z words", threshold=-1, mode="lexical").answers[0].faq_id != "x"
+        again.add([FAQ("x2", "y2", ["z words again"])])  # the next writer purges what the killed one left
+        assert again.store.hidden() == 0
+        assert {f["id"] for f in again.list()} >= {"x2"} and "x" not in {f["id"] for f in again.list()}
 
 
 def test_other_instance_sees_the_change(engine, tmp_path):
@@ -173,3 +200,110 @@ def test_edits_from_threads_are_serialised(engine):
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda i: engine.add([FAQ(f"t{i}", "x", [f"thread question {i}"])]), range(6)))
     assert len(engine.list()) == 26
+
+
+def _state(e, queries):
+    faqs = {f["id"]: (f["answer"], sorted(q["text"] for q in e.show(f["id"])["questions"])) for f in e.list()}
+    answers = {(q, m): [(a.faq_id, round(a.score, 4)) for a in e.ask(q, k=5, threshold=-1, mode=m).answers]
+               for q in queries for m in ("dense", "lexical", "hybrid")}
+    return faqs, answers, e.info()["counts"]
+
+
+def test_small_edits_write_a_delta_and_leave_the_base_files_alone(engine, tmp_path):
+    path = str(tmp_path / "ix")
+    version = os.path.realpath(path)
+    base = {f: os.stat(os.path.join(version, f)).st_ino for f in ("vectors.npy", "ids.npy", "index.faiss",
+                                                                    "whitening.npz")}
+    blobs = {f: open(os.path.join(version, f), "rb").read() for f in base}
+    engine.add([FAQ("n1", "new one", ["brand new wording"])])
+    engine.update([FAQ("3", "a changed answer", ["question about topic3 number0", "an extra wording for three"])])
+    engine.remove(["4"])
+    assert os.path.realpath(path) == version  # edited in place: no new version directory
+    assert {f: os.stat(os.path.join(version, f)).st_ino for f in base} == base
+    assert {f: open(os.path.join(version, f), "rb").read() for f in base} == blobs
+    config = json.load(open(os.path.join(path, "config.json")))
+    assert config["generation"] == 3 and config["delta"]["file"] == "delta-3.npz"
+    assert sorted(f for f in os.listdir(path) if f.startswith("delta-")) == ["delta-2.npz", "delta-3.npz"]
+    assert engine.ask("brand new wording", mode="dense").answers[0].faq_id == "n1"
+    assert engine.ask("an extra wording for three", mode="dense").answers[0].faq_id == "3"
+    assert engine.show("3")["answer"] == "a changed answer"
+    assert all(a.faq_id != "4" for a in engine.ask("question about topic4 number1", k=20, threshold=-1).answers)
+
+
+@pytest.mark.parametrize("index_type", ["flat", "hnsw", "ivf"])
+def test_delta_edits_answer_like_a_rewrite(tmp_path, monkeypatch, index_type):
+    """Any sequence of edits applied as deltas gives the same FAQs and the same answers (dense,
+    lexical, hybrid; scores included) as the same sequence written as new bases each time."""
+    import random
+
+    import faqsearch.edits as edits_mod
+
+    rng = random.Random(7)
+    corpus = corpus_file(tmp_path, BASE)
+    edits = []
+    for step in range(12):
+        kind = rng.choice(["add", "update", "remove", "feedback", "add"])
+        i = rng.randrange(20)
+        if kind == "add":
+            edits.append(("add", [FAQ(f"new{step}", f"answer new{step}", [f"novel wording {step} about parcels",
+                                                                        f"another phrasing {step}"])]))
+        elif kind == "update":
+            edits.append(("update", [FAQ(str(i), f"answer{i} v{step}", [f"question about topic{i} number0",
+                                                                         f"fresh wording {step} for topic{i}"])]))
+        elif kind == "remove":
+            edits.append(("remove", [str(i)]))
+        else:
+            edits.append(("feedback", (f"user words {step} topic{i}", str(i))))
+    queries = ["novel wording about parcels", "question about topic5 number1", "fresh wording for topic7",
+               "user words topic2", "another phrasing"]
+    states = []
+    for limit in (None, 0):
+        ix = str(tmp_path / f"ix{limit}")
+        if limit is not None:
+            monkeypatch.setattr(edits_mod, "delta_limit", lambda n: 0)
+        e = FAQSearch.build(corpus, ix, encoder=FakeEncoder(dimension=24), threshold=-1, index_type=index_type,
+                            self_fusion=False)
+        for kind, arg in edits:
+            try:
+                if kind == "feedback":
+                    e.feedback(*arg)
+                else:
+                    getattr(e, kind)(arg)
+            except FAQSearchError:
+                pass  # removing or feeding back an FAQ removed before: refused the same way both times
+        has_delta = bool(e.config.get("delta"))
+        assert has_delta == (limit is None)
+        states.append(_state(e, queries))
+        e.close()
+        monkeypatch.undo()
+    assert states[0] == states[1]
+
+
+def test_a_growing_delta_is_compacted_into_a_new_base(engine, tmp_path, monkeypatch):
+    import faqsearch.edits as edits_mod
+
+    monkeypatch.setattr(edits_mod, "delta_limit", lambda n: 4)
+    path = str(tmp_path / "ix")
+    version = os.path.realpath(path)
+    engine.add([FAQ("n1", "one", ["first new wording", "second new wording"])])
+    assert os.path.realpath(path) == version and engine.config["delta"]["added"] == 2
+    engine.add([FAQ("n2", "two", ["third new wording", "fourth new wording", "fifth new wording"])])
+    assert os.path.realpath(path) != version and "delta" not in engine.config  # a new base
+    ids, raw = engine.raw_vectors()
+    assert len(ids) == engine.info()["counts"]["questions"] == 65
+    assert engine.ask("fifth new wording", mode="dense").answers[0].faq_id == "n2"
+    assert engine.ask("first new wording", mode="dense").answers[0].faq_id == "n1"
+
+
+def test_filters_and_refit_see_the_delta(engine):
+    engine.add([FAQ("cat", "in a category", ["category restricted wording"], category="billing")])
+    hits = engine.ask("category restricted wording", filters={"category": "billing"}, threshold=-1).answers
+    assert [a.faq_id for a in hits] == ["cat"]
+    engine.remove(["5"])
+    from faqsearch.tuning import Setting, apply
+
+    apply(engine, Setting(beta=1.0, gamma=1.0, k=8, whiten=True))
+    assert "delta" not in engine.config
+    ids, _ = engine.raw_vectors()
+    assert ids.tolist() == [q[0] for q in engine.store.all_questions()]
+    assert engine.ask("category restricted wording", mode="dense").answers[0].faq_id == "cat"

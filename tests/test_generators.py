@@ -112,11 +112,12 @@ def test_augment_in_place_and_remove(tmp_path):
     r = CliRunner()
     assert r.invoke(cli, ["ingest", str(corpus), "--index", ix, "-q"]).exit_code == 0
     with FAQSearch.open(ix) as e:
-        version = os.path.realpath(ix)
+        generation = int(e.config.get("generation", 0))
     out = r.invoke(cli, ["augment", "--index", ix, "-n", "2", "--json", "-q"], catch_exceptions=False)
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["added_questions"] == 4
-    assert os.path.realpath(ix) != version  # a new version, switched in one step
+    # one new generation, committed in one step (config.json replaced last)
+    assert json.load(open(os.path.join(ix, "config.json")))["generation"] == generation + 1
     with FAQSearch.open(ix) as e:
         gen = [q for f in e.list() for q in e.show(f["id"])["questions"] if q["source"] == "generated"]
         assert len(gen) == 4 and e.config["generator"]["name"] == "smollm2"

@@ -124,6 +124,11 @@ def test_3_killed_at_every_step_an_index_answers_at_the_path(tmp_path, legacy, w
         real = os.path.realpath(path)
         os.remove(path)
         os.rename(real, path)
+        # ... and before deltas (no ids.npy): its first edit writes a new version and links it
+        os.remove(os.path.join(path, "ids.npy"))
+        config = json.load(open(os.path.join(path, "config.json")))
+        del config["files"]["ids.npy"]
+        json.dump(config, open(os.path.join(path, "config.json"), "w"))
     step, outcomes = 1, set()
     while True:
         done = _kill_run(path, step, what)

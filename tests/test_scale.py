@@ -44,8 +44,18 @@ def test_hnsw_removal_uses_tombstones_and_refit_clears_them(tmp_path):
     p.write_text("\n".join(rows) + "\n")
     e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(), index_type="hnsw", threshold=-1)
     assert e.config["index"]["factory"] == "HNSW32" and not e.index.supports_removal
-    e.remove([str(i) for i in range(30)])
-    assert e.config["index"]["tombstones"] == 30 and len(e.index) == 40  # still in FAISS
+    e.remove([str(i) for i in range(20)])  # in place: the delta excludes their ids inside FAISS
+    assert len(e.delta.removed) == 20
+    assert len(e.index.base) == 40 and len(e.index) == 20
+    import faqsearch.edits as edits_mod
+
+    limit = edits_mod.delta_limit
+    edits_mod.delta_limit = lambda n: 0  # a new base: HNSW cannot delete, so the vectors stay as tombstones
+    try:
+        e.remove([str(i) for i in range(20, 30)])
+    finally:
+        edits_mod.delta_limit = limit
+    assert e.config["index"]["tombstones"] == 30 and len(e.index) == 40 and e.delta is None  # still in FAISS
     got = e.ask("question number 3 about item3", k=5, mode="dense").answers
     assert got and all(int(a.faq_id) >= 30 for a in got)  # removed FAQs never come back
     from faqsearch.tuning import apply, current_setting

@@ -9,9 +9,10 @@ def test_migrations_create_schema_once(tmp_path):
     path = str(tmp_path / "s.db")
     s = Store(path)
     names = [m.name for m in migrations.applied(s.db)]
-    assert names == ["m001_initial", "m002_content_hash", "m003_lexical", "m004_lexical_vocab", "m005_settings"]
+    assert names == ["m001_initial", "m002_content_hash", "m003_lexical", "m004_lexical_vocab", "m005_settings",
+                     "m006_generations"]
     assert set(s.db.table_names()) >= {"faqs", "questions"}
-    assert {c.name for c in s.db["questions"].columns} == {"id", "faq_id", "text", "source", "lex"}
+    assert {c.name for c in s.db["questions"].columns} == {"id", "faq_id", "text", "source", "lex", "gen", "dead"}
     s.close()
     s2 = Store(path)  # reopening applies nothing again
     assert [m.name for m in migrations.applied(s2.db)] == names
@@ -59,7 +60,8 @@ def test_older_store_gets_lexical_index_for_existing_rows(tmp_path):
     db["questions"].insert({"id": 1, "faq_id": "a", "text": "信用卡丢了怎么办", "source": "corpus"})
     db.close()
     s = Store(path)
-    assert [m.name for m in migrations.applied(s.db)][-1] == "m005_settings"
+    assert [m.name for m in migrations.applied(s.db)][-1] == "m006_generations"
+    assert s.faq("a")["answer"] == "A" and [f["id"] for f in s.list_faqs()] == ["a"]  # faqs rebuilt by m006
     assert s.cjk == "unigram+bigram"  # its rows were tokenised that way by m003
     assert s.lexical(["信用卡丢了"], 5)[0][0][0] == 1
     s.insert_faqs([FAQ("b", "B", ["reset my password"])])  # new rows are indexed by the triggers
@@ -99,3 +101,35 @@ def test_cjk_tokenisation_is_a_store_setting(tmp_path):
     s = Store(old)
     assert s.cjk == "unigram+bigram" and s.lexical(["密码"], 5)[0]
     s.close()
+
+
+def test_generations_a_reader_sees_its_own_generation_only(tmp_path):
+    """Rows written for generation G+1 stay invisible at G; purge(G) undoes a writer that never
+    committed; a changed FAQ is a new row, so readers of G keep the old answer."""
+    path = str(tmp_path / "g.db")
+    s = Store(path)
+    s.insert_faqs([FAQ("a", "A", ["how to pay"]), FAQ("b", "B", ["where is my parcel"])])
+    s.close()
+    w = Store(path, generation=1)
+    w.update_faq(FAQ("a", "A2", ["how to pay"]), gen=1)
+    w.delete_faqs(["b"], gen=1)
+    w.insert_faqs([FAQ("c", "C", ["refund please"])], gen=1)
+    r0 = Store(path, generation=0)
+    assert r0.faq("a")["answer"] == "A" and r0.faq("b") is not None and r0.faq("c") is None
+    assert [f["id"] for f in r0.list_faqs()] == ["a", "b"] and r0.counts()["questions"] == 2
+    assert r0.lexical(["refund"], 5) == [[]] and r0.lexical(["parcel"], 5)[0]
+    assert [f["id"] for f in w.list_faqs()] == ["a", "c"] and w.faq("a")["answer"] == "A2"
+    assert w.lexical(["parcel"], 5) == [[]] and w.lexical(["refund"], 5)[0]
+    assert r0.hidden() == 1 and w.hidden() == 1  # c's question for the reader, b's for the writer
+    # a writer of generation 1 was killed: the next writer at 0 purges it, the reader's view is the file
+    assert w.purge(0) > 0
+    assert Store(path, generation=1).faq("a")["answer"] == "A" and r0.hidden() == 0
+    # committed generations: rows dead before the previous generation are deleted for good
+    w2 = Store(path, generation=1)
+    w2.delete_faqs(["b"], gen=1)
+    w2.insert_faqs([FAQ("b", "B again", ["where is my parcel now"])], gen=1)  # removed and re-added at once
+    assert [f["id"] for f in Store(path, generation=1).list_faqs()] == ["a", "b"]
+    assert Store(path, generation=1).faq("b")["answer"] == "B again"
+    assert Store(path, generation=0).faq("b")["answer"] == "B"
+    w2.purge(2)
+    assert Store(path, generation=2).hidden() == 0 and Store(path, generation=2).counts()["faqs"] == 2
