@@ -117,17 +117,16 @@ def crash_check(ix: str, probe_faq: str, bench_dir: str) -> list[str]:
         with FAQSearch.open(ix, encoder=enc) as e:
             has_new = any(f["id"] == "killed-new" for f in e.list(contains="killed-new"))
             top = e.ask(PROBE, mode="dense").answers[0].faq_id
-            hidden = e.store.hidden()
+            left_before = e.store.uncommitted()
             if has_new:
                 assert e.ask("a brand new wording for the crash check", mode="dense").answers[0].faq_id == "killed-new"
                 e.remove(["killed-new"])  # back to the old state for the next step
             else:  # the next writer purges what the killed one left
-                e.add([FAQ("probe-edit", "x", ["purge probe"])])
-                e.remove(["probe-edit"])
-            left = e.store.hidden()
+                e.add([FAQ(f"probe-{step}", "x", [f"purge probe {step}"])])
+            left_after = e.store.uncommitted()
         what = info.get("killed_at", "not killed (completed)")
         rows.append(f"| {step} | {what} | {'new' if has_new else 'old'} | {'yes' if top == probe_faq else 'NO: ' + top} | "
-                    f"{hidden} -> {left} |")
+                    f"{left_before} -> {left_after} |")
         if out.returncode == 0:
             break
         step += 1
@@ -201,7 +200,7 @@ def main() -> None:
     if crash_rows:
         lines += ["", f"Killed add on the {crash_n:,}-question index (one child process per step; after each kill "
                   "the parent opens the index, then makes the next edit):", "",
-                  "| step | killed at | state after | top answer right | store rows hidden -> after next edit |",
+                  "| step | killed at | state after | top answer right | uncommitted store rows -> after the next edit |",
                   "|---|---|---|---|---|"] + crash_rows
     shutil.rmtree(tmp, ignore_errors=True)
     emit(lines, args.out)

@@ -1029,6 +1029,13 @@ def info(index, as_json):
     click.echo("transform:  " + (f"beta={w['beta']:g} gamma={w['gamma']:g} k={w['k']} -> {config['dim_out']} dims "
                                   f"(fitted on {w['fit_count']} {w['fitted_on']})" if w["enabled"] else "none"))
     click.echo(f"contents:   {config['counts']['faqs']} FAQs, {config['counts']['questions']} questions")
+    delta = config.get("delta")
+    if delta:
+        from .delta import delta_limit
+
+        base = config["counts"]["questions"] - delta["added"] + delta["removed"]
+        click.echo(f"edits:      generation {config.get('generation', 0)}; questions added / removed since the base "
+                   f"files: {delta['added']} / {delta['removed']} (a new base after {delta_limit(base):,})")
     click.echo(f"threshold:  {config.get('threshold')}")
 
 

@@ -37,6 +37,7 @@ class Store:
         self.generation = generation
         g = ALIVE - 1 if generation is None else int(generation)
         self._g = g
+        self.known_count: int | None = None  # visible questions, when the caller knows them (a reader's config)
         # one connection shared by threads, serialised by a lock (reads are tiny)
         self._conn = sqlite3.connect(path, check_same_thread=False)
         self._db = None
@@ -110,6 +111,8 @@ class Store:
     def _n_docs(self) -> int:
         """Visible questions, counted again only after a connection changed rows (a count scans the
         table: about a millisecond per 100k rows, on every lexical query otherwise)."""
+        if self.known_count is not None:
+            return self.known_count
         changes = (self._conn.total_changes, self._conn.execute("pragma data_version").fetchone()[0])
         if getattr(self, "_count", None) is None or self._count[0] != changes:
             self._count = (changes, int(self._conn.execute(
@@ -177,6 +180,8 @@ class Store:
             self._conn.execute("insert into faqs (id, answer, category, metadata, content_hash, seq, gen) "
                                "values (?, ?, ?, ?, ?, ?, ?)", [faq.id, *content.values(), row[1], gen])
 
+    # in the marking updates below, ``+dead`` keeps SQLite off the index on dead: ``dead = ALIVE``
+    # holds for every live row, while the id / faq_id lookups find a few
     def delete_questions(self, question_ids: Sequence[int], gen: int | None = None) -> None:
         ids = [int(i) for i in question_ids]
         with self._lock, self.db.atomic():
@@ -186,7 +191,7 @@ class Store:
                 if gen is None:
                     self._conn.execute(f"delete from questions where id in ({marks})", chunk)
                 else:
-                    self._conn.execute(f"update questions set dead = ? where id in ({marks}) and dead = {ALIVE}",
+                    self._conn.execute(f"update questions set dead = ? where id in ({marks}) and +dead = {ALIVE}",
                                        [gen, *chunk])
 
     def delete_faqs(self, faq_ids: Sequence[str], gen: int | None = None) -> list[int]:
@@ -203,9 +208,9 @@ class Store:
                     self._conn.execute(f"delete from questions where faq_id in ({marks})", chunk)
                     self._conn.execute(f"delete from faqs where id in ({marks})", chunk)
                 else:
-                    self._conn.execute(f"update questions set dead = ? where faq_id in ({marks}) and dead = {ALIVE}",
+                    self._conn.execute(f"update questions set dead = ? where faq_id in ({marks}) and +dead = {ALIVE}",
                                        [gen, *chunk])
-                    self._conn.execute(f"update faqs set dead = ? where id in ({marks}) and dead = {ALIVE}",
+                    self._conn.execute(f"update faqs set dead = ? where id in ({marks}) and +dead = {ALIVE}",
                                        [gen, *chunk])
         return removed
 
@@ -239,6 +244,11 @@ class Store:
                                               [g]).rowcount
                 changed += self._conn.execute(f"delete from {table} where dead <= ?", [g - 1]).rowcount
         return changed
+
+    def uncommitted(self) -> int:
+        """Question rows of generations after this one (a writer at work, or one killed before its commit)."""
+        with self._lock:
+            return int(self._conn.execute(f"select count(*) from questions where gen > {self._g}").fetchone()[0])
 
     def hidden(self) -> int:
         """Rows that this generation does not see but the file still holds (pending purge)."""

@@ -112,3 +112,9 @@ def test_eval_and_info(run, tmp_path, small_corpus):
     info = json.loads(run("info", "--index", ix, "--json").output)
     assert info["counts"]["faqs"] == 4
     assert "transform:" in run("info", "--index", ix).output
+    extra = tmp_path / "extra.csv"
+    extra.write_text("id,question,answer\nx1,how do I close my account?,Write to us.\n")
+    assert run("add", extra, "--index", ix, "-q").exit_code == 0
+    text = run("info", "--index", ix).output
+    assert "questions added / removed since the base files: 1 / 0 (a new base after 1,000)" in text, text
+    assert json.loads(run("info", "--index", ix, "--json").output)["delta"]["added"] == 1
