@@ -149,6 +149,17 @@ def apply_delta(engine: "FAQSearch", plan: "_Edit", source: str, progress: bool,
     return len(rows), len(removed)
 
 
+def purge_leftovers(engine: "FAQSearch") -> None:
+    """For a writer that commits generation G+1 without :func:`apply_delta` while sharing the store
+    (refit, tune --apply): rows a killed edit left for G+1 must not become visible with it."""
+    g = int(engine.config.get("generation", 0))
+    store = Store(os.path.join(engine.dir, cfg.FILES["store"]), generation=g)
+    try:
+        store.purge(g)
+    finally:
+        store.close()
+
+
 def write_live_vectors(engine: "FAQSearch", directory: str, drop: np.ndarray | None = None,
                        extra: np.ndarray | None = None, extra_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Write ``vectors.npy`` and ``ids.npy`` of the live questions into a new version directory:

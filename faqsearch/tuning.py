@@ -267,8 +267,9 @@ def apply(engine, setting: Setting, threshold: float | None = None) -> str:
                 config["backend"] = rebuild(engine, white)
                 config["generation"] = config["backend"]["generation"]
             else:
-                from .edits import write_live_vectors
+                from .edits import purge_leftovers, write_live_vectors
 
+                purge_leftovers(engine)  # the store is shared with the new version: no killed edit's rows in it
                 share_file(current, tmp, cfg.FILES["store"])
                 write_live_vectors(engine, tmp)  # the delta, if any, folded into the new base
                 config.pop("delta", None)

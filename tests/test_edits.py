@@ -307,3 +307,19 @@ def test_filters_and_refit_see_the_delta(engine):
     ids, _ = engine.raw_vectors()
     assert ids.tolist() == [q[0] for q in engine.store.all_questions()]
     assert engine.ask("category restricted wording", mode="dense").answers[0].faq_id == "cat"
+
+
+def test_refit_does_not_commit_rows_a_killed_edit_left(engine, tmp_path):
+    """A killed in-place edit leaves rows of generation G+1 in store.db; refit commits G+1 with the
+    same store, so it must remove them first."""
+    from faqsearch.store import Store
+    from faqsearch.tuning import apply, current_setting
+
+    g = int(engine.config.get("generation", 0))
+    killed = Store(str(tmp_path / "ix" / "store.db"), generation=g + 1)
+    killed.insert_faqs([FAQ("ghost", "never committed", ["a ghost question"])], gen=g + 1, first_id=10_000)
+    killed.close()
+    apply(engine, current_setting(engine.config))
+    assert engine.config["generation"] == g + 1
+    assert engine.store.faq("ghost") is None and engine.info()["counts"]["faqs"] == 20
+    assert all(a.faq_id != "ghost" for a in engine.ask("a ghost question", k=20, threshold=-1, mode="lexical").answers)
