@@ -331,13 +331,22 @@ class FusionReport:
                 "lexical_mrr@10": self.lexical, "applied": self.applied, "rows": self.rows}
 
 
-def held_out_variants(rows: Sequence[tuple], seed: int = 0) -> np.ndarray:
-    """Positions (in ``rows``: (id, faq_id, ...)) of one question of every FAQ that has two or more."""
+# held-out variants searched at most by the self-supervised fusion (a seeded sample beyond): each is
+# searched against every other question, so all of them would cost hours at 1M questions
+SELF_FUSION_MAX = 2_000
+
+
+def held_out_variants(rows: Sequence[tuple], seed: int = 0, limit: int | None = None) -> np.ndarray:
+    """Positions (in ``rows``: (id, faq_id, ...)) of one question of every FAQ that has two or more
+    (of ``limit`` such FAQs drawn at random when there are more)."""
     by_faq: dict[str, list[int]] = {}
     for i, r in enumerate(rows):
         by_faq.setdefault(r[1], []).append(i)
     rng = np.random.default_rng(seed)
-    return np.array(sorted(int(rng.choice(ix)) for ix in by_faq.values() if len(ix) >= 2), dtype=np.int64)
+    held = np.array(sorted(int(rng.choice(ix)) for ix in by_faq.values() if len(ix) >= 2), dtype=np.int64)
+    if limit is not None and len(held) > limit:
+        held = np.sort(rng.choice(held, size=limit, replace=False))
+    return held
 
 
 def _bm25(doc_tokens: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75):
@@ -375,7 +384,7 @@ def self_fusion_candidates(engine, progress: bool = False) -> tuple[list[list], 
 
     _, raw = engine.raw_vectors()
     rows = engine.store.all_questions()
-    held = held_out_variants(rows)
+    held = held_out_variants(rows, limit=SELF_FUSION_MAX)
     if len(held) < 10:
         raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
                                   "give labelled queries instead (faqsearch tune QUERIES --fusion)")
@@ -383,6 +392,9 @@ def self_fusion_candidates(engine, progress: bool = False) -> tuple[list[list], 
     docs = engine.whitening.transform(np.asarray(raw[keep]))
     queries = engine.whitening.transform(np.asarray(raw[held]))
     doc_faq = np.array([rows[i][1] for i in keep], dtype=object)
+    faq_docs: dict[str, list[int]] = {}
+    for d, f in enumerate(doc_faq):
+        faq_docs.setdefault(f, []).append(d)
     cjk = getattr(engine.store, "cjk", "unigram+bigram")
     bm25 = _bm25([tokenize(rows[i][2], cjk) for i in keep])
     cands, gold = [], []
@@ -392,18 +404,20 @@ def self_fusion_candidates(engine, progress: bool = False) -> tuple[list[list], 
             for j, qi in enumerate(held[start:start + 256]):
                 dense = block[j]
                 best: dict[str, float] = {}
-                for d in np.argsort(-dense)[:FUSION_POOL * 8]:
+                top = np.argpartition(-dense, min(FUSION_POOL * 8, len(dense) - 1))[:FUSION_POOL * 8]
+                for d in top[np.argsort(-dense[top], kind="stable")]:
                     best.setdefault(doc_faq[d], float(dense[d]))
                 lex_scores = bm25(tokenize(rows[qi][2], cjk))
                 lex: dict[str, float] = {}
-                for d in np.argsort(-lex_scores)[:LEXICAL_POOL * 4]:
+                top = np.argpartition(-lex_scores, min(LEXICAL_POOL * 4, len(lex_scores) - 1))[:LEXICAL_POOL * 4]
+                for d in top[np.argsort(-lex_scores[top], kind="stable")]:
                     if lex_scores[d] <= 0:
                         break
                     lex.setdefault(doc_faq[d], float(lex_scores[d]))
                 pool = list(best)[:FUSION_POOL] + [f for f in list(lex)[:LEXICAL_POOL] if f not in best]
                 for f in pool:
                     if f not in best:  # a lexical-only candidate gets its FAQ's best cosine
-                        best[f] = float(dense[doc_faq == f].max())
+                        best[f] = float(dense[faq_docs[f]].max())
                 cands.append([Answer(f, "", best[f], "", -1, dense=best[f], lexical=lex.get(f)) for f in pool])
                 gold.append({rows[qi][1]})
                 bar.update(1)

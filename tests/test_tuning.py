@@ -116,3 +116,17 @@ def test_ingest_tune_self_on_one_question_per_faq_keeps_the_index_and_exits_0(ru
     assert result.exit_code == 0, result.output
     assert "Not tuned: only 0 FAQs have two or more questions" in result.stderr
     assert "Indexed 20 FAQs" in result.stdout
+
+
+def test_self_fusion_searches_a_bounded_sample_of_variants():
+    """Every held-out variant is searched against every other question: an ingest of 1M questions
+    would spend hours there, so beyond SELF_FUSION_MAX a seeded sample is taken."""
+    from faqsearch.tuning import held_out_variants
+
+    rows = [(i, f"f{i // 3}", f"q{i}") for i in range(3 * 5000)]
+    all_held = held_out_variants(rows)
+    assert len(all_held) == 5000
+    some = held_out_variants(rows, limit=2000)
+    assert len(some) == 2000 and set(some) <= set(all_held) and list(some) == sorted(some)
+    assert list(held_out_variants(rows, limit=2000)) == list(some)  # seeded
+    assert list(held_out_variants(rows[:30], limit=2000)) == list(held_out_variants(rows[:30]))
