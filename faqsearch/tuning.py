@@ -334,6 +334,9 @@ class FusionReport:
 # held-out variants searched at most by the self-supervised fusion (a seeded sample beyond): each is
 # searched against every other question, so all of them would cost hours at 1M questions
 SELF_FUSION_MAX = 2_000
+# ... searched among at most this many questions: the held-out FAQs' other variants and the questions
+# of FAQs drawn at random (BM25 postings and transformed vectors of every question took 10 GB at 1M)
+SELF_FUSION_DOCS = 50_000
 
 
 def held_out_variants(rows: Sequence[tuple], seed: int = 0, limit: int | None = None) -> np.ndarray:
@@ -389,6 +392,22 @@ def self_fusion_candidates(engine, progress: bool = False) -> tuple[list[list], 
         raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
                                   "give labelled queries instead (faqsearch tune QUERIES --fusion)")
     keep = np.setdiff1d(np.arange(len(rows)), held)
+    if len(keep) > SELF_FUSION_DOCS:
+        held_faqs = {rows[i][1] for i in held}
+        others = sorted({r[1] for r in rows} - held_faqs)
+        rng = np.random.default_rng(0)
+        order = [others[i] for i in rng.permutation(len(others))]
+        sizes: dict[str, int] = {}
+        for r in rows:
+            sizes[r[1]] = sizes.get(r[1], 0) + 1
+        budget = SELF_FUSION_DOCS - sum(sizes[f] - 1 for f in held_faqs)
+        chosen = set(held_faqs)
+        for f in order:
+            if budget <= 0:
+                break
+            chosen.add(f)
+            budget -= sizes[f]
+        keep = np.array([i for i in keep if rows[i][1] in chosen], dtype=np.int64)
     docs = engine.whitening.transform(np.asarray(raw[keep]))
     queries = engine.whitening.transform(np.asarray(raw[held]))
     doc_faq = np.array([rows[i][1] for i in keep], dtype=object)

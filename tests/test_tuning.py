@@ -130,3 +130,28 @@ def test_self_fusion_searches_a_bounded_sample_of_variants():
     assert len(some) == 2000 and set(some) <= set(all_held) and list(some) == sorted(some)
     assert list(held_out_variants(rows, limit=2000)) == list(some)  # seeded
     assert list(held_out_variants(rows[:30], limit=2000)) == list(held_out_variants(rows[:30]))
+
+
+def test_self_fusion_searches_among_a_bounded_set_of_questions(monkeypatch, tmp_path):
+    import faqsearch.tuning as tuning
+    from faqsearch import FAQSearch
+
+    from .conftest import FakeEncoder
+
+    rows = ["id,question,answer"] + [f"f{i},question {j} about thing{i},a{i}" for i in range(60) for j in range(3)]
+    p = tmp_path / "c.csv"
+    p.write_text("\n".join(rows) + "\n")
+    e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(), self_fusion=False)
+    sizes = []
+    real = tuning._bm25
+    monkeypatch.setattr(tuning, "_bm25", lambda docs, *a, **k: sizes.append(len(docs)) or real(docs, *a, **k))
+    full, _ = tuning.self_fusion_candidates(e)
+    monkeypatch.setattr(tuning, "SELF_FUSION_DOCS", 130)  # the held FAQs' 120 other variants, then whole FAQs
+    bounded, gold = tuning.self_fusion_candidates(e)
+    assert sizes == [120, 120]  # every FAQ is held out here: its other variants are all kept
+    monkeypatch.setattr(tuning, "SELF_FUSION_MAX", 10)
+    tuning.self_fusion_candidates(e)
+    # 10 held FAQs' other 20 variants, then whole FAQs of 3 drawn at random until 130 is passed: 20 + 37 * 3
+    assert sizes[-1] == 131
+    assert len(bounded) == len(full) == 60 and all(len(g) == 1 for g in gold)
+    e.close()
