@@ -103,7 +103,6 @@ class DeltaIndex:
         self.base = base
         self.delta = delta
         self.vectors = whitening.transform(delta.raw) if len(delta.ids) else np.empty((0, base.dim), np.float32)
-        self._row = {int(i): r for r, i in enumerate(delta.ids)}
 
     def __getattr__(self, name):  # factory, nprobe, ef_search, supports_removal, damaged_sample ...
         return getattr(self.base, name)
@@ -132,7 +131,7 @@ class DeltaIndex:
                              (np.full((len(queries), 0), -np.inf, np.float32), np.empty((len(queries), 0), np.int64)))
             keep = np.isin(self.delta.ids, allowed)
         else:
-            scores, found = self.base.search(queries, k, exclude=removed if len(removed) else None)
+            scores, found = self.base.search(queries, k, exclude=removed)
             keep = None
         if not len(self.delta.ids):
             return scores, found
@@ -152,9 +151,9 @@ class DeltaIndex:
     def reconstruct(self, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
         out = np.empty((len(ids), self.base.dim), np.float32)
-        mine = np.array([int(i) in self._row for i in ids], dtype=bool)
+        mine = np.isin(ids, self.delta.ids)  # delta ids ascend: new ids are always larger
         if mine.any():
-            out[mine] = self.vectors[[self._row[int(i)] for i in ids[mine]]]
+            out[mine] = self.vectors[np.searchsorted(self.delta.ids, ids[mine])]
         if (~mine).any():
             out[~mine] = self.base.reconstruct(ids[~mine])
         return out

@@ -161,11 +161,13 @@ def purge_leftovers(engine: "FAQSearch") -> None:
 
 
 def write_live_vectors(engine: "FAQSearch", directory: str, drop: np.ndarray | None = None,
-                       extra: np.ndarray | None = None, extra_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                       extra: np.ndarray | None = None, extra_ids: np.ndarray | None = None,
+                       base: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Write ``vectors.npy`` and ``ids.npy`` of the live questions into a new version directory:
     the base without removed ids and without ``drop``, then the delta's additions, then ``extra``.
-    Unchanged files are hard-linked. Returns (ids, raw vectors memory-mapped)."""
-    base_ids, base_raw = engine.base_vectors()
+    Unchanged files are hard-linked. ``base``: ``engine.base_vectors()`` when the caller has them.
+    Returns (ids, raw vectors memory-mapped)."""
+    base_ids, base_raw = base if base is not None else engine.base_vectors()
     delta = engine.delta or Delta.empty(base_raw.shape[1])
     drop = np.empty(0, np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
     extra = np.empty((0, base_raw.shape[1]), np.float32) if extra is None else extra
@@ -212,7 +214,7 @@ def rewrite(engine: "FAQSearch", plan: "_Edit", source: str, progress: bool, bas
             gone = np.array(removed, dtype=np.int64)
             moments = _moments(engine, gone, raw_new, base_ids, base_raw, delta)
             white = replace(engine.whitening, moments=moments)
-            write_live_vectors(engine, tmp, drop=gone, extra=raw_new, extra_ids=new_ids)
+            write_live_vectors(engine, tmp, drop=gone, extra=raw_new, extra_ids=new_ids, base=(base_ids, base_raw))
             ixc = dict(engine.config.get("index", {}))
             vindex = VectorIndex.load(os.path.join(engine.dir, cfg.FILES["faiss"]), engine.index.factory,
                                       ixc.get("nprobe"), ixc.get("ef_search"))

@@ -152,7 +152,6 @@ class FAQSearch:
         self.whitening = whitening
         self.index = index
         self.store = store
-        self.delta = getattr(index, "delta", None)  # changes since the base files (faqsearch.delta)
         self._max_per_faq = max(1, int(config.get("counts", {}).get("max_questions_per_faq", 1)))
         self._tombstones = int(config.get("index", {}).get("tombstones", 0))
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -161,6 +160,11 @@ class FAQSearch:
         self._checked = time.monotonic()
         self._edit_lock = threading.RLock()
         self.auto_reload = True
+
+    @property
+    def delta(self):
+        """The changes since the base files (:class:`faqsearch.delta.Delta`), None without any."""
+        return getattr(self.index, "delta", None)
 
     @property
     def encoder(self) -> Encoder:
@@ -590,7 +594,7 @@ class FAQSearch:
         fresh = FAQSearch.open(self.path, encoder=self._encoder, threads=self._threads,
                                _base=(self.dir, base, self.whitening) if isinstance(base, VectorIndex) else None)
         self.config, self.whitening, self.index, self.store = fresh.config, fresh.whitening, fresh.index, fresh.store
-        self.dir, self.delta = fresh.dir, fresh.delta
+        self.dir = fresh.dir
         self._max_per_faq, self._stamp, self._tombstones = fresh._max_per_faq, fresh._stamp, fresh._tombstones
         with self._cache_lock:
             self._cache.clear()  # cached query vectors belong to the old transform

@@ -111,6 +111,16 @@ def _omp_threads(n: int | None) -> None:
     faiss.omp_set_num_threads(n or _OMP_MAX[0])
 
 
+def _ivf(inner):
+    """The IVF part of a FAISS index, or None for other types."""
+    import faiss
+
+    try:
+        return faiss.extract_index_ivf(inner)
+    except RuntimeError:
+        return None
+
+
 class VectorIndex:
     """``IndexIDMap2`` over a FAISS index built from a factory string (``Flat`` by default).
 
@@ -143,10 +153,7 @@ class VectorIndex:
         import faiss
 
         inner = faiss.downcast_index(self._index.index) if hasattr(self._index, "index") else self._index
-        try:
-            ivf = faiss.extract_index_ivf(inner)
-        except RuntimeError:
-            ivf = None
+        ivf = _ivf(inner)
         if ivf is not None:
             ivf.nprobe = nprobe or max(1, min(ivf.nlist, max(8, ivf.nlist // 16)))
             self.nprobe = ivf.nprobe
@@ -267,11 +274,7 @@ class VectorIndex:
             return np.empty((0, self.dim), np.float32)
         import faiss
 
-        inner = faiss.downcast_index(self._index.index)
-        try:
-            ivf = faiss.extract_index_ivf(inner)
-        except RuntimeError:
-            ivf = None
+        ivf = _ivf(faiss.downcast_index(self._index.index))
         if ivf is not None and ivf.direct_map.type == faiss.DirectMap.NoMap:
             with self._lock:  # IVF finds a vector by id only through a direct map, built once on first use
                 if ivf.direct_map.type == faiss.DirectMap.NoMap:

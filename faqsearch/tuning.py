@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -255,8 +256,7 @@ def apply(engine, setting: Setting, threshold: float | None = None) -> str:
     path = engine.path
     with engine._exclusive():
         current = engine.dir
-        ids, raw = engine.raw_vectors()
-        white = _transform(setting, engine.whitening.moments, raw.shape[1])
+        white = _transform(setting, engine.whitening.moments, int(engine.config["dim_in"]))
         white.moments = engine.whitening.moments
         ixc = dict(engine.config.get("index", {}))
         with next_version(path, "tuning") as tmp:
@@ -271,7 +271,7 @@ def apply(engine, setting: Setting, threshold: float | None = None) -> str:
 
                 purge_leftovers(engine)  # the store is shared with the new version: no killed edit's rows in it
                 share_file(current, tmp, cfg.FILES["store"])
-                write_live_vectors(engine, tmp)  # the delta, if any, folded into the new base
+                ids, raw = write_live_vectors(engine, tmp)  # the delta, if any, folded into the new base
                 config.pop("delta", None)
                 factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
                 vindex = build_vector_index(white, raw, ids, factory)  # rebuilt from live vectors: no tombstones
@@ -352,6 +352,12 @@ def held_out_variants(rows: Sequence[tuple], seed: int = 0, limit: int | None = 
     return held
 
 
+def _top(scores: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the ``n`` highest scores, best first (a partial sort: the rest stay unsorted)."""
+    top = np.argpartition(-scores, min(n, len(scores) - 1))[:n]
+    return top[np.argsort(-scores[top], kind="stable")]
+
+
 def _bm25(doc_tokens: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75):
     """A BM25 scorer with FTS5's formula and defaults, over the given documents: f(tokens) -> scores."""
     postings: dict[str, dict[int, int]] = {}
@@ -394,12 +400,9 @@ def self_fusion_candidates(engine, progress: bool = False) -> tuple[list[list], 
     keep = np.setdiff1d(np.arange(len(rows)), held)
     if len(keep) > SELF_FUSION_DOCS:
         held_faqs = {rows[i][1] for i in held}
-        others = sorted({r[1] for r in rows} - held_faqs)
-        rng = np.random.default_rng(0)
-        order = [others[i] for i in rng.permutation(len(others))]
-        sizes: dict[str, int] = {}
-        for r in rows:
-            sizes[r[1]] = sizes.get(r[1], 0) + 1
+        sizes = Counter(r[1] for r in rows)
+        others = sorted(set(sizes) - held_faqs)
+        order = [others[i] for i in np.random.default_rng(0).permutation(len(others))]
         budget = SELF_FUSION_DOCS - sum(sizes[f] - 1 for f in held_faqs)
         chosen = set(held_faqs)
         for f in order:
@@ -423,13 +426,11 @@ def self_fusion_candidates(engine, progress: bool = False) -> tuple[list[list], 
             for j, qi in enumerate(held[start:start + 256]):
                 dense = block[j]
                 best: dict[str, float] = {}
-                top = np.argpartition(-dense, min(FUSION_POOL * 8, len(dense) - 1))[:FUSION_POOL * 8]
-                for d in top[np.argsort(-dense[top], kind="stable")]:
+                for d in _top(dense, FUSION_POOL * 8):
                     best.setdefault(doc_faq[d], float(dense[d]))
                 lex_scores = bm25(tokenize(rows[qi][2], cjk))
                 lex: dict[str, float] = {}
-                top = np.argpartition(-lex_scores, min(LEXICAL_POOL * 4, len(lex_scores) - 1))[:LEXICAL_POOL * 4]
-                for d in top[np.argsort(-lex_scores[top], kind="stable")]:
+                for d in _top(lex_scores, LEXICAL_POOL * 4):
                     if lex_scores[d] <= 0:
                         break
                     lex.setdefault(doc_faq[d], float(lex_scores[d]))
