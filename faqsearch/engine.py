@@ -680,9 +680,9 @@ class FAQSearch:
         """Add up to ``n`` paraphrases of each FAQ's first question as extra questions (source
         'generated'), in one atomic edit. ``generator`` is a :class:`faqsearch.generators.Generator`
         or a name for :func:`faqsearch.generators.load_generator` (default SmolLM2). Candidates are
-        re-ranked by this index's own query vectors; while fewer than ``n`` pass, more batches are
-        drawn, ``rounds`` at most (default ``faqsearch.generators.ROUNDS``). ``remove_generated()``
-        undoes it."""
+        re-ranked by this index's own query vectors and kept only when this index answers them with
+        their own FAQ (round-trip consistency); while fewer than ``n`` pass, more batches are drawn,
+        ``rounds`` at most (default ``faqsearch.generators.ROUNDS``). ``remove_generated()`` undoes it."""
         from .generators import ROUNDS, Generator, load_generator
         from .generators.recipe import DEFAULT_MIN_SIMILARITY
 
@@ -704,8 +704,13 @@ class FAQSearch:
             for f in faqs:
                 questions = [q["text"] for q in self.store.faq(f["id"])["questions"]]
                 # a rewording that repeats another stored question is no new wording
+                # round-trip consistency: a rewording that this index answers with another FAQ would
+                # pull that FAQ's queries to this one, so it is dropped
+                def comes_back(texts: list[str], fid: str = f["id"]) -> list[bool]:
+                    return [r.nearest is not None and r.nearest.faq_id == fid for r in self.ask_many(texts, k=1)]
+
                 screened = screen_rounds(generator, questions[0], n, candidates, self.embed, min_similarity, seed,
-                                         rounds, exclude={normal(q) for q in questions})
+                                         rounds, exclude={normal(q) for q in questions}, same_intent=comes_back)
                 plan.new_questions += [(f["id"], p.text) for p in diverse_top(screened, n)]
                 bar.update(1)
         return self._edit(plan, "generated", False)

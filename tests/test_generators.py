@@ -73,6 +73,35 @@ def test_diverse_top_prefers_different_wordings():
     assert len(diverse_top(s, 5)) == 3  # fills up with the near-duplicate rather than return fewer
 
 
+class _Fixed:
+    """A generator that returns the same candidates every time (the recipe's logic on known input)."""
+    name = "fixed"
+
+    def __init__(self, texts):
+        self.texts = texts
+
+    def sample(self, text, n, seed=None):
+        return [Candidate(t, True) for t in self.texts]
+
+    def similarity(self, text, candidates):
+        return None
+
+    def spec(self):
+        return {"kind": "fixed"}
+
+
+def test_round_trip_check_drops_other_intents():
+    from faqsearch.generators import screen_rounds
+
+    gen = _Fixed(["What are the steps to reset my password?", "How do I change my password?",
+                  "How can I get a new password?"])
+    out = screen_rounds(gen, "How do I reset my password?", 5, 3, None, rounds=2,
+                        same_intent=lambda texts: ["change" not in t for t in texts])
+    assert [s.reason for s in out[:3]] == ["kept", "other intent", "kept"]
+    assert [s.reason for s in out[3:]] == ["duplicate", "duplicate", "duplicate"]  # the second batch adds nothing
+    assert [p.text for p in diverse_top(out, 5)] == [gen.texts[0], gen.texts[2]]
+
+
 @pytest.mark.slow
 @needs_smollm2
 def test_default_generator_paraphrases_offline(tmp_path, monkeypatch):
@@ -123,10 +152,13 @@ def test_augment_in_place_and_remove(tmp_path):
         assert len(gen) == 4 and e.config["generator"]["name"] == "smollm2"
         hit = e.ask(gen[0]["text"], mode="dense", threshold=-1).answers[0]
         assert hit.question == gen[0]["text"] and hit.source == "generated"
+        own = {q["text"]: f["id"] for f in e.list() for q in e.show(f["id"])["questions"] if q["source"] == "generated"}
     out = r.invoke(cli, ["augment", "--index", ix, "--remove", "--json"], catch_exceptions=False)
     assert json.loads(out.output)["removed_questions"] == 4
     with FAQSearch.open(ix) as e:
         assert {q["source"] for f in e.list() for q in e.show(f["id"])["questions"]} == {"corpus"}
+        # round trip: without them, the index answers every generated question with its own FAQ
+        assert all(e.ask(t, threshold=-1).nearest.faq_id == fid for t, fid in own.items())
 
 
 @pytest.mark.slow

@@ -186,10 +186,13 @@ ROUNDS = 3  # batches drawn at most (seed, seed+1, ...) until n candidates pass 
 def screen_rounds(generator: Generator, text: str, n: int, candidates: int = 24,
                   scorer: Callable[[Sequence[str]], np.ndarray] | None = None,
                   min_similarity: float = DEFAULT_MIN_SIMILARITY, seed: int | None = 0, rounds: int = ROUNDS,
-                  exclude: set[str] | None = None) -> list[Screened]:
+                  exclude: set[str] | None = None,
+                  same_intent: Callable[[list[str]], Sequence[bool]] | None = None) -> list[Screened]:
     """Screen one batch of ``candidates``; while fewer than ``n`` pass, draw another batch (next
     seed), up to ``rounds`` batches. ``exclude``: normal forms that do not count as new (stored
-    questions)."""
+    questions). ``same_intent``: the round-trip check where the input's intent is known (augment:
+    does the candidate, searched in the index, come back to its own FAQ?); candidates that fail it
+    are dropped as 'other intent'."""
     out: list[Screened] = []
     seen: set[str] = set(exclude or ())
     for r in range(max(1, rounds)):
@@ -200,6 +203,11 @@ def screen_rounds(generator: Generator, text: str, n: int, candidates: int = 24,
             if s.reason == "kept" and key in seen:
                 s.reason = "duplicate" if key not in (exclude or ()) else "stored"
             seen.add(key)
+        kept = [s for s in batch if s.reason == "kept"]
+        if same_intent is not None and kept:
+            for s, ok in zip(kept, same_intent([s.text for s in kept])):
+                if not ok:
+                    s.reason = "other intent"
         out += batch
         if sum(s.reason == "kept" for s in out) >= n:
             break
