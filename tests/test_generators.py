@@ -40,6 +40,16 @@ def test_copies_near_copies_and_shape():
     assert not shape_ok(req, "A new account can take a few days to open.")  # a statement about the world
     assert shape_ok(req, "I would like to open a new account.")  # a statement about the writer stays
     assert shape_ok("where can I see your opening hours?", "Where can I find your store hours?")
+    # a question the user did not ask, appended
+    assert not shape_ok(req, "Can I make a new account, what's the problem?")
+    assert not shape_ok("can i spread the cost", "Can I spread the cost, and how much is it?")
+    assert not shape_ok(req, "I want a new account. Where do I start?")
+    assert shape_ok("I lost my card. What now?", "My card is lost. What should I do?")  # as many as the input
+    assert shape_ok("Can I pay later, or do I need to pay now?", "Is paying later possible, or must I pay now?")
+    # the writer replaced by "you"
+    assert not shape_ok("can i pay cash when the courier delivers", "Are you able to pay cash when the courier delivers?")
+    assert not shape_ok("the tv i bought last week is now cheaper", "The TV you bought last week is now cheaper?")
+    assert shape_ok("can i pay cash", "Can you take my cash payment?")  # the writer is still there
 
 
 def test_screen_reasons_and_scores():
@@ -47,7 +57,7 @@ def test_screen_reasons_and_scores():
              Candidate("What are the steps to reset my password?", True),
              Candidate("What are the steps to reset my password?", True),
              Candidate("Which steps reset my password and my", False),
-             Candidate("You reset it on the sign-in page.", True), Candidate("Do you sell bicycles?", True)]
+             Candidate("You reset it on the sign-in page.", True), Candidate("Which bicycles are sold here?", True)]
     vocab = {}
 
     def scorer(texts):  # bag-of-words vectors: similar wording, similar vector

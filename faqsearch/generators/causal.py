@@ -21,7 +21,7 @@ EXAMPLES = (
     ("Can I pay with a credit card?", "Do you accept credit cards as payment?"),
     ("How long does delivery take?", "When will my package arrive after I order?"),
     ("I lost my bank card", "What should I do if my card is lost?"),
-    ("parcel still not here after a week", "My package has not arrived after a week, where is it?"),
+    ("parcel still not here after a week", "Why has my package still not arrived after a week?"),
 )
 
 

@@ -91,19 +91,36 @@ _YOU = _SECOND | {"you"}
 _SERVICE = re.compile(r"\b(i|we)\b.*\b(you|your|yours)\b", re.IGNORECASE)
 
 
+# a clause that asks something more: ", what's the problem?", ", and how much is it?"
+_TAIL = re.compile(r",\s*(?:(?:and|or|but|so)\s+)?(?:what|what's|where|how|why|when|who|which|is|are|can|could|do|does|"
+                   r"did|will|would|should)\b", re.IGNORECASE)
+_END = re.compile(r"[?!？。！]+|\.(?=\s|$)")
+
+
+def clauses(text: str) -> int:
+    """Sentences plus question tails after a comma: "Can I pay later, how much is it?" is two."""
+    return sum(1 for part in _END.split(text) if part.strip()) + len(_TAIL.findall(text))
+
+
 def shape_ok(source: str, cand: str) -> bool:
     """A question stays a question; the writer's point of view stays (a question about "my order"
     that comes back about "your order" asks something else, and is how answers start; "I" acting
     on "you" is the service speaking); a request without a full stop does not come back as a
     statement that is not about the writer; the length
     stays within 0.4x-2.5x the input's (in words or CJK characters), which drops truncated fragments
-    and answers that run on."""
+    and answers that run on; no more sentences or question tails than the input ("..., what's the
+    problem?" asks something the user did not); the writer does not disappear behind "you" ("can i
+    pay cash" is not "are you able to pay cash")."""
     if is_question(source) and not is_question(cand):
         return False
     if _ANSWER.search(cand) and not _ANSWER.search(source):  # how replies start, not requests
         return False
     src, out = set(_words(source)), set(_words(cand))
     if src & _FIRST and not src & _SECOND and out & _SECOND:
+        return False
+    if src & _FIRST and not src & _YOU and out & _YOU and not out & _FIRST:  # "you" took the writer's place
+        return False
+    if clauses(cand) > clauses(source):
         return False
     if not src & _YOU and _SERVICE.search(cand):  # the reply's point of view, not the writer's
         return False
