@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import json
 import logging
 import os
 import sys
@@ -74,12 +76,21 @@ def main() -> None:
     for name, pairs in [("UniLM trained on sample_data", base_pairs),
                         ("UniLM distilled from SmolLM2", base_pairs + taught)]:
         out = os.path.join(args.models, "distilled" if "distilled" in name else "trained")
-        if not os.path.exists(os.path.join(out, "faqsearch_simbert.json")):
+        # a model from an earlier run is reused only when it was trained on exactly these pairs (the
+        # teacher's pairs change with the recipe) and settings; its training facts are reported either way
+        key = hashlib.sha256(json.dumps([sorted(map(list, pairs)), args.epochs]).encode()).hexdigest()
+        facts_path = os.path.join(out, "report_training.json")
+        facts = json.load(open(facts_path, encoding="utf-8")) if os.path.exists(facts_path) else {}
+        if facts.get("key") != key:
             t = time.perf_counter()
             train(SimBert.from_pretrained(_minilm_path()), pairs, out,
                   TrainConfig(epochs=args.epochs, batch_size=16, lr=1e-4), progress=True)
-            notes.append(f"- {name}: {len(pairs)} pairs, {args.epochs} epochs, lr 1e-4, "
-                         f"{time.perf_counter() - t:.0f} s on this CPU")
+            facts = {"key": key, "pairs": len(pairs), "epochs": args.epochs,
+                     "seconds": round(time.perf_counter() - t), "date": time.strftime("%Y-%m-%d")}
+            with open(facts_path, "w", encoding="utf-8") as fh:
+                json.dump(facts, fh)
+        notes.append(f"- {name}: {facts['pairs']} pairs, {facts['epochs']} epochs, lr 1e-4, "
+                     f"{facts['seconds']} s on this CPU ({facts['date']})")
         models[name] = out
 
     # [CLS] retrieval on held-out queries (sample, and CovidFAQ's labelled queries)
