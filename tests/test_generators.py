@@ -142,6 +142,47 @@ def test_default_generator_paraphrases_offline(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @needs_smollm2
+def test_prompt_cache_and_preallocated_layers_change_no_logit():
+    """The shared-prompt KV cache, the per-input cache of later batches and the preallocated cache
+    layers are speed-ups only: the next-token logits match a plain full-prompt pass with
+    transformers' own growing cache, through decoding steps and dropped rows."""
+    import torch
+
+    from faqsearch.generators import load_generator
+    from faqsearch.generators.causal import _preallocate
+
+    gen = load_generator("smollm2")
+    text = "where is my parcel?"
+    ids = gen.tokenizer(gen.prompt(text), return_tensors="pt", add_special_tokens=False)["input_ids"]
+    with torch.inference_mode():
+        full = gen.model(input_ids=ids, use_cache=True)
+        cache, last, length = gen._encode(text)
+        assert gen._prefix is not None and 0 < len(gen._prefix[0]) < length == ids.shape[1]
+        assert torch.allclose(last, full.logits[:, -1], atol=1e-3)
+        again, last2, _ = gen._encode(text)  # the next batch for the same input reuses the prompt
+        assert again is not cache and torch.equal(last2, last)
+        ref = full.past_key_values
+        for c in (cache, ref):
+            c.batch_repeat_interleave(3)
+        _preallocate(cache, 2)  # room for 2 tokens: the third step makes the buffers grow
+        assert type(cache.layers[0]).__name__ == "GrowingLayer" and type(ref.layers[0]).__name__ == "DynamicLayer"
+        nxt = torch.tensor([[11], [12], [13]])
+        for step in range(4):
+            if step == 2:  # a row stops: both caches drop it
+                keep = torch.tensor([0, 2])
+                cache.batch_select_indices(keep)
+                ref.batch_select_indices(keep)
+                nxt = nxt[keep]
+            pos = torch.full((len(nxt), 1), length + step)
+            a = gen.model(input_ids=nxt, past_key_values=cache, use_cache=True, position_ids=pos)
+            b = gen.model(input_ids=nxt, past_key_values=ref, use_cache=True, position_ids=pos)
+            cache, ref = a.past_key_values, b.past_key_values
+            assert cache.get_seq_length() == ref.get_seq_length() == length + step + 1
+            assert torch.allclose(a.logits, b.logits, atol=1e-3)
+
+
+@pytest.mark.slow
+@needs_smollm2
 def test_augment_in_place_and_remove(tmp_path):
     from click.testing import CliRunner
 

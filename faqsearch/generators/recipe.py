@@ -234,8 +234,10 @@ def screen_rounds(generator: Generator, text: str, n: int, candidates: int = 24,
 
 def paraphrase(generator: Generator, text: str, n: int = 5, candidates: int = 24,
                scorer: Callable[[Sequence[str]], np.ndarray] | None = None,
-               min_similarity: float = DEFAULT_MIN_SIMILARITY, seed: int | None = 0) -> list[Paraphrase]:
-    """Up to ``n`` rewordings of ``text``: batches of ``candidates`` samples, screened, re-ranked, diverse."""
+               min_similarity: float = DEFAULT_MIN_SIMILARITY, seed: int | None = 0,
+               rounds: int = ROUNDS) -> list[Paraphrase]:
+    """Up to ``n`` rewordings of ``text``: batches of ``candidates`` samples, screened, re-ranked, diverse
+    (at most ``rounds`` batches; one batch is about a third of the time for fewer paraphrases)."""
     if not text.strip():
         return []
-    return diverse_top(screen_rounds(generator, text, n, candidates, scorer, min_similarity, seed), n)
+    return diverse_top(screen_rounds(generator, text, n, candidates, scorer, min_similarity, seed, rounds), n)
