@@ -22,7 +22,7 @@ from common import machine  # noqa: E402
 from paraphrase_dev import CANDIDATES, SIMILAR, dev_inputs  # noqa: E402
 
 from faqsearch.encoders import load_encoder  # noqa: E402
-from faqsearch.generators import DEFAULT_GENERATOR, diverse_top, encoder_scorer, load_generator, normal  # noqa: E402
+from faqsearch.generators import DEFAULT_GENERATOR, ROUNDS, diverse_top, encoder_scorer, load_generator, normal  # noqa: E402
 from faqsearch.generators.recipe import screen_rounds  # noqa: E402
 
 
@@ -76,7 +76,7 @@ def main() -> None:
 
     b = args.batches
     policies = [("1 batch (--rounds 1)", lambda r, k, new: True)]
-    policies += [(f"up to {m} while fewer than {args.n} pass{' (the default)' if m == 3 else ''}",
+    policies += [(f"up to {m} while fewer than {args.n} pass{' (the default)' if m == ROUNDS else ''}",
                   lambda r, k, new, m=m: k >= args.n or r + 1 >= m) for m in range(2, b + 1)]
     policies.append((f"up to {b}, none after 2 batches that passed nothing",
                      lambda r, k, new: k >= args.n or r + 1 >= b or (k == 0 and r + 1 >= 2)))

@@ -162,9 +162,9 @@ def test_prompt_cache_and_preallocated_layers_change_no_logit():
         again, last2, _ = gen._encode(text)  # the next batch for the same input reuses the prompt
         assert again is not cache and torch.equal(last2, last)
         ref = full.past_key_values
-        for c in (cache, ref):
-            c.batch_repeat_interleave(3)
         _preallocate(cache, 2)  # room for 2 tokens: the third step makes the buffers grow
+        for c in (cache, ref):  # in sample()'s order: preallocate, then one row per candidate
+            c.batch_repeat_interleave(3)
         assert type(cache.layers[0]).__name__ == "GrowingLayer" and type(ref.layers[0]).__name__ == "DynamicLayer"
         nxt = torch.tensor([[11], [12], [13]])
         for step in range(4):

@@ -11,6 +11,8 @@ next batch for the same input (the recipe's later rounds) encodes nothing.
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import threading
 from typing import Any, Sequence
 
@@ -79,6 +81,7 @@ class CausalLMGenerator:
         self._stop = stop
         self._lock = threading.Lock()
         self.prefix_cache = prefix_cache
+        self._keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
         self._prefix: tuple[list[int], Any] | None = None  # shared prompt tokens and their KV cache
         self._last: tuple[str, Any, Any] | None = None  # last input, its prompt's KV cache, next-token logits
 
@@ -117,8 +120,8 @@ class CausalLMGenerator:
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         with self._lock, torch.inference_mode():
             cache, last, length = self._encode(text)
-            cache.batch_repeat_interleave(n)  # the prompt is encoded once for all rows
             _preallocate(cache, budget)
+            cache.batch_repeat_interleave(n)  # the prompt is encoded once for all rows
             logits = last.expand(n, -1)
             tokens: list[list[int]] = [[] for _ in range(n)]
             finished = [False] * n
@@ -143,10 +146,8 @@ class CausalLMGenerator:
 
     def _forward(self, ids, cache=None):
         """Next-token logits of the last position only (the prompt's other logits are never used)."""
-        try:
-            return self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        except TypeError:  # a model class without logits_to_keep
-            return self.model(input_ids=ids, past_key_values=cache, use_cache=True)
+        keep = {"logits_to_keep": 1} if self._keeps_logits else {}  # older model classes lack the argument
+        return self.model(input_ids=ids, past_key_values=cache, use_cache=True, **keep)
 
     def _shared(self) -> str:
         """The prompt text every input shares: the common start of two prompts, cut after a line break."""
@@ -194,15 +195,17 @@ def _preallocate(cache, extra: int) -> None:
     """Give every plain growing layer of ``cache`` room for ``extra`` more tokens, written in place.
 
     transformers' DynamicLayer concatenates each new token's keys and values onto the whole cache,
-    which copies all rows' prompt states at every step: about half of a 24-row decoding step on
-    SmolLM2 (profiled). Same values, same attention; only the copying goes."""
+    which copies all rows' prompt states at every step: half of the profiler's CPU time in a 24-row
+    SmolLM2 step, 174 -> 155 ms per step of wall time once written in place. Same values, same
+    attention; only the copying goes."""
     from transformers.cache_utils import DynamicLayer
 
     for i, layer in enumerate(getattr(cache, "layers", ())):
         if type(layer) is DynamicLayer and layer.is_initialized and layer.get_seq_length() > 0:
-            cache.layers[i] = _GrowingLayer(layer.keys, layer.values, extra)
+            cache.layers[i] = _growing_layer_class()(layer.keys, layer.values, extra)
 
 
+@functools.cache
 def _growing_layer_class():
     from transformers.cache_utils import DynamicLayer
 
@@ -254,12 +257,3 @@ def _growing_layer_class():
 
     return GrowingLayer
 
-
-def _GrowingLayer(keys, values, extra: int):  # noqa: N802 (a class made on first use: transformers loads lazily)
-    global _GROWING
-    if _GROWING is None:
-        _GROWING = _growing_layer_class()
-    return _GROWING(keys, values, extra)
-
-
-_GROWING = None
