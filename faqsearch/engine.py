@@ -22,7 +22,7 @@ from .delta import IDS_FILE
 from .encoders import Encoder, check_spec, encoder_from_spec, load_encoder
 from .errors import DuplicateFAQError, FAQSearchError, IndexFormatError, UnknownFAQError
 from .index import DEFAULT_FACTORY, VectorIndex, check_factory, factory_for, train_sample_size
-from .indexdir import next_version, resolve, writer_lock
+from .indexdir import check_target, next_version, resolve, writer_lock
 from .store import Store
 from .text import clean_text, is_blank
 from .whitening import Moments, Whitening
@@ -223,6 +223,7 @@ class FAQSearch:
         from them (``tuning.auto_fusion``) and kept only where it beats the default held out.
         """
         path = cfg.resolve_index_path(index)
+        check_target(path)  # only an index of ours may be replaced: refused before anything is read or encoded
         milvus = None
         if backend == "milvus":
             from .backends.milvus import build_spec
@@ -248,6 +249,7 @@ class FAQSearch:
             check_factory(index_type, n_questions, min(k or encoder.dimension, encoder.dimension) if whiten
                           else encoder.dimension)
         with writer_lock(path):
+            check_target(path)
             if not force:
                 _refuse_lossy_rebuild(path, source)  # again under the lock: another writer may have added
             with next_version(path, "building") as tmp:

@@ -51,3 +51,7 @@ class DuplicateFAQError(FAQSearchError):
 
 class WritesDisabledError(FAQSearchError):
     """A write was asked of a service started without an API key."""
+
+
+class IndexPathError(FAQSearchError):
+    """The path given for an index names something that is not a faqsearch index (never replaced)."""

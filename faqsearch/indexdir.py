@@ -69,6 +69,57 @@ def resolve(path: str) -> str:
     return best
 
 
+# what faqsearch writes into an index (version) directory; anything else there is the user's
+_OWN_FILES = re.compile(r"^(?:config\.json|whitening\.npz|index\.faiss|vectors\.npy|ids\.npy|store\.db"
+                        r"|delta-\d+\.npz)(?:\.tmp|-journal|-wal|-shm)?$")
+
+
+def foreign_entries(directory: str) -> list[str]:
+    """Names in ``directory`` that faqsearch did not write (so must never delete)."""
+    return sorted(e for e in os.listdir(directory) if not _OWN_FILES.match(e))
+
+
+def check_target(path: str) -> None:
+    """Refuse to build at ``path`` unless what is there is a faqsearch index (or nothing, or an empty
+    directory): building replaces what the path names, and only an index of ours may be replaced.
+    Called before any encoding."""
+    from .errors import IndexPathError
+
+    def refuse(what: str) -> IndexPathError:
+        return IndexPathError(f"{path} {what}; faqsearch replaces only its own indexes. Choose another --index "
+                              "(a new name or an empty directory), or move that away yourself")
+
+    if not os.path.lexists(path):
+        return
+    if os.path.islink(path):
+        target = os.path.realpath(path)
+        parent, name = os.path.split(path)
+        if os.path.dirname(target) != os.path.realpath(parent) or not os.path.basename(target).startswith(f".{name}.") \
+                or not _LABEL.match(os.path.basename(target)[len(name) + 2:]):
+            raise refuse(f"is a symbolic link to {target}, not an index faqsearch made")
+        path_dir = target
+    elif os.path.isdir(path):
+        path_dir = path
+    else:
+        raise refuse("is a file, not an index directory")
+    if not os.path.isdir(path_dir):
+        raise refuse("is a dangling link")
+    entries = os.listdir(path_dir)
+    if not entries:
+        return
+    foreign = foreign_entries(path_dir)
+    if foreign or "config.json" not in entries:
+        shown = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
+        raise refuse(f"holds files that are not a faqsearch index ({shown or 'no config.json'})")
+    try:
+        with open(os.path.join(path_dir, "config.json"), encoding="utf-8") as fh:
+            config = json.load(fh)
+    except (OSError, ValueError):
+        return  # our files with a damaged config: rebuilding is the fix
+    if not isinstance(config, dict) or "format_version" not in config:
+        raise refuse("holds a config.json that faqsearch did not write")
+
+
 def _umask() -> int:
     with _UMASK_LOCK:
         mask = os.umask(0)
