@@ -173,7 +173,7 @@ def mixture(n, d, spectrum, seed):
 def search_section(lines, sizes, spectrum, types, nq=200):
     import faiss
 
-    from faqsearch.index import VectorIndex, factory_for, train_sample_size
+    from faqsearch.backends.embedded.faiss import VectorIndex, factory_for, train_sample_size
 
     formula = {"flat": lambda d: 4 * d, "sq8": lambda d: d, "hnsw": lambda d: 4 * d + 2 * 32 * 4,
                "ivf": lambda d: 4 * d, "ivf-sq8": lambda d: d, "ivf-pq": lambda d: d // 4}

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from .corpus import FAQ, Columns, read_corpus
 from .encoders import Encoder, load_encoder
-from .engine import Answer, FAQSearch, Result
-from .errors import (CorpusError, EncoderMismatchError, FAQSearchError, IndexFormatError, IndexNotFoundError,
-                     MissingExtraError, ModelNotFoundError)
+from .engine import FAQSearch
+from .errors import (CorpusError, DuplicateFAQError, EncoderMismatchError, FAQSearchError, IndexFormatError,
+                     IndexNotFoundError, IndexPathError, InvalidOptionError, MissingExtraError, ModelNotFoundError,
+                     UnknownFAQError)
+from .results import Answer, EditReport, Result
 from .whitening import Moments, Whitening
 
 try:
@@ -15,6 +17,7 @@ try:
 except Exception:  # running from a source tree
     __version__ = "0.0.0"
 
-__all__ = ["FAQSearch", "Answer", "Result", "FAQ", "Columns", "read_corpus", "Encoder", "load_encoder",
+__all__ = ["FAQSearch", "Answer", "Result", "EditReport", "FAQ", "Columns", "read_corpus", "Encoder", "load_encoder",
            "Whitening", "Moments", "FAQSearchError", "CorpusError", "ModelNotFoundError", "MissingExtraError",
-           "IndexNotFoundError", "IndexFormatError", "EncoderMismatchError"]
+           "IndexNotFoundError", "IndexFormatError", "IndexPathError", "InvalidOptionError", "EncoderMismatchError",
+           "DuplicateFAQError", "UnknownFAQError"]

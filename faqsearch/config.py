@@ -1,7 +1,10 @@
-"""The index directory's config.json: what built the index and with which parameters."""
+"""A version's config.json: what built the index, with which parameters, and what its files are.
+
+Only :class:`faqsearch.indexdir.Writer` writes it (that write is the commit); this module reads
+and checks it, and builds its sections.
+"""
 from __future__ import annotations
 
-import datetime
 import json
 import os
 from typing import Any
@@ -17,14 +20,15 @@ FILES = {
     "vectors": "vectors.npy",  # raw encoder vectors, so the transform can be re-tuned without re-encoding
     "ids": "ids.npy",  # the question id of each row of vectors.npy (indexes from before deltas lack it)
 }
+SIZED = ("whitening", "faiss", "vectors", "ids")  # written once per version: size, fingerprint and hash recorded
 DEFAULT_HOME = "indexes"
 DEFAULT_NAME = "default"
 
 
-def versions() -> dict[str, str]:
+def versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {}
+    out: dict[str, str | None] = {}
     for pkg in ("faqsearch", "torch", "transformers", "faiss-cpu", "numpy", "sqlite-utils"):
         try:
             out[pkg] = version(pkg)
@@ -33,64 +37,92 @@ def versions() -> dict[str, str]:
     return out
 
 
+def home() -> str:
+    return os.path.abspath(os.environ.get("FAQSEARCH_HOME", DEFAULT_HOME))
+
+
 def resolve_index_path(index: str | os.PathLike | None) -> str:
     """A name ('default', 'support') lives under $FAQSEARCH_HOME or ./indexes; anything path-like is a path."""
     index = str(index or DEFAULT_NAME)
     if os.sep in index or "/" in index or index.startswith(".") or os.path.isdir(index):
         return os.path.abspath(index)
-    return os.path.abspath(os.path.join(os.environ.get("FAQSEARCH_HOME", DEFAULT_HOME), index))
+    return os.path.join(home(), index)
 
 
 def new_config(**fields: Any) -> dict[str, Any]:
-    return {
-        "format_version": FORMAT_VERSION,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "versions": versions(),
-        **fields,
-    }
+    from .indexdir import now
+
+    return {"format_version": FORMAT_VERSION, "created": now(), "versions": versions(), **fields}
 
 
-SIZED = ("whitening", "faiss", "vectors", "ids")  # files written once per version: their sizes are recorded
+def whitening_section(white, enabled: bool, fitted_on: str, fit_count: int, **extra: Any) -> dict[str, Any]:
+    """config["whitening"] for a transform (the same keys whoever fits it: build, refit, tune)."""
+    return {"enabled": enabled, "beta": white.beta, "gamma": white.gamma, "k": white.k if enabled else None,
+            "k_effective": white.dim_out, "rank": white.rank, "fitted_on": fitted_on, "fit_count": fit_count,
+            **extra}
 
 
-def save_config(directory: str, config: dict[str, Any]) -> None:
-    """Write config.json last (atomically), recording the sizes of the version's other files."""
-    config["files"] = {FILES[k]: os.path.getsize(os.path.join(directory, FILES[k])) for k in SIZED
-                       if os.path.exists(os.path.join(directory, FILES[k]))}
-    path = os.path.join(directory, FILES["config"])
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(config, fh, indent=2, ensure_ascii=False)
-        fh.write("\n")
-    os.replace(tmp, path)
-
-
-def load_config(directory: str) -> dict[str, Any]:
-    path = os.path.join(directory, FILES["config"])
+def load_config(directory: str, path: str | None = None) -> dict[str, Any]:
+    """Read and check a version's config.json (``path``: the index, for messages)."""
+    where = path or directory
+    file = os.path.join(directory, FILES["config"])
     if not os.path.isdir(directory):
-        raise IndexNotFoundError(
-            f"no index at {directory}. Create one with: faqsearch ingest CORPUS.csv "
-            f"--index {os.path.basename(directory)}")
-    if not os.path.exists(path):
-        raise IndexFormatError(f"{directory} is not a faqsearch index (no {FILES['config']}); re-run faqsearch ingest")
+        raise IndexNotFoundError(f"no index at {where}. Create one with: faqsearch ingest CORPUS.csv "
+                                 f"--index {os.path.basename(where)}")
+    if not os.path.exists(file):
+        raise IndexFormatError(f"{where} is not a faqsearch index (no {FILES['config']}); re-run faqsearch ingest")
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(file, encoding="utf-8") as fh:
             config = json.load(fh)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise IndexFormatError(f"{path} is damaged ({exc}); re-run faqsearch ingest") from None
+        raise IndexFormatError(f"{file} is damaged ({exc}). Restore the index directory from a backup, or "
+                               f"rebuild it with: faqsearch ingest CORPUS --index {where} --force") from None
+    except OSError as exc:
+        raise IndexFormatError(f"cannot read {file} ({exc.strerror}); check its permissions") from None
+    if not isinstance(config, dict):
+        raise IndexFormatError(f"{file} is damaged (not a JSON object); rebuild with faqsearch ingest --force")
     fv = config.get("format_version")
     if fv != FORMAT_VERSION:
-        built = (config.get("versions") or {}).get("faqsearch")
+        built = (config.get("versions") or {}).get("faqsearch") if isinstance(config.get("versions"), dict) else None
         newer = isinstance(fv, int) and fv > FORMAT_VERSION
         raise IndexFormatError(
-            f"index {directory} has format version {fv} (built by faqsearch {built}); this faqsearch reads "
+            f"index {where} has format version {fv} (built by faqsearch {built}); this faqsearch reads "
             f"version {FORMAT_VERSION}. "
-            + ("Upgrade faqsearch (pip install -U faqsearch)." if newer else "Re-run faqsearch ingest to rebuild it.")
-        )
-    for key in ("encoder", "whitening", "dim_in", "dim_out"):
-        if key not in config:
-            raise IndexFormatError(f"{path} lacks {key!r}; re-run faqsearch ingest")
+            + ("Upgrade faqsearch (pip install -U faqsearch)." if newer else "Re-run faqsearch ingest to rebuild it."))
+    check_values(config, file)
     return config
+
+
+def check_values(config: dict[str, Any], file: str) -> None:
+    """The values everything else relies on have the right types: a hand-edited config.json is an
+    error naming the key, never a traceback later."""
+    def bad(key: str, want: str) -> IndexFormatError:
+        return IndexFormatError(f"{file}: {key!r} must be {want}, found {json.dumps(config.get(key))[:60]}. Restore "
+                                "the file from a backup, or rebuild with faqsearch ingest --force")
+
+    for key in ("encoder", "whitening"):
+        if not isinstance(config.get(key), dict):
+            raise bad(key, "an object")
+    for key in ("dim_in", "dim_out"):
+        if not isinstance(config.get(key), int) or isinstance(config.get(key), bool) or config[key] < 1:
+            raise bad(key, "a positive integer")
+    for key in ("generation", "next_question_id"):
+        if key in config and (not isinstance(config[key], int) or isinstance(config[key], bool) or config[key] < 0):
+            raise bad(key, "a non-negative integer")
+    if "threshold" in config and (not isinstance(config["threshold"], (int, float)) or isinstance(config["threshold"], bool)
+                                  or not -1.0 <= float(config["threshold"]) <= 1.0):
+        raise bad("threshold", "a number between -1 and 1")
+    if "hybrid_weight" in config and (not isinstance(config["hybrid_weight"], (int, float))
+                                      or not 0.0 <= float(config["hybrid_weight"]) <= 100.0):
+        raise bad("hybrid_weight", "a number between 0 and 100")
+    if "mode" in config and config["mode"] not in ("dense", "lexical", "hybrid"):
+        raise bad("mode", "one of dense, lexical, hybrid")
+    counts = config.get("counts")
+    if counts is not None and (not isinstance(counts, dict) or not all(
+            isinstance(counts.get(k), int) and counts[k] >= 0 for k in ("faqs", "questions"))):
+        raise bad("counts", "an object with non-negative faqs and questions")
+    if "files" in config and not isinstance(config["files"], dict):
+        raise bad("files", "an object")
 
 
 def damaged(path: str, key: str, why: Any) -> str:
@@ -100,16 +132,40 @@ def damaged(path: str, key: str, why: Any) -> str:
             f"backup, or rebuild it with: faqsearch ingest CORPUS --index {path} --force")
 
 
-def check_files(directory: str, config: dict[str, Any], path: str) -> None:
-    """Every file of the version present, and those with a recorded size of that size (cheap checks)."""
-    for key in ("whitening", "faiss", "store"):
+def check_files(directory: str, config: dict[str, Any], path: str, required=("whitening", "faiss", "store")) -> None:
+    """Every file of the version present with its recorded size and fingerprint (cheap checks: a
+    file from another index, a truncated or a replaced one is refused)."""
+    from .indexdir import sample_digest
+
+    for key in required:
         if not os.path.exists(os.path.join(directory, FILES[key])):
             raise IndexFormatError(damaged(path, key, "missing"))
-    for name, size in (config.get("files") or {}).items():
-        key = next(k for k, v in FILES.items() if v == name)
+    names = {v: k for k, v in FILES.items()}
+    for name, record in (config.get("files") or {}).items():
+        key = names.get(name)
+        if key is None:
+            continue
+        size = record if isinstance(record, int) else (record or {}).get("bytes")
+        full = os.path.join(directory, name)
         try:
-            actual = os.path.getsize(os.path.join(directory, name))
+            actual = os.path.getsize(full)
         except OSError:
             raise IndexFormatError(damaged(path, key, "missing")) from None
-        if actual != size:
+        if size is not None and actual != size:
             raise IndexFormatError(damaged(path, key, f"{actual} bytes, {size} expected"))
+        if isinstance(record, dict) and record.get("sample") and sample_digest(full, actual) != record["sample"]:
+            raise IndexFormatError(damaged(path, key, "its content is not the one this version recorded; it may "
+                                                      "come from another index"))
+
+
+def verify_files(directory: str, config: dict[str, Any], path: str, keys=("vectors", "ids")) -> None:
+    """Full SHA-256 check of files a writer is about to build on (refit, tune, a compaction)."""
+    from .indexdir import file_digest
+
+    for key in keys:
+        record = (config.get("files") or {}).get(FILES[key])
+        full = os.path.join(directory, FILES[key])
+        if isinstance(record, dict) and record.get("sha256") and os.path.exists(full):
+            if file_digest(full) != record["sha256"]:
+                raise IndexFormatError(damaged(path, key, "its SHA-256 differs from the one recorded when it was "
+                                                          "written"))

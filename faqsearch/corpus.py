@@ -82,13 +82,26 @@ def detect_format(path: str, fmt: str | None = None) -> str:
     return _EXTENSIONS[ext]
 
 
-def _read_text(path: str) -> str:
+def _read_bytes(path: str) -> bytes:
     if not os.path.exists(path):
         raise CorpusError(path, None, "file not found; check the path")
     if os.path.isdir(path):
         raise CorpusError(path, None, "is a directory, expected a CSV, TSV or JSONL file")
-    with open(path, "rb") as fh:
-        data = fh.read()
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except PermissionError:
+        raise CorpusError(path, None, "cannot be read: permission denied; check its permissions "
+                                      "(ls -l) or run as a user who may read it") from None
+    except OSError as exc:
+        raise CorpusError(path, None, f"cannot be read ({exc.strerror}); check the file") from None
+
+
+def _read_text(path: str, data: bytes | None = None) -> str:
+    """The file's text (``data``: its bytes when they came from elsewhere, e.g. stdin), refused with
+    what to do when it is not UTF-8 text."""
+    if data is None:
+        data = _read_bytes(path)
     for magic, what, fix in _SIGNATURES:
         if data.startswith(magic):
             raise CorpusError(path, None, f"is {what}, not a text file; {fix}")
@@ -110,26 +123,35 @@ def _read_text(path: str) -> str:
         ) from None
 
 
-def read_rows(path: str, fmt: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, row)`` for every record of a CSV, TSV or JSONL file.
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def read_rows(path: str, fmt: str | None = None, data: bytes | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, row)`` for every record of a CSV, TSV or JSONL file (``data``: its bytes,
+    when they came from stdin).
 
     Rows are dicts keyed by the header (CSV/TSV) or the JSON object keys (JSONL).
     Ragged rows, bad JSON and non-object lines are errors with their line number.
     """
     path = str(path)
-    if os.path.isdir(path):
+    if data is None and os.path.isdir(path):
         raise CorpusError(path, None, "is a directory, expected a CSV, TSV or JSONL file")
     fmt = detect_format(path, fmt)
-    text = _read_text(path)
+    text = _read_text(path, data)
     if fmt == "jsonl":
         # lines end at \n only: U+2028, U+2029 and U+0085 are valid inside JSON strings
         for n, raw in enumerate(text.split("\n"), start=1):
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw)
+                obj = json.loads(raw, parse_constant=_no_constant)
             except json.JSONDecodeError as exc:
                 raise CorpusError(path, n, f"invalid JSON ({exc.msg}); each line must be one JSON object") from None
+            except ValueError as exc:  # NaN, Infinity: not JSON, and no answer could be returned as JSON
+                raise CorpusError(path, n, f"invalid JSON ({exc}); write numbers, or the value as a string") from None
+            except RecursionError:
+                raise CorpusError(path, n, "invalid JSON (nested too deeply); flatten this line's values") from None
             if not isinstance(obj, dict):
                 raise CorpusError(path, n, "each line must be a JSON object like {\"question\": ..., \"answer\": ...}")
             yield n, obj
@@ -202,6 +224,13 @@ def check_faq(faq: FAQ) -> FAQ:
     questions = list(dict.fromkeys(q for q in map(clean_text, faq.questions) if not is_blank(q)))
     if not questions:
         raise CorpusError("<records>", None, f"{where}: needs at least one question with visible characters")
+    if faq.category is not None and not isinstance(faq.category, str):
+        raise CorpusError("<records>", None, f"{where}: the category must be a string")
+    try:
+        json.dumps(faq.metadata or {}, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise CorpusError("<records>", None, f"{where}: metadata must be plain JSON values ({exc}); NaN and "
+                                             "Infinity are not JSON") from None
     return FAQ(clean_text(faq.id), clean_text(faq.answer, multiline=True), questions,
                clean_text(faq.category) if faq.category else None, dict(faq.metadata or {}), faq.line)
 
@@ -210,7 +239,13 @@ def _auto_id(answer: str) -> str:
     return "a" + hashlib.sha1(answer.encode("utf-8")).hexdigest()[:10]
 
 
-def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = None) -> list[FAQ]:
+def read_corpus_stream(stream, columns: Columns | None = None, fmt: str = "csv") -> list[FAQ]:
+    """A FAQ corpus from a binary stream (stdin: ``faqsearch ingest -``), checked like a file."""
+    return read_corpus("<stdin>", columns, fmt, data=stream.read())
+
+
+def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = None,
+                data: bytes | None = None) -> list[FAQ]:
     """Read a FAQ corpus into FAQ records, one per distinct id (or per distinct answer).
 
     Rows sharing an id are questions of one FAQ; rows without an id that share an answer are
@@ -224,7 +259,8 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
     by_answer: dict[str, str] = {}
     seen_columns = False
     n_rows = 0
-    for line, row in read_rows(path, fmt):
+    known: dict[str, set[str]] = {}  # each FAQ's questions, for constant-time duplicate checks
+    for line, row in read_rows(path, fmt, data):
         n_rows += 1
         if not seen_columns:
             keys = list(row)
@@ -276,8 +312,10 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
                         path, line, faq_id, category, faq.category, faq.line)
         if category and not faq.category:
             faq.category = category
+        have = known.setdefault(faq_id, set())
         for q in questions:
-            if q not in faq.questions:
+            if q not in have:
+                have.add(q)
                 faq.questions.append(q)
     if not faqs:
         raise CorpusError(path, None, "the corpus is empty: it needs a header and at least one question/answer row")

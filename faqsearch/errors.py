@@ -55,3 +55,7 @@ class WritesDisabledError(FAQSearchError):
 
 class IndexPathError(FAQSearchError):
     """The path given for an index names something that is not a faqsearch index (never replaced)."""
+
+
+class InvalidOptionError(FAQSearchError):
+    """An option outside its valid values (k below 1, an unknown mode or backend): the message lists them."""

@@ -135,10 +135,18 @@ def ranking_metrics(ranked: Sequence[Sequence[str]], gold: Sequence[set[str]], c
     return out
 
 
-def evaluate(engine, queries: Sequence[LabelledQuery], batch_size: int = 32, progress: bool = False,
-             threshold: float | None = None, source: str = "queries", mode: str | None = None) -> dict[str, Any]:
-    """Retrieval quality of an index on labelled queries (distinct FAQs, top 10)."""
-    known = engine.store.faq_ids()
+def evaluate(searcher, queries: Sequence[LabelledQuery], batch_size: int = 32, progress: bool = False,
+             threshold: float | None = None, source: str = "queries", mode: str | None = None,
+             offtopic: Sequence[str] | None = None, misses: int = 0) -> dict[str, Any]:
+    """Retrieval quality of an index on labelled queries (distinct FAQs, top 10), and what `ask`
+    decides for each query at the threshold (``searcher``: a :class:`faqsearch.search.Searcher`).
+
+    ``answered`` and ``answered_right`` are exactly `ask`'s decisions (its best-ranked answer reaches
+    the threshold; and is a gold FAQ); ``offtopic_answered``: the share of ``offtopic`` questions
+    `ask` would answer."""
+    searcher = searcher.searcher() if hasattr(searcher, "searcher") else searcher  # an engine works too
+    snap = searcher.snap
+    known = snap.store.faq_ids()
     unknown = [q for q in queries if not (q.gold & known)]
     if unknown:
         shown = "; ".join(f"line {q.line}: {sorted(q.gold)}" for q in unknown[:5])
@@ -146,21 +154,40 @@ def evaluate(engine, queries: Sequence[LabelledQuery], batch_size: int = 32, pro
             source, None,
             f"{len(unknown)} quer{'y has' if len(unknown) == 1 else 'ies have'} gold FAQ ids that the index does not "
             f"contain ({shown}{' ...' if len(unknown) > 5 else ''}); check the ids or the --index")
-    results = engine.ask_many([q.text for q in queries], k=10, threshold=-1e9, batch_size=batch_size,
+    mode = mode or snap.mode
+    thr = snap.threshold if threshold is None else float(threshold)
+    results = searcher.answer([q.text for q in queries], k=10, threshold=-1e9, batch_size=batch_size,
                               progress=progress, mode=mode)
-    thr = engine.threshold if threshold is None else threshold
     ranked = [[a.faq_id for a in r.answers] for r in results]
     metrics = ranking_metrics(ranked, [q.gold for q in queries])
-    metrics["answered"] = float(np.mean([(r.best_score or -1) >= thr for r in results]))
-    metrics["answered_correct@1"] = float(np.mean(
-        [(r.best_score or -1) >= thr and bool(ids) and ids[0] in q.gold for r, ids, q in zip(results, ranked, queries)]))
-    return {"queries": len(queries), "mode": mode or engine.mode, "threshold": thr, **metrics}
+
+    def answered(r) -> bool:
+        return bool(r.answers) if mode == "lexical" else r.best_score is not None and r.best_score >= thr
+
+    decided = [answered(r) for r in results]
+    metrics["answered"] = float(np.mean(decided))
+    metrics["answered_right"] = float(np.mean([d and bool(ids) and ids[0] in q.gold
+                                               for d, ids, q in zip(decided, ranked, queries)]))
+    out: dict[str, Any] = {"queries": len(queries), "mode": mode, "threshold": thr, **metrics}
+    if offtopic:
+        off = searcher.answer(list(offtopic), k=1, threshold=thr, batch_size=batch_size, mode=mode)
+        out["offtopic"] = len(off)
+        out["offtopic_answered"] = float(np.mean([bool(r.answers) for r in off]))
+    if misses:
+        rows = []
+        for r, ids, q in zip(results, ranked, queries):
+            if ids and ids[0] in q.gold:
+                continue
+            rank = next((i + 1 for i, f in enumerate(ids) if f in q.gold), None)
+            rows.append({"query": q.text, "got": ids[0] if ids else None, "score": r.best_score,
+                         "gold": sorted(q.gold), "gold_rank": rank})
+        out["misses"] = rows[:misses]
+    return out
 
 
-def evaluate_pairs(engine, a: Sequence[str], b: Sequence[str], y: np.ndarray, batch_size: int = 64,
+def evaluate_pairs(searcher, a: Sequence[str], b: Sequence[str], y: np.ndarray, batch_size: int = 64,
                    progress: bool = False) -> dict[str, Any]:
-    """Spearman x100 of cosine(transformed a, transformed b) against the gold scores."""
-    va = engine.embed(a, batch_size=batch_size, progress=progress)
-    vb = engine.embed(b, batch_size=batch_size, progress=progress)
-    cos = (va * vb).sum(axis=1)
+    """Spearman x100 of the index's score of each pair (what `ask` would show) against the gold scores."""
+    searcher = searcher.searcher() if hasattr(searcher, "searcher") else searcher
+    cos = searcher.pair_scores(a, b, batch_size=batch_size, progress=progress)
     return {"pairs": len(y), "spearman": 100.0 * spearman(cos, y)}

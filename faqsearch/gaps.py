@@ -17,11 +17,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-# chosen together on sample_data's held-out FAQs (benchmarks/gaps_quality.py, README "Gaps"); CovidFAQ
-# was held out of the choice and is reported separately
-DEFAULT_SIMILARITY = 0.55
-DEFAULT_MARGIN = 0.25  # answered, but within this of the threshold: low confidence
-DEFAULT_MIN_COUNT = 2
+from .defaults import GAP_MARGIN as DEFAULT_MARGIN  # chosen on sample_data's held-out FAQs
+from .defaults import GAP_MIN_COUNT as DEFAULT_MIN_COUNT
+from .defaults import GAP_SIMILARITY as DEFAULT_SIMILARITY
 
 
 @dataclass

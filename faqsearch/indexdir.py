@@ -1,39 +1,66 @@
-"""The index directory on disk: versions, the writer lock, the atomic switch and crash recovery.
+"""The index directory on disk: one real directory, its versions, the writers' lock and the commit.
 
-An index at ``indexes/NAME`` is a symbolic link to its current version, a sibling directory
-``indexes/.NAME.<label>-<random>``. A writer (ingest, edits, refit, tune --apply) builds a new
-version beside the current one and switches the link with one ``rename(2)``, so at every instant
-the path names a complete index: readers see the old version or the new one, never a mix and
-never nothing. A writer holds ``indexes/.NAME.lock`` (flock) for the whole read-modify-switch.
+An index at ``indexes/NAME`` is a directory::
 
-Indexes written by faqsearch before versions existed are plain directories. The first write
-moves such a directory aside as a version and links it; if that is interrupted between the two
-steps, :func:`resolve` finds the moved version, so readers still open it, and the next writer
-restores the link.
+    NAME/CURRENT         the name of the live version ("v00000007"), replaced by one atomic rename
+    NAME/LOCK            the writers' lock (flock); readers never take it
+    NAME/queries.db      the query log of `faqsearch serve` (outlives versions)
+    NAME/v00000007/      a version: config.json, store.db, index.faiss, whitening.npz, vectors.npy, ...
 
-Leftovers of killed writers (half-built versions, versions that lost the switch) are removed by
-the next writer, under the lock, never by a reader.
+as LevelDB's CURRENT or Lucene's segments_N: a writer builds a new version in ``v<G>.tmp-<random>``,
+renames it to ``v<G>`` (G its generation) and commits by replacing CURRENT (the file and the
+directory fsynced), so readers see the old version or the new one, never a mix and never nothing.
+A small edit commits inside the live version instead, by replacing its ``config.json`` the same way.
+:class:`Writer` alone does both, with one generation rule (every commit is the previous generation
+plus one) and one fsync policy. Since nothing lives outside ``NAME/``, ``cp -a``, ``tar`` and
+``rsync -a`` of it give an independent, working index.
+
+Two older layouts open as they are and move to this one on their first write, crash-safely: a plain
+directory holding the version's files itself, and a symbolic link ``NAME`` to a sibling version
+``.NAME.<label>-<random>`` (locked through ``.NAME.lock``). Leftovers of killed writers (half-built
+versions, versions that lost the switch, a migration cut short) are removed by the next writer,
+under the lock, never by a reader, and only ever names that faqsearch writes.
 """
 from __future__ import annotations
 
+import datetime
+import hashlib
 import json
 import logging
 import os
 import re
+import secrets
 import shutil
-import tempfile
 import threading
-from contextlib import contextmanager
-from typing import Iterator
+from typing import Any
+
+from .errors import IndexFormatError, IndexNotFoundError, IndexPathError
 
 log = logging.getLogger(__name__)
 
-_LABEL = re.compile(r"^(?:building|edit|tuning|old|v)-[A-Za-z0-9_]+$")
+CURRENT = "CURRENT"
+LOCK = "LOCK"
+CONFIG = "config.json"
+QUERY_LOG = "queries.db"
+_VERSION = re.compile(r"^v(\d{8,})$")
+_BUILDING = re.compile(r"^v\d{8,}\.tmp-[0-9a-f]+$")
+# what faqsearch writes into a version directory (and, in the plain layout, into the index directory)
+_OWN_FILES = re.compile(r"^(?:config\.json|whitening\.npz|index\.faiss|vectors\.npy|ids\.npy|store\.db"
+                        r"|delta-\d+\.npz)(?:\.tmp|-journal|-wal|-shm)?$")
+_TOP = re.compile(r"^(?:CURRENT(?:\.tmp)?|LOCK|queries\.db(?:-journal|-wal|-shm)?)$")
+# siblings of the symbolic-link layout: versions, temporary links, a migration's new directory
+_LEGACY_LABEL = re.compile(r"^(?:building|edit|tuning|old|v|link|oldlink|migrate)-[A-Za-z0-9_]+$")
 _UMASK_LOCK = threading.Lock()
+SAMPLE = 1 << 16  # bytes read at each of three places of a large file for its cheap fingerprint
 
 
+def version_name(generation: int) -> str:
+    return f"v{int(generation):08d}"
+
+
+# ---- reading the layout --------------------------------------------------------------------------
 def _siblings(path: str) -> list[str]:
-    """Version and leftover directories of the index at ``path`` (``.NAME.<label>-<random>``)."""
+    """Sibling directories of the symbolic-link layout (``.NAME.<label>-<random>``)."""
     parent, name = os.path.split(path)
     prefix = f".{name}."
     try:
@@ -41,83 +68,204 @@ def _siblings(path: str) -> list[str]:
     except FileNotFoundError:
         return []
     return [os.path.join(parent, e) for e in entries
-            if e.startswith(prefix) and _LABEL.match(e[len(prefix):]) and os.path.isdir(os.path.join(parent, e))]
+            if e.startswith(prefix) and _LEGACY_LABEL.match(e[len(prefix):])]
 
 
-def _generation(version: str) -> tuple[int, float]:
-    cfg = os.path.join(version, "config.json")
+def _read_current(directory: str) -> str | None:
     try:
-        with open(cfg, encoding="utf-8") as fh:
-            gen = int(json.load(fh).get("generation", 0))
-        return gen, os.stat(cfg).st_mtime
+        with open(os.path.join(directory, CURRENT), encoding="utf-8") as fh:
+            name = fh.read().strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not _VERSION.match(name):
+        raise IndexFormatError(f"{os.path.join(directory, CURRENT)} is damaged (it names {name[:40]!r}, not a "
+                               "version). Restore the index directory from a backup, or rebuild it")
+    return os.path.join(directory, name)
+
+
+def _generation_of(version: str) -> int:
+    try:
+        with open(os.path.join(version, CONFIG), encoding="utf-8") as fh:
+            return int(json.load(fh).get("generation", 0))
     except (OSError, ValueError, TypeError, AttributeError):
-        return -1, 0.0
+        return -1
 
 
-def resolve(path: str) -> str:
-    """The directory holding the current version of the index at ``path``.
-
-    Follows the link; a plain directory (an index from before versions) is its own version. With
-    nothing at the path, a complete version left by an interrupted first switch is used."""
-    if os.path.lexists(path):
-        return os.path.realpath(path)
-    complete = [v for v in _siblings(path) if _generation(v)[0] >= 0]
-    if not complete:
-        return path
-    best = max(complete, key=_generation)
-    log.warning("no index link at %s; using the last complete version %s", path, best)
-    return best
-
-
-# what faqsearch writes into an index (version) directory; anything else there is the user's
-_OWN_FILES = re.compile(r"^(?:config\.json|whitening\.npz|index\.faiss|vectors\.npy|ids\.npy|store\.db"
-                        r"|delta-\d+\.npz)(?:\.tmp|-journal|-wal|-shm)?$")
-
-
-def foreign_entries(directory: str) -> list[str]:
-    """Names in ``directory`` that faqsearch did not write (so must never delete)."""
-    return sorted(e for e in os.listdir(directory) if not _OWN_FILES.match(e))
-
-
-def check_target(path: str) -> None:
-    """Refuse to build at ``path`` unless what is there is a faqsearch index (or nothing, or an empty
-    directory): building replaces what the path names, and only an index of ours may be replaced.
-    Called before any encoding."""
-    from .errors import IndexPathError
-
-    def refuse(what: str) -> IndexPathError:
-        return IndexPathError(f"{path} {what}; faqsearch replaces only its own indexes. Choose another --index "
-                              "(a new name or an empty directory), or move that away yourself")
-
-    if not os.path.lexists(path):
-        return
+def layout(path: str) -> str:
+    """'current' (this layout), 'plain' or 'link' (older ones), 'empty' (a directory of ours with no
+    committed version, or an empty one), 'none' (nothing there) or 'foreign' (not ours)."""
     if os.path.islink(path):
         target = os.path.realpath(path)
         parent, name = os.path.split(path)
-        if os.path.dirname(target) != os.path.realpath(parent) or not os.path.basename(target).startswith(f".{name}.") \
-                or not _LABEL.match(os.path.basename(target)[len(name) + 2:]):
-            raise refuse(f"is a symbolic link to {target}, not an index faqsearch made")
-        path_dir = target
-    elif os.path.isdir(path):
-        path_dir = path
-    else:
-        raise refuse("is a file, not an index directory")
-    if not os.path.isdir(path_dir):
-        raise refuse("is a dangling link")
-    entries = os.listdir(path_dir)
-    if not entries:
-        return
-    foreign = foreign_entries(path_dir)
-    if foreign or "config.json" not in entries:
-        shown = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
-        raise refuse(f"holds files that are not a faqsearch index ({shown or 'no config.json'})")
+        base = os.path.basename(target)
+        ours = (os.path.dirname(target) == os.path.realpath(parent) and base.startswith(f".{name}.")
+                and _LEGACY_LABEL.match(base[len(name) + 2:]) is not None)
+        return "link" if ours and os.path.isdir(target) else "foreign"
+    if not os.path.lexists(path):
+        return "none"
+    if not os.path.isdir(path):
+        return "foreign"
+    entries = os.listdir(path)
+    if foreign_entries(path):
+        return "foreign"
+    if CURRENT in entries:
+        return "current"
+    if CONFIG in entries:
+        return "plain"
+    return "empty"
+
+
+def foreign_entries(directory: str) -> list[str]:
+    """Names in an index directory that faqsearch did not write (and so must never delete)."""
+    out = []
+    for e in os.listdir(directory):
+        if _OWN_FILES.match(e) or _TOP.match(e):
+            continue
+        if (_VERSION.match(e) or _BUILDING.match(e)) and os.path.isdir(os.path.join(directory, e)):
+            continue
+        out.append(e)
+    return sorted(out)
+
+
+def resolve(path: str) -> str:
+    """The directory holding the live version of the index at ``path`` (for readers).
+
+    A plain directory of the oldest layout is its own version; a link is followed; with nothing at
+    the path, a migration or a first switch that was cut short is found among the siblings."""
+    kind = layout(path)
+    if kind == "current":
+        version = _read_current(path)
+        if version is None or not os.path.isdir(version):
+            raise IndexFormatError(f"index {path}: {CURRENT} names a version that is missing. Restore the index "
+                                   "directory from a backup, or rebuild it with: faqsearch ingest CORPUS --force")
+        return version
+    if kind in ("plain", "link"):
+        return os.path.realpath(path)
+    if kind == "none":
+        moved = [s for s in _siblings(path) if os.path.basename(s).split(".", 2)[-1].startswith("migrate-")
+                 and _read_current(s) is not None]
+        if moved:  # a migration renamed the link away and was killed before its directory took the name
+            return _read_current(max(moved, key=os.path.getmtime))  # type: ignore[return-value]
+        complete = [v for v in _siblings(path) if os.path.isdir(v) and _generation_of(v) >= 0]
+        if complete:
+            best = max(complete, key=lambda v: (_generation_of(v), os.path.getmtime(v)))
+            log.warning("no index at %s; using the last complete version %s", path, best)
+            return best
+        raise IndexNotFoundError(f"no index at {path}. Create one with: faqsearch ingest CORPUS.csv "
+                                 f"--index {os.path.basename(path)}")
+    if kind == "empty":
+        raise IndexNotFoundError(f"no index at {path} yet (an ingest there did not finish). Create one with: "
+                                 f"faqsearch ingest CORPUS.csv --index {path}")
+    raise IndexFormatError(f"{path} is not a faqsearch index; re-run faqsearch ingest with another --index")
+
+
+def stamp(path: str) -> tuple | None:
+    """Changes whenever a writer commits (a new CURRENT, or a config replaced in place): what a
+    reader compares to know that it should reload. None when nothing is readable there."""
     try:
-        with open(os.path.join(path_dir, "config.json"), encoding="utf-8") as fh:
+        version = resolve(path)
+        st = os.stat(os.path.join(version, CONFIG))
+    except (OSError, IndexFormatError, IndexNotFoundError):
+        return None
+    return (version, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def check_target(path: str) -> None:
+    """Refuse to build at ``path`` unless it names nothing, an empty directory or a faqsearch index:
+    building replaces what is there, and only an index of ours may be replaced. Called before any
+    encoding."""
+    kind = layout(path)
+    if kind != "foreign":
+        if kind in ("plain",):
+            _check_own_config(path, path)
+        elif kind == "link":
+            _check_own_config(path, os.path.realpath(path))
+        return
+    if os.path.islink(path):
+        what = f"is a symbolic link to {os.path.realpath(path)}, not an index faqsearch made"
+    elif not os.path.isdir(path):
+        what = "is a file, not an index directory"
+    else:
+        shown = foreign_entries(path)
+        what = f"holds files that are not a faqsearch index ({', '.join(shown[:5])}{' ...' if len(shown) > 5 else ''})"
+    raise IndexPathError(f"{path} {what}; faqsearch replaces only its own indexes. Choose another --index (a "
+                         "new name or an empty directory), or move that away yourself")
+
+
+def _check_own_config(path: str, directory: str) -> None:
+    try:
+        with open(os.path.join(directory, CONFIG), encoding="utf-8") as fh:
             config = json.load(fh)
     except (OSError, ValueError):
         return  # our files with a damaged config: rebuilding is the fix
     if not isinstance(config, dict) or "format_version" not in config:
-        raise refuse("holds a config.json that faqsearch did not write")
+        raise IndexPathError(f"{path} holds a {CONFIG} that faqsearch did not write; faqsearch replaces only its "
+                             "own indexes. Choose another --index, or move that away yourself")
+
+
+# ---- writing files durably -------------------------------------------------------------------------
+def fsync_dir(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # not POSIX (directories cannot be opened): nothing to sync
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: str) -> None:
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` in one rename: the file and its directory fsynced."""
+    tmp = f"{path}.tmp"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(os.path.dirname(path) or ".")
+
+
+def file_record(path: str, full: bool = True) -> dict[str, Any]:
+    """What config.json records of a file written once: its size, a fingerprint of three samples
+    (checked on every open, O(1)) and its SHA-256 (checked by writers before they build on it)."""
+    size = os.path.getsize(path)
+    out: dict[str, Any] = {"bytes": size, "sample": sample_digest(path, size)}
+    if full:
+        out["sha256"] = file_digest(path)
+    return out
+
+
+def sample_digest(path: str, size: int | None = None) -> str:
+    size = os.path.getsize(path) if size is None else size
+    h = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as fh:
+        for start in sorted({0, max(0, size // 2 - SAMPLE // 2), max(0, size - SAMPLE)}):
+            fh.seek(start)
+            h.update(fh.read(SAMPLE))
+    return h.hexdigest()[:32]
+
+
+def file_digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _umask() -> int:
@@ -127,133 +275,278 @@ def _umask() -> int:
     return mask
 
 
-def new_version(path: str, label: str) -> str:
-    """An empty sibling directory for a new version, with the permissions the umask gives (mkdtemp
-    alone would make it 0700, unreadable to a service running as another user)."""
-    parent, name = os.path.split(path)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{name}.{label}-", dir=parent)
-    os.chmod(tmp, 0o777 & ~_umask())
-    return tmp
+def _mkdir(path: str) -> None:
+    """A directory with the permissions the umask gives (a service running as another user reads it)."""
+    os.mkdir(path, 0o777 & ~_umask())
 
 
-def switch(path: str, version: str) -> None:
-    """Make ``path`` name ``version`` in one atomic step, then remove what it named before."""
-    parent, name = os.path.split(path)
-    old = os.path.realpath(path) if os.path.lexists(path) else None
-    if old is not None and not os.path.islink(path):
-        # a plain directory from before versions: move it aside as a version and link it first;
-        # between these two renames resolve() finds it
-        legacy = new_version(path, "v")
-        os.rmdir(legacy)
-        os.rename(path, legacy)
-        _link(parent, name, legacy)
-        old = legacy
-    try:
-        _link(parent, name, version)
-    except (OSError, NotImplementedError) as exc:  # no symbolic links here (some Windows setups)
-        log.debug("symbolic link failed (%s); falling back to two renames", exc)
-        _two_renames(path, version)
-        return
-    if old is not None and os.path.realpath(old) != os.path.realpath(version):
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _link(parent: str, name: str, version: str) -> None:
-    tmp_link = os.path.join(parent, f".{name}.link-{os.getpid()}-{threading.get_ident()}")
-    if os.path.lexists(tmp_link):
-        os.remove(tmp_link)
-    os.symlink(os.path.basename(version), tmp_link)
-    try:
-        os.replace(tmp_link, os.path.join(parent, name))
-    except BaseException:
-        if os.path.lexists(tmp_link):
-            os.remove(tmp_link)
-        raise
-
-
-def _two_renames(path: str, version: str) -> None:
-    old = None
-    if os.path.exists(path):
-        old = new_version(path, "old")
-        os.rmdir(old)
-        os.replace(path, old)
-    try:
-        os.replace(version, path)
-    except BaseException:
-        if old is not None:
-            os.replace(old, path)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def repair(path: str) -> list[str]:
-    """Under the writer lock: restore a missing link and remove leftovers of killed writers.
-
-    Returns the removed directories. Only directories named like versions of this index
-    (``.NAME.<label>-<random>``) are touched, and never the current version."""
-    parent, name = os.path.split(path)
-    if not os.path.lexists(path):
-        current = resolve(path)
-        if current != path:
-            _link(parent, name, current)
-            log.warning("restored the link %s -> %s", path, os.path.basename(current))
-    for stale in [e for e in os.listdir(parent) if e.startswith(f".{name}.link-")] if os.path.isdir(parent) else []:
-        os.remove(os.path.join(parent, stale))
-    current = os.path.realpath(path) if os.path.lexists(path) else None
-    removed = []
-    for d in _siblings(path):
-        if current is not None and os.path.realpath(d) == current:
-            continue
-        shutil.rmtree(d, ignore_errors=True)
-        removed.append(d)
-    if removed:
-        log.info("removed %d leftover director%s of interrupted writes beside %s", len(removed),
-                 "y" if len(removed) == 1 else "ies", path)
-    return removed
-
-
-@contextmanager
-def writer_lock(path: str) -> Iterator[None]:
-    """Exclusive lock for the writers of one index (other processes included), held for the whole
-    read-modify-switch. Readers never take it. Leftovers of killed writers are cleaned on entry."""
-    parent, name = os.path.split(path)
-    os.makedirs(parent, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: one writer at a time is then up to the user
-        yield
-        return
-    with open(os.path.join(parent, f".{name}.lock"), "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            repair(path)
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-@contextmanager
-def next_version(path: str, label: str) -> Iterator[str]:
-    """A new version directory that becomes the index at ``path`` when the block succeeds.
-
-    Call it with the writer lock held. On any failure (an interrupt too) the new directory is
-    removed and ``path`` still names the previous version, untouched."""
-    tmp = new_version(path, label)
-    try:
-        yield tmp
-        switch(path, tmp)
-    except BaseException:
-        if os.path.realpath(path) != os.path.realpath(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def share_file(src_dir: str, dst_dir: str, filename: str) -> None:
-    """Put an unchanged file into a new version: a hard link (no copy) where the filesystem allows."""
-    src, dst = os.path.join(src_dir, filename), os.path.join(dst_dir, filename)
+def _link_or_copy(src: str, dst: str) -> None:
     try:
         os.link(src, dst)
     except OSError:
         shutil.copy2(src, dst)
+
+
+def share_file(src_dir: str, dst_dir: str, filename: str) -> None:
+    """Put an unchanged file into a new version: a hard link (no copy) where the filesystem allows."""
+    _link_or_copy(os.path.join(src_dir, filename), os.path.join(dst_dir, filename))
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+# ---- the writer ------------------------------------------------------------------------------------
+class _FileLock:
+    """flock on a lock file, re-checked against the path after it is taken (a removed lock file must
+    not be locked by one process while another creates and locks a new one)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fh = None
+
+    def acquire(self) -> "_FileLock":
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: one writer at a time is then up to the user
+            return self
+        while True:
+            fh = open(self.path, "a")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fh.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.fh = fh
+                return self
+            fh.close()
+
+    def release(self) -> None:
+        if self.fh is not None:
+            self.fh.close()  # closing drops the flock
+            self.fh = None
+
+
+class Writer:
+    """The one writer of an index directory: holds the lock, starts from the latest committed
+    version, and alone commits (a new version, or a config replaced inside the live one).
+
+    ``with Writer(path) as w:`` takes the lock (older layouts are moved to this one first), removes
+    what killed writers left, and reads the committed config (``w.config``, None for a new index).
+    Then ``w.new_version()`` gives a directory to build in and ``w.commit(config, version)`` makes
+    it live; ``w.commit(config)`` commits in place. On any failure inside the block nothing is
+    committed and the half-built directory is removed.
+    """
+
+    def __init__(self, path: str):
+        self.path = os.path.abspath(path)
+        self._locks: list[_FileLock] = []
+        self._building: list[str] = []
+        self._created = False
+        self.version: str | None = None
+        self.config: dict[str, Any] | None = None
+
+    # -- the lock, migration and repair
+    def __enter__(self) -> "Writer":
+        parent = os.path.dirname(self.path)
+        os.makedirs(parent, exist_ok=True)
+        try:
+            self._enter()
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def _enter(self) -> None:
+        while True:
+            kind = layout(self.path)
+            if kind == "foreign":
+                check_target(self.path)  # raises with the reason
+            if kind in ("current", "empty"):
+                self._locks.append(_FileLock(os.path.join(self.path, LOCK)).acquire())
+                if layout(self.path) in ("current", "empty"):
+                    break
+                self._release()
+                continue
+            if kind == "none" and self._legacy_source() is None:
+                try:
+                    _mkdir(self.path)
+                    self._created = True
+                except FileExistsError:
+                    pass
+                continue
+            # an older layout (or a move to this one that was cut short): under the older lock, move it
+            legacy = _FileLock(os.path.join(os.path.dirname(self.path), f".{os.path.basename(self.path)}.lock"))
+            self._locks.append(legacy.acquire())
+            kind = layout(self.path)
+            if kind in ("plain", "link") or (kind == "none" and self._legacy_source() is not None):
+                self._migrate(kind)
+                break
+            self._release()
+        self._repair()
+        version = _read_current(self.path)
+        if version is not None:
+            from .config import load_config
+
+            self.version = version
+            self.config = load_config(version, self.path)
+
+    def _migration_leftover(self) -> str | None:
+        moved = [s for s in _siblings(self.path) if os.path.basename(s).split(".", 2)[-1].startswith("migrate-")
+                 and _read_current(s) is not None]
+        return max(moved, key=os.path.getmtime) if moved else None
+
+    def _legacy_source(self) -> str | None:
+        """With nothing at the path: a cut-short move's new directory, else the last complete version
+        of the link layout (its first switch was cut short), else None (a new index)."""
+        leftover = self._migration_leftover()
+        if leftover is not None:
+            return leftover
+        complete = [v for v in _siblings(self.path) if os.path.isdir(v) and not os.path.islink(v)
+                    and _generation_of(v) >= 0]
+        return max(complete, key=lambda v: (_generation_of(v), os.path.getmtime(v))) if complete else None
+
+    def _migrate(self, kind: str) -> None:
+        """Move an index of an older layout to this one; every step leaves something readers open."""
+        if kind == "plain":
+            self._locks.append(_FileLock(os.path.join(self.path, LOCK)).acquire())
+            for e in os.listdir(self.path):  # a migration killed before its CURRENT was written
+                if _VERSION.match(e) or _BUILDING.match(e):
+                    _remove(os.path.join(self.path, e))
+            gen = max(_generation_of(self.path), 0)
+            self._link_version(self.path, self.path, gen)
+            atomic_write(os.path.join(self.path, CURRENT), (version_name(gen) + "\n").encode())
+            log.info("moved index %s to the directory layout (version %s)", self.path, version_name(gen))
+            return  # the old top-level files are removed by _repair
+        parent, name = os.path.split(self.path)
+        target = self._migration_leftover() if kind == "none" else None
+        if target is None:
+            old = os.path.realpath(self.path) if kind == "link" else self._legacy_source()
+            for s in _siblings(self.path):  # a migration killed before the link was moved away
+                if os.path.basename(s).split(".", 2)[-1].startswith("migrate-"):
+                    _remove(s)
+            target = os.path.join(parent, f".{name}.migrate-{secrets.token_hex(4)}")
+            _mkdir(target)
+            self._locks.append(_FileLock(os.path.join(target, LOCK)).acquire())
+            gen = max(_generation_of(old), 0)
+            self._link_version(old, target, gen)
+            atomic_write(os.path.join(target, CURRENT), (version_name(gen) + "\n").encode())
+            if kind == "link":
+                os.replace(self.path, os.path.join(parent, f".{name}.oldlink-{secrets.token_hex(4)}"))
+        else:
+            self._locks.append(_FileLock(os.path.join(target, LOCK)).acquire())
+        os.rename(target, self.path)  # readers of the moment between the two renames find ``target``
+        fsync_dir(parent)
+        log.info("moved index %s to the directory layout", self.path)
+
+    def _link_version(self, src: str, directory: str, gen: int) -> None:
+        tmp = os.path.join(directory, f"{version_name(gen)}.tmp-{secrets.token_hex(4)}")
+        _mkdir(tmp)
+        for e in os.listdir(src):
+            if _OWN_FILES.match(e) and not e.endswith((".tmp", "-journal", "-wal", "-shm")):
+                _link_or_copy(os.path.join(src, e), os.path.join(tmp, e))
+        fsync_dir(tmp)
+        os.rename(tmp, os.path.join(directory, version_name(gen)))
+        fsync_dir(directory)
+
+    def _repair(self) -> None:
+        """Remove what killed writers left: half-built and superseded versions, a stale CURRENT.tmp,
+        the old top-level files of a migrated plain directory, and the siblings of the link layout."""
+        current = _read_current(self.path)
+        for e in os.listdir(self.path):
+            full = os.path.join(self.path, e)
+            if _BUILDING.match(e) or e == f"{CURRENT}.tmp":
+                _remove(full)
+            elif _VERSION.match(e) and (current is None or full != current):
+                _remove(full)
+            elif current is not None and _OWN_FILES.match(e):
+                _remove(full)
+        for s in _siblings(self.path):
+            _remove(s)
+        legacy_lock = os.path.join(os.path.dirname(self.path), f".{os.path.basename(self.path)}.lock")
+        if os.path.exists(legacy_lock) and layout(self.path) == "current":
+            _remove(legacy_lock)
+
+    def _release(self) -> None:
+        for lock in reversed(self._locks):
+            lock.release()
+        self._locks = []
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        for tmp in self._building:
+            _remove(tmp)
+        if exc_type is not None and self._created and self.version is None:
+            # a first build that failed: leave nothing behind where there was nothing
+            _remove(os.path.join(self.path, LOCK))
+            try:
+                os.rmdir(self.path)
+            except OSError:
+                pass
+        self._release()
+
+    # -- committing
+    @property
+    def generation(self) -> int:
+        return int((self.config or {}).get("generation", 0))
+
+    def new_version(self) -> str:
+        """An empty directory to build the next version in (removed unless committed)."""
+        tmp = os.path.join(self.path, f"{version_name(self.generation + 1)}.tmp-{secrets.token_hex(4)}")
+        _mkdir(tmp)
+        self._building.append(tmp)
+        return tmp
+
+    def commit(self, config: dict[str, Any], version: str | None = None,
+               records: dict[str, dict[str, Any]] | None = None) -> str:
+        """Commit ``config`` as generation G+1: written into ``version`` (from :meth:`new_version`),
+        which then becomes live, or, with no ``version``, into the live version in place. Files of a
+        new version are fsynced and recorded (size, sample, SHA-256) unless ``records`` gives them.
+        Returns the live version directory."""
+        from .config import FILES, SIZED
+
+        config = dict(config)
+        config["generation"] = self.generation + 1
+        config["modified"] = now()
+        if version is None:
+            if self.version is None:
+                raise IndexNotFoundError(f"no index at {self.path} to edit")
+            atomic_write(os.path.join(self.version, CONFIG), _config_bytes(config))
+            self.config = config
+            return self.version
+        files = dict(records or {})
+        for key in SIZED:
+            full = os.path.join(version, FILES[key])
+            if os.path.exists(full):
+                fsync_file(full)
+                if FILES[key] not in files:
+                    files[FILES[key]] = file_record(full)
+        if os.path.exists(os.path.join(version, FILES["store"])):
+            fsync_file(os.path.join(version, FILES["store"]))
+        config["files"] = files
+        atomic_write(os.path.join(version, CONFIG), _config_bytes(config))
+        final = os.path.join(self.path, version_name(config["generation"]))
+        if os.path.lexists(final):
+            _remove(final)
+        os.rename(version, final)
+        self._building.remove(version)
+        fsync_dir(self.path)
+        atomic_write(os.path.join(self.path, CURRENT), (version_name(config["generation"]) + "\n").encode())
+        previous, self.version, self.config = self.version, final, config
+        if previous is not None and previous != final:
+            _remove(previous)  # readers that have it open keep their open files
+        return final
+
+
+def _config_bytes(config: dict[str, Any]) -> bytes:
+    return (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8")

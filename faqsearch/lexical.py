@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import re
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .defaults import CJK as DEFAULT_CJK
+from .defaults import COMMON, KEEP_MIN
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 
 
-CJK_MODES = ("unigram", "unigram+bigram")
-# for new stores, by benchmarks/zh_lexical.py: unigrams alone score higher than unigrams + bigrams on
-# zh-STS-B retrieval (MRR@10 83.09 vs 81.29) and sample_data zh (95.71 vs 94.44), and are faster
-DEFAULT_CJK = "unigram"
+CJK_MODES = ("unigram", "unigram+bigram")  # DEFAULT_CJK (defaults.CJK) is what new stores use
 
 
 def tokenize(text: str, cjk: str = "unigram+bigram") -> list[str]:
@@ -40,8 +43,6 @@ def tokenize(text: str, cjk: str = "unigram+bigram") -> list[str]:
     return out
 
 
-COMMON = 0.2  # query tokens found in more than this share of the questions are dropped
-KEEP_MIN = 2  # ... unless that would leave fewer than this many tokens (the rarest are kept)
 
 
 def fts_query(text: str, doc_freq: dict[str, int] | None = None, n_docs: int = 0,
@@ -61,3 +62,40 @@ def fts_query(text: str, doc_freq: dict[str, int] | None = None, n_docs: int = 0
     if not tokens:
         return None
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+
+
+def topk(scores: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the ``n`` highest scores, best first (a partial sort: the rest stay unsorted)."""
+    n = min(n, len(scores))
+    if n <= 0:
+        return np.empty(0, np.int64)
+    top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
+    return top[np.argsort(-scores[top], kind="stable")]
+
+
+def bm25_scorer(doc_tokens: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75
+                ) -> Callable[[Sequence[str]], np.ndarray]:
+    """A BM25 scorer with FTS5's formula and defaults over the given documents: f(tokens) -> scores
+    (for measuring fusion on held-out questions without building an FTS index)."""
+    postings: dict[str, dict[int, int]] = {}
+    lengths = np.array([len(t) for t in doc_tokens], dtype=np.float64)
+    for d, toks in enumerate(doc_tokens):
+        for t in toks:
+            postings.setdefault(t, {}).setdefault(d, 0)
+            postings[t][d] += 1
+    n, avg = len(doc_tokens), max(lengths.mean() if len(lengths) else 1.0, 1e-9)
+    norm = k1 * (1 - b + b * lengths / avg)
+
+    def score(tokens: Sequence[str]) -> np.ndarray:
+        out = np.zeros(n)
+        for t in set(tokens):
+            p = postings.get(t)
+            if not p:
+                continue
+            idf = max(np.log((n - len(p) + 0.5) / (len(p) + 0.5)), 1e-6)
+            docs = np.fromiter(p.keys(), dtype=np.int64, count=len(p))
+            tf = np.fromiter(p.values(), dtype=np.float64, count=len(p))
+            out[docs] += idf * tf * (k1 + 1) / (tf + norm[docs])
+        return out
+
+    return score

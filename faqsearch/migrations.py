@@ -90,3 +90,4 @@ def m006_generations(db: Database) -> None:
     db.execute(f"alter table questions add column dead integer not null default {_ALIVE}")
     db.execute("create index questions_gen on questions(gen)")
     db.execute("create index questions_dead_gen on questions(dead, gen)")  # counts visible rows from the index alone
+

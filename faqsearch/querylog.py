@@ -1,6 +1,7 @@
-"""The query log: what users asked and what they got, in SQLite beside the index.
+"""The query log: what users asked and what they got, in SQLite with the index.
 
-``indexes/NAME.queries.db`` (beside the link ``indexes/NAME``, so it outlives index versions):
+``indexes/NAME/queries.db`` (inside the index directory, beside its versions, so it outlives them
+and travels with a copy; an index of an older layout keeps ``indexes/NAME.queries.db`` beside it):
 one row per query with its time, text, mode, top FAQ, score and whether it passed the threshold,
 and the FAQ it was later assigned to by feedback. Nothing else is stored (no headers, no keys).
 Used by `faqsearch gaps` and the service's traffic views.
@@ -29,8 +30,13 @@ def m001_queries(db: Database) -> None:
 
 
 def log_path(index_path: str) -> str:
+    """Inside the index directory; beside it for an index of an older layout (a link, or a plain
+    directory of version files) or where such a log already exists."""
     parent, name = os.path.split(os.path.abspath(index_path))
-    return os.path.join(parent, f"{name}.queries.db")
+    legacy = os.path.join(parent, f"{name}.queries.db")
+    if os.path.exists(legacy) or os.path.islink(index_path) or os.path.exists(os.path.join(index_path, "config.json")):
+        return legacy
+    return os.path.join(index_path, "queries.db")
 
 
 class QueryLog:
@@ -89,6 +95,12 @@ class QueryLog:
                 self.db.execute("update queries set feedback_faq = ? where id = ?", [faq_id, query_id])
             self.db.execute("update queries set feedback_faq = ? where query = ? and feedback_faq is null",
                             [faq_id, query])
+
+    def clear_feedback(self, query: str, faq_id: str) -> None:
+        """Undo :meth:`mark_feedback` for a query that was taken out of an FAQ again (unassign)."""
+        with self._lock, self.db.atomic():
+            self.db.execute("update queries set feedback_faq = null where query = ? and feedback_faq = ?",
+                            [query, faq_id])
 
     def candidates(self, margin: float, since: str | None = None, limit: int = 20000) -> list[dict[str, Any]]:
         """Unanswered and low-confidence queries (score below threshold + margin) without feedback, newest first."""

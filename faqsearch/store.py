@@ -3,8 +3,9 @@
 Rows carry generation numbers (migration m006): a row is visible at generation G when
 ``gen <= G < dead``. A store opened at a generation reads exactly that generation, so an edit can
 write the next generation into the same file (``gen=`` on the write methods) while readers keep
-their view, and commit it elsewhere (the index's config.json). ``purge`` removes what no committed
-generation can see any more. Without ``generation`` a store reads every live row.
+their view, and commit it elsewhere (the index's config.json). Rows a committed edit removed stay
+until the next compaction copies the store (:meth:`Store.keep_only`), so a reader that lags any
+number of generations still reads its own exactly. Without ``generation`` a store reads every live row.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from .corpus import FAQ, faq_hash
 from .lexical import fts_query, tokenize
 
-SOURCES = ("corpus", "generated", "added", "feedback")
+SOURCES = ("corpus", "generated", "added", "feedback", "approved")
 # names of every migration in migrations.py (a test keeps them equal): a store that has them all is
 # opened without importing sqlite-utils
 MIGRATIONS = ("m001_initial", "m002_content_hash", "m003_lexical", "m004_lexical_vocab", "m005_settings",
@@ -231,10 +232,11 @@ class Store:
                                             f"and {self._vis('q')}", chunk).fetchone()[0])
         return n
 
-    def purge(self, generation: int) -> int:
+    def discard_uncommitted(self, generation: int) -> int:
         """For a writer about to write ``generation + 1``: drop rows of later generations (a killed
-        edit that never committed) and revive rows it had marked, then delete rows that neither
-        ``generation`` nor the one before can see. Returns the rows changed."""
+        edit that never committed) and revive rows it had marked. Rows that committed generations
+        removed stay: a reader of any older generation may still read them (they go with the next
+        compaction, :meth:`keep_only`). Returns the rows changed."""
         g = int(generation)
         changed = 0
         with self._lock, self.db.atomic():
@@ -242,8 +244,51 @@ class Store:
                 changed += self._conn.execute(f"delete from {table} where gen > ?", [g]).rowcount
                 changed += self._conn.execute(f"update {table} set dead = {ALIVE} where dead > ? and dead < {ALIVE}",
                                               [g]).rowcount
-                changed += self._conn.execute(f"delete from {table} where dead <= ?", [g - 1]).rowcount
         return changed
+
+    def keep_only(self, generation: int) -> int:
+        """For a private copy (a compaction's new store): delete every row ``generation`` does not see."""
+        g = int(generation)
+        changed = 0
+        with self._lock, self.db.atomic():
+            for table in ("questions", "faqs"):
+                changed += self._conn.execute(f"delete from {table} where gen > ? or dead <= ?", [g, g]).rowcount
+                changed += self._conn.execute(f"update {table} set dead = {ALIVE} where dead < {ALIVE}").rowcount
+        return changed
+
+    def rows_of_generation(self, generation: int) -> dict[str, int]:
+        """Question rows a generation wrote and removed (what a writer checks before its commit)."""
+        g = int(generation)
+        with self._lock:
+            added = self._conn.execute("select count(*) from questions where gen = ?", [g]).fetchone()[0]
+            removed = self._conn.execute("select count(*) from questions where dead = ?", [g]).fetchone()[0]
+        return {"added": int(added), "removed": int(removed)}
+
+    def faqs_visible_twice(self, faq_ids: Sequence[str]) -> list[str]:
+        """Of these FAQ ids, those with more than one row visible at this store's generation."""
+        ids, out = list(dict.fromkeys(faq_ids)), []
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                out += [r[0] for r in self._conn.execute(
+                    f"select id from faqs f where id in ({','.join('?' * len(chunk))}) and {self._vis('f')} "
+                    "group by id having count(*) > 1", chunk)]
+        return out
+
+    def dead_rows(self) -> int:
+        """Rows removed by committed edits and kept for older readers (a compaction drops them)."""
+        with self._lock:
+            return sum(int(self._conn.execute(f"select count(*) from {t} where dead <= {self._g}").fetchone()[0])
+                       for t in ("questions", "faqs"))
+
+    def get_setting(self, key: str) -> str | None:
+        with self._lock:
+            row = self._conn.execute("select value from settings where key = ?", [key]).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_setting(self, key: str, value: str) -> None:
+        with self._lock, self._conn:
+            self._conn.execute("insert or replace into settings (key, value) values (?, ?)", [key, value])
 
     def uncommitted(self) -> int:
         """Question rows of generations after this one (a writer at work, or one killed before its commit)."""
@@ -251,7 +296,7 @@ class Store:
             return int(self._conn.execute(f"select count(*) from questions where gen > {self._g}").fetchone()[0])
 
     def hidden(self) -> int:
-        """Rows that this generation does not see but the file still holds (pending purge)."""
+        """Rows that this generation does not see but the file still holds (kept for older readers, or uncommitted)."""
         with self._lock:
             return int(self._conn.execute(f"select count(*) from questions q where not {self._vis('q')}").fetchone()[0])
 
@@ -339,7 +384,7 @@ class Store:
                         f"where questions_fts match ? and {where} order by bm25(questions_fts) limit ?",
                         [q, *fargs, n]).fetchall()
                 else:
-                    # rows this generation does not see (pending purge: few) are left out by id
+                    # rows this generation does not see (removed since, or not committed yet) are left out by id
                     rows = self._conn.execute(
                         "select rowid, -bm25(questions_fts) from questions_fts where questions_fts match ? "
                         f"and rowid not in (select id from questions where gen > {self._g} or dead <= {self._g}) "

@@ -51,8 +51,10 @@ def fake_encoder():
 @pytest.fixture
 def fake_models(monkeypatch):
     """Make every encoder the CLI or engine loads a FakeEncoder."""
+    import faqsearch.build as build
     import faqsearch.engine as engine
 
+    monkeypatch.setattr(build, "load_encoder", lambda *a, **k: FakeEncoder())
     monkeypatch.setattr(engine, "load_encoder", lambda *a, **k: FakeEncoder())
     monkeypatch.setattr(engine, "encoder_from_spec", lambda *a, **k: FakeEncoder())
 
@@ -81,15 +83,14 @@ def minilm():
 
 
 def index_entries(directory) -> list[str]:
-    """Names in a directory of indexes, with each index's current version shown as '<NAME version>'
-    (an index is a link to a sibling version directory) and writer locks left out."""
+    """Names in a directory (hidden ones too), and inside each index directory its entries:
+    'ix/CURRENT', 'ix/LOCK', 'ix/v<generation>' (what must remain after writers cleaned up)."""
     names = []
     for d in sorted(os.listdir(directory)):
-        if d.endswith(".lock"):
-            continue
-        link = next((n for n in os.listdir(directory) if os.path.islink(os.path.join(directory, n))
-                     and os.readlink(os.path.join(directory, n)) == d), None)
-        names.append(f"<{link} version>" if link else d)
+        names.append(d)
+        full = os.path.join(directory, d)
+        if os.path.isdir(full) and os.path.exists(os.path.join(full, "CURRENT")):
+            names += [f"{d}/{'v<generation>' if e.startswith('v') else e}" for e in sorted(os.listdir(full))]
     return sorted(names)
 
 
@@ -106,3 +107,24 @@ def run(fake_models):
         return runner.invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
 
     return invoke
+
+
+def version(path):
+    """The live version directory of the index at ``path`` (as a Path)."""
+    import pathlib
+
+    from faqsearch.indexdir import resolve
+
+    return pathlib.Path(resolve(str(path)))
+
+
+def index_files(path) -> dict[str, bytes]:
+    """Every file of an index directory (its versions included) with its bytes, the lock left out."""
+    out = {}
+    for root, _, files in os.walk(path):
+        for f in files:
+            if f != "LOCK":
+                full = os.path.join(root, f)
+                with open(full, "rb") as fh:
+                    out[os.path.relpath(full, path)] = fh.read()
+    return out

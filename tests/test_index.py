@@ -1,7 +1,7 @@
 import pytest
 import numpy as np
 
-from faqsearch.index import VectorIndex
+from faqsearch.backends.embedded.faiss import VectorIndex
 
 
 def _unit(n, d, seed):
@@ -47,7 +47,7 @@ def test_pq_refine_recovers_exact_neighbours():
     brings Recall@10 back up (the engine passes its stored float vectors as the refiner)."""
     import numpy as np
 
-    from faqsearch.index import VectorIndex
+    from faqsearch.backends.embedded.faiss import VectorIndex
 
     rng = np.random.default_rng(0)
     centres = rng.normal(size=(50, 64))

@@ -13,7 +13,7 @@ pytest.importorskip("milvus_lite")
 from faqsearch import FAQ, FAQSearch  # noqa: E402
 from faqsearch.errors import FAQSearchError  # noqa: E402
 from faqsearch.evaluation import evaluate, read_labelled_queries  # noqa: E402
-from faqsearch.tuning import Setting, apply  # noqa: E402
+from faqsearch.tuning import Setting  # noqa: E402
 
 from .conftest import SAMPLE, SHARED_DATA, FakeEncoder  # noqa: E402
 
@@ -43,7 +43,7 @@ def both(tmp_path, corpus, encoder, **kw):
 
 def assert_same_top10(emb, mil, texts):
     vecs = emb.embed(texts)
-    for a, b in zip(emb.search_vectors(vecs, 10), mil.search_vectors(vecs, 10)):
+    for a, b in zip(emb.searcher().dense(vecs, 10), mil.searcher().dense(vecs, 10)):
         assert [x.faq_id for x in a] == [x.faq_id for x in b]
         assert np.allclose([x.score for x in a], [x.score for x in b], atol=1e-4)
 
@@ -119,14 +119,14 @@ def test_filters_and_hybrid_on_milvus(pair):
 
 def test_interrupted_milvus_edit_is_invisible_and_repaired(pair, monkeypatch):
     _, mil = pair
-    import faqsearch.config as cfg
+    import faqsearch.indexdir as indexdir
 
     before = mil.info()["counts"]
 
     def crash(*a, **k):
         raise KeyboardInterrupt()
 
-    monkeypatch.setattr(cfg, "save_config", crash)  # killed after the rows were written, before the commit
+    monkeypatch.setattr(indexdir.Writer, "commit", crash)  # killed after the rows were written, before the commit
     with pytest.raises(KeyboardInterrupt):
         mil.add([FAQ("ghost", "ghost answer", ["ghost question words"])])
     with pytest.raises(KeyboardInterrupt):
@@ -146,10 +146,10 @@ def test_interrupted_milvus_edit_is_invisible_and_repaired(pair, monkeypatch):
 def test_refit_makes_a_new_collection_and_keeps_answers(pair):
     _, mil = pair
     old = mil.index.b.collection
-    apply(mil, Setting(True, 1.0, 1.0, 8))
+    mil.refit(Setting(True, 1.0, 1.0, 8))
     assert mil.index.b.collection != old and mil.config["dim_out"] <= 8
     assert mil.ask("question about topic4 variant1", mode="dense").answers[0].faq_id == "f4"
-    apply(mil, Setting(True, 0.0, 0.0, None))
+    mil.refit(Setting(True, 0.0, 0.0, None))
     names = mil.index.b.client.list_collections()
     assert old not in names and len([n for n in names if n.startswith("faqsearch_mil__g")]) == 2
 

@@ -15,7 +15,7 @@ uvicorn = pytest.importorskip("uvicorn")
 playwright = pytest.importorskip("playwright.sync_api")
 
 from faqsearch import FAQSearch  # noqa: E402
-from faqsearch.server import Service, create_app  # noqa: E402
+from faqsearch.service import Service, create_app  # noqa: E402
 
 from .conftest import SAMPLE  # noqa: E402
 

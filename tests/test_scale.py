@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from faqsearch import FAQ, FAQSearch
-from faqsearch.index import AUTO_FLAT_MAX, VectorIndex, factory_for, nlist_for
+from faqsearch.backends.embedded.faiss import AUTO_FLAT_MAX, VectorIndex, factory_for, nlist_for
 
 from .conftest import FakeEncoder
 
@@ -47,7 +47,7 @@ def test_hnsw_removal_uses_tombstones_and_refit_clears_them(tmp_path):
     e.remove([str(i) for i in range(20)])  # in place: the delta excludes their ids inside FAISS
     assert len(e.delta.removed) == 20
     assert len(e.index.base) == 40 and len(e.index) == 20
-    import faqsearch.edits as edits_mod
+    import faqsearch.backends.embedded.editor as edits_mod
 
     limit = edits_mod.delta_limit
     edits_mod.delta_limit = lambda n: 0  # a new base: HNSW cannot delete, so the vectors stay as tombstones
@@ -58,9 +58,9 @@ def test_hnsw_removal_uses_tombstones_and_refit_clears_them(tmp_path):
     assert e.config["index"]["tombstones"] == 30 and len(e.index) == 40 and e.delta is None  # still in FAISS
     got = e.ask("question number 3 about item3", k=5, mode="dense").answers
     assert got and all(int(a.faq_id) >= 30 for a in got)  # removed FAQs never come back
-    from faqsearch.tuning import apply, current_setting
+    from faqsearch.tuning import current_setting
 
-    apply(e, current_setting(e.config))
+    e.refit(current_setting(e.config))
     e2 = FAQSearch.open(str(tmp_path / "ix"), encoder=FakeEncoder())
     assert len(e2.index) == 10 and e2.config["index"]["tombstones"] == 0
     e2.close()

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import FAQ  # noqa: E402
-from faqsearch.server import Service, create_app  # noqa: E402
+from faqsearch.service import Service, create_app  # noqa: E402
 
 from .conftest import FakeEncoder  # noqa: E402
 
@@ -113,9 +113,9 @@ def test_bad_input_is_a_json_4xx_never_a_traceback(client, request_args, status,
 
 
 def test_internal_errors_are_json_500(client, monkeypatch):
-    import faqsearch.engine as engine_mod
+    import faqsearch.search as search_mod
 
-    monkeypatch.setattr(engine_mod.FAQSearch, "ask_many", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(search_mod.Searcher, "answer", lambda *a, **k: 1 / 0)
     r = client.get("/indexes/shop/ask", params={"q": "x"})
     assert r.status_code == 500 and r.json() == {"error": "internal error; the server log has the details"}
 
@@ -142,14 +142,14 @@ def test_query_log_feedback_and_gaps(client, ix):
     assert answered["answers"][0]["faq_id"] == "2"
     again = client.get("/indexes/shop/queries", params={"unanswered": True}).json()["queries"]
     assert next(q for q in again if q["id"] == qid)["feedback_faq"] == "2"
-    assert os.path.exists(ix + ".queries.db")
+    assert os.path.exists(os.path.join(ix, "queries.db"))  # inside the index directory: it travels with it
 
 
 def test_no_log_means_no_log(fake_models, ix):
     service, c = make_client([ix], log_queries=False)
     c.get("/indexes/shop/ask", params={"q": "hello"})
     assert c.get("/indexes/shop/gaps").status_code == 400
-    assert not os.path.exists(ix + ".queries.db")
+    assert not os.path.exists(os.path.join(ix, "queries.db"))
     service.close()
 
 

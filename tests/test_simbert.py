@@ -183,8 +183,9 @@ def test_augment_and_cli(tiny_dir, tmp_path, fake_models):
     corpus.write_text("id,question,answer\n" + "".join(f"{i},{g[0]},answer {i}\n" for i, g in enumerate(GROUPS)))
     runner = CliRunner()
     ix = str(tmp_path / "ix")
-    out = runner.invoke(cli, ["ingest", str(corpus), "--index", ix, "--augment", "2", "--generator", model_dir,
-                              "--augment-min-similarity", "-1", "-q"])
+    assert runner.invoke(cli, ["ingest", str(corpus), "--index", ix, "-q"]).exit_code == 0
+    out = runner.invoke(cli, ["augment", "--index", ix, "-n", "2", "--generator", model_dir, "--min-similarity", "-1",
+                              "-q"])
     assert out.exit_code == 0, out.output
     with FAQSearch.open(ix) as e:
         # the tiny model's samples are mostly screened out; whatever passed is stored as 'generated'

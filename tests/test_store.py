@@ -121,15 +121,25 @@ def test_generations_a_reader_sees_its_own_generation_only(tmp_path):
     assert [f["id"] for f in w.list_faqs()] == ["a", "c"] and w.faq("a")["answer"] == "A2"
     assert w.lexical(["parcel"], 5) == [[]] and w.lexical(["refund"], 5)[0]
     assert r0.hidden() == 1 and w.hidden() == 1  # c's question for the reader, b's for the writer
-    # a writer of generation 1 was killed: the next writer at 0 purges it, the reader's view is the file
-    assert w.purge(0) > 0
+    # a writer of generation 1 was killed: the next writer at 0 discards it, the reader's view is the file
+    assert w.discard_uncommitted(0) > 0
     assert Store(path, generation=1).faq("a")["answer"] == "A" and r0.hidden() == 0
-    # committed generations: rows dead before the previous generation are deleted for good
+    # committed generations: removed rows stay for readers of any older generation (until a compaction)
     w2 = Store(path, generation=1)
     w2.delete_faqs(["b"], gen=1)
     w2.insert_faqs([FAQ("b", "B again", ["where is my parcel now"])], gen=1)  # removed and re-added at once
     assert [f["id"] for f in Store(path, generation=1).list_faqs()] == ["a", "b"]
     assert Store(path, generation=1).faq("b")["answer"] == "B again"
-    assert Store(path, generation=0).faq("b")["answer"] == "B"
-    w2.purge(2)
-    assert Store(path, generation=2).hidden() == 0 and Store(path, generation=2).counts()["faqs"] == 2
+    w3 = Store(path, generation=2)
+    w3.discard_uncommitted(1)
+    w3.delete_faqs(["a"], gen=2)
+    w3.discard_uncommitted(2)  # the next writers after commits 2, 3, ...: nothing committed is deleted
+    assert Store(path, generation=0).faq("b")["answer"] == "B" and Store(path, generation=0).faq("a")["answer"] == "A"
+    assert Store(path, generation=1).faq("a") is not None and Store(path, generation=2).faq("a") is None
+    assert Store(path, generation=2).dead_rows() > 0
+    # a compaction's private copy keeps exactly one generation
+    copy = str(tmp_path / "copy.db")
+    Store(path, generation=2).backup(copy)
+    c = Store(copy, generation=2)
+    c.keep_only(2)
+    assert c.hidden() == 0 and c.dead_rows() == 0 and [f["id"] for f in c.list_faqs()] == ["b"]

@@ -7,9 +7,11 @@ import pytest
 from faqsearch import FAQSearch
 from faqsearch.config import FILES
 from faqsearch.evaluation import LabelledQuery, evaluate
-from faqsearch.tuning import Setting, _cross_validate, _reciprocal_ranks, apply, current_setting, grid, tune
+from faqsearch.tuning import Setting, current_setting, grid, tune
+from faqsearch.tuning.transform import _reciprocal_ranks
+from faqsearch.tuning.transform import cross_validate as _cross_validate
 
-from .conftest import FakeEncoder, index_entries
+from .conftest import FakeEncoder, index_entries, version
 
 
 @pytest.fixture
@@ -57,20 +59,20 @@ def test_tune_matches_evaluate_and_apply_is_atomic(tmp_path, corpus):
     e = FAQSearch.build(corpus, str(tmp_path / "ix"), encoder=enc, beta=1, gamma=1, k=None)
     queries = [LabelledQuery(f"please {v} {t} now", {str(i)}, 0) for i, (t, v) in enumerate(
         (t, v) for t in ["password", "delivery", "refund", "invoice", "warranty"] for v in ["change", "reset"])]
-    before = evaluate(e, queries, mode="dense")["mrr@10"]
-    report = tune(e, queries)
+    before = evaluate(e.searcher(), queries, mode="dense")["mrr@10"]
+    report = tune(e.searcher(), queries)
     row = next(r for r in report.rows if r["current"])
     assert row["mrr@10"] == pytest.approx(before, abs=1e-6)  # tune's numbers are the engine's numbers
     chosen_row = next(r for r in report.rows if r["chosen"])
     assert chosen_row["mrr@10"] >= row["mrr@10"]
     ix = tmp_path / "ix"
-    store_before = (ix / FILES["store"]).read_bytes()
-    apply(e, report.chosen, threshold=0.42)
+    store_before = (version(ix) / FILES["store"]).read_bytes()
+    e.refit(report.chosen, threshold=0.42)
     e2 = FAQSearch.open(str(ix), encoder=enc)
     assert current_setting(e2.config) == report.chosen and e2.threshold == 0.42
-    assert evaluate(e2, queries, mode="dense")["mrr@10"] == pytest.approx(chosen_row["mrr@10"], abs=1e-6)
-    assert (ix / FILES["store"]).read_bytes() == store_before
-    assert index_entries(tmp_path) == ["<ix version>", "c.csv", "ix"]
+    assert evaluate(e2.searcher(), queries, mode="dense")["mrr@10"] == pytest.approx(chosen_row["mrr@10"], abs=1e-6)
+    assert (version(ix) / FILES["store"]).read_bytes() == store_before
+    assert index_entries(tmp_path) == ["c.csv", "ix", "ix/CURRENT", "ix/LOCK", "ix/v<generation>"]
     e2.close()
 
 
@@ -82,7 +84,7 @@ def test_self_tuning_holds_out_one_variant_per_faq(tmp_path):
     p = tmp_path / "c.csv"
     p.write_text("\n".join(lines) + "\n")
     e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(dimension=48))
-    report = tune(e, self_supervised=True)
+    report = tune(e.searcher(), self_supervised=True)
     assert report.n == 40 and "held-out" in report.notes[0]
     assert all(0 <= r["mrr@10"] <= 1 for r in report.rows)
     assert max(r["mrr@10"] for r in report.rows) < 0.5
@@ -97,11 +99,11 @@ def test_cli_tune_apply_only_when_held_out_improves(tmp_path, corpus, fake_model
     runner = CliRunner()
     ix = tmp_path / "ix"
     assert runner.invoke(cli, ["ingest", corpus, "--index", str(ix), "-q"]).exit_code == 0
-    cfg_before = json.loads((ix / "config.json").read_text())
+    cfg_before = json.loads((version(ix) / "config.json").read_text())
     result = runner.invoke(cli, ["tune", "--self", "--index", str(ix), "--apply", "--json", "-q"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
-    cfg_after = json.loads((ix / "config.json").read_text())
+    data = json.loads(result.stdout)
+    cfg_after = json.loads((version(ix) / "config.json").read_text())
     if data["applied"]:
         assert data["gain"] > 0 and cfg_after["whitening"].get("tuned")
     else:
@@ -133,7 +135,7 @@ def test_self_fusion_searches_a_bounded_sample_of_variants():
 
 
 def test_self_fusion_searches_among_a_bounded_set_of_questions(monkeypatch, tmp_path):
-    import faqsearch.tuning as tuning
+    import faqsearch.tuning.fusion as tuning
     from faqsearch import FAQSearch
 
     from .conftest import FakeEncoder
@@ -143,14 +145,14 @@ def test_self_fusion_searches_among_a_bounded_set_of_questions(monkeypatch, tmp_
     p.write_text("\n".join(rows) + "\n")
     e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(), self_fusion=False)
     sizes = []
-    real = tuning._bm25
-    monkeypatch.setattr(tuning, "_bm25", lambda docs, *a, **k: sizes.append(len(docs)) or real(docs, *a, **k))
-    full, _ = tuning.self_fusion_candidates(e)
+    real = tuning.bm25_scorer
+    monkeypatch.setattr(tuning, "bm25_scorer", lambda docs, *a, **k: sizes.append(len(docs)) or real(docs, *a, **k))
+    full, _ = tuning.self_fusion_candidates(e.searcher())
     monkeypatch.setattr(tuning, "SELF_FUSION_DOCS", 130)  # the held FAQs' 120 other variants, then whole FAQs
-    bounded, gold = tuning.self_fusion_candidates(e)
+    bounded, gold = tuning.self_fusion_candidates(e.searcher())
     assert sizes == [120, 120]  # every FAQ is held out here: its other variants are all kept
     monkeypatch.setattr(tuning, "SELF_FUSION_MAX", 10)
-    tuning.self_fusion_candidates(e)
+    tuning.self_fusion_candidates(e.searcher())
     # 10 held FAQs' other 20 variants, then whole FAQs of 3 drawn at random until 130 is passed: 20 + 37 * 3
     assert sizes[-1] == 131
     assert len(bounded) == len(full) == 60 and all(len(g) == 1 for g in gold)

@@ -24,14 +24,3 @@ class Encoder(Protocol):
     def spec(self) -> dict[str, Any]:
         """A JSON-able description: name, pooling, prefix, max_length, dimension, ..."""
         ...
-
-
-def progress_bar(total: int, enabled: bool, desc: str):
-    """A tqdm bar on a terminal, or a no-op when disabled or when stderr is not a terminal (a log file
-    or a pipe would fill with carriage-return redraws)."""
-    import sys
-
-    from tqdm.auto import tqdm
-
-    on_terminal = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
-    return tqdm(total=total, disable=not (enabled and on_terminal), desc=desc, unit="text", leave=False)

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..hub import cache_dir, file_digest
-from .base import progress_bar
+from ..progress import progress_bar
 
 log = logging.getLogger(__name__)
 

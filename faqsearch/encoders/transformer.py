@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import FAQSearchError
-from .base import progress_bar
+from ..progress import progress_bar
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import MissingExtraError
-from .base import progress_bar
+from ..progress import progress_bar
 
 
 class USEEncoder:

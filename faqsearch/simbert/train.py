@@ -69,9 +69,10 @@ def question_groups(index: str | None = None, corpus: str | None = None) -> list
 
     out: list[list[str]] = []
     if index:
-        from ..engine import open_store
+        from ..config import resolve_index_path
+        from ..snapshot import open_store
 
-        store = open_store(index)
+        store = open_store(resolve_index_path(index))
         try:
             groups: dict[str, list[str]] = {}
             for _, fid, text in store.all_questions():
@@ -88,7 +89,7 @@ def teacher_pairs(generator, questions: Sequence[str], n: int = 3, scorer=None, 
                   min_similarity: float | None = None, seed: int | None = 0, progress: bool = False) -> list[tuple[str, str]]:
     """(question, paraphrase) pairs written by a generator (distillation: a causal LM teaches the
     UniLM model in-domain rewording); each paraphrase passed the recipe's screen."""
-    from ..encoders.base import progress_bar
+    from ..progress import progress_bar
     from ..generators import paraphrase
     from ..generators.recipe import DEFAULT_MIN_SIMILARITY
 

@@ -24,17 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import FILES
+from ...config import FILES
 
 IDS_FILE = FILES["ids"]
 _DELTA = re.compile(r"^delta-(\d+)\.npz$")
-
-
-def delta_limit(base: int) -> int:
-    """Questions a delta may hold (added + removed) before the next edit compacts: 5% of the base,
-    at least 1,000 (small indexes compact often and cheaply), at most 20,000 (an exact search over
-    20k vectors of 256 dims costs about a millisecond a query)."""
-    return max(1_000, min(20_000, base // 20))
 
 
 def delta_file(generation: int) -> str:
@@ -67,13 +60,14 @@ class Delta:
         return Delta(ids, raw, removed.astype(np.int64))
 
     def save(self, path: str) -> None:
-        """Write atomically (a temporary name, then rename): a killed writer leaves no half file."""
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as fh:
-            np.savez(fh, ids=self.ids, raw=self.raw, removed=self.removed, **(self.moments or {}))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        """Write atomically (a temporary name, fsync, rename): a killed or failed writer leaves no half file."""
+        import io
+
+        from ...indexdir import atomic_write
+
+        buf = io.BytesIO()
+        np.savez(buf, ids=self.ids, raw=self.raw, removed=self.removed, **(self.moments or {}))
+        atomic_write(path, buf.getvalue())
 
     @classmethod
     def load(cls, path: str) -> "Delta":
@@ -96,24 +90,18 @@ def remove_stale(directory: str, keep: set[int]) -> None:
 
 class DeltaIndex:
     """The base FAISS index (read-only) with a delta: removed ids excluded inside FAISS, added
-    vectors searched exactly beside it, results merged by score. The vector-index interface the
-    engine uses (search, reconstruct, max_id, len)."""
+    vectors searched exactly beside it, results merged by score. It has the face of
+    :class:`faqsearch.backends.embedded.faiss.VectorIndex` that searching uses."""
 
     def __init__(self, base, delta: Delta, whitening):
         self.base = base
         self.delta = delta
         self.vectors = whitening.transform(delta.raw) if len(delta.ids) else np.empty((0, base.dim), np.float32)
-
-    def __getattr__(self, name):  # factory, nprobe, ef_search, supports_removal, damaged_sample ...
-        return getattr(self.base, name)
-
-    @property
-    def refiner(self):
-        return self.base.refiner
-
-    @refiner.setter
-    def refiner(self, fn) -> None:
-        self.base.refiner = fn
+        self.dim = base.dim
+        self.factory = base.factory
+        self.nprobe = base.nprobe
+        self.ef_search = base.ef_search
+        self.supports_removal = base.supports_removal
 
     def __len__(self) -> int:
         return len(self.base) - len(self.delta.removed) + len(self.delta.ids)

@@ -14,7 +14,7 @@ Index types, by name or as a FAISS factory string:
 Any PQ index re-scores REFINE_FACTOR x k candidates with exact vectors (the engine passes its
 memory-mapped ``vectors.npy``): the codes choose, the float vectors rank.
 
-``auto`` picks flat below 100k vectors, hnsw up to 2M and ivf-sq8 above (README, "Scale").
+``auto`` picks flat below 100k vectors, hnsw up to 2M and ivf-sq8 above (docs/speed.md, "Scale").
 """
 from __future__ import annotations
 
@@ -23,12 +23,12 @@ import threading
 
 import numpy as np
 
+from ...defaults import (AUTO_FLAT_MAX, AUTO_HNSW_MAX, EF_SEARCH, PQ_TRAIN_SAMPLE, REFINE_FACTOR, SMALL_BATCH,
+                         TRAIN_SAMPLE)
+from ...errors import FAQSearchError
+
 DEFAULT_FACTORY = "Flat"
 INDEX_TYPES = ("auto", "flat", "sq8", "hnsw", "ivf", "ivf-sq8", "ivf-pq")
-AUTO_FLAT_MAX = 100_000
-AUTO_HNSW_MAX = 2_000_000
-TRAIN_SAMPLE = 100_000  # vectors used to train IVF / SQ quantizers
-PQ_TRAIN_SAMPLE = 32_000  # PQ codebooks: k-means per sub-vector is slow on 2 cores, 32k is plenty for 256 codes
 
 
 def train_sample_size(factory: str, n: int) -> int:
@@ -67,8 +67,6 @@ def factory_for(index_type: str, n: int, dim: int) -> str:
 
 def check_factory(index_type: str, n: int, dim: int) -> str:
     """Validate an index type (a name or a FAISS factory string) before any encoding; returns the factory."""
-    from .errors import FAQSearchError
-
     if index_type.lower() in INDEX_TYPES:
         return factory_for(index_type, n, dim)
     import faiss
@@ -81,9 +79,6 @@ def check_factory(index_type: str, n: int, dim: int) -> str:
                              "or give a valid FAISS factory string such as 'IVF256,SQ8'") from None
     return index_type
 
-
-SMALL_BATCH = 4  # query batches up to this size search single-threaded
-REFINE_FACTOR = 10  # PQ: candidates taken per wanted result before exact re-scoring
 
 
 def refine(queries: np.ndarray, scores: np.ndarray, ids: np.ndarray, k: int,
@@ -158,7 +153,7 @@ class VectorIndex:
             ivf.nprobe = nprobe or max(1, min(ivf.nlist, max(8, ivf.nlist // 16)))
             self.nprobe = ivf.nprobe
         if hasattr(inner, "hnsw"):
-            inner.hnsw.efSearch = ef_search or 128  # 64 gave Recall@10 0.92 at 1M (README, "Scale")
+            inner.hnsw.efSearch = ef_search or EF_SEARCH
             self.ef_search = inner.hnsw.efSearch
 
     @property
@@ -262,7 +257,7 @@ class VectorIndex:
         sel = batch if ids is not None else faiss.IDSelectorNot(batch)  # ``batch`` stays referenced until the search
         inner = faiss.downcast_index(self._index.index)
         if hasattr(inner, "hnsw"):
-            params = faiss.SearchParametersHNSW(sel=sel, efSearch=max(self.ef_search or 128, k))
+            params = faiss.SearchParametersHNSW(sel=sel, efSearch=max(self.ef_search or EF_SEARCH, k))
         elif getattr(self, "nprobe", None):
             params = faiss.SearchParametersIVF(sel=sel, nprobe=self.nprobe)
         else:
@@ -292,3 +287,16 @@ class VectorIndex:
         import faiss
 
         return cls(faiss.read_index(path), factory, nprobe, ef_search)
+
+
+def build_vector_index(white, raw: np.ndarray, ids: np.ndarray, factory: str, chunk: int = 4096) -> VectorIndex:
+    """Transform raw vectors chunk by chunk into a new FAISS index (trained first on a sample if needed)."""
+    vindex = VectorIndex.create(white.dim_out, factory)
+    if vindex.needs_training():
+        rng = np.random.default_rng(0)
+        pick = np.sort(rng.choice(len(ids), size=train_sample_size(factory, len(ids)), replace=False))
+        vindex.train(white.transform(np.asarray(raw[pick])))
+        vindex.set_search_params()
+    for start in range(0, len(ids), chunk):
+        vindex.add(white.transform(np.asarray(raw[start:start + chunk])), ids[start:start + chunk])
+    return vindex

@@ -1,0 +1,237 @@
+"""The embedded backend: FAISS + SQLite (+ a delta) in the version directory.
+
+Opening checks what is cheap to check: every file present with its recorded size and fingerprint,
+the store belonging to this index, readable, with the recorded number of questions, the FAISS
+index holding one vector per question and unit vectors in three sampled blocks.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ... import config as cfg
+from ...errors import IndexFormatError
+from ...store import Store
+from ...whitening import Moments
+from ..base import Opened
+from . import editor
+from .delta import IDS_FILE, Delta, DeltaIndex
+from .faiss import DEFAULT_FACTORY, VectorIndex, build_vector_index, check_factory, factory_for
+
+if TYPE_CHECKING:
+    from ...snapshot import Snapshot
+
+
+class RawVectors:
+    """The raw encoder vectors of one version's live questions: the base files memory-mapped (opened
+    with the version, so they stay readable after a writer removes it) and the delta's additions."""
+
+    def __init__(self, path: str, version: str, store: Store, delta: Delta | None):
+        self.delta = delta
+        vec_path = os.path.join(version, cfg.FILES["vectors"])
+        if not os.path.exists(vec_path):
+            raise IndexFormatError(cfg.damaged(path, "vectors", "missing"))
+        try:
+            self.base_raw = np.load(vec_path, mmap_mode="r")
+            ids_path = os.path.join(version, IDS_FILE)
+            self.has_ids = os.path.exists(ids_path)
+            self.base_ids = np.load(ids_path) if self.has_ids else None
+        except (ValueError, OSError) as exc:
+            raise IndexFormatError(cfg.damaged(path, "vectors", f"{type(exc).__name__}: {exc}")) from None
+        self._store, self._path = store, path
+
+    @property
+    def ids(self) -> np.ndarray:
+        """Question ids of the base rows, in id order (an index from before deltas: from its store)."""
+        if self.base_ids is None:
+            self.base_ids = np.array([q[0] for q in self._store.all_questions()], dtype=np.int64)
+        if len(self.base_ids) != self.base_raw.shape[0]:
+            raise IndexFormatError(f"index {self._path} is inconsistent: {len(self.base_ids)} questions but "
+                                   f"{self.base_raw.shape[0]} stored vectors; re-run faqsearch ingest")
+        return self.base_ids
+
+    @property
+    def dim(self) -> int:
+        return int(self.base_raw.shape[1])
+
+    def get(self, ids: np.ndarray, found: bool = False):
+        """Raw vectors of these question ids (from the delta or the base); rows of ids that are
+        neither (removed questions) are zero. ``found``: also return which ids were found."""
+        ids = np.asarray(ids, dtype=np.int64)
+        out = np.zeros((len(ids), self.dim), np.float32)
+        rest = np.ones(len(ids), bool)
+        if self.delta is not None and len(self.delta.ids):
+            pos = np.minimum(np.searchsorted(self.delta.ids, ids), len(self.delta.ids) - 1)
+            mine = self.delta.ids[pos] == ids
+            out[mine] = self.delta.raw[pos[mine]]
+            rest &= ~mine
+        base = self.ids
+        if rest.any() and len(base):
+            pos = np.minimum(np.searchsorted(base, ids[rest]), len(base) - 1)
+            hit = base[pos] == ids[rest]
+            rows = np.flatnonzero(rest)[hit]
+            if len(rows):
+                order = np.argsort(pos[hit], kind="stable")  # memory-mapped reads in file order
+                out[rows[order]] = np.asarray(self.base_raw[pos[hit][order]])
+                rest[rows] = False
+        return (out, ~rest) if found else out
+
+    def all(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, raw vectors) of every live question in id order: the base memory-mapped, held in
+        memory only when a delta adds or removes questions."""
+        ids, raw = self.ids, self.base_raw
+        if not self.delta:
+            return ids, raw
+        keep = ~np.isin(ids, self.delta.removed)
+        return (np.concatenate([ids[keep], self.delta.ids]),
+                np.concatenate([np.asarray(raw)[keep], self.delta.raw]))
+
+
+class EmbeddedBackend:
+    kind = "embedded"
+
+    # -- building
+    def prepare(self, path: str, storage: Any) -> dict[str, Any]:
+        return {"index_type": storage.index_type}
+
+    def check_index_type(self, index_type: str, n: int, dim: int) -> None:
+        check_factory(index_type, n, dim)
+
+    def check_faqs(self, faqs, questions=()) -> None:
+        pass  # SQLite and FAISS take any length
+
+    def new_store(self, directory: str) -> Store:
+        return Store(os.path.join(directory, cfg.FILES["store"]))
+
+    def write_base(self, directory: str, prepared: dict[str, Any], store: Store, ids: np.ndarray, raw: np.ndarray,
+                   white, generation: int, progress: bool) -> dict[str, Any]:
+        index_type = prepared["index_type"]
+        factory = factory_for(index_type, len(ids), white.dim_out)
+        vindex = build_vector_index(white, raw, ids, factory)
+        vindex.save(os.path.join(directory, cfg.FILES["faiss"]))
+        np.save(os.path.join(directory, IDS_FILE), ids)
+        return {"index": index_section(index_type, vindex)}
+
+    def after_commit(self, config: dict[str, Any]) -> None:
+        pass
+
+    def drop(self, config: dict[str, Any]) -> None:
+        pass  # everything is in the index directory
+
+    # -- opening
+    def open(self, path: str, version: str, config: dict[str, Any], whitening, base: "Snapshot | None") -> Opened:
+        cfg.check_files(version, config, path)
+        ix = config.get("index") or {}
+        if base is not None:
+            vindex = getattr(base.index, "base", base.index)
+        else:
+            try:
+                vindex = VectorIndex.load(os.path.join(version, cfg.FILES["faiss"]), ix.get("factory", DEFAULT_FACTORY),
+                                          ix.get("nprobe"), ix.get("ef_search"))
+            except RuntimeError as exc:
+                raise IndexFormatError(cfg.damaged(path, "faiss", str(exc).strip().splitlines()[-1])) from None
+            why = vindex.damaged_sample(unit=whitening.residual is None)
+            if why:
+                raise IndexFormatError(cfg.damaged(path, "faiss", why))
+        if vindex.dim != whitening.dim_out:
+            raise IndexFormatError(f"index {path} is inconsistent (transform gives {whitening.dim_out} dimensions, "
+                                   f"FAISS holds {vindex.dim}); re-run faqsearch ingest")
+        store = Store.open_existing(os.path.join(version, cfg.FILES["store"]), path,
+                                    generation=int(config.get("generation", 0)))
+        try:
+            _check_owner(path, config, store)
+            delta = None
+            if config.get("delta"):
+                delta = _load_delta(path, version, config["delta"])
+                if delta.moments:
+                    whitening = replace(whitening, moments=Moments.from_arrays(delta.moments))
+                index = DeltaIndex(vindex, delta, whitening)
+            else:
+                index = vindex
+            expected = (config.get("counts") or {}).get("questions")
+            # counted once per version directory; an in-place edit's reload trusts its writer's count
+            n = int(expected) if base is not None and expected is not None else store.question_count()
+            expected = n if expected is None else int(expected)
+            store.known_count = n
+            tomb = int(ix.get("tombstones", 0))
+            if n != expected or len(index) != n + tomb:
+                raise IndexFormatError(
+                    f"index {path} is inconsistent: {cfg.FILES['store']} holds {n} questions, config.json "
+                    f"{expected}, {cfg.FILES['faiss']} {len(index)} vectors ({tomb} removed). Restore the index "
+                    "from a backup or re-run faqsearch ingest")
+            raw = RawVectors(path, version, store, delta)
+        except BaseException:
+            store.close()
+            raise
+        if "PQ" in vindex.factory and vindex.refiner is None:  # PQ codes choose candidates, float vectors rank
+            vindex.refiner = _refiner(raw, whitening)
+        return Opened(index, store, raw, whitening)
+
+    def open_store(self, path: str, version: str, config: dict[str, Any]) -> Store:
+        store = Store.open_existing(os.path.join(version, cfg.FILES["store"]), path,
+                                    generation=int(config.get("generation", 0)))
+        try:
+            _check_owner(path, config, store)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    # -- writing
+    def apply(self, writer, snap: "Snapshot", plan, raw_new: np.ndarray, source: str) -> tuple[int, int]:
+        return editor.apply(writer, snap, plan, raw_new, source)
+
+    def rebuild(self, writer, snap: "Snapshot", white, config: dict[str, Any]) -> None:
+        editor.rebuild(writer, snap, white, config)
+
+
+def index_section(index_type: str, vindex: VectorIndex, tombstones: int = 0) -> dict[str, Any]:
+    return {"type": index_type, "factory": vindex.factory, "tombstones": tombstones,
+            "nprobe": vindex.nprobe, "ef_search": vindex.ef_search}
+
+
+def _check_owner(path: str, config: dict[str, Any], store: Store) -> None:
+    """A store.db from another index (swapped in by hand, or restored from the wrong backup) is refused."""
+    want = config.get("index_id")
+    if want is None:
+        return  # an index from before ids were recorded
+    have = store.get_setting("index_id")
+    if have != want:
+        raise IndexFormatError(cfg.damaged(path, "store", f"it belongs to another index ({have or 'none'}, this "
+                                                          f"one is {want})"))
+
+
+def _load_delta(path: str, version: str, info: dict[str, Any]) -> Delta:
+    from ...indexdir import sample_digest
+
+    file = os.path.join(version, str(info["file"]))
+    if not os.path.exists(file):
+        raise FileNotFoundError(file)  # open_snapshot retries: a writer may have committed twice meanwhile
+    size = os.path.getsize(file)
+
+    def bad(why: str) -> IndexFormatError:
+        return IndexFormatError(f"index {path}: {info['file']} is damaged ({why}). Restore the index directory "
+                                "from a backup, or rebuild it with: faqsearch ingest CORPUS --force")
+
+    if size != int(info.get("bytes", size)):
+        raise bad(f"{size} bytes, {info['bytes']} expected")
+    if info.get("sample") and sample_digest(file, size) != info["sample"]:
+        raise bad("its content is not the one this version recorded")
+    try:
+        return Delta.load(file)
+    except Exception as exc:  # noqa: BLE001 - zip and EOF errors alike: a damaged file
+        raise bad(f"{type(exc).__name__}: {exc}") from None
+
+
+def _refiner(raw: RawVectors, whitening):
+    """Exact re-scoring for PQ indexes from the memory-mapped float vectors (only candidates' rows are read)."""
+    def exact(wanted: np.ndarray) -> np.ndarray:
+        vecs, found = raw.get(wanted, found=True)
+        vecs = whitening.transform(vecs)
+        vecs[~found] = 0.0  # tombstones (no stored vector any more) never win
+        return vecs
+
+    return exact

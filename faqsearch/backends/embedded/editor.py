@@ -1,0 +1,259 @@
+"""Applying an edit plan to an embedded index: in place as a delta, or as a new base.
+
+Small edits (the usual case: a few FAQs a day) take :func:`apply_delta`: the base files are left
+as they are, the store gets rows of the next generation, a new ``delta-<G+1>.npz`` is written and
+the version's ``config.json`` is replaced last (the commit); see :mod:`.delta`. Its cost is that of
+the change plus the delta so far, whatever the size of the index.
+
+When the delta would outgrow :func:`faqsearch.backends.base.delta_limit`, or the index predates deltas (no
+``ids.npy``), :func:`rewrite` builds the next version in a new directory (store copied with only
+the live rows, raw vectors and FAISS index rewritten with the delta folded in): a compaction.
+
+Both keep the guarantees of every write: one writer at a time (the caller holds the Writer), the
+new generation checked against what opening it will check before it is committed, and a failure,
+an interrupt or a kill at any point leaves readers on the previous generation.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ... import config as cfg
+from ...defaults import CHUNK
+from ...errors import FAQSearchError
+from ...indexdir import Writer, sample_digest, share_file
+from ...store import Store
+from ...whitening import Moments
+from ..base import delta_limit
+from .delta import IDS_FILE, Delta, delta_file, remove_stale
+from .faiss import VectorIndex, build_vector_index, factory_for
+
+if TYPE_CHECKING:
+    from ...edits.plan import Edit
+    from ...snapshot import Snapshot
+
+
+class InconsistentEdit(FAQSearchError):
+    """An edit whose result would not pass the open checks: nothing was committed."""
+
+
+def apply(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray, source: str) -> tuple[int, int]:
+    """Apply ``plan`` (``raw_new``: its encoded texts); returns (questions added, questions removed)."""
+    delta = snap.delta or Delta.empty(snap.raw.dim)
+    drops = len(plan.removed_questions) + snap.store.count_questions(plan.removed_faqs)
+    pending = int((snap.config.get("delta") or {}).get("changes", len(delta)))
+    change = len(raw_new) + drops + len(plan.changed_faqs)
+    if snap.raw.has_ids and pending + change <= delta_limit(len(snap.raw.ids)):
+        return apply_delta(writer, snap, plan, raw_new, source, delta, pending + change)
+    return rewrite(writer, snap, plan, raw_new, source, delta)
+
+
+def _first_id(snap: "Snapshot", delta: Delta) -> int:
+    """Ids are never reused: a base vector of a removed question (a tombstone) still carries its id."""
+    base_ids = snap.raw.ids
+    return max(int(snap.config.get("next_question_id", 0)), snap.index.max_id() + 1,
+               int(base_ids.max()) + 1 if len(base_ids) else 1, int(delta.ids.max()) + 1 if len(delta.ids) else 1)
+
+
+def _write_rows(store: Store, plan: "Edit", source: str, first_id: int, gen: int | None) -> tuple[list[int], list]:
+    removed = store.delete_faqs(plan.removed_faqs, gen=gen)
+    store.delete_questions(plan.removed_questions, gen=gen)
+    removed += [int(i) for i in plan.removed_questions]
+    for f in plan.changed_faqs:
+        store.update_faq(f, gen=gen)
+    rows = store.insert_faqs(plan.new_faqs, source=source, first_id=first_id, gen=gen) if plan.new_faqs else []
+    for fid, text in plan.new_questions:
+        rows += store.add_questions(fid, [text], source=source, first_id=first_id, gen=gen)
+    if [r[1] for r in rows] != plan.texts():
+        raise InconsistentEdit("store rows and encoded texts disagree; nothing was committed")
+    return removed, rows
+
+
+def _moments(snap: "Snapshot", removed: np.ndarray, raw_new: np.ndarray) -> Moments:
+    """The transform's moments after the edit: exact when it was fitted on the corpus questions."""
+    moments = Moments.from_arrays(snap.whitening.moments.to_arrays())
+    if snap.config["whitening"].get("fitted_on") == "corpus questions":
+        moments.remove(snap.raw.get(removed)).update(raw_new)
+    return moments
+
+
+def _counts(snap: "Snapshot", plan: "Edit", store: Store, added: int, removed: int) -> dict[str, int]:
+    """The counts after an in-place edit without counting the whole store: FAQs and questions
+    exactly, the largest FAQ as an upper bound (it only sizes the dense search's first fetch)."""
+    old = snap.config.get("counts") or store.counts()
+    touched = {f.id for f in plan.new_faqs} | {f.id for f in plan.changed_faqs} | {fid for fid, _ in plan.new_questions}
+    most = max([int(old.get("max_questions_per_faq", 1))] + [store.count_questions([fid]) for fid in touched])
+    return {"faqs": int(old["faqs"]) + len(plan.new_faqs) - len(plan.removed_faqs),
+            "questions": int(old["questions"]) + added - removed, "max_questions_per_faq": most}
+
+
+def _check_generation(store: Store, snap: "Snapshot", plan: "Edit", counts: dict[str, int], rows: list,
+                      removed: list[int], index_len: int) -> None:
+    """Before the commit: the new generation holds exactly what its config will say, as opening it
+    will check (its rows counted where they changed, not over the whole store)."""
+    g1 = snap.generation + 1
+    written = store.rows_of_generation(g1)
+    if written["added"] != len(rows) or written["removed"] != len(set(removed)) or len(set(removed)) != len(removed):
+        raise InconsistentEdit(f"the edit wrote {written} question rows for {len(rows)} added and {len(removed)} "
+                               "removed; nothing was committed")
+    twice = store.faqs_visible_twice([f.id for f in plan.new_faqs + plan.changed_faqs])
+    if twice:
+        raise InconsistentEdit(f"FAQ {twice[0]!r} would be stored twice; nothing was committed")
+    if index_len != counts["questions"] + snap.tombstones:
+        raise InconsistentEdit(f"the edit would leave {counts['questions']} questions and {index_len} vectors; "
+                               "nothing was committed")
+
+
+def apply_delta(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray, source: str, delta: Delta,
+                changes: int) -> tuple[int, int]:
+    """The edit in place: store rows of generation G+1, ``delta-<G+1>.npz``, then the config commit."""
+    g = snap.generation
+    directory = snap.version
+    remove_stale(directory, keep={g - 1, g})  # files of killed writers (never committed)
+    first_id = _first_id(snap, delta)
+    store = Store(os.path.join(directory, cfg.FILES["store"]), generation=g + 1)
+    name = delta_file(g + 1)
+    committed = False
+    try:
+        store.discard_uncommitted(g)  # rows of killed writers
+        with store.transaction():  # rolled back on any error: the file stays as it was
+            removed, rows = _write_rows(store, plan, source, first_id, g + 1)
+            new_ids = np.array([r[0] for r in rows], dtype=np.int64)
+            gone = np.array(removed, dtype=np.int64)
+            new_delta = delta.apply(gone, new_ids, raw_new)
+            new_delta.moments = _moments(snap, gone, raw_new).to_arrays()
+            counts = _counts(snap, plan, store, len(rows), len(removed))
+            index_len = len(getattr(snap.index, "base", snap.index)) - len(new_delta.removed) + len(new_delta.ids)
+            _check_generation(store, snap, plan, counts, rows, removed, index_len)
+            new_delta.save(os.path.join(directory, name))
+        config = {**snap.config, **plan.config, "counts": counts,
+                  "next_question_id": max([first_id] + [r[0] + 1 for r in rows])}
+        size = os.path.getsize(os.path.join(directory, name))
+        config["delta"] = {"file": name, "added": int(len(new_delta.ids)), "removed": int(len(new_delta.removed)),
+                           "changes": int(changes), "bytes": size,
+                           "sample": sample_digest(os.path.join(directory, name), size)}
+        writer.commit(config)
+        committed = True
+    finally:
+        if not committed:
+            try:
+                store.discard_uncommitted(g)
+            except Exception:  # noqa: BLE001 - the next writer discards them too
+                pass
+        store.close()
+        if not committed:
+            try:
+                os.remove(os.path.join(directory, name))
+            except FileNotFoundError:
+                pass
+    remove_stale(directory, keep={g, g + 1})  # readers that opened G a moment ago still find its delta
+    return len(rows), len(removed)
+
+
+def write_live_vectors(snap: "Snapshot", directory: str, drop: np.ndarray | None = None,
+                       extra: np.ndarray | None = None, extra_ids: np.ndarray | None = None
+                       ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Write ``vectors.npy`` and ``ids.npy`` of the live questions into a new version directory:
+    the base without removed ids and without ``drop``, then the delta's additions, then ``extra``.
+    Unchanged files are hard-linked (their records kept). Returns (ids, raw vectors memory-mapped,
+    the file records)."""
+    raw = snap.raw
+    base_ids, base_raw = raw.ids, raw.base_raw
+    delta = snap.delta or Delta.empty(raw.dim)
+    drop = np.empty(0, np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
+    extra = np.empty((0, raw.dim), np.float32) if extra is None else extra
+    extra_ids = np.empty(0, np.int64) if extra_ids is None else np.asarray(extra_ids, dtype=np.int64)
+    vec_path, ids_path = os.path.join(directory, cfg.FILES["vectors"]), os.path.join(directory, IDS_FILE)
+    files = snap.config.get("files") or {}
+    if not len(delta) and not len(drop) and not len(extra) and raw.has_ids:
+        records = {}
+        for name in (cfg.FILES["vectors"], IDS_FILE):
+            share_file(snap.version, directory, name)
+            if isinstance(files.get(name), dict) and files[name].get("sha256"):
+                records[name] = files[name]
+        return base_ids, np.load(vec_path, mmap_mode="r"), records
+    keep = ~np.isin(base_ids, np.union1d(delta.removed, drop))
+    dkeep = ~np.isin(delta.ids, drop)
+    ids = np.concatenate([base_ids[keep], delta.ids[dkeep], extra_ids])
+    out = np.lib.format.open_memmap(vec_path, mode="w+", dtype=np.float32, shape=(len(ids), raw.dim))
+    pos = 0
+    for start in range(0, len(base_ids), CHUNK):
+        block = np.asarray(base_raw[start:start + CHUNK])[keep[start:start + CHUNK]]
+        out[pos:pos + len(block)] = block
+        pos += len(block)
+    for block in (delta.raw[dkeep], extra):
+        out[pos:pos + len(block)] = block
+        pos += len(block)
+    out.flush()
+    del out
+    np.save(ids_path, ids)
+    return ids, np.load(vec_path, mmap_mode="r"), {}
+
+
+def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray, source: str,
+            delta: Delta) -> tuple[int, int]:
+    """The edit as a new base in a new version directory (the delta, if any, folded in)."""
+    cfg.verify_files(snap.version, snap.config, snap.path, ("vectors", "ids", "faiss"))  # what we build on
+    g = snap.generation
+    first_id = _first_id(snap, delta)
+    tmp = writer.new_version()
+    snap.store.backup(os.path.join(tmp, cfg.FILES["store"]))
+    store = Store(os.path.join(tmp, cfg.FILES["store"]), generation=g)
+    try:
+        store.keep_only(g)  # the copy holds generation G exactly: no rows of killed writers, none removed
+        removed, rows = _write_rows(store, plan, source, first_id, None)
+        new_ids = np.array([r[0] for r in rows], dtype=np.int64)
+        gone = np.array(removed, dtype=np.int64)
+        white = replace(snap.whitening, moments=_moments(snap, gone, raw_new))
+        _, _, records = write_live_vectors(snap, tmp, drop=gone, extra=raw_new, extra_ids=new_ids)
+        ixc = dict(snap.config.get("index") or {})
+        vindex = VectorIndex.load(os.path.join(snap.version, cfg.FILES["faiss"]), snap.index.factory,
+                                  ixc.get("nprobe"), ixc.get("ef_search"))
+        from_base = np.union1d(delta.removed, gone[np.isin(gone, snap.raw.ids)])
+        if len(from_base) and vindex.remove(from_base) == 0 and not vindex.supports_removal:
+            ixc["tombstones"] = int(ixc.get("tombstones", 0)) + len(from_base)
+        dkeep = ~np.isin(delta.ids, gone)
+        added_ids = np.concatenate([delta.ids[dkeep], new_ids])
+        if len(added_ids):
+            vindex.add(white.transform(np.concatenate([delta.raw[dkeep], raw_new])), added_ids)
+        vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
+        white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+        counts = store.counts()
+        if len(vindex) != counts["questions"] + int(ixc.get("tombstones", 0)):
+            raise InconsistentEdit(f"the edit would leave {counts['questions']} questions and {len(vindex)} vectors; "
+                                   "nothing was committed")
+        config = {k: v for k, v in {**snap.config, **plan.config}.items() if k != "delta"}
+        config.update(counts=counts, index=ixc, next_question_id=max([first_id] + [r[0] + 1 for r in rows]))
+    finally:
+        store.close()
+    writer.commit(config, tmp, records)
+    return len(rows), len(removed)
+
+
+def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> None:
+    """A new base for another transform (refit, tune --apply): the stored raw vectors transformed
+    again, nothing re-encoded; the delta folded in, tombstones dropped; the store shared."""
+    cfg.verify_files(snap.version, snap.config, snap.path, ("vectors", "ids"))
+    tmp = writer.new_version()
+    store = Store(os.path.join(snap.version, cfg.FILES["store"]), generation=snap.generation)
+    try:
+        store.discard_uncommitted(snap.generation)  # shared with the new version: no killed edit's rows in it
+    finally:
+        store.close()
+    share_file(snap.version, tmp, cfg.FILES["store"])
+    ids, raw, records = write_live_vectors(snap, tmp)
+    ixc = dict(snap.config.get("index") or {})
+    factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
+    vindex = build_vector_index(white, raw, ids, factory)  # rebuilt from live vectors: no tombstones
+    vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
+    white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+    from .backend import index_section
+
+    config = {k: v for k, v in config.items() if k != "delta"}
+    config["index"] = {**ixc, **index_section(ixc.get("type", "auto"), vindex)}
+    config["next_question_id"] = max(int(config.get("next_question_id", 0)), snap.index.max_id() + 1)
+    writer.commit(config, tmp, records)
+    del raw

@@ -1,0 +1,308 @@
+"""The Milvus backend's writes: a build fills a new collection, an edit writes rows of generation
+G+1 and marks removed rows dead at G+1, a rebuild (refit, tune, compaction) copies the live rows
+into a new collection and switches the alias. Each commits a new version directory (config.json and
+whitening.npz, kilobytes) through the index's Writer, so readers switch in one step.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from typing import TYPE_CHECKING, Any, Iterable
+
+import numpy as np
+
+from ... import config as cfg
+from ...corpus import faq_hash
+from ...errors import CorpusError, FAQSearchError, IndexFormatError, InvalidOptionError
+from ...progress import progress_bar
+from ...store import Store
+from ...whitening import Moments
+from ..base import Opened, delta_limit
+from .collection import _ALL, ALIVE, BATCH, INDEX_TYPES, Collection, client
+from .faces import MilvusIndex, MilvusStore
+
+if TYPE_CHECKING:
+    from ...snapshot import Snapshot
+
+# Milvus VARCHAR limits of the schema (bytes), checked before anything is encoded
+LIMITS = {"question": 8192, "id": 512, "category": 512}
+
+
+class MilvusRaw:
+    """Raw encoder vectors read from the collection's ``raw`` field."""
+
+    def __init__(self, collection: Collection):
+        self.c = collection
+
+    def get(self, ids: np.ndarray, found: bool = False):
+        ids = np.asarray(ids, dtype=np.int64)
+        rows = {r["id"]: r["raw"] for r in self.c.by_ids(ids.tolist(), ["id", "raw"], visible=False)}
+        out = np.array([rows.get(int(i), [0.0] * self.c.dim_in) for i in ids], dtype=np.float32).reshape(
+            len(ids), self.c.dim_in)
+        return (out, np.array([int(i) in rows for i in ids], bool)) if found else out
+
+    def all(self) -> tuple[np.ndarray, np.ndarray]:
+        rows = sorted(self.c.query("", ["id", "raw"]), key=lambda r: r["id"])
+        ids = np.array([r["id"] for r in rows], dtype=np.int64)
+        raw = np.array([r["raw"] for r in rows], dtype=np.float32).reshape(len(rows), self.c.dim_in)
+        return ids, raw
+
+
+def check_limits(faqs: Iterable, questions: Iterable[tuple[str, str]] = ()) -> None:
+    """Texts over the collection's field limits are refused, naming the FAQ, before any encoding."""
+    def over(text: str | None, limit: int) -> bool:
+        return text is not None and len(text.encode("utf-8")) > limit
+
+    pairs = list(questions)
+    for f in faqs:
+        if over(f.id, LIMITS["id"]):
+            raise CorpusError("<records>", f.line or None, f"FAQ id {f.id[:40]!r}... is over {LIMITS['id']} bytes, the "
+                                                           "Milvus backend's limit; use a shorter id")
+        if over(f.category, LIMITS["category"]):
+            raise CorpusError("<records>", f.line or None, f"FAQ {f.id!r}: its category is over {LIMITS['category']} "
+                                                           "bytes, the Milvus backend's limit")
+        if over(f.answer, 65535):
+            raise CorpusError("<records>", f.line or None, f"FAQ {f.id!r}: the answer is over 65535 bytes, Milvus' "
+                                                           "limit for a text field; shorten it or use the embedded backend")
+        pairs += [(f.id, q) for q in f.questions]
+    for fid, q in pairs:
+        if over(q, LIMITS["question"]):
+            raise CorpusError("<records>", None, f"FAQ {fid!r}: a question is over {LIMITS['question']} bytes, the "
+                                                 "Milvus backend's limit; shorten it or use the embedded backend")
+
+
+class MilvusBackend:
+    kind = "milvus"
+
+    # -- building
+    def prepare(self, path: str, storage: Any) -> dict[str, Any]:
+        """The backend section recorded in config.json (validated before anything is encoded)."""
+        uri, index_type = storage.uri, storage.index_type
+        if not uri:
+            raise InvalidOptionError("--backend milvus needs --uri: a local file such as ./faq.milvus.db "
+                                     "(milvus-lite) or http://host:19530 (a Milvus server)")
+        if index_type.lower() not in INDEX_TYPES:
+            raise InvalidOptionError(f"unknown --index-type {index_type!r} for Milvus; choose one of "
+                                     f"{', '.join(INDEX_TYPES)}")
+        if "://" not in uri:
+            uri = os.path.abspath(uri)
+        base = storage.collection or "faqsearch_" + re.sub(r"[^A-Za-z0-9_]", "_", os.path.basename(path))
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,200}", base):
+            raise InvalidOptionError(f"--collection {base!r}: use letters, digits and underscores, starting with a "
+                                     "letter")
+        client(uri).close()  # unreachable or missing extra: fail now
+        return {"kind": "milvus", "uri": uri, "base": base, "index_type": index_type.lower()}
+
+    def check_faqs(self, faqs, questions=()) -> None:
+        check_limits(faqs, questions)
+
+    def check_index_type(self, index_type: str, n: int, dim: int) -> None:
+        pass  # checked by prepare
+
+    def new_store(self, directory: str) -> Store:
+        return Store(":memory:")  # assigns ids and holds the rows until they are written to the collection
+
+    def write_base(self, directory: str, prepared: dict[str, Any], store: Store, ids: np.ndarray, raw: np.ndarray,
+                   white, generation: int, progress: bool) -> dict[str, Any]:
+        questions = store.all_questions()
+        sources = {q[0]: "corpus" for q in questions}
+        seq = {f["id"]: i for i, f in enumerate(store.list_faqs())}
+        fields = {}
+        for fid in seq:
+            f = store.faq(fid)
+            fields[fid] = (f["answer"], f["category"], f["metadata"], f["content_hash"], seq[fid])
+
+        def batches():
+            with progress_bar(len(questions), progress, "writing to Milvus") as bar:
+                for start in range(0, len(questions), BATCH):
+                    chunk = questions[start:start + BATCH]
+                    block = np.asarray(raw[start:start + len(chunk)])
+                    yield Collection.rows([(q[0], q[1], q[2], sources[q[0]]) for q in chunk], fields,
+                                          white.transform(block), block, generation)
+                    bar.update(len(chunk))
+
+        spec = _new_collection(prepared, generation, white.dim_out, raw.shape[1], batches())
+        os.remove(os.path.join(directory, cfg.FILES["vectors"]))  # Milvus keeps the raw vectors
+        return {"backend": spec, "index": {"type": prepared["index_type"], "factory": f"milvus:{prepared['index_type']}",
+                                           "tombstones": 0}}
+
+    def after_commit(self, config: dict[str, Any]) -> None:
+        drop_stale(config["backend"])
+
+    def drop(self, config: dict[str, Any]) -> None:
+        """Drop the alias and every collection of this index."""
+        spec = config["backend"]
+        c = client(spec["uri"], spec.get("token"))
+        try:
+            try:
+                c.drop_alias(spec["base"])
+            except Exception:  # noqa: BLE001 - no alias left: nothing to drop
+                pass
+            for n in c.list_collections():
+                if n.startswith(f"{spec['base']}__g"):
+                    c.drop_collection(n)
+        finally:
+            c.close()
+
+    # -- opening
+    def open(self, path: str, version: str, config: dict[str, Any], whitening, base: "Snapshot | None") -> Opened:
+        c = Collection(config["backend"], int(config.get("generation", 0)), int(config["dim_out"]),
+                       int(config["dim_in"]), int(config.get("next_question_id", 1)))
+        store = MilvusStore(c)
+        n, expected = store.question_count(), int((config.get("counts") or {}).get("questions", 0))
+        if n != expected:
+            c.close()
+            raise IndexFormatError(f"index {path} is inconsistent: Milvus collection {c.collection} shows {n} "
+                                   f"questions at generation {c.generation}, config.json {expected}; re-run "
+                                   "faqsearch ingest")
+        return Opened(MilvusIndex(c), store, MilvusRaw(c), whitening)
+
+    def open_store(self, path: str, version: str, config: dict[str, Any]) -> MilvusStore:
+        return MilvusStore(Collection(config["backend"], int(config.get("generation", 0)), int(config["dim_out"]),
+                                      int(config["dim_in"]), int(config.get("next_question_id", 1))))
+
+    # -- writing
+    def apply(self, writer, snap: "Snapshot", plan, raw_new: np.ndarray, source: str) -> tuple[int, int]:
+        """Rows of generation G+1 and removed rows marked dead at G+1, then the config commit (in a
+        new version directory: the transform's moments change)."""
+        b: Collection = snap.index.b
+        g1 = b.generation + 1
+        b.repair()
+        store: MilvusStore = snap.store
+        removed: list[int] = []
+        for fid in plan.removed_faqs:
+            f = store.faq(fid)
+            removed += [q["id"] for q in f["questions"]] if f else []
+        removed += [int(i) for i in plan.removed_questions]
+        # FAQ fields live on every question row: a changed FAQ's rows are replaced (copied, new ids)
+        changed = {f.id: f for f in plan.changed_faqs}
+        gone = set(removed)
+        keep_rows = [r for r in b.query(f"faq_id in {json.dumps(list(changed), ensure_ascii=False)}", _ALL)
+                     if r["id"] not in gone] if changed else []
+        next_id = max(b.next_id, int(snap.config.get("next_question_id", 1)))
+        # the listing order of new FAQs: after every stored one (a scan, so only when FAQs are added)
+        seq_base = max([r["faq_seq"] for r in b.query("", ["faq_seq"])] or [-1]) + 1 if plan.new_faqs else 0
+        fields = store.faq_fields({fid for fid, _ in plan.new_questions} - set(changed))
+        for i, f in enumerate(plan.new_faqs):
+            fields[f.id] = (f.answer, f.category, f.metadata, faq_hash(f), seq_base + i)
+        for f in plan.changed_faqs:
+            old_seq = next((r["faq_seq"] for r in keep_rows if r["faq_id"] == f.id), seq_base + len(plan.new_faqs))
+            fields[f.id] = (f.answer, f.category, f.metadata, faq_hash(f), old_seq)
+        # a changed FAQ's surviving rows are copied first, so its questions keep their order
+        copies = []
+        copy_id = next_id
+        for r in sorted(keep_rows, key=lambda r: r["id"]):
+            answer, category, metadata, chash, seq = fields[r["faq_id"]]
+            copies.append({**{k: v for k, v in r.items() if k != "sparse"}, "id": copy_id, "answer": answer,
+                           "category": category, "metadata": metadata or None, "content_hash": chash,
+                           "faq_seq": seq, "gen": g1, "dead": ALIVE})
+            copy_id += 1
+        texts = plan.texts()
+        new_faq_ids = [f.id for f in plan.new_faqs for _ in f.questions] + [fid for fid, _ in plan.new_questions]
+        new_rows = [(copy_id + i, fid, text, source) for i, (fid, text) in enumerate(zip(new_faq_ids, texts))]
+        moments = Moments.from_arrays(snap.whitening.moments.to_arrays())
+        if snap.config["whitening"].get("fitted_on") == "corpus questions":
+            if removed:
+                dead = b.by_ids(removed, ["raw"], visible=False)
+                moments.remove(np.array([r["raw"] for r in dead], dtype=np.float32).reshape(-1, b.dim_in))
+            moments.update(raw_new)
+        white = dataclasses.replace(snap.whitening, moments=moments)
+        rows = copies + Collection.rows(new_rows, fields, white.transform(raw_new), raw_new, g1)
+        copy_id += len(new_rows)
+        tmp = writer.new_version()
+        b.insert(rows)
+        b.kill(removed + [r["id"] for r in keep_rows], g1)
+        b.client.flush(b.collection)
+        white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+        config = {**snap.config, **plan.config, "next_question_id": copy_id}
+        after = Collection(b.spec, g1, b.dim, b.dim_in, copy_id)
+        try:
+            config["counts"] = MilvusStore(after).counts()
+            expected = int((snap.config.get("counts") or {}).get("questions", 0)) + len(new_rows) - len(gone)
+            if config["counts"]["questions"] != expected:
+                raise FAQSearchError(f"the edit would leave {config['counts']['questions']} questions, {expected} "
+                                     "expected; nothing was committed")
+            dead = after.count_dead()
+        finally:
+            after.close()
+        config["backend"] = {**config["backend"], "dead": dead}
+        writer.commit(config, tmp)
+        if dead > delta_limit(config["counts"]["questions"]):  # removed rows kept for older readers: compact
+            after = Collection(b.spec, g1, b.dim, b.dim_in, copy_id)
+            try:
+                _rebuild(writer, after, white, writer.config)
+            finally:
+                after.close()
+        return len(new_rows), len(removed)
+
+    def rebuild(self, writer, snap: "Snapshot", white, config: dict[str, Any]) -> None:
+        """A new collection with every live row re-transformed (refit, tune --apply)."""
+        _rebuild(writer, snap.index.b, white, config)
+
+
+def _rebuild(writer, b: Collection, white, config: dict[str, Any]) -> None:
+    """Copy the live rows of ``b`` (its generation) into a new collection, transformed by ``white``,
+    and commit ``config`` naming it."""
+    b.repair()
+    rows = sorted(b.query("", _ALL), key=lambda r: r["id"])
+    spec = {k: v for k, v in b.spec.items() if k not in ("collection", "previous", "generation", "dead")}
+    generation = writer.generation + 1
+
+    def batches():
+        for start in range(0, len(rows), BATCH):
+            chunk = rows[start:start + BATCH]
+            vec = white.transform(np.array([r["raw"] for r in chunk], dtype=np.float32))
+            for r, v in zip(chunk, vec):
+                r.pop("sparse", None)
+                r["vector"], r["gen"], r["dead"] = v.tolist(), generation, ALIVE
+            yield chunk
+
+    tmp = writer.new_version()
+    config = dict(config)
+    config["backend"] = _new_collection(spec, generation, white.dim_out, b.dim_in, batches())
+    white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+    writer.commit(config, tmp)
+    drop_stale(config["backend"])
+
+
+def _new_collection(spec: dict[str, Any], generation: int, dim: int, dim_in: int,
+                    batches: Iterable[list[dict[str, Any]]]) -> dict[str, Any]:
+    """Create a collection, insert the row batches, seal and load it, switch the alias; returns the
+    spec naming it. On any failure the new collection is dropped and the alias left alone."""
+    name = Collection.create_collection(spec, generation, dim, dim_in, spec["index_type"])
+    c = client(spec["uri"], spec.get("token"))
+    try:
+        for rows in batches:
+            if rows:
+                c.insert(name, rows)
+        c.flush(name)  # sealed segments are searched through the index: 10x faster than growing ones
+        c.load_collection(name)
+        previous = _switch_alias(c, spec["base"], name)
+    except BaseException:
+        c.drop_collection(name)
+        c.close()
+        raise
+    c.close()
+    return {**spec, "collection": name, "previous": previous, "generation": generation}
+
+
+def _switch_alias(c, base: str, collection: str) -> str | None:
+    before = next((n for n in c.list_collections() if base in c.list_aliases(n).get("aliases", [])), None)
+    if before is None:
+        c.create_alias(collection, base)
+    else:
+        c.alter_alias(collection, base)
+    return before
+
+
+def drop_stale(spec: dict[str, Any]) -> list[str]:
+    """After a rebuild is committed: drop this index's collections other than the current and previous."""
+    c = client(spec["uri"], spec.get("token"))
+    keep = {spec["collection"], spec.get("previous")}
+    dropped = [n for n in c.list_collections() if n.startswith(f"{spec['base']}__g") and n not in keep]
+    for n in dropped:
+        c.drop_collection(n)
+    c.close()
+    return dropped

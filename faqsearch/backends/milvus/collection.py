@@ -1,0 +1,258 @@
+"""The Milvus backend: questions, FAQ fields, transformed and raw vectors in one Milvus collection.
+
+faqsearch keeps what is small and its own (config.json and whitening.npz in the local index
+directory, versioned as usual); Milvus holds one row per question: its id, FAQ id, text, source,
+the FAQ's answer, category, metadata and content hash, the transformed vector (searched), the raw
+encoder vector (so refit and tune need no re-encoding), the pre-tokenised text with Milvus' own
+BM25 function for lexical and hybrid search, and two generation numbers. This module holds the
+connection and the row I/O; :mod:`.faces` the faces searching reads, :mod:`.backend` the writes.
+
+Consistency without transactions: every row carries ``gen`` (the generation that created it) and
+``dead`` (the generation that removed it; ``ALIVE`` while alive), and every read filters
+``gen <= G and dead > G`` for the generation G of the reader's config. An edit at G writes new
+rows with gen G+1 and marks removed rows dead at G+1, then commits by switching the local index
+link to a config of generation G+1 (one atomic rename, as for the embedded backend). Until then
+readers see G exactly; a killed edit leaves rows no committed config can see, and the next
+writer deletes them (and revives rows it had marked) before it starts. Rows that committed edits
+removed stay, so a reader that lags any number of generations reads its own, until the removed rows
+pass 5% of the collection (at least 1,000): then the edit is followed by a compaction into a new
+collection, as a rebuild.
+
+A rebuild (ingest, refit, tune --apply) writes a new collection ``<base>__g<G>_<random>``, switches
+the alias ``<base>`` to it and commits the config that names it; readers of the previous config keep
+reading the previous collection, which the next rebuild drops.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import secrets
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ...errors import FAQSearchError, MissingExtraError
+from ...lexical import tokenize
+
+log = logging.getLogger(__name__)
+
+ALIVE = 1 << 62
+BATCH = 1000
+WINDOW = 16384  # Milvus returns at most this many rows per query
+MAX_ANSWER = 65535  # bytes: Milvus VARCHAR limit
+INDEX_TYPES = {"flat": ("FLAT", {}), "auto": ("FLAT", {}), "hnsw": ("HNSW", {"M": 32, "efConstruction": 200}),
+               "ivf": ("IVF_FLAT", {"nlist": 1024}), "ivf-sq8": ("IVF_SQ8", {"nlist": 1024}),
+               "ivf-pq": ("IVF_PQ", {"nlist": 1024, "m": 32}), "sq8": ("IVF_SQ8", {"nlist": 1})}
+FIELDS = ["id", "faq_id", "text", "source", "answer", "category", "metadata", "content_hash", "faq_seq"]
+# Milvus collections tokenise CJK text as they always have (the SQLite store's default is unigrams
+# since the zh_lexical measurement; a collection would need to record its mode to change)
+CJK = "unigram+bigram"
+
+
+class _LiteNoise(logging.Filter):
+    """milvus-lite's embedded server does not implement AllocTimestamp, which pymilvus calls while it
+    waits for an index; the call fails harmlessly but logs a traceback on every collection created."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Method not implemented" not in record.getMessage() and "mvccTs" not in record.getMessage()
+
+
+def client(uri: str, token: str | None = None):
+    if "://" not in uri:
+        for name in ("grpc._server", "pymilvus"):
+            lg = logging.getLogger(name)
+            if not any(isinstance(f, _LiteNoise) for f in lg.filters):
+                lg.addFilter(_LiteNoise())
+    try:
+        from pymilvus import MilvusClient
+    except ImportError as exc:
+        raise MissingExtraError(f"the Milvus backend needs pymilvus (and milvus-lite for a local file): "
+                                f"pip install 'faqsearch[milvus]' ({exc})") from None
+    try:
+        return MilvusClient(uri, token=token or "")
+    except Exception as exc:  # noqa: BLE001 - connection errors come in many classes
+        if "://" not in uri:
+            raise FAQSearchError(f"cannot open the milvus-lite file {uri} ({exc}). milvus-lite lets one process "
+                                 "use a file at a time: stop the other process (a running `faqsearch serve`?), or "
+                                 "run a Milvus server for several processes") from None
+        raise FAQSearchError(f"cannot reach Milvus at {uri} ({exc}); check --uri (a local .db file for "
+                             "milvus-lite, or http://host:19530 for a server)") from None
+
+
+def _quote(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def filter_expr(filters: dict[str, Any] | None) -> str:
+    """A Milvus boolean expression for faqsearch filters (category and metadata fields)."""
+    parts = []
+    for key, value in (filters or {}).items():
+        values = list(value) if isinstance(value, (list, tuple, set)) else [value]
+        if key == "category":
+            parts.append(f"category in [{', '.join(_quote(v) for v in values)}]")
+        else:  # JSON paths take no `in`: a disjunction of equalities
+            field = f"metadata[{json.dumps(str(key))}]"
+            parts.append("(" + " or ".join(f"{field} == {_quote(v)}" for v in values) + ")")
+    return " and ".join(parts)
+
+
+class Collection:
+    """One index's rows in Milvus, read at one generation: the connection and the row I/O."""
+
+    def __init__(self, spec: dict[str, Any], generation: int, dim: int, dim_in: int, next_id: int):
+        self.spec = spec
+        self.uri = spec["uri"]
+        self.collection = spec["collection"]
+        self.generation = int(generation)
+        self.dim = dim
+        self.dim_in = dim_in
+        self.next_id = next_id
+        self.client = client(self.uri, spec.get("token"))
+        if not self.client.has_collection(self.collection):
+            raise FAQSearchError(f"Milvus collection {self.collection} is missing at {self.uri}; re-run "
+                                 "faqsearch ingest --backend milvus")
+        self.client.load_collection(self.collection)
+
+    # -- visibility ---------------------------------------------------------------------------
+    def visible(self, extra: str = "", generation: int | None = None) -> str:
+        g = self.generation if generation is None else generation
+        base = f"gen <= {g} and dead > {g}"
+        return f"({base}) and ({extra})" if extra else base
+
+    def query(self, expr: str, fields: Sequence[str], all_rows: bool = False) -> list[dict[str, Any]]:
+        """Every visible row (every row with ``all_rows``) matching ``expr``. Read in windows of
+        question ids no wider than Milvus' result limit, so nothing is cut off (query iterators are
+        not served by milvus-lite)."""
+        out: list[dict[str, Any]] = []
+        cond = expr if all_rows else self.visible(expr)
+        top = max(self.next_id, self.max_stored_id() + 1)
+        for lo in range(0, top, WINDOW):
+            window = f"id >= {lo} and id < {lo + WINDOW}"
+            out += self.client.query(self.collection, filter=f"({window}) and ({cond})" if cond else window,
+                                     output_fields=list(fields), limit=WINDOW)
+        return out
+
+    def by_ids(self, ids: Sequence[int], fields: Sequence[str], visible: bool = True) -> list[dict[str, Any]]:
+        """Rows with these ids (visible ones only, unless ``visible`` is false)."""
+        ids = [int(i) for i in ids]
+        out: list[dict[str, Any]] = []
+        for start in range(0, len(ids), BATCH):
+            cond = f"id in {ids[start:start + BATCH]}"
+            out += self.client.query(self.collection, filter=self.visible(cond) if visible else cond,
+                                     output_fields=list(fields), limit=BATCH)
+        return out
+
+    def max_stored_id(self) -> int:
+        """The largest id in the collection, uncommitted rows of a killed edit included."""
+        hi = self.next_id + 1
+        while self.client.query(self.collection, filter=f"id >= {hi}", output_fields=["id"], limit=1):
+            hi *= 2
+        return hi
+
+    def count_dead(self) -> int:
+        """Rows committed edits removed, kept for readers of older generations."""
+        res = self.client.query(self.collection, filter=f"dead <= {self.generation}", output_fields=["count(*)"])
+        return int(res[0]["count(*)"])
+
+    def count(self, expr: str = "") -> int:
+        res = self.client.query(self.collection, filter=self.visible(expr), output_fields=["count(*)"])
+        return int(res[0]["count(*)"])
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    # -- writes -------------------------------------------------------------------------------
+    @staticmethod
+    def create_collection(spec: dict[str, Any], generation: int, dim: int, dim_in: int, index_type: str) -> str:
+        """A new, empty collection for a rebuild; returns its name (the alias still names the old one)."""
+        from pymilvus import DataType, Function, FunctionType
+
+        c = client(spec["uri"], spec.get("token"))
+        name = f"{spec['base']}__g{generation}_{secrets.token_hex(3)}"
+        kind = index_type.lower()
+        if kind not in INDEX_TYPES:
+            raise FAQSearchError(f"unknown --index-type {index_type!r} for Milvus; choose one of "
+                                 f"{', '.join(INDEX_TYPES)}")
+        schema = c.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("faq_id", DataType.VARCHAR, max_length=512)
+        schema.add_field("text", DataType.VARCHAR, max_length=8192)
+        schema.add_field("lex", DataType.VARCHAR, max_length=16384, enable_analyzer=True,
+                         analyzer_params={"tokenizer": "standard"})
+        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+        schema.add_field("source", DataType.VARCHAR, max_length=32)
+        schema.add_field("answer", DataType.VARCHAR, max_length=MAX_ANSWER)
+        schema.add_field("category", DataType.VARCHAR, max_length=512, nullable=True)
+        schema.add_field("metadata", DataType.JSON, nullable=True)
+        schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
+        schema.add_field("faq_seq", DataType.INT64)
+        schema.add_field("gen", DataType.INT64)
+        schema.add_field("dead", DataType.INT64)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
+        schema.add_field("raw", DataType.FLOAT_VECTOR, dim=dim_in)
+        schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["lex"],
+                                     output_field_names=["sparse"]))
+        ix = c.prepare_index_params()
+        mtype, params = INDEX_TYPES[kind]
+        ix.add_index("vector", index_type=mtype, metric_type="IP", params=params)
+        ix.add_index("raw", index_type="FLAT", metric_type="IP")
+        ix.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+        c.create_collection(name, schema=schema, index_params=ix, consistency_level="Strong")
+        c.close()
+        return name
+
+    @staticmethod
+    def rows(question_rows: Iterable[tuple], faqs: dict[str, Any], vectors: np.ndarray, raw: np.ndarray,
+             generation: int) -> list[dict[str, Any]]:
+        """Milvus rows from (id, faq_id, text, source) and FAQ fields ({faq_id: (answer, category, metadata,
+        hash, seq)})."""
+        out = []
+        for (qid, fid, text, source), v, r in zip(question_rows, vectors, raw):
+            answer, category, metadata, chash, seq = faqs[fid]
+            if len(answer.encode("utf-8")) > MAX_ANSWER:
+                raise FAQSearchError(f"FAQ {fid}: the answer is over {MAX_ANSWER} bytes, Milvus' limit for a text "
+                                     "field; shorten it or use the embedded backend")
+            out.append({"id": int(qid), "faq_id": fid, "text": text, "lex": " ".join(tokenize(text, CJK)) or "_",
+                        "source": source, "answer": answer, "category": category, "metadata": metadata or None,
+                        "content_hash": chash, "faq_seq": int(seq), "gen": int(generation), "dead": ALIVE,
+                        "vector": np.asarray(v, dtype=np.float32).tolist(),
+                        "raw": np.asarray(r, dtype=np.float32).tolist()})
+        return out
+
+    def insert(self, rows: list[dict[str, Any]], collection: str | None = None) -> None:
+        name = collection or self.collection
+        for start in range(0, len(rows), BATCH):
+            self.client.insert(name, rows[start:start + BATCH])
+
+    def kill(self, ids: Sequence[int], generation: int) -> None:
+        """Mark rows removed at ``generation`` (readers of earlier generations still see them)."""
+        rows = self.by_ids(ids, _ALL, visible=False)
+        for r in rows:
+            r["dead"] = int(generation)
+            r.pop("sparse", None)
+        for start in range(0, len(rows), BATCH):
+            self.client.upsert(self.collection, rows[start:start + BATCH])
+
+    def repair(self) -> None:
+        """Before an edit (under the writer lock): undo what a killed edit left. Rows that committed
+        edits removed stay for readers of older generations until a compaction copies the live rows."""
+        g = self.generation
+        self.client.delete(self.collection, filter=f"gen > {g}")
+        marked = self.query(f"dead > {g} and dead < {ALIVE}", _ALL, all_rows=True)
+        for r in marked:
+            r["dead"] = ALIVE
+            r.pop("sparse", None)
+        for start in range(0, len(marked), BATCH):
+            self.client.upsert(self.collection, marked[start:start + BATCH])
+
+
+_ALL = ["id", "faq_id", "text", "lex", "source", "answer", "category", "metadata", "content_hash", "faq_seq", "gen",
+        "dead", "vector", "raw"]

@@ -1,0 +1,183 @@
+"""The faces of a Milvus collection that searching and listing read (what the embedded backend's
+FAISS index and SQLite store offer), at the collection's generation."""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ...lexical import tokenize
+from .collection import CJK, Collection, _quote, filter_expr
+
+
+class MilvusIndex:
+    """The VectorIndex face of the backend (what the engine's search calls)."""
+
+    supports_removal = True
+
+    def __init__(self, backend: Collection):
+        self.b = backend
+        self.factory = f"milvus:{backend.spec.get('index_type', 'flat')}"
+        self.nprobe = None
+        self.ef_search = None
+        self._len: int | None = None
+
+    @property
+    def dim(self) -> int:
+        return self.b.dim
+
+    def __len__(self) -> int:
+        if self._len is None:
+            self._len = self.b.count()
+        return self._len
+
+    def max_id(self) -> int:
+        return self.b.next_id - 1
+
+    def search(self, queries: np.ndarray, k: int, ids: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        k = max(1, min(int(k), 16384))
+        expr = f"id in {[int(i) for i in ids]}" if ids is not None else ""
+        hits = self.b.client.search(self.b.collection, data=np.asarray(queries, dtype=np.float32).tolist(),
+                                    anns_field="vector", limit=k, filter=self.b.visible(expr),
+                                    output_fields=["id"], search_params={"metric_type": "IP"})
+        scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+        out = np.full((len(queries), k), -1, dtype=np.int64)
+        for i, row in enumerate(hits):
+            for j, h in enumerate(row[:k]):
+                scores[i, j] = h["distance"]
+                out[i, j] = h["id"]
+        return scores, out
+
+    def search_distinct(self, queries: np.ndarray, k: int, filters: dict[str, Any] | None = None
+                        ) -> tuple[list[list[tuple[int, float]]], dict[int, dict[str, Any]]]:
+        """Top-k distinct FAQs per query in one Milvus call (grouping search on faq_id), with the rows
+        of their best questions: what the embedded backend gets by widening a FAISS search."""
+        fields = ["id", "faq_id", "text", "source", "answer", "category", "metadata"]
+        hits = self.b.client.search(self.b.collection, data=np.asarray(queries, dtype=np.float32).tolist(),
+                                    anns_field="vector", limit=max(1, min(int(k), 16384)),
+                                    filter=self.b.visible(filter_expr(filters)), output_fields=fields,
+                                    search_params={"metric_type": "IP"}, group_by_field="faq_id")
+        out, rows = [], {}
+        for row in hits:
+            out.append([(int(h["id"]), float(h["distance"])) for h in row])
+            for h in row:
+                rows[int(h["id"])] = _row(h["entity"] | {"id": h["id"]})
+        return out, rows
+
+    def reconstruct(self, ids: np.ndarray) -> np.ndarray:
+        if not len(ids):
+            return np.empty((0, self.dim), np.float32)
+        rows = {r["id"]: r["vector"] for r in self.b.by_ids(ids, ["id", "vector"], visible=False)}
+        return np.array([rows[int(i)] for i in ids], dtype=np.float32)
+
+
+def _row(r: dict[str, Any]) -> dict[str, Any]:
+    """A Milvus row as the store's question row (joined with its FAQ)."""
+    return {"question_id": r["id"], "faq_id": r["faq_id"], "question": r["text"], "source": r["source"],
+            "answer": r["answer"], "category": r["category"], "metadata": r["metadata"] or {}}
+
+
+class MilvusStore:
+    """The Store face of the backend (what the engine's reads, edits and listing call)."""
+
+    def __init__(self, backend: Collection):
+        self.b = backend
+        self.path = f"{backend.uri}#{backend.collection}"
+
+    def close(self) -> None:
+        self.b.close()
+
+    def question_ids(self, filters: dict[str, Any]) -> list[int]:
+        return [r["id"] for r in self.b.query(filter_expr(filters), ["id"])]
+
+    def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
+        """BM25 by Milvus' own full-text search over faqsearch's tokens (CJK n-grams included)."""
+        queries = [" ".join(tokenize(t, CJK)) for t in texts]
+        out: list[list[tuple[int, float]]] = [[] for _ in texts]
+        todo = [i for i, q in enumerate(queries) if q]
+        if not todo:
+            return out
+        hits = self.b.client.search(self.b.collection, data=[queries[i] for i in todo], anns_field="sparse", limit=n,
+                                    filter=self.b.visible(filter_expr(filters)), output_fields=["id"],
+                                    search_params={"metric_type": "BM25"})
+        for i, row in zip(todo, hits):
+            out[i] = [(int(h["id"]), abs(float(h["distance"]))) for h in row]
+        return out
+
+    def questions(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        rows = self.b.by_ids(ids, ["id", "faq_id", "text", "source", "answer", "category", "metadata"])
+        return {r["id"]: _row(r) for r in rows}
+
+    def all_questions(self) -> list[tuple[int, str, str]]:
+        return sorted((r["id"], r["faq_id"], r["text"]) for r in self.b.query("", ["id", "faq_id", "text"]))
+
+    def raw_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, raw vectors) of every visible question, in id order."""
+        rows = sorted(self.b.query("", ["id", "raw"]), key=lambda r: r["id"])
+        ids = np.array([r["id"] for r in rows], dtype=np.int64)
+        raw = np.array([r["raw"] for r in rows], dtype=np.float32).reshape(len(rows), self.b.dim_in)
+        return ids, raw
+
+    def _faq_rows(self, expr: str = "") -> list[dict[str, Any]]:
+        return self.b.query(expr, ["id", "faq_id", "text", "source", "answer", "category", "metadata", "content_hash",
+                                   "faq_seq"])
+
+    def faq(self, faq_id: str) -> dict[str, Any] | None:
+        rows = sorted(self._faq_rows(f"faq_id == {_quote(faq_id)}"), key=lambda r: r["id"])
+        if not rows:
+            return None
+        f = rows[0]
+        return {"id": f["faq_id"], "answer": f["answer"], "category": f["category"], "metadata": f["metadata"] or {},
+                "content_hash": f["content_hash"],
+                "questions": [{"id": r["id"], "text": r["text"], "source": r["source"]} for r in rows]}
+
+    def faq_fields(self, faq_ids: Iterable[str]) -> dict[str, tuple]:
+        ids = list(faq_ids)
+        if not ids:
+            return {}
+        out = {}
+        for r in self._faq_rows(f"faq_id in {json.dumps(ids, ensure_ascii=False)}"):
+            out.setdefault(r["faq_id"], (r["answer"], r["category"], r["metadata"], r["content_hash"], r["faq_seq"]))
+        return out
+
+    def list_faqs(self, limit: int | None = None, offset: int = 0, category: str | None = None,
+                  contains: str | None = None) -> list[dict[str, Any]]:
+        rows = self._faq_rows(f"category == {_quote(category)}" if category else "")
+        faqs: dict[str, dict[str, Any]] = {}
+        texts: dict[str, list[str]] = {}
+        for r in sorted(rows, key=lambda r: (r["faq_seq"], r["id"])):
+            f = faqs.setdefault(r["faq_id"], {"id": r["faq_id"], "category": r["category"], "answer": r["answer"],
+                                              "questions": 0})
+            f["questions"] += 1
+            texts.setdefault(r["faq_id"], []).append(r["text"])
+        out = list(faqs.values())
+        if contains:
+            low = contains.lower()
+            out = [f for f in out if low in f["id"].lower() or low in f["answer"].lower()
+                   or any(low in t.lower() for t in texts[f["id"]])]
+        return out[offset:offset + limit] if limit is not None else out[offset:]
+
+    def faq_hashes(self) -> dict[str, str | None]:
+        return {r["faq_id"]: r["content_hash"] for r in self.b.query("", ["faq_id", "content_hash"])}
+
+    def faq_ids(self, source: str | None = None) -> set[str]:
+        return {r["faq_id"] for r in self.b.query(f"source == {_quote(source)}" if source else "", ["faq_id"])}
+
+    def question_count(self) -> int:
+        return self.b.count()
+
+    def source_counts(self, exclude: str | None = None) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.b.query("", ["source"]):
+            counts[r["source"]] = counts.get(r["source"], 0) + 1
+        return {k: v for k, v in counts.items() if k != exclude}
+
+    def counts(self) -> dict[str, int]:
+        per: dict[str, int] = {}
+        for r in self.b.query("", ["faq_id"]):
+            per[r["faq_id"]] = per.get(r["faq_id"], 0) + 1
+        return {"faqs": len(per), "questions": sum(per.values()), "max_questions_per_faq": max(per.values(), default=0)}

@@ -1,0 +1,213 @@
+"""Building an index from a corpus: read and check it, encode every question in one streaming pass
+(moments accumulated as it goes), fit the transform, write the searchable side through the backend
+and commit the new version. Everything is validated before anything is encoded; an error or an
+interrupt leaves the previous index at the path as it was.
+
+    corpus -> encoder -> whitening.fit -> backend.write_base (FAISS | Milvus) -> store -> commit
+"""
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import config as cfg
+from .backends import backend_named
+from .corpus import FAQ, Columns, check_faq, read_corpus, read_texts
+from .defaults import BATCH_SIZE, BETA, CHUNK, GAMMA, INDEX_TYPE, K, MAX_LENGTH, PROGRESS_STEP, THRESHOLD
+from .edits.plan import check_batch
+from .encoders import Encoder, load_encoder
+from .errors import FAQSearchError, InvalidOptionError
+from .indexdir import Writer, check_target
+from .progress import progress_bar
+from .whitening import Moments, Whitening
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EncoderSpec:
+    """Which encoder to load (``model``: an alias, a directory or a Hugging Face id)."""
+
+    model: str | None = None
+    pooling: str | None = None
+    max_length: int = MAX_LENGTH
+    prefix: str = ""
+    threads: int | None = None
+    gguf_file: str | None = None
+    quantize: bool = False
+
+    def load(self) -> Encoder:
+        return load_encoder(self.model, pooling=self.pooling, max_length=self.max_length, prefix=self.prefix,
+                            threads=self.threads, gguf_file=self.gguf_file, quantize=self.quantize)
+
+
+@dataclass
+class WhiteningSpec:
+    """The transform: x' = (x - beta mu) U Lambda^(-gamma/2), first k columns; ``whiten=False`` stores
+    the encoder's vectors as they are; ``fit_on``: fit on these texts instead of the corpus questions."""
+
+    beta: float = BETA
+    gamma: float = GAMMA
+    k: int | None = K
+    whiten: bool = True
+    fit_on: str | Sequence[str] | None = None
+
+
+@dataclass
+class StorageSpec:
+    """Where rows and vectors live: ``embedded`` (FAISS + SQLite files) or ``milvus`` (``uri``: a local
+    .db file runs milvus-lite, http://host:19530 a server; ``collection``: its alias)."""
+
+    backend: str = "embedded"
+    uri: str | None = None
+    collection: str | None = None
+    index_type: str = INDEX_TYPE
+
+
+def as_faqs(corpus: str | os.PathLike | Sequence[FAQ], columns: Columns | None = None,
+            fmt: str | None = None) -> list[FAQ]:
+    """FAQ records from a corpus file or from records (checked and normalised like a file's rows)."""
+    if isinstance(corpus, (str, os.PathLike)):
+        return read_corpus(str(corpus), columns, fmt)
+    faqs = [check_faq(f) for f in corpus]
+    check_batch(faqs)
+    return faqs
+
+
+def encode_stream(encoder: Encoder, texts: Sequence[str], batch_size: int, progress: bool,
+                  out: np.ndarray | None = None) -> Moments:
+    """Encode texts chunk by chunk, accumulating moments (and writing raw vectors to ``out``)."""
+    moments = Moments(encoder.dimension)
+    step = CHUNK if not progress else max(batch_size, PROGRESS_STEP)  # a bar that moves from the first texts
+    with progress_bar(len(texts), progress, "encoding") as bar:
+        for start in range(0, len(texts), step):
+            chunk = texts[start:start + step]
+            vecs = encoder.encode(chunk, batch_size=batch_size)
+            moments.update(vecs)
+            if out is not None:
+                out[start:start + len(chunk)] = vecs
+            bar.update(len(chunk))
+    return moments
+
+
+def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Encoder | None = None,
+          encoder_spec: EncoderSpec | None = None, whitening: WhiteningSpec | None = None,
+          storage: StorageSpec | None = None, threshold: float | None = None, columns: Columns | None = None,
+          fmt: str | None = None, batch_size: int = BATCH_SIZE, progress: bool = False, force: bool = False,
+          source: str | None = None) -> Encoder:
+    """Build the index at ``path`` and commit it as its next version; returns the encoder it used.
+
+    Rebuilding an index that holds questions the corpus does not (from add, update, augment or
+    feedback) needs ``force=True``."""
+    encoder_spec = encoder_spec or EncoderSpec()
+    wspec = whitening or WhiteningSpec()
+    storage = storage or StorageSpec()
+    check_target(path)  # only an index of ours may be replaced: refused before anything is read or encoded
+    backend = backend_named(storage.backend)
+    if wspec.k is not None and (not isinstance(wspec.k, int) or wspec.k < 1):
+        raise InvalidOptionError(f"k (--dims) must be a positive number of dimensions, got {wspec.k!r}")
+    if not (0.0 <= wspec.beta <= 1.0 and 0.0 <= wspec.gamma <= 1.0):
+        raise InvalidOptionError(f"beta and gamma must lie in [0, 1], got beta={wspec.beta}, gamma={wspec.gamma}")
+    prepared = backend.prepare(path, storage)
+    source = source or (str(corpus) if isinstance(corpus, (str, os.PathLike)) else "<records>")
+    faqs = as_faqs(corpus, columns, fmt)
+    if not faqs:
+        raise FAQSearchError("no FAQs to index")
+    backend.check_faqs(faqs)
+    fit_texts = None
+    if wspec.fit_on is not None:
+        fit_texts = read_texts(wspec.fit_on) if isinstance(wspec.fit_on, (str, os.PathLike)) else list(wspec.fit_on)
+    if not force:
+        refuse_lossy_rebuild(path, source)
+    if encoder is None:
+        encoder = encoder_spec.load()
+    n_questions = sum(len(f.questions) for f in faqs)
+    # an index-type typo fails now, not after the whole encode
+    backend.check_index_type(storage.index_type, n_questions,
+                             min(wspec.k or encoder.dimension, encoder.dimension) if wspec.whiten else encoder.dimension)
+    with Writer(path) as writer:
+        if not force:
+            refuse_lossy_rebuild(path, source)  # again under the lock: another writer may have added
+        tmp = writer.new_version()
+        store = backend.new_store(tmp)
+        try:
+            index_id = uuid.uuid4().hex
+            store.set_setting("index_id", index_id)
+            rows = store.insert_faqs(faqs, source="corpus")
+            ids = np.array([r[0] for r in rows], dtype=np.int64)
+            texts = [r[1] for r in rows]
+            raw = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+", dtype=np.float32,
+                                            shape=(len(texts), encoder.dimension))
+            moments = encode_stream(encoder, texts, batch_size, progress, out=raw)
+            if fit_texts is not None:
+                moments = encode_stream(encoder, fit_texts, batch_size, progress)
+            white, whiten = fit_transform(moments, wspec, encoder.dimension)
+            raw.flush()
+            sections = backend.write_base(tmp, prepared, store, ids, raw, white, writer.generation + 1, progress)
+            del raw
+            white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+            counts = store.counts()
+        finally:
+            store.close()
+        fitted_on = (str(wspec.fit_on) if isinstance(wspec.fit_on, (str, os.PathLike)) else
+                     ("texts" if wspec.fit_on is not None else "corpus questions"))
+        config = cfg.new_config(
+            index_id=index_id, encoder=encoder.spec(), dim_in=encoder.dimension, dim_out=white.dim_out,
+            whitening=cfg.whitening_section(white, whiten, fitted_on, moments.n),
+            threshold=THRESHOLD if threshold is None else float(threshold), counts=counts, corpus=source,
+            next_question_id=int(ids.max()) + 1 if len(ids) else 1, **sections)
+        writer.commit(config, tmp)
+    backend.after_commit(config)
+    log.info("built index %s: %d FAQs, %d questions, %d -> %d dims", path, counts["faqs"], counts["questions"],
+             encoder.dimension, white.dim_out)
+    return encoder
+
+
+def fit_transform(moments: Moments, wspec: WhiteningSpec, dim: int) -> tuple[Whitening, bool]:
+    """The transform for these moments; the identity (and whiten False) when it cannot be fitted."""
+    white = None
+    whiten = wspec.whiten
+    if whiten:
+        try:
+            white = Whitening.from_moments(moments, beta=wspec.beta, gamma=wspec.gamma, k=wspec.k)
+        except ValueError as exc:  # too few (or only identical) texts: nothing to estimate
+            log.warning("no transform fitted (%s); storing the encoder's vectors as they are", exc)
+            whiten = False
+    if white is None:
+        white = Whitening.identity(dim)
+        white.moments = moments
+    return white, whiten
+
+
+def refuse_lossy_rebuild(path: str, source: str) -> None:
+    """Rebuilding from a corpus would drop questions the corpus never had (add, update, augment,
+    feedback): refuse unless forced, and say how to keep them."""
+    from .snapshot import open_store
+
+    try:
+        store = open_store(path)
+    except FAQSearchError:
+        return  # nothing there, or a damaged index: rebuilding it is the fix
+    try:
+        extra = store.source_counts(exclude="corpus")
+    finally:
+        store.close()
+    if extra:
+        what = ", ".join(f"{n} from {src}" for src, n in sorted(extra.items()))
+        raise FAQSearchError(
+            f"index {path} holds questions that a rebuild from {source} would drop ({what}). "
+            "Pass --upsert to apply the corpus as an edit and keep them, or --force to rebuild and drop them")
+
+
+def info_summary(config: dict[str, Any]) -> dict[str, Any]:
+    """What `ingest` reports of a built index."""
+    return {"faqs": config["counts"]["faqs"], "questions": config["counts"]["questions"],
+            "encoder": config["encoder"]["name"], "dim_in": config["dim_in"], "dim_out": config["dim_out"],
+            "whitening": config["whitening"], "mode": config.get("mode", "hybrid"),
+            "hybrid_weight": config.get("hybrid_weight"), "fusion": config.get("fusion"),
+            "threshold": config.get("threshold")}

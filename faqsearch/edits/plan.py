@@ -1,0 +1,140 @@
+"""What an edit changes, worked out from the rows an index holds before anything is written.
+
+Each ``plan_*`` function reads a store (any backend's :class:`faqsearch.backends.base.StoreView`) and
+returns an :class:`Edit`; it raises, naming the FAQ, for anything that would make the index
+inconsistent (an id given twice in one batch, an unknown id), so a bad batch writes nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..corpus import FAQ, faq_hash
+from ..errors import CorpusError, DuplicateFAQError, FAQSearchError, UnknownFAQError
+from ..text import clean_text, is_blank
+
+EDITABLE = ("corpus", "added")  # sources a corpus file speaks for: questions it no longer lists are removed
+
+
+@dataclass
+class Edit:
+    """Planned changes, applied in one commit. New questions get the edit's ``source``."""
+
+    source: str = "added"
+    new_faqs: list[FAQ] = field(default_factory=list)
+    changed_faqs: list[FAQ] = field(default_factory=list)  # answer/category/metadata/hash rewritten
+    new_questions: list[tuple[str, str]] = field(default_factory=list)  # (faq_id, text)
+    removed_questions: list[int] = field(default_factory=list)
+    removed_faqs: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)  # merged into the committed config
+
+    def texts(self) -> list[str]:
+        """New question texts in the order a backend stores them (new FAQs first, then added questions)."""
+        return [q for f in self.new_faqs for q in f.questions] + [t for _, t in self.new_questions]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.new_faqs or self.changed_faqs or self.new_questions or self.removed_questions
+                    or self.removed_faqs or self.config)
+
+
+def check_batch(faqs: Sequence[FAQ]) -> None:
+    """One batch names each FAQ once: a repeated id would be stored twice (or updated twice in one
+    generation) and leave the index inconsistent."""
+    seen: dict[str, int] = {}
+    for i, f in enumerate(faqs):
+        if f.id in seen:
+            raise CorpusError("<records>", None, f"FAQ id {f.id!r} is given twice in this batch (items {seen[f.id] + 1} "
+                                                 f"and {i + 1}); give each FAQ once, with all its questions")
+        seen[f.id] = i
+
+
+def plan_add(store, faqs: Sequence[FAQ]) -> Edit:
+    check_batch(faqs)
+    existing = store.faq_hashes()
+    clash = [f.id for f in faqs if f.id in existing]
+    if clash:
+        raise DuplicateFAQError(f"FAQ id(s) already in the index: {', '.join(clash[:10])}"
+                                f"{' ...' if len(clash) > 10 else ''}; use `faqsearch update` to change them")
+    return Edit("added", new_faqs=list(faqs))
+
+
+def plan_update(store, faqs: Sequence[FAQ], remove_missing: bool = False, replace: bool = False,
+                source: str = "added") -> Edit:
+    """New FAQs are added; listed FAQs get their answer, category and metadata, and the questions
+    the file gives (corpus and added questions it no longer lists are removed; feedback, approved
+    and generated ones stay, unless ``replace``: then the FAQ holds exactly the listed questions).
+    ``remove_missing`` (upsert): ingested FAQs the batch does not list are removed."""
+    check_batch(faqs)
+    hashes = store.faq_hashes()
+    plan = Edit(source)
+    for f in faqs:
+        if f.id not in hashes:
+            plan.new_faqs.append(f)
+            continue
+        stored = None
+        if hashes[f.id] == faq_hash(f):
+            if not replace:
+                continue
+            stored = store.faq(f.id)
+            if sorted(q["text"] for q in stored["questions"]) == sorted(f.questions):
+                continue
+        stored = stored or store.faq(f.id)
+        keep = None if replace else EDITABLE
+        plan.removed_questions += [q["id"] for q in stored["questions"]
+                                   if (keep is None or q["source"] in keep) and q["text"] not in f.questions]
+        present = {q["text"] for q in stored["questions"]}
+        plan.new_questions += [(f.id, q) for q in f.questions if q not in present]
+        plan.changed_faqs.append(f)
+    if remove_missing:
+        listed = {f.id for f in faqs}
+        ingested = store.faq_ids(source="corpus")
+        plan.removed_faqs = sorted(i for i in hashes if i not in listed and i in ingested)
+    return plan
+
+
+def plan_remove(store, faq_ids: Sequence[str]) -> Edit:
+    ids = list(dict.fromkeys(faq_ids))
+    existing = store.faq_hashes()
+    unknown = [i for i in ids if i not in existing]
+    if unknown:
+        raise UnknownFAQError(f"unknown FAQ id(s): {', '.join(unknown[:10])}; see `faqsearch list`")
+    return Edit(removed_faqs=ids)
+
+
+def _known(store, faq_id: str) -> dict[str, Any]:
+    faq = store.faq(faq_id)
+    if faq is None:
+        raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
+    return faq
+
+
+def plan_feedback(store, query: str, faq_id: str, source: str = "feedback") -> Edit:
+    """"This query should have matched FAQ X": the query becomes a question of X. A text the FAQ
+    already has is left alone (an empty plan)."""
+    text = clean_text(query)
+    if is_blank(text):
+        raise FAQSearchError("the query is blank; nothing to add")
+    faq = _known(store, faq_id)
+    if text in {q["text"] for q in faq["questions"]}:
+        return Edit(source)
+    return Edit(source, new_questions=[(faq_id, text)])
+
+
+def plan_unassign(store, query: str, faq_id: str) -> Edit:
+    """Undo feedback: remove the question ``query`` from FAQ X where feedback or an approval put it."""
+    text = clean_text(query)
+    faq = _known(store, faq_id)
+    gone = [q["id"] for q in faq["questions"] if q["text"] == text and q["source"] in ("feedback", "approved")]
+    if not gone:
+        kinds = {q["source"] for q in faq["questions"] if q["text"] == text}
+        why = (f"it is one of its {', '.join(sorted(kinds))} questions; edit the FAQ to change those" if kinds
+               else "the FAQ has no such question")
+        raise FAQSearchError(f"{text!r} was not assigned to {faq_id} by feedback: {why}")
+    return Edit(removed_questions=gone)
+
+
+def plan_remove_source(store, source: str) -> Edit:
+    """Every question of one source (``generated``: undo augment)."""
+    ids = [q["id"] for f in store.list_faqs() for q in store.faq(f["id"])["questions"] if q["source"] == source]
+    return Edit(removed_questions=ids)

@@ -1,0 +1,39 @@
+"""Augmentation as an edit plan: generated rewordings of each FAQ's first question, screened and
+re-ranked by the index's own query vectors, kept only when the index answers them with their own
+FAQ (round-trip consistency). The engine applies the plan in one commit."""
+from __future__ import annotations
+
+from ..defaults import PARAPHRASE_MIN_SIMILARITY, PARAPHRASE_ROUNDS
+from ..edits.plan import Edit
+from ..progress import progress_bar
+from .recipe import diverse_top, normal, screen_rounds
+
+
+def plan_augment(searcher, generator=None, n: int = 3, candidates: int = 24, seed: int | None = 0,
+                 min_similarity: float | None = None, progress: bool = False, rounds: int | None = None) -> Edit:
+    """Up to ``n`` paraphrases per FAQ (source 'generated'). ``generator``: a
+    :class:`faqsearch.generators.Generator` or a name for :func:`faqsearch.generators.load_generator`
+    (default SmolLM2); while fewer than ``n`` pass, more batches are drawn, ``rounds`` at most."""
+    from . import Generator, load_generator
+
+    if not isinstance(generator, Generator):
+        generator = load_generator(generator)
+    min_similarity = PARAPHRASE_MIN_SIMILARITY if min_similarity is None else min_similarity
+    rounds = PARAPHRASE_ROUNDS if rounds is None else rounds
+    store = searcher.snap.store
+    plan = Edit("generated", config={"generator": generator.spec()})
+    faqs = store.list_faqs()
+    with progress_bar(len(faqs), progress, "paraphrasing", unit="FAQ") as bar:
+        for f in faqs:
+            questions = [q["text"] for q in store.faq(f["id"])["questions"]]
+
+            # a rewording that this index answers with another FAQ would pull that FAQ's queries here
+            def comes_back(texts: list[str], fid: str = f["id"]) -> list[bool]:
+                return [r.nearest is not None and r.nearest.faq_id == fid for r in searcher.answer(texts, k=1)]
+
+            # a rewording that repeats another stored question is no new wording
+            screened = screen_rounds(generator, questions[0], n, candidates, searcher.embed, min_similarity, seed,
+                                     rounds, exclude={normal(q) for q in questions}, same_intent=comes_back)
+            plan.new_questions += [(f["id"], p.text) for p in diverse_top(screened, n)]
+            bar.update(1)
+    return plan

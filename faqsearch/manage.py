@@ -1,0 +1,87 @@
+"""Managing the indexes of a home folder: list them, rename one, drop one (with its Milvus collections)."""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from typing import Any
+
+from . import config as cfg
+from .backends import backend_for
+from .errors import FAQSearchError, IndexNotFoundError
+from .indexdir import Writer, layout, resolve
+
+
+def _size(path: str) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def describe(path: str) -> dict[str, Any]:
+    """One index: name, path, counts, encoder, backend, size on disk, last commit (or what is wrong)."""
+    out: dict[str, Any] = {"name": os.path.basename(path), "path": path}
+    try:
+        version = resolve(path)
+        config = cfg.load_config(version, path)
+    except FAQSearchError as exc:
+        return {**out, "error": str(exc)}
+    counts = config.get("counts") or {}
+    backend = config.get("backend") or {}
+    return {**out, "faqs": counts.get("faqs"), "questions": counts.get("questions"),
+            "encoder": config["encoder"].get("name"), "backend": backend.get("kind", "embedded"),
+            "generation": config.get("generation", 0), "modified": config.get("modified") or config.get("created"),
+            "bytes": _size(os.path.realpath(path) if layout(path) == "link" else path)}
+
+
+def list_indexes(home: str | None = None) -> list[dict[str, Any]]:
+    """Every index in a home folder (default $FAQSEARCH_HOME or ./indexes), by name."""
+    home = home or cfg.home()
+    if not os.path.isdir(home):
+        return []
+    out = []
+    for name in sorted(os.listdir(home)):
+        path = os.path.join(home, name)
+        if name.startswith(".") or layout(path) not in ("current", "plain", "link", "empty"):
+            continue
+        out.append(describe(path))
+    return out
+
+
+def drop_index(path: str) -> dict[str, Any]:
+    """Delete an index (under its writer lock, so no edit is cut in half), with its Milvus collections."""
+    kind = layout(path)
+    if kind in ("none", "foreign"):
+        raise IndexNotFoundError(f"no index at {path}; see `faqsearch indexes`")
+    info = describe(path)
+    with Writer(path) as writer:
+        if writer.config is not None:
+            backend_for(writer.config).drop(writer.config)
+        parent, name = os.path.split(path)
+        gone = os.path.join(parent, f".{name}.dropped-{secrets.token_hex(4)}")
+        os.rename(path, gone)  # the name is free at once; readers with open files keep them
+    shutil.rmtree(gone, ignore_errors=True)
+    legacy_log = os.path.join(os.path.dirname(path), f"{os.path.basename(path)}.queries.db")
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        if os.path.exists(legacy_log + suffix):
+            os.remove(legacy_log + suffix)
+    return info
+
+
+def rename_index(path: str, new_path: str) -> str:
+    """Give an index another name (its directory moves in one rename; Milvus collections keep theirs)."""
+    if layout(path) in ("none", "foreign"):
+        raise IndexNotFoundError(f"no index at {path}; see `faqsearch indexes`")
+    if os.path.lexists(new_path):
+        raise FAQSearchError(f"{new_path} exists already; choose another name or drop it first")
+    with Writer(path):  # moves an older layout to the directory layout first, so one rename moves it all
+        os.rename(path, new_path)
+    legacy_log = os.path.join(os.path.dirname(path), f"{os.path.basename(path)}.queries.db")
+    if os.path.exists(legacy_log):
+        os.rename(legacy_log, os.path.join(new_path, "queries.db"))
+    return new_path

@@ -1,0 +1,67 @@
+"""What faqsearch returns: small dataclasses with a JSON form (the CLI's --json and the HTTP API
+print exactly ``to_dict()``)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Answer:
+    """One FAQ matched by a query: its answer and the best-matching stored question.
+
+    ``score`` is the cosine similarity in dense and hybrid modes (the threshold applies to it) and
+    the BM25 score in lexical mode."""
+
+    faq_id: str
+    answer: str
+    score: float
+    question: str
+    question_id: int
+    source: str = "corpus"
+    category: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    dense: float | None = None  # cosine of the best question (dense and hybrid modes)
+    lexical: float | None = None  # BM25 of the best lexical question match (lexical and hybrid modes)
+    fused: float | None = None  # hybrid ranking score: cosine + weight * normalised BM25
+
+
+@dataclass
+class Result:
+    """The answers to one query. A query is answered when its best-ranked answer reaches the
+    threshold, whatever ``k`` is; ``answers`` then lists the top k that reach it (empty otherwise)."""
+
+    query: str
+    answers: list[Answer]
+    best_score: float | None  # the score of the best-ranked answer, even below the threshold
+    threshold: float
+    nearest: Answer | None = field(default=None, repr=False, compare=False)  # best-ranked, even below the threshold
+    below_threshold: int = field(default=0, compare=False)  # answers within the top k left out for their score
+
+    @property
+    def confident(self) -> bool:
+        return bool(self.answers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"query": self.query, "answers": [asdict(a) for a in self.answers],
+                "best_score": self.best_score, "threshold": self.threshold}
+
+
+@dataclass
+class EditReport:
+    """What an edit (add / update / remove / upsert / feedback / unassign) changed."""
+
+    added_faqs: list[str] = field(default_factory=list)
+    updated_faqs: list[str] = field(default_factory=list)
+    removed_faqs: list[str] = field(default_factory=list)
+    added_questions: int = 0
+    removed_questions: int = 0
+    unchanged_faqs: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added_faqs or self.updated_faqs or self.removed_faqs or self.added_questions
+                    or self.removed_questions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

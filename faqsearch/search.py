@@ -1,0 +1,266 @@
+"""Answering queries over one snapshot: dense, lexical and hybrid candidates, fusion, distinct FAQs,
+score checks and the threshold. The library, the CLI and the HTTP service all answer through
+:meth:`Searcher.answer`, so blank queries, defaults and thresholds behave the same everywhere.
+
+A query is answered when its best-ranked answer reaches the threshold, whatever ``k`` is: ``k``
+only sets how long the list of answers is.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import replace
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from . import config as cfg
+from .defaults import ASK_K, BATCH_SIZE, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE
+from .errors import IndexFormatError, InvalidOptionError
+from .results import Answer, Result
+from .snapshot import Snapshot
+from .text import clean_text, is_blank
+
+
+class QueryEncoder:
+    """An index's encoder, loaded on first use, with an LRU cache of the raw vectors of the last
+    queries (raw, so the cache stays valid across versions of the index: same encoder)."""
+
+    def __init__(self, load: Callable[[], Any], size: int = QUERY_CACHE):
+        self._load = load
+        self._encoder = None
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self.size = size
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            with self._lock:
+                if self._encoder is None:
+                    self._encoder = self._load()
+        return self._encoder
+
+    @property
+    def loaded(self) -> bool:
+        return self._encoder is not None
+
+    def encode(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False) -> np.ndarray:
+        texts = list(texts)
+        out: np.ndarray | None = None
+        missing: dict[str, list[int]] = {}
+        hits: list[tuple[int, np.ndarray]] = []
+        with self._cache_lock:
+            for i, t in enumerate(texts):
+                v = self._cache.get(t)
+                if v is None:
+                    missing.setdefault(t, []).append(i)
+                else:
+                    self._cache.move_to_end(t)
+                    hits.append((i, v))
+        if missing:
+            todo = list(missing)
+            vecs = np.asarray(self.encoder.encode(todo, batch_size=batch_size, progress=progress), dtype=np.float32)
+            out = np.empty((len(texts), vecs.shape[1]), np.float32)
+            with self._cache_lock:
+                for t, v in zip(todo, vecs):
+                    out[missing[t]] = v
+                    self._cache[t] = v
+                while len(self._cache) > self.size:
+                    self._cache.popitem(last=False)
+        for i, v in hits:
+            if out is None:
+                out = np.empty((len(texts), len(v)), np.float32)
+            out[i] = v
+        if out is None:  # no texts at all
+            return np.empty((0, int(getattr(self.encoder, "dimension", 0))), np.float32)
+        return out
+
+    def clear(self) -> None:
+        with self._cache_lock:
+            self._cache.clear()
+
+
+def check_options(k: int, mode: str) -> None:
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise InvalidOptionError(f"k must be a whole number of at least 1, got {k!r}")
+    if mode not in MODES:
+        raise InvalidOptionError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+
+
+class Searcher:
+    """Searches one snapshot with an index's query encoder."""
+
+    def __init__(self, snap: Snapshot, queries: QueryEncoder):
+        self.snap = snap
+        self.queries = queries
+
+    # -- vectors
+    def embed(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False) -> np.ndarray:
+        """Query vectors: encoder, then the snapshot's transform, L2-normalised."""
+        return self.snap.whitening.transform(self.queries.encode(texts, batch_size, progress))
+
+    def pair_scores(self, a: Sequence[str], b: Sequence[str], batch_size: int = BATCH_SIZE,
+                    progress: bool = False) -> np.ndarray:
+        """The score the index gives each pair of texts (the cosine `ask` would show)."""
+        va = self.embed(a, batch_size, progress)
+        vb = self.embed(b, batch_size, progress)
+        return (va * vb).sum(axis=1)
+
+    # -- answering
+    def answer(self, texts: Sequence[str], k: int = ASK_K, mode: str | None = None, threshold: float | None = None,
+               filters: dict[str, Any] | None = None, batch_size: int = BATCH_SIZE,
+               progress: bool = False) -> list[Result]:
+        """Up to ``k`` answers per query. mode: 'dense' (vectors), 'lexical' (BM25; no threshold: any
+        token match answers) or 'hybrid' (both fused); default: the index's. ``filters``:
+        {"category": "x"} and metadata fields ({"product": ["a", "b"]}), applied inside the search.
+        Blank queries get an empty result without being encoded."""
+        snap = self.snap
+        mode = mode or snap.mode
+        check_options(k, mode)
+        thr = snap.threshold if threshold is None else float(threshold)
+        if not np.isfinite(thr):
+            raise InvalidOptionError(f"the threshold must be a number, got {threshold!r}")
+        texts = [clean_text(t) for t in texts]
+        asked = [i for i, t in enumerate(texts) if not is_blank(t)]
+        out = [Result(t, [], None, thr) for t in texts]
+        if not asked:
+            return out
+        q = [texts[i] for i in asked]
+        if mode == "lexical":
+            for i, found in zip(asked, self.lexical(q, k, filters)):
+                out[i] = Result(texts[i], found, found[0].score if found else None, thr, found[0] if found else None)
+            return out
+        vectors = self.embed(q, batch_size=batch_size, progress=progress)
+        # the same pool of candidates whatever k is: k changes the length of the list, never the answer
+        pool = max(k, FUSION_POOL)
+        ranked = self.hybrid(q, vectors, pool, filters=filters) if mode == "hybrid" else self.dense(vectors, pool, filters)
+        for i, found in zip(asked, ranked):
+            out[i] = _thresholded(texts[i], found[:k], thr)
+        return out
+
+    def dense(self, vectors: np.ndarray, k: int = ASK_K, filters: dict[str, Any] | None = None) -> list[list[Answer]]:
+        """Top-k distinct FAQs for each (transformed) query vector, best first, by cosine.
+
+        Starts with a few neighbours per wanted FAQ and widens the search only for queries whose
+        hits crowd into too few FAQs, so the cost does not grow with the largest FAQ."""
+        snap = self.snap
+        distinct = getattr(snap.index, "search_distinct", None)
+        if distinct is not None:  # the backend groups by FAQ itself (Milvus)
+            hits, rows = distinct(vectors, k, filters)
+            for h in hits:
+                check_scores(np.array([s for _, s in h], dtype=np.float32), np.array([i for i, _ in h]), snap.path)
+            return [distinct_faqs(h, rows, k, "dense") for h in hits]
+        total = len(snap.index)
+        allowed = None
+        if filters:  # applied inside the vector search, so k FAQs still come back when the filter keeps few
+            allowed = np.asarray(snap.store.question_ids(filters), dtype=np.int64)
+            total = len(allowed)
+        if total == 0:
+            return [[] for _ in range(len(vectors))]
+        results: list[list[Answer] | None] = [None] * len(vectors)
+        todo = np.arange(len(vectors))
+        # enough for k distinct FAQs in one search in the usual case, bounded when one FAQ is huge;
+        # tombstones (removed ids an index type cannot delete) are skipped below
+        n = min(total, min(k * snap.max_per_faq, max(4 * k, 256)) + snap.tombstones)
+        while len(todo):
+            scores, ids = snap.index.search(vectors[todo], n, allowed)
+            check_scores(scores, ids, snap.path)
+            rows = snap.store.questions(np.unique(ids[ids >= 0]))
+            again = []
+            for qi, srow, irow in zip(todo, scores, ids):
+                found = distinct_faqs(zip(irow.tolist(), srow.tolist()), rows, k, "dense")
+                if len(found) < k and n < total:
+                    again.append(qi)
+                else:
+                    results[qi] = found
+            todo = np.array(again, dtype=np.int64)
+            n = min(total, n * 4)
+        return results  # type: ignore[return-value]
+
+    def lexical(self, texts: Sequence[str], k: int = ASK_K, filters: dict[str, Any] | None = None
+                ) -> list[list[Answer]]:
+        """Top-k distinct FAQs by BM25 over the questions; score = BM25."""
+        snap = self.snap
+        hits = snap.store.lexical(texts, k * min(snap.max_per_faq, 8), filters)
+        rows = snap.store.questions(sorted({qid for h in hits for qid, _ in h}))
+        return [distinct_faqs(h, rows, k, "lexical") for h in hits]
+
+    def hybrid(self, texts: Sequence[str], vectors: np.ndarray, k: int = ASK_K, weight: float | None = None,
+               filters: dict[str, Any] | None = None) -> list[list[Answer]]:
+        """Fuse dense and lexical: ranked by cosine + weight * BM25 / (best BM25 of the query).
+
+        Every candidate from either side gets its exact cosine (lexical-only candidates from their
+        stored vectors), so the score stays a calibrated confidence and BM25 only re-ranks."""
+        w = self.snap.hybrid_weight if weight is None else float(weight)
+        return [fuse(c, w, max(k, FUSION_POOL)) for c in self.candidates(texts, vectors, max(k, FUSION_POOL), filters)]
+
+    def candidates(self, texts: Sequence[str], vectors: np.ndarray, pool: int = FUSION_POOL,
+                   filters: dict[str, Any] | None = None) -> list[list[Answer]]:
+        """The union of dense and lexical candidates per query, each with .dense and .lexical set."""
+        dense = self.dense(vectors, pool, filters)
+        lexical = self.lexical(texts, max(pool, LEXICAL_POOL), filters)
+        out = []
+        for qv, dlist, llist in zip(vectors, dense, lexical):
+            cands = {a.faq_id: a for a in dlist}
+            missing = [a for a in llist if a.faq_id not in cands]
+            if missing:
+                vecs = self.snap.index.reconstruct(np.array([a.question_id for a in missing]))
+                for a, v in zip(missing, vecs @ qv):
+                    a.dense = float(v)
+                    cands[a.faq_id] = a
+            lex = {a.faq_id: a.lexical for a in llist}
+            for fid, a in cands.items():
+                a.lexical = lex.get(fid)
+            out.append(list(cands.values()))
+        return out
+
+
+def _thresholded(text: str, ranked: list[Answer], thr: float) -> Result:
+    """The result of a ranked list: answered when the best-ranked answer reaches the threshold; then
+    the answers of the list that reach it."""
+    if not ranked:
+        return Result(text, [], None, thr)
+    best = ranked[0]
+    score = best.dense if best.dense is not None else best.score
+    if score < thr:
+        return Result(text, [], score, thr, best)
+    kept = [a for a in ranked if (a.dense if a.dense is not None else a.score) >= thr]
+    return Result(text, kept, score, thr, best, below_threshold=len(ranked) - len(kept))
+
+
+def fuse(candidates: Sequence[Answer], weight: float, k: int) -> list[Answer]:
+    """Rank candidates by cosine + weight * BM25 / max BM25 (new Answer objects; inputs untouched).
+
+    ``score`` stays the cosine, the calibrated confidence the threshold applies to; ``fused`` orders."""
+    top = max((a.lexical or 0.0 for a in candidates), default=0.0) or 1.0
+    scored = sorted(((float(a.dense + weight * (a.lexical or 0.0) / top), i) for i, a in enumerate(candidates)),
+                    key=lambda x: -x[0])[:k]  # stable: ties keep the candidates' order
+    return [replace(candidates[i], score=candidates[i].dense, fused=f) for f, i in scored]
+
+
+def distinct_faqs(hits: Iterable[tuple[int, float]], rows: dict[int, dict[str, Any]], k: int,
+                  kind: str) -> list[Answer]:
+    """Question hits (id, score), best first, to at most k FAQs, each with its best question.
+
+    Ids missing from ``rows`` (padding, tombstones) are skipped; ``kind`` names the score's side."""
+    seen: dict[str, Answer] = {}
+    for qid, score in hits:
+        row = rows.get(int(qid))
+        if row is None or row["faq_id"] in seen:
+            continue
+        seen[row["faq_id"]] = Answer(row["faq_id"], row["answer"], float(score), row["question"],
+                                     int(row["question_id"]), row["source"], row["category"], row["metadata"],
+                                     **{kind: float(score)})
+        if len(seen) == k:
+            break
+    return list(seen.values())
+
+
+def check_scores(scores: np.ndarray, ids: np.ndarray, path: str) -> None:
+    """Cosines of unit vectors lie in [-1, 1] (a little beyond for quantised types): anything else
+    means the vector file is damaged, and answering from it would be wrong."""
+    valid = scores[ids >= 0]
+    if valid.size and (not np.all(np.isfinite(valid)) or np.abs(valid).max() > 1.5):
+        raise IndexFormatError(cfg.damaged(path, "faiss", f"a search returned the score {float(np.abs(valid).max()):.3g}"))

@@ -1,0 +1,125 @@
+"""The FastAPI application over a Service: the routes, the page, the API docs served from files
+shipped with the package (no CDN: /docs works offline), bounded bodies, and one status per error."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from typing import Any
+
+from ..errors import (CorpusError, DuplicateFAQError, FAQSearchError, IndexFormatError, IndexNotFoundError,
+                      InvalidOptionError, MissingExtraError, UnknownFAQError, WritesDisabledError)
+from .models import MAX_BODY
+from .service import Service, Unauthorized
+
+log = logging.getLogger(__name__)
+
+STATIC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
+STATUS = [(Unauthorized, 401), (UnknownFAQError, 404), (IndexNotFoundError, 404), (DuplicateFAQError, 409),
+          (CorpusError, 422), (InvalidOptionError, 422), (WritesDisabledError, 403), (IndexFormatError, 503),
+          (FAQSearchError, 400)]
+
+
+def status_for(exc: FAQSearchError) -> int:
+    return next(code for cls, code in STATUS if isinstance(exc, cls))
+
+
+class Generators:
+    """Paraphrase generators by spec, loaded once on first use."""
+
+    def __init__(self):
+        self._loaded: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, spec: dict[str, Any] | None):
+        from ..generators import generator_from_spec
+
+        key = json.dumps(spec, sort_keys=True)
+        with self._lock:
+            if key not in self._loaded:
+                self._loaded[key] = generator_from_spec(spec)
+            return self._loaded[key]
+
+
+def create_app(service: Service, max_body: int = MAX_BODY):
+    try:
+        from fastapi import Request
+        from fastapi.exceptions import RequestValidationError
+        from fastapi.responses import FileResponse, JSONResponse
+        from fastapi_offline import FastAPIOffline
+        from starlette.exceptions import HTTPException as StarletteHTTPException
+    except ImportError as exc:
+        raise MissingExtraError(f"faqsearch serve needs the server extra: pip install 'faqsearch[server]' ({exc})")
+    from .. import __version__
+    from .routes import router
+
+    app = FastAPIOffline(title="faqsearch", version=__version__,
+                         description="Semantic FAQ retrieval. Reads are open; writes need the X-API-Key header.")
+    app.state.service = service
+    app.state.generators = Generators()
+    app.include_router(router)
+
+    @app.middleware("http")
+    async def bounded_body(request: Request, call_next):
+        too_big = JSONResponse({"error": f"request body over {max_body} bytes; send fewer or shorter items"},
+                               status_code=413)
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > max_body):
+            return too_big
+        if request.method in ("POST", "PUT", "PATCH") and length is None:
+            body = b""
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > max_body:
+                    return too_big
+            request._body = body  # noqa: SLF001 - replay the bounded body to the route
+        return await call_next(request)
+
+    @app.exception_handler(FAQSearchError)
+    async def domain_error(request: Request, exc: FAQSearchError):
+        headers = {"WWW-Authenticate": "ApiKey"} if isinstance(exc, Unauthorized) else None
+        return JSONResponse({"error": str(exc)}, status_code=status_for(exc), headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        detail = [{"where": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")}
+                  for e in exc.errors()]
+        fix = "; ".join(f"{d['where']}: {d['problem']}" for d in detail[:5])
+        return JSONResponse({"error": f"invalid request ({fix})", "detail": detail}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def crash(request: Request, exc: Exception):
+        log.exception("request %s %s failed", request.method, request.url.path)
+        return JSONResponse({"error": "internal error; the server log has the details"}, status_code=500)
+
+    @app.get("/", include_in_schema=False)
+    def page():
+        return FileResponse(os.path.join(STATIC, "index.html"), media_type="text/html")
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def static(name: str):
+        full = os.path.join(STATIC, os.path.basename(name))
+        if not os.path.isfile(full):
+            raise StarletteHTTPException(404, f"no static file {name!r}")
+        return FileResponse(full)
+
+    return app
+
+
+def serve(indexes: dict[str, str], host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
+          log_queries: bool = True, threads: int | None = None, max_body: int = MAX_BODY) -> None:
+    """Run the service until interrupted."""
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise MissingExtraError(f"faqsearch serve needs the server extra: pip install 'faqsearch[server]' ({exc})")
+    service = Service(indexes, api_key=api_key, log_queries=log_queries, threads=threads)
+    try:
+        uvicorn.run(create_app(service, max_body), host=host, port=port, log_level="info")
+    finally:
+        service.close()

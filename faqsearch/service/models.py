@@ -1,0 +1,111 @@
+"""The HTTP API's request bodies, with every bound a client can hit: a request outside them is a
+422 naming the field, checked before anything is read or written."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, Field, field_validator
+
+from ..defaults import ASK_K, MODES
+
+MAX_BODY = 1 << 20  # bytes per request body
+MAX_QUERY = 1000  # characters per query
+MAX_BATCH = 100  # queries per batch request
+MAX_K = 50
+MAX_ID = 200  # characters of an FAQ id or a category
+MAX_FILTER_KEYS = 20
+MAX_FILTER_VALUES = 100
+MAX_OFFSET = 1 << 31
+MAX_QUERY_ID = (1 << 63) - 1
+MODE_PATTERN = "^(" + "|".join(MODES) + ")$"
+
+
+def _check_filters(value: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    if value is None:
+        return None
+    if len(value) > MAX_FILTER_KEYS:
+        raise ValueError(f"at most {MAX_FILTER_KEYS} filter fields")
+    for key, v in value.items():
+        if len(key) > MAX_ID:
+            raise ValueError(f"a filter field name is over {MAX_ID} characters")
+        values = v if isinstance(v, list) else [v]
+        if len(values) > MAX_FILTER_VALUES:
+            raise ValueError(f"filter {key!r}: at most {MAX_FILTER_VALUES} accepted values")
+        for x in values:
+            if not isinstance(x, (str, int, float, bool)) or (isinstance(x, str) and len(x) > MAX_ID):
+                raise ValueError(f"filter {key!r}: values are strings of at most {MAX_ID} characters or numbers")
+            if isinstance(x, float) and x != x:
+                raise ValueError(f"filter {key!r}: NaN is not a value")
+    return value
+
+
+class AskOptions(BaseModel):
+    k: int = Field(ASK_K, ge=1, le=MAX_K)
+    threshold: Optional[float] = Field(None, ge=-1, le=1, allow_inf_nan=False)
+    mode: Optional[str] = Field(None, pattern=MODE_PATTERN)
+    category: Optional[str] = Field(None, max_length=MAX_ID)
+    filters: Optional[dict[str, Any]] = None
+
+    @field_validator("filters")
+    @classmethod
+    def _bounded(cls, v: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        return _check_filters(v)
+
+
+class AskIn(AskOptions):
+    query: str = Field(..., min_length=1, max_length=MAX_QUERY)
+
+
+class BatchIn(AskOptions):
+    queries: list[str] = Field(..., min_length=1, max_length=MAX_BATCH)
+
+    @field_validator("queries")
+    @classmethod
+    def _short(cls, v: list[str]) -> list[str]:
+        for q in v:
+            if len(q) > MAX_QUERY:
+                raise ValueError(f"a query is over {MAX_QUERY} characters")
+        return v
+
+
+class FAQIn(BaseModel):
+    id: str = Field(..., min_length=1, max_length=MAX_ID)
+    answer: str = Field(..., min_length=1, max_length=100_000)
+    questions: list[str] = Field(..., min_length=1, max_length=500)
+    category: Optional[str] = Field(None, max_length=MAX_ID)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("questions")
+    @classmethod
+    def _question_length(cls, v: list[str]) -> list[str]:
+        for q in v:
+            if len(q) > 10_000:
+                raise ValueError("a question is over 10,000 characters")
+        return v
+
+
+class FAQsIn(BaseModel):
+    faqs: list[FAQIn] = Field(..., min_length=1, max_length=1000)
+
+
+class FeedbackIn(BaseModel):
+    query: str = Field(..., min_length=1, max_length=MAX_QUERY)
+    faq_id: str = Field(..., min_length=1, max_length=MAX_ID)
+    query_id: Optional[int] = Field(None, ge=1, le=MAX_QUERY_ID, description="the X-Query-Id of the logged query")
+
+
+class ApproveIn(BaseModel):
+    texts: list[str] = Field(..., min_length=1, max_length=50)
+
+    @field_validator("texts")
+    @classmethod
+    def _short(cls, v: list[str]) -> list[str]:
+        for q in v:
+            if not q.strip() or len(q) > MAX_QUERY:
+                raise ValueError(f"each text needs visible characters, at most {MAX_QUERY}")
+        return v
+
+
+class ParaphraseIn(BaseModel):
+    text: str = Field(..., min_length=1, max_length=MAX_QUERY)
+    n: int = Field(5, ge=1, le=20)

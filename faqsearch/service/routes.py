@@ -1,0 +1,207 @@
+"""The HTTP API's routes: each makes one library call and returns the JSON the CLI prints with
+``--json`` (``Result.to_dict()``, ``EditReport.to_dict()``, the FAQ dict of ``show``)."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+
+from ..corpus import FAQ, check_faq
+from ..defaults import ASK_K, GAP_MIN_COUNT, GAP_SIMILARITY
+from ..errors import CorpusError, FAQSearchError
+from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn, FAQIn,
+                     FAQsIn, FeedbackIn, ParaphraseIn)
+
+router = APIRouter()
+
+
+def service(request: Request):
+    return request.app.state.service
+
+
+def write_key(request: Request, x_api_key: Optional[str] = Header(None),
+              authorization: Optional[str] = Header(None)) -> None:
+    given = x_api_key or (authorization[7:] if authorization and authorization.lower().startswith("bearer ") else None)
+    service(request).check_key(given)
+
+
+def _filters(body: AskOptions) -> dict[str, Any] | None:
+    f = dict(body.filters or {})
+    if body.category:
+        f["category"] = body.category
+    return f or None
+
+
+def _faqs(items: list[FAQIn]) -> list[FAQ]:
+    return [check_faq(FAQ(f.id, f.answer, list(f.questions), f.category, dict(f.metadata))) for f in items]
+
+
+def _answer(request: Request, name: str, queries: list[str], body: AskOptions, channel: str, response: Response):
+    """Answer from one snapshot, log the queries, return the results (their log ids in X-Query-Id)."""
+    s = service(request).served(name)
+    searcher = s.engine.searcher()
+    results = searcher.answer(queries, k=body.k, threshold=body.threshold, mode=body.mode, filters=_filters(body))
+    if s.querylog is not None:
+        ids = s.querylog.record(results, body.mode or searcher.snap.mode, channel)
+        if ids:
+            response.headers["X-Query-Id"] = ",".join(map(str, ids))
+    return results
+
+
+@router.get("/health", tags=["service"])
+def health(request: Request):
+    return {"status": "ok", "indexes": service(request).names()}
+
+
+@router.get("/indexes", tags=["service"])
+def indexes(request: Request):
+    svc = service(request)
+    out = []
+    for name in svc.names():
+        s = svc.served(name)
+        snap = s.engine.snapshot
+        out.append({"name": name, "path": snap.path, "faqs": snap.config["counts"]["faqs"],
+                    "questions": snap.config["counts"]["questions"], "encoder": snap.config["encoder"]["name"],
+                    "mode": snap.mode, "threshold": snap.threshold, "writable": bool(svc.api_key),
+                    "logging": s.querylog is not None})
+    return {"indexes": out}
+
+
+@router.get("/indexes/{name}", tags=["service"])
+def info(request: Request, name: str):
+    return {"name": name, **service(request).engine(name).info()}
+
+
+@router.post("/indexes/{name}/ask", tags=["ask"])
+def ask(request: Request, name: str, body: AskIn, response: Response,
+        x_faqsearch_channel: Optional[str] = Header(None, max_length=40)):
+    """Answer one query: the same JSON as `faqsearch ask --json`. The logged query's id is in X-Query-Id.
+    A blank query is a 422, as it is a usage error on the command line."""
+    if not body.query.strip():
+        raise CorpusError("<request>", None, "the query is blank (no visible characters)")
+    return _answer(request, name, [body.query], body, x_faqsearch_channel or "api", response)[0].to_dict()
+
+
+@router.get("/indexes/{name}/ask", tags=["ask"])
+def ask_get(request: Request, name: str, response: Response, q: str = Query(..., min_length=1, max_length=MAX_QUERY),
+            k: int = Query(ASK_K, ge=1, le=MAX_K), threshold: Optional[float] = Query(None, ge=-1, le=1),
+            mode: Optional[str] = Query(None, pattern=MODE_PATTERN),
+            category: Optional[str] = Query(None, max_length=MAX_ID)):
+    """The same as POST, for curl: /indexes/NAME/ask?q=...&k=3."""
+    return ask(request, name, AskIn(query=q, k=k, threshold=threshold, mode=mode, category=category), response, None)
+
+
+@router.post("/indexes/{name}/ask/batch", tags=["ask"])
+def ask_batch(request: Request, name: str, body: BatchIn, response: Response):
+    """Answer up to 100 queries in one encoder pass: {"results": [Result, ...]} in order (a blank query
+    gets an empty result)."""
+    return {"results": [r.to_dict() for r in _answer(request, name, body.queries, body, "api", response)]}
+
+
+@router.get("/indexes/{name}/faqs", tags=["faqs"])
+def list_faqs(request: Request, name: str, q: Optional[str] = Query(None, max_length=MAX_QUERY),
+              category: Optional[str] = Query(None, max_length=MAX_ID), limit: int = Query(50, ge=1, le=1000),
+              offset: int = Query(0, ge=0, le=MAX_OFFSET)):
+    """FAQs in order (like `faqsearch list --json`); q: only those whose id, answer or a question contains it."""
+    return {"faqs": service(request).engine(name).list(limit, offset, category, q)}
+
+
+@router.post("/indexes/{name}/faqs", tags=["faqs"], dependencies=[Depends(write_key)])
+def add(request: Request, name: str, body: FAQsIn):
+    """Add new FAQs (409 if an id exists, 422 if one is given twice). Needs the API key.
+
+    Body: {"faqs": [{"id": "shp-99", "answer": "...", "questions": ["...", "..."], "category": "shipping",
+    "metadata": {}}]}"""
+    return service(request).write(name, lambda e: e.add(_faqs(body.faqs))).to_dict()
+
+
+@router.post("/indexes/{name}/faqs/upsert", tags=["faqs"], dependencies=[Depends(write_key)])
+def upsert(request: Request, name: str, body: FAQsIn):
+    """Add or update the listed FAQs by id; others are left alone. Needs the API key."""
+    return service(request).write(name, lambda e: e.update(_faqs(body.faqs))).to_dict()
+
+
+@router.get("/indexes/{name}/faqs/{faq_id:path}", tags=["faqs"])
+def show(request: Request, name: str, faq_id: str):
+    return service(request).engine(name).show(faq_id)
+
+
+@router.put("/indexes/{name}/faqs/{faq_id:path}", tags=["faqs"], dependencies=[Depends(write_key)])
+def replace(request: Request, name: str, faq_id: str, body: FAQIn):
+    """Replace one FAQ: it then holds exactly this answer, category, metadata and these questions
+    (feedback and generated questions not listed go too). 404 if unknown. Needs the API key."""
+    if body.id != faq_id:
+        raise CorpusError("<request>", None, f"the body's id {body.id!r} differs from the path's {faq_id!r}")
+
+    def edit(e):
+        e.show(faq_id)  # 404 when unknown
+        return e.update(_faqs([body]), replace=True)
+
+    return service(request).write(name, edit).to_dict()
+
+
+@router.delete("/indexes/{name}/faqs/{faq_id:path}", tags=["faqs"], dependencies=[Depends(write_key)])
+def remove(request: Request, name: str, faq_id: str):
+    return service(request).write(name, lambda e: e.remove([faq_id])).to_dict()
+
+
+@router.post("/indexes/{name}/feedback", tags=["traffic"], dependencies=[Depends(write_key)])
+def feedback(request: Request, name: str, body: FeedbackIn):
+    """"This query should have matched FAQ X": the query becomes a question of X (source feedback)."""
+    report = service(request).write(name, lambda e: e.feedback(body.query, body.faq_id))
+    s = service(request).served(name)
+    if s.querylog is not None:
+        s.querylog.mark_feedback(body.query_id, body.query, body.faq_id)
+    return report.to_dict()
+
+
+@router.post("/indexes/{name}/unassign", tags=["traffic"], dependencies=[Depends(write_key)])
+def unassign(request: Request, name: str, body: FeedbackIn):
+    """Undo feedback: the query is taken out of FAQ X again (404 if the FAQ is unknown)."""
+    report = service(request).write(name, lambda e: e.unassign(body.query, body.faq_id))
+    s = service(request).served(name)
+    if s.querylog is not None:
+        s.querylog.clear_feedback(body.query, body.faq_id)
+    return report.to_dict()
+
+
+@router.post("/indexes/{name}/faqs/{faq_id:path}/approve", tags=["faqs"], dependencies=[Depends(write_key)])
+def approve(request: Request, name: str, faq_id: str, body: ApproveIn):
+    """Phrasings a person approved become questions of the FAQ (source approved). Needs the API key."""
+    return service(request).write(name, lambda e: e.approve(faq_id, body.texts)).to_dict()
+
+
+@router.get("/indexes/{name}/queries", tags=["traffic"])
+def queries(request: Request, name: str, limit: int = Query(50, ge=1, le=1000), offset: int = Query(0, ge=0, le=MAX_OFFSET),
+            unanswered: bool = False):
+    """Logged queries, newest first."""
+    s = service(request).served(name)
+    if s.querylog is None:
+        raise FAQSearchError("query logging is off for this server (started with --no-log)")
+    return {"queries": s.querylog.recent(limit, offset, unanswered), **s.querylog.count()}
+
+
+@router.get("/indexes/{name}/gaps", tags=["traffic"])
+def gaps(request: Request, name: str, similarity: float = Query(GAP_SIMILARITY, ge=0, le=1),
+         min_count: int = Query(GAP_MIN_COUNT, ge=1, le=100_000), limit: int = Query(20, ge=1, le=200),
+         since: Optional[str] = Query(None, max_length=40)):
+    """Unanswered and low-confidence queries grouped by meaning: the FAQs you are missing, largest first."""
+    from ..gaps import find_gaps
+
+    s = service(request).served(name)
+    if s.querylog is None:
+        raise FAQSearchError("query logging is off for this server (started with --no-log)")
+    found = find_gaps(s.engine, s.querylog, similarity=similarity, min_count=min_count, limit=limit, since=since)
+    return {"gaps": [g.to_dict() for g in found]}
+
+
+@router.post("/indexes/{name}/paraphrase", tags=["ask"])
+def paraphrase(request: Request, name: str, body: ParaphraseIn):
+    """Rewordings of TEXT ('did you mean'), re-ranked by the index: from the generator the index was
+    augmented with, else the default (SmolLM2). The generator is loaded once, on first use."""
+    from ..generators import paraphrase as run
+
+    searcher = service(request).engine(name).searcher()
+    gen = request.app.state.generators.get(searcher.snap.config.get("generator"))
+    return {"text": body.text, "paraphrases": [{"text": p.text, "score": p.score}
+                                               for p in run(gen, body.text, n=body.n, scorer=searcher.embed)]}

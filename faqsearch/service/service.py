@@ -1,0 +1,114 @@
+"""The indexes one `faqsearch serve` process answers for, by name.
+
+Each name holds one engine; a request takes that engine's current snapshot once and answers from it
+to the end, so it never sees half of an edit. An edit through the API runs on the same engine under
+the index's writer lock and swaps the snapshot in one assignment when it commits; an edit by
+another process (`faqsearch add`, a cron `faqsearch upsert`) is picked up by a watcher that checks
+every 0.25 s.
+"""
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import FAQSearchError, IndexNotFoundError, WritesDisabledError
+
+log = logging.getLogger(__name__)
+
+WATCH_EVERY = 0.25  # seconds between checks for another process's edit
+
+
+class Unauthorized(FAQSearchError):
+    """A write without the right API key."""
+
+
+@dataclass
+class Served:
+    name: str
+    engine: Any  # FAQSearch
+    querylog: Any = None
+    failing: Any = None  # the stamp of a version that failed to open (logged once, not on every tick)
+
+
+class Service:
+    """The indexes one process serves, by name; engines of one encoder share one model."""
+
+    def __init__(self, indexes: dict[str, str], api_key: str | None = None, log_queries: bool = True,
+                 threads: int | None = None, watch: bool = True):
+        from ..engine import FAQSearch
+        from ..querylog import QueryLog
+
+        if not indexes:
+            raise FAQSearchError("no index to serve; pass --index NAME (see faqsearch ingest)")
+        self.api_key = api_key or None
+        self.log_queries = log_queries
+        self._served: dict[str, Served] = {}
+        for name, path in indexes.items():
+            engine = FAQSearch.open(path, threads=threads)
+            engine.auto_reload = False  # the watcher reloads, off the request path
+            for other in self._served.values():
+                if other.engine.config["encoder"] == engine.config["encoder"]:
+                    engine.share_encoder(other.engine)  # one model per distinct encoder
+                    break
+            engine.embed(["warm up"])
+            self._served[name] = Served(name, engine, QueryLog.for_index(engine.path) if log_queries else None)
+        self._stop = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="faqsearch-watch", daemon=True)
+        if watch:
+            self._watcher.start()
+
+    def names(self) -> list[str]:
+        return list(self._served)
+
+    def served(self, name: str) -> Served:
+        try:
+            return self._served[name]
+        except KeyError:
+            raise IndexNotFoundError(f"no index named {name!r} is served here; served: "
+                                     f"{', '.join(self._served)}") from None
+
+    def engine(self, name: str):
+        return self.served(name).engine
+
+    def _watch(self) -> None:
+        from ..indexdir import stamp
+
+        while not self._stop.wait(WATCH_EVERY):
+            for s in list(self._served.values()):
+                current = stamp(s.engine.path)
+                if current is None or current == s.engine.snapshot.stamp or current == s.failing:
+                    continue
+                try:
+                    s.engine.reload()
+                    s.failing = None
+                except Exception:  # noqa: BLE001 - keep serving the version we have; say why once
+                    s.failing = current
+                    log.exception("index %s: the new version cannot be opened; still answering from generation %d",
+                                  s.name, s.engine.snapshot.generation)
+
+    def write(self, name: str, edit: Callable[[Any], Any]) -> Any:
+        """Run an edit on the index's engine (atomic under the index's writer lock)."""
+        self._writes_enabled()
+        return edit(self.served(name).engine)
+
+    def _writes_enabled(self) -> None:
+        if not self.api_key:
+            raise WritesDisabledError("writes are disabled: start the server with --api-key KEY or "
+                                      "FAQSEARCH_API_KEY set")
+
+    def check_key(self, given: str | None) -> None:
+        self._writes_enabled()
+        if not given or not hmac.compare_digest(given.encode("utf-8"), self.api_key.encode("utf-8")):
+            raise Unauthorized("missing or wrong API key: send it in the X-API-Key header")
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._watcher.is_alive():
+            self._watcher.join(timeout=2)
+        for s in self._served.values():
+            s.engine.close()
+            if s.querylog is not None:
+                s.querylog.close()

@@ -1,0 +1,107 @@
+"""A frozen view of one committed version of an index: config, transform, vector index, store,
+delta and raw vectors, opened together. ``reload`` and the service replace a whole snapshot in one
+assignment, and a request holds one snapshot from start to end, so it never mixes two versions.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+from . import config as cfg
+from .backends import backend_for
+from .defaults import HYBRID_WEIGHT, MODE, THRESHOLD
+from .errors import IndexFormatError
+from .indexdir import resolve, stamp
+from .whitening import Whitening
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    path: str  # the index
+    version: str  # the version directory its files came from
+    config: dict[str, Any]
+    whitening: Whitening
+    index: Any  # backends.VectorSearch
+    store: Any  # backends.StoreView
+    raw: Any  # the raw encoder vectors: .get(ids), .all()
+    backend: Any  # backends.Backend
+    stamp: tuple | None = None  # indexdir.stamp() when it was opened
+
+    @property
+    def generation(self) -> int:
+        return int(self.config.get("generation", 0))
+
+    @property
+    def threshold(self) -> float:
+        return float(self.config.get("threshold", THRESHOLD))
+
+    @property
+    def mode(self) -> str:
+        return str(self.config.get("mode", MODE))
+
+    @property
+    def hybrid_weight(self) -> float:
+        return float(self.config.get("hybrid_weight", HYBRID_WEIGHT))
+
+    @property
+    def max_per_faq(self) -> int:
+        return max(1, int((self.config.get("counts") or {}).get("max_questions_per_faq", 1)))
+
+    @property
+    def tombstones(self) -> int:
+        return int((self.config.get("index") or {}).get("tombstones", 0))
+
+    @property
+    def delta(self):
+        """The changes since the base files (embedded backend), None without any."""
+        return getattr(self.index, "delta", None)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def open_snapshot(path: str, base: Snapshot | None = None) -> Snapshot:
+    """Open the live version of the index at ``path``. ``base``: an open snapshot whose unchanged
+    base files (FAISS index, transform) are reused when the live version is still its version.
+
+    A writer may switch versions, or commit twice in place and remove a delta file, while this
+    reads: the open is retried when the index changed meanwhile."""
+    for attempt in range(3):
+        before = stamp(path)
+        version = resolve(path)
+        try:
+            return _open_version(path, version, before, base)
+        except (IndexFormatError, FileNotFoundError):
+            if attempt == 2 or stamp(path) == before:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _open_version(path: str, version: str, st: tuple | None, base: Snapshot | None) -> Snapshot:
+    config = cfg.load_config(version, path)
+    backend = backend_for(config)
+    reuse = base if base is not None and base.version == version else None
+    if reuse is not None:
+        whitening = replace(reuse.whitening)  # a delta may replace its moments: never the reader's object
+    else:
+        file = os.path.join(version, cfg.FILES["whitening"])
+        if not os.path.exists(file):
+            raise IndexFormatError(cfg.damaged(path, "whitening", "missing"))
+        try:
+            whitening = Whitening.load(file)
+        except Exception as exc:  # noqa: BLE001 - zip, pickle-free npz and EOF errors alike: a damaged file
+            raise IndexFormatError(cfg.damaged(path, "whitening", f"{type(exc).__name__}: {exc}")) from None
+    if whitening.dim_in != config["dim_in"] or whitening.dim_out != config["dim_out"]:
+        raise IndexFormatError(f"index {path} is inconsistent (transform {whitening.dim_in}->{whitening.dim_out}, "
+                               f"config {config['dim_in']}->{config['dim_out']}); re-run faqsearch ingest")
+    opened = backend.open(path, version, config, whitening, reuse)
+    return Snapshot(path, version, config, opened.whitening, opened.index, opened.store, opened.raw, backend, st)
+
+
+def open_store(path: str):
+    """The store of an index alone, whatever its backend: no encoder, no vectors, never created.
+    For listing and showing FAQs, and for reading what a rebuild would drop."""
+    version = resolve(path)
+    config = cfg.load_config(version, path)
+    return backend_for(config).open_store(path, version, config)

@@ -1,0 +1,11 @@
+"""Tuning an index from data, without re-encoding it: the transform (:mod:`.transform`: beta, gamma,
+k), the hybrid weight (:mod:`.fusion`). These measure and choose; the engine applies a choice
+(``FAQSearch.refit``, ``FAQSearch.set_fusion``)."""
+from __future__ import annotations
+
+from .fusion import FusionReport, self_fusion_candidates, tune_fusion
+from .transform import (Setting, TuneReport, cross_validate, current_setting, default_offtopic, grid, transform_for,
+                        held_out_variants, moments_rank, tune)
+
+__all__ = ["FusionReport", "Setting", "TuneReport", "cross_validate", "current_setting", "default_offtopic", "grid",
+           "held_out_variants", "moments_rank", "self_fusion_candidates", "transform_for", "tune", "tune_fusion"]

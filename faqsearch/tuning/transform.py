@@ -1,0 +1,248 @@
+"""Choose beta, gamma and k from labelled data without re-encoding the corpus.
+
+The index keeps the raw encoder vectors of its questions and the moments the transform was fitted
+from, so every candidate transform is recomputed from those. Each setting gets a per-query score;
+the choice is cross-validated (k folds: choose on the other folds, measure on the held-out one), so
+the reported gain is not measured on the data it was chosen on. Nothing here writes: the engine
+applies a chosen setting (:meth:`faqsearch.engine.FAQSearch.refit`).
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..defaults import BETAS, FOLDS, GAMMAS, KS
+from ..errors import FAQSearchError, TooFewVariantsError
+from ..evaluation import LabelledQuery, reciprocal_rank, spearman
+from ..progress import progress_bar
+from ..whitening import Moments, Whitening
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Setting:
+    whiten: bool
+    beta: float = 0.0
+    gamma: float = 0.0
+    k: int | None = None
+
+    @property
+    def label(self) -> str:
+        if not self.whiten:
+            return "no transform"
+        return f"beta={self.beta:g} gamma={self.gamma:g} k={'all' if self.k is None else self.k}"
+
+
+@dataclass
+class TuneReport:
+    metric: str
+    current: Setting
+    chosen: Setting
+    rows: list[dict[str, Any]]  # one per setting: label, full-data score, dims
+    cv_current: float  # held-out score of the current setting
+    cv_tuned: float  # held-out score of the setting chosen on the other folds
+    n: int
+    applied: bool = False
+    new_threshold: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gain(self) -> float:
+        return self.cv_tuned - self.cv_current
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "n": self.n, "current": self.current.label, "chosen": self.chosen.label,
+                "cv_current": self.cv_current, "cv_tuned": self.cv_tuned, "gain": self.gain,
+                "applied": self.applied, "new_threshold": self.new_threshold, "rows": self.rows, "notes": self.notes}
+
+
+def grid(dim: int, rank: int) -> list[Setting]:
+    """The candidate settings: no transform, plus beta x gamma x k (k limited to what the data supports)."""
+    top = max(1, min(dim, rank))
+    ks = sorted({k for k in KS if k is not None and k < top} | {top})
+    out = [Setting(False)]
+    for beta, gamma, k in itertools.product(BETAS, GAMMAS, ks):
+        out.append(Setting(True, beta, gamma, None if k == dim else k))
+    return out
+
+
+def current_setting(config: dict[str, Any]) -> Setting:
+    w = config["whitening"]
+    if not w.get("enabled", True):
+        return Setting(False)
+    k = int(w.get("k_effective") or config["dim_out"])
+    return Setting(True, float(w["beta"]), float(w["gamma"]), None if k == config["dim_in"] else k)
+
+
+def transform_for(setting: Setting, moments: Moments, dim: int) -> Whitening:
+    if not setting.whiten:
+        return Whitening.identity(dim)
+    return Whitening.from_moments(moments, setting.beta, setting.gamma, setting.k)
+
+
+def _reciprocal_ranks(docs: np.ndarray, doc_faq: np.ndarray, queries: np.ndarray,
+                      gold: Sequence[set[str]], cutoff: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """Per-query reciprocal rank of the first gold FAQ among the top distinct FAQs (0 past the cutoff),
+    and per-query best score."""
+    scores = queries @ docs.T
+    depth = min(scores.shape[1], cutoff * 20)
+    top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth] if depth < scores.shape[1] else \
+        np.tile(np.arange(scores.shape[1]), (len(queries), 1))
+    out = np.zeros(len(queries))
+    for i in range(len(queries)):
+        order = top[i][np.argsort(-scores[i, top[i]], kind="stable")]
+        out[i] = reciprocal_rank(list(dict.fromkeys(doc_faq[order])), gold[i], cutoff)  # distinct FAQs, in order
+    return out, scores.max(axis=1)
+
+
+def _folds(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
+    perm = np.random.default_rng(seed).permutation(n)
+    return [perm[i::folds] for i in range(min(folds, n))]
+
+
+def cross_validate(score_fn, n: int, n_settings: int, current: int, folds: int) -> tuple[float, float]:
+    """Held-out score of the current setting and of the one chosen on the other folds, averaged over folds."""
+    parts = _folds(n, folds)
+    cur, tuned = [], []
+    for held in parts:
+        train = np.setdiff1d(np.arange(n), held)
+        best = max(range(n_settings), key=lambda s: (score_fn(s, train), s == current))
+        cur.append(score_fn(current, held) * len(held))
+        tuned.append(score_fn(best, held) * len(held))
+    return sum(cur) / n, sum(tuned) / n
+
+
+def held_out_variants(rows: Sequence[tuple], seed: int = 0, limit: int | None = None) -> np.ndarray:
+    """Positions (in ``rows``: (id, faq_id, ...)) of one question of every FAQ that has two or more
+    (of ``limit`` such FAQs drawn at random when there are more)."""
+    by_faq: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_faq.setdefault(r[1], []).append(i)
+    rng = np.random.default_rng(seed)
+    held = np.array(sorted(int(rng.choice(ix)) for ix in by_faq.values() if len(ix) >= 2), dtype=np.int64)
+    if limit is not None and len(held) > limit:
+        held = np.sort(rng.choice(held, size=limit, replace=False))
+    return held
+
+
+def default_offtopic() -> list[str]:
+    """Generic questions no FAQ should answer (English and Chinese), shipped with faqsearch."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "offtopic.txt")
+    with open(path, encoding="utf-8") as fh:
+        return [line.strip() for line in fh if line.strip()]
+
+
+def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple | None = None,
+         self_supervised: bool = False, folds: int = FOLDS, progress: bool = False,
+         offtopic: Sequence[str] | None = None) -> TuneReport:
+    """Evaluate the grid on labelled queries, sentence pairs, or the index's own question variants
+    (``searcher``: a :class:`faqsearch.search.Searcher` over the index).
+
+    A new threshold (for a new transform's score scale) keeps the share of tuning queries
+    answered, but is never set where more of ``offtopic`` (default: a generic English and Chinese
+    list shipped with faqsearch) would be answered than at the current setting."""
+    snap, encode = searcher.snap, searcher.queries.encode
+    _, raw = snap.raw.all()
+    rows = snap.store.all_questions()  # (id, faq_id, text), in id order = the raw vectors' order
+    dim = raw.shape[1]
+    doc_faq = np.array([r[1] for r in rows], dtype=object)
+    moments = snap.whitening.moments
+    notes = []
+    metric = "mrr@10"
+    if pairs is not None:
+        metric = "spearman"
+        a, b, y = pairs
+        qa = encode(list(a), progress=progress)
+        qb = encode(list(b), progress=progress)
+    elif self_supervised:
+        # hold out one question of every FAQ that has several; the rest stay as documents
+        held = held_out_variants(rows)
+        if len(held) < 10:
+            raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
+                                 "give labelled queries instead (faqsearch tune QUERIES)")
+        keep = np.setdiff1d(np.arange(len(rows)), held)
+        q_raw = np.asarray(raw[held])
+        gold = [{doc_faq[i]} for i in held]
+        raw_docs, doc_faq = np.asarray(raw[keep]), doc_faq[keep]
+        if snap.config["whitening"].get("fitted_on") == "corpus questions":
+            moments = Moments(dim).update(raw_docs)  # the held-out questions must not shape the transform
+        notes.append(f"self-supervised: {len(held)} held-out question variants as queries")
+    else:
+        if not queries:
+            raise FAQSearchError("no labelled queries to tune on")
+        q_raw = encode([q.text for q in queries], progress=progress)
+        gold = [q.gold for q in queries]
+    if pairs is None and not self_supervised:
+        raw_docs = np.asarray(raw)
+    settings = grid(dim, moments_rank(moments))
+    cur = current_setting(snap.config)
+    if cur not in settings:
+        settings.append(cur)
+    current = settings.index(cur)
+    per_item: list[np.ndarray] = []
+    bests: list[np.ndarray] = []
+    dims = []
+    with progress_bar(len(settings), progress, "tuning") as bar:
+        for s in settings:
+            w = transform_for(s, moments, dim)
+            dims.append(w.dim_out)
+            if pairs is not None:
+                per_item.append((w.transform(qa) * w.transform(qb)).sum(axis=1))
+            else:
+                rr, best = _reciprocal_ranks(w.transform(raw_docs), doc_faq, w.transform(q_raw), gold)
+                per_item.append(rr)
+                bests.append(best)
+            bar.update(1)
+    if pairs is not None:
+        y = np.asarray(pairs[2])
+        n = len(y)
+
+        def score(s, idx):
+            return 100.0 * spearman(per_item[s][idx], y[idx])
+    else:
+        n = len(per_item[0])
+
+        def score(s, idx):
+            return float(per_item[s][idx].mean())
+    everything = np.arange(n)
+    full = [score(s, everything) for s in range(len(settings))]
+    chosen = max(range(len(settings)), key=lambda s: (full[s], s == current))
+    cv_cur, cv_tuned = cross_validate(score, n, len(settings), current, folds)
+    table = [{"setting": s.label, metric: full[i], "dims": dims[i], "current": i == current, "chosen": i == chosen}
+             for i, s in enumerate(settings)]
+    report = TuneReport(metric, cur, settings[chosen], table, cv_cur, cv_tuned, n, notes=notes)
+    if bests and chosen != current:
+        # scores of another transform live on another scale: keep the share of queries answered
+        share = float(np.mean(bests[current] >= snap.threshold))
+        report.new_threshold = float(np.quantile(bests[chosen], 1.0 - share)) if share > 0 else float(
+            bests[chosen].max() + 1e-6)
+        notes.append(f"threshold {snap.threshold:.3f} -> {report.new_threshold:.3f} keeps {share:.0%} of the "
+                     "tuning queries answered")
+        off_raw = encode(list(offtopic if offtopic is not None else default_offtopic()))
+        if len(off_raw):
+            def off_best(s: Setting) -> np.ndarray:
+                w = transform_for(s, moments, dim)
+                docs = w.transform(np.asarray(raw))
+                return (w.transform(off_raw) @ docs.T).max(axis=1)
+
+            allowed = float(np.mean(off_best(cur) >= snap.threshold))
+            off = off_best(settings[chosen])
+            floor = float(np.quantile(off, 1.0 - allowed)) if allowed > 0 else float(off.max() + 1e-6)
+            if floor > report.new_threshold:
+                report.new_threshold = floor
+                notes.append(f"raised to {floor:.3f}: off-topic questions answered stay at {allowed:.0%} "
+                             f"({len(off)} checked)")
+    return report
+
+
+def moments_rank(moments: Moments) -> int:
+    if moments.n < 2:
+        return moments.dim
+    s = np.linalg.eigvalsh(moments.covariance)
+    return int(np.sum(s > s.max() * 1e-7)) if s.max() > 0 else 0
