@@ -50,7 +50,7 @@ def resolve_index_path(index: str | os.PathLike | None) -> str:
 
 
 def new_config(**fields: Any) -> dict[str, Any]:
-    from .indexdir import now
+    from .files import now
 
     return {"format_version": FORMAT_VERSION, "created": now(), "versions": versions(), **fields}
 
@@ -135,7 +135,7 @@ def damaged(path: str, key: str, why: Any) -> str:
 def check_files(directory: str, config: dict[str, Any], path: str, required=("whitening", "faiss", "store")) -> None:
     """Every file of the version present with its recorded size and fingerprint (cheap checks: a
     file from another index, a truncated or a replaced one is refused)."""
-    from .indexdir import sample_digest
+    from .files import sample_digest
 
     for key in required:
         if not os.path.exists(os.path.join(directory, FILES[key])):
@@ -160,7 +160,7 @@ def check_files(directory: str, config: dict[str, Any], path: str, required=("wh
 
 def verify_files(directory: str, config: dict[str, Any], path: str, keys=("vectors", "ids")) -> None:
     """Full SHA-256 check of files a writer is about to build on (refit, tune, a compaction)."""
-    from .indexdir import file_digest
+    from .files import file_digest
 
     for key in keys:
         record = (config.get("files") or {}).get(FILES[key])

@@ -13,7 +13,6 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -23,13 +22,13 @@ from .build import EncoderSpec, StorageSpec, WhiteningSpec, as_faqs, build
 from .corpus import FAQ, Columns
 from .defaults import ASK_K, BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, MAX_LENGTH
 from .edits import plan as plans
-from .encoders import Encoder, check_spec, encoder_from_spec, load_encoder
+from .encoders import Encoder, check_encoder, check_spec, encoder_from_spec, load_encoder
 from .errors import IndexFormatError, TooFewVariantsError, UnknownFAQError
 from .indexdir import Writer, stamp
 from .results import EditReport, Result
 from .search import QueryEncoder, Searcher
 from .snapshot import Snapshot, open_snapshot
-from .tuning import FusionReport, Setting, transform_for, tune_fusion
+from .tuning import FusionReport, Setting, refit_config, tune_fusion
 
 
 class FAQSearch:
@@ -259,11 +258,7 @@ class FAQSearch:
 
     def approve(self, faq_id: str, texts: Sequence[str]) -> EditReport:
         """Phrasings a person approved become questions of an FAQ (source 'approved'), in one edit."""
-        def plan(s: Snapshot) -> plans.Edit:
-            edits = [plans.plan_feedback(s.store, t, faq_id, source="approved") for t in texts]
-            return plans.Edit("approved", new_questions=list(dict.fromkeys(q for e in edits for q in e.new_questions)))
-
-        return self._edit(plan)
+        return self._edit(lambda s: plans.plan_approve(s.store, faq_id, texts))
 
     def unassign(self, query: str, faq_id: str) -> EditReport:
         """Take a query that feedback (or an approval) made a question of FAQ X out of it again."""
@@ -287,17 +282,7 @@ class FAQSearch:
         """Rewrite the transform and the vector index for ``setting`` (default: the current one, from
         the latest statistics), nothing re-encoded; ``threshold`` is stored with it when given."""
         with self._writing() as (writer, snap):
-            from .tuning import current_setting
-
-            setting = setting or current_setting(snap.config)
-            moments = snap.whitening.moments
-            white = replace(transform_for(setting, moments, int(snap.config["dim_in"])), moments=moments)
-            config = {**snap.config, "dim_out": white.dim_out,
-                      "whitening": cfg.whitening_section(white, setting.whiten, snap.config["whitening"].get(
-                          "fitted_on", "corpus questions"), moments.n, tuned=True)}
-            config["whitening"]["k"] = setting.k if setting.whiten else None
-            if threshold is not None:
-                config["threshold"] = float(threshold)
+            white, config = refit_config(snap.config, snap.whitening.moments, setting, threshold)
             snap.backend.rebuild(writer, snap, white, config)
 
     def set_fusion(self, report: FusionReport) -> bool:
@@ -312,10 +297,3 @@ class FAQSearch:
         report.applied = True
         return True
 
-
-def check_encoder(config: dict[str, Any], encoder: Encoder, path: str) -> None:
-    """An encoder whose vectors are unlike the index's is refused."""
-    check_spec(config["encoder"], encoder.spec(), path)
-    if encoder.dimension != config["dim_in"]:
-        raise IndexFormatError(f"index {path} expects {config['dim_in']}-dimensional vectors, its encoder gives "
-                               f"{encoder.dimension}; re-run faqsearch ingest")

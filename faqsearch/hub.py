@@ -6,13 +6,13 @@ file's SHA-256, so later loads take under a second.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import tempfile
 from typing import Any
 
 from .errors import MissingExtraError, ModelNotFoundError
+from .files import file_digest
 
 log = logging.getLogger(__name__)
 
@@ -22,14 +22,6 @@ def cache_dir(kind: str) -> str:
     root = os.environ.get("FAQSEARCH_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "faqsearch")
     return os.path.join(root, kind)
-
-
-def file_digest(path: str, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _gguf_path(source: str, gguf_file: str) -> str | None:

@@ -65,3 +65,19 @@ def test_covidfaq_reproduces_reference_mrr(tmp_path, minilm):
     assert lexical > 77.0
     assert 100 * evaluate(e, queries, mode="hybrid")["mrr@10"] >= max(lexical, 100 * report["mrr@10"]) - 1.0
     e.close()
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid"])
+def test_k_changes_the_list_never_the_answer(sample_index, mode):
+    """`ask` answers the same queries with -k 1, 3 and 10, first answer included; only the list grows.
+    (Before, hybrid applied the threshold after the fused ranking was cut to k.)"""
+    from faqsearch.corpus import read_texts
+
+    queries = [q.text for q in read_labelled_queries(os.path.join(SAMPLE, "queries.csv"))]
+    queries += read_texts(os.path.join(SAMPLE, "offtopic.txt"))
+    runs = {k: sample_index.ask_many(queries, k=k, mode=mode) for k in (1, 3, 10)}
+    for k in (3, 10):
+        assert [bool(r.answers) for r in runs[k]] == [bool(r.answers) for r in runs[1]]
+        assert [r.answers[:1] for r in runs[k]] == [r.answers[:1] for r in runs[1]]
+        assert all(len(r.answers) <= k for r in runs[k])
+    assert 0 < sum(bool(r.answers) for r in runs[1]) < len(queries)

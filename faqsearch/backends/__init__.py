@@ -1,7 +1,29 @@
 """Storage-and-search backends behind one protocol (:mod:`faqsearch.backends.base`):
-``embedded`` (FAISS + SQLite files in the index directory, the default) and ``milvus``."""
+``embedded`` (FAISS + SQLite files in the index directory, the default) and ``milvus``. This module
+is their factory."""
 from __future__ import annotations
 
-from .base import BACKENDS, Backend, Opened, StoreView, VectorSearch, backend_for, backend_named
+from typing import Any
 
-__all__ = ["BACKENDS", "Backend", "Opened", "StoreView", "VectorSearch", "backend_for", "backend_named"]
+from ..errors import InvalidOptionError
+from .base import BACKENDS, Backend, Opened, StoreView, VectorSearch, delta_limit
+
+__all__ = ["BACKENDS", "Backend", "Opened", "StoreView", "VectorSearch", "backend_for", "backend_named", "delta_limit"]
+
+
+def backend_named(kind: str) -> Backend:
+    if kind == "embedded":
+        from .embedded import EmbeddedBackend
+
+        return EmbeddedBackend()
+    if kind == "milvus":
+        from .milvus import MilvusBackend
+
+        return MilvusBackend()
+    raise InvalidOptionError(f"unknown backend {kind!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def backend_for(config: dict[str, Any]) -> Backend:
+    """The backend an index was built with (its config's ``backend.kind``, embedded by default)."""
+    section = config.get("backend") or {}
+    return backend_named(str(section.get("kind", "embedded")) if isinstance(section, dict) else "embedded")

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from ..defaults import DELTA_MAX, DELTA_MIN, DELTA_SHARE
-from ..errors import InvalidOptionError
 
 if TYPE_CHECKING:
     from ..edits.plan import Edit
@@ -143,21 +142,3 @@ class Backend(Protocol):
     def rebuild(self, writer: "Writer", snap: "Snapshot", white: "Whitening", config: dict[str, Any]) -> None:
         """Re-transform every stored vector with ``white`` (refit, tune) and commit ``config``."""
         ...
-
-
-def backend_named(kind: str) -> Backend:
-    if kind == "embedded":
-        from .embedded import EmbeddedBackend
-
-        return EmbeddedBackend()
-    if kind == "milvus":
-        from .milvus import MilvusBackend
-
-        return MilvusBackend()
-    raise InvalidOptionError(f"unknown backend {kind!r}; choose one of {', '.join(BACKENDS)}")
-
-
-def backend_for(config: dict[str, Any]) -> Backend:
-    """The backend an index was built with (its config's ``backend.kind``, embedded by default)."""
-    section = config.get("backend") or {}
-    return backend_named(str(section.get("kind", "embedded")) if isinstance(section, dict) else "embedded")

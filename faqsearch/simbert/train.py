@@ -63,22 +63,15 @@ def mine_pairs(texts: Sequence[str], encoder, threshold: float = 0.8, max_per_te
     return out
 
 
-def question_groups(index: str | None = None, corpus: str | None = None) -> list[list[str]]:
-    """The questions of each FAQ, from an index (any backend) and/or a corpus file."""
+def question_groups(store=None, corpus: str | None = None) -> list[list[str]]:
+    """The questions of each FAQ, from an index's store (any backend) and/or a corpus file."""
     from ..corpus import read_corpus
 
     out: list[list[str]] = []
-    if index:
-        from ..config import resolve_index_path
-        from ..snapshot import open_store
-
-        store = open_store(resolve_index_path(index))
-        try:
-            groups: dict[str, list[str]] = {}
-            for _, fid, text in store.all_questions():
-                groups.setdefault(fid, []).append(text)
-        finally:
-            store.close()
+    if store is not None:
+        groups: dict[str, list[str]] = {}
+        for _, fid, text in store.all_questions():
+            groups.setdefault(fid, []).append(text)
         out += list(groups.values())
     if corpus:
         out += [list(f.questions) for f in read_corpus(corpus)]
@@ -115,15 +108,15 @@ def write_pairs(path: str, pairs: Sequence[tuple[str, str]]) -> None:
     os.replace(tmp, path)
 
 
-def collect_pairs(index: str | None = None, corpus: str | None = None, pairs_file: str | None = None,
+def collect_pairs(store=None, corpus: str | None = None, pairs_file: str | None = None,
                   mine: str | None = None, mine_threshold: float = 0.8, encoder=None) -> list[tuple[str, str]]:
     """Training pairs from (a) an index's or a corpus's FAQ question groups, (b) a pairs file,
     (c) retrieval over a question list (nearest neighbours above ``mine_threshold``)."""
     from ..corpus import read_rows, read_texts
 
     out: list[tuple[str, str]] = []
-    if index or corpus:
-        out += pairs_from_groups(question_groups(index, corpus))
+    if store is not None or corpus:
+        out += pairs_from_groups(question_groups(store, corpus))
     if pairs_file:
         for line, row in read_rows(pairs_file):
             a = row.get("sentence1", row.get("text1", row.get("question1")))

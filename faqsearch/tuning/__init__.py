@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .fusion import FusionReport, self_fusion_candidates, tune_fusion
 from .transform import (Setting, TuneReport, cross_validate, current_setting, default_offtopic, grid, transform_for,
-                        held_out_variants, moments_rank, tune)
+                        held_out_variants, moments_rank, refit_config, tune)
 
 __all__ = ["FusionReport", "Setting", "TuneReport", "cross_validate", "current_setting", "default_offtopic", "grid",
-           "held_out_variants", "moments_rank", "self_fusion_candidates", "transform_for", "tune", "tune_fusion"]
+           "held_out_variants", "moments_rank", "refit_config", "self_fusion_candidates", "transform_for", "tune", "tune_fusion"]

@@ -241,6 +241,25 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
     return report
 
 
+def refit_config(config: dict[str, Any], moments: Moments, setting: Setting | None = None,
+                 threshold: float | None = None) -> tuple[Whitening, dict[str, Any]]:
+    """The transform for ``setting`` (default: the index's current one) from ``moments``, and the
+    config that records it (what refit and tune --apply commit)."""
+    from dataclasses import replace
+
+    from ..config import whitening_section
+
+    setting = setting or current_setting(config)
+    white = replace(transform_for(setting, moments, int(config["dim_in"])), moments=moments)
+    section = whitening_section(white, setting.whiten, config["whitening"].get("fitted_on", "corpus questions"),
+                                moments.n, tuned=True)
+    section["k"] = setting.k if setting.whiten else None
+    out = {**config, "dim_out": white.dim_out, "whitening": section}
+    if threshold is not None:
+        out["threshold"] = float(threshold)
+    return white, out
+
+
 def moments_rank(moments: Moments) -> int:
     if moments.n < 2:
         return moments.dim

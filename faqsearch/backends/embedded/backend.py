@@ -19,7 +19,7 @@ from ...whitening import Moments
 from ..base import Opened
 from . import editor
 from .delta import IDS_FILE, Delta, DeltaIndex
-from .faiss import DEFAULT_FACTORY, VectorIndex, build_vector_index, check_factory, factory_for
+from .faiss import DEFAULT_FACTORY, VectorIndex, build_vector_index, check_factory, factory_for, index_section
 
 if TYPE_CHECKING:
     from ...snapshot import Snapshot
@@ -188,11 +188,6 @@ class EmbeddedBackend:
         editor.rebuild(writer, snap, white, config)
 
 
-def index_section(index_type: str, vindex: VectorIndex, tombstones: int = 0) -> dict[str, Any]:
-    return {"type": index_type, "factory": vindex.factory, "tombstones": tombstones,
-            "nprobe": vindex.nprobe, "ef_search": vindex.ef_search}
-
-
 def _check_owner(path: str, config: dict[str, Any], store: Store) -> None:
     """A store.db from another index (swapped in by hand, or restored from the wrong backup) is refused."""
     want = config.get("index_id")
@@ -205,7 +200,7 @@ def _check_owner(path: str, config: dict[str, Any], store: Store) -> None:
 
 
 def _load_delta(path: str, version: str, info: dict[str, Any]) -> Delta:
-    from ...indexdir import sample_digest
+    from ...files import sample_digest
 
     file = os.path.join(version, str(info["file"]))
     if not os.path.exists(file):

@@ -63,7 +63,7 @@ class Delta:
         """Write atomically (a temporary name, fsync, rename): a killed or failed writer leaves no half file."""
         import io
 
-        from ...indexdir import atomic_write
+        from ...files import atomic_write
 
         buf = io.BytesIO()
         np.savez(buf, ids=self.ids, raw=self.raw, removed=self.removed, **(self.moments or {}))

@@ -24,12 +24,13 @@ import numpy as np
 from ... import config as cfg
 from ...defaults import CHUNK
 from ...errors import FAQSearchError
-from ...indexdir import Writer, sample_digest, share_file
+from ...files import sample_digest
+from ...indexdir import Writer, share_file
 from ...store import Store
 from ...whitening import Moments
 from ..base import delta_limit
 from .delta import IDS_FILE, Delta, delta_file, remove_stale
-from .faiss import VectorIndex, build_vector_index, factory_for
+from .faiss import VectorIndex, build_vector_index, factory_for, index_section
 
 if TYPE_CHECKING:
     from ...edits.plan import Edit
@@ -250,8 +251,6 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> 
     vindex = build_vector_index(white, raw, ids, factory)  # rebuilt from live vectors: no tombstones
     vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
     white.save(os.path.join(tmp, cfg.FILES["whitening"]))
-    from .backend import index_section
-
     config = {k: v for k, v in config.items() if k != "delta"}
     config["index"] = {**ixc, **index_section(ixc.get("type", "auto"), vindex)}
     config["next_question_id"] = max(int(config.get("next_question_id", 0)), snap.index.max_id() + 1)

@@ -300,3 +300,9 @@ def build_vector_index(white, raw: np.ndarray, ids: np.ndarray, factory: str, ch
     for start in range(0, len(ids), chunk):
         vindex.add(white.transform(np.asarray(raw[start:start + chunk])), ids[start:start + chunk])
     return vindex
+
+
+def index_section(index_type: str, vindex: VectorIndex, tombstones: int = 0) -> dict:
+    """config["index"] of a vector index just built."""
+    return {"type": index_type, "factory": vindex.factory, "tombstones": tombstones,
+            "nprobe": vindex.nprobe, "ef_search": vindex.ef_search}

@@ -166,12 +166,18 @@ def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, 
         torch.set_num_threads(threads)
     if not any((from_index, corpus, pairs_file, mine)):
         raise click.UsageError("give at least one source of pairs: --from-index, --corpus, --pairs or --mine")
+    store = None
+    if from_index:
+        from ...config import resolve_index_path
+        from ...snapshot import open_store
+
+        store = open_store(resolve_index_path(from_index))
     if encoder_only:
         if not (from_index or corpus) or any((pairs_file, mine, teacher, resume)):
             raise click.UsageError("--encoder learns from FAQ question groups: give --corpus or --from-index only")
         from ...finetune import EncoderTrainConfig, group_pairs, train_encoder
 
-        pairs = group_pairs(question_groups(from_index, corpus), seed=seed)
+        pairs = group_pairs(question_groups(store, corpus), seed=seed)
         losses = train_encoder(_base_model(base), pairs, out_dir,
                                EncoderTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
                                progress=out.progress)
@@ -190,9 +196,9 @@ def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, 
     from ...simbert.model import SimBert
     from ...simbert.train import teacher_pairs, train, write_pairs
 
-    pairs = collect_pairs(from_index, corpus, pairs_file, mine, mine_threshold)
+    pairs = collect_pairs(store, corpus, pairs_file, mine, mine_threshold)
     if teacher and not resume:
-        firsts = [g[0] for g in question_groups(from_index, corpus) if g]
+        firsts = [g[0] for g in question_groups(store, corpus) if g]
         taught = teacher_pairs(load_generator(teacher, threads=threads), firsts, n=teacher_n,
                                scorer=encoder_scorer(load_encoder(threads=threads)), seed=seed, progress=out.progress)
         os.makedirs(out_dir, exist_ok=True)
