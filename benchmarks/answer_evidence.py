@@ -28,7 +28,7 @@ from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import read_corpus  # noqa: E402
 from faqsearch.evaluation import read_labelled_queries, reciprocal_rank  # noqa: E402
 from faqsearch.lexical import tokenize  # noqa: E402
-from faqsearch.tuning import _bm25  # noqa: E402
+from faqsearch.lexical import bm25_scorer as _bm25  # noqa: E402
 
 SETS = [("CovidFAQ", os.path.join(DATA, "CovidFAQ", "faqs.csv"), os.path.join(DATA, "CovidFAQ", "queries.csv"), None),
         ("sample_data en", os.path.join(SAMPLE, "faq.csv"), os.path.join(SAMPLE, "queries.csv"), None),
@@ -54,8 +54,8 @@ def main() -> None:
             queries = read_labelled_queries(qfile)
             texts = [q.text for q in queries]
             vec = e.embed(texts)
-            cands = e.hybrid_candidates(texts, vec, 20)
-            full = e.search_vectors(vec, len(faqs))  # every FAQ's best question cosine
+            cands = e.searcher().candidates(texts, vec, 20)
+            full = e.searcher().dense(vec, len(faqs))  # every FAQ's best question cosine
             bm25 = _bm25([tokenize(f.answer, e.store.cjk) for f in faqs])
             ans = e.encoder.encode([f.answer for f in faqs])
             ans /= np.linalg.norm(ans, axis=1, keepdims=True)

@@ -144,10 +144,10 @@ def main() -> None:
     args = ap.parse_args()
     import logging
 
-    import faqsearch.edits as edits_mod
+    import faqsearch.backends.embedded.editor as edits_mod
     from faqsearch import FAQ, FAQSearch
     from faqsearch.corpus import read_corpus
-    from faqsearch.delta import delta_limit
+    from faqsearch.backends import delta_limit
     from faqsearch.encoders import load_encoder
 
     logging.basicConfig(level=logging.ERROR)

@@ -70,10 +70,10 @@ def main() -> None:
             lat = {"search": [], "dense": [], "hybrid": []}
             for i, q in enumerate(queries):
                 t = time.perf_counter()
-                e.search_vectors(qv[i:i + 1], 10)
+                e.searcher().dense(qv[i:i + 1], 10)
                 lat["search"].append(time.perf_counter() - t)
                 for mode in ("dense", "hybrid"):
-                    e._cache.clear()
+                    e._queries.clear()
                     t = time.perf_counter()
                     e.ask(q, k=3, mode=mode)
                     lat[mode].append(time.perf_counter() - t)

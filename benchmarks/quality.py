@@ -36,7 +36,7 @@ from faqsearch.corpus import read_corpus, read_texts  # noqa: E402
 from faqsearch.encoders import load_encoder  # noqa: E402
 from faqsearch.evaluation import evaluate, evaluate_pairs, ranking_metrics, read_labelled_queries, read_pairs, \
     spearman  # noqa: E402
-from faqsearch.tuning import apply_if_better, tune  # noqa: E402
+from faqsearch.tuning import tune  # noqa: E402
 
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
@@ -138,11 +138,12 @@ def main() -> None:
             e = FAQSearch.build(corpus, os.path.join(tmp, "ix"), encoder=enc)
             default = evaluate(e, queries, mode="dense")
             hybrid = evaluate(e, queries, mode="hybrid")
-            report = tune(e, queries)
+            report = tune(e.searcher(), queries)
             try:
-                own = tune(e, self_supervised=True)
-                if apply_if_better(e, own):  # what `tune --self --apply` does
-                    e = FAQSearch.open(os.path.join(tmp, "ix"), encoder=enc)
+                own = tune(e.searcher(), self_supervised=True)
+                if own.worth_applying:  # what `tune --self --apply` does
+                    e.refit(own.chosen, own.new_threshold)
+                    own.applied = True
                 kept = own.chosen.label if own.applied else f"kept default: held-out gain {100 * own.gain:+.2f}"
                 self_cell = f"{100 * evaluate(e, queries, mode='dense')['mrr@10']:.2f} ({kept})"
             except Exception as exc:  # e.g. one question per FAQ: nothing to hold out
@@ -164,9 +165,10 @@ def main() -> None:
             e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), os.path.join(tmp, "sts"), encoder=enc,
                                 fit_on=read_texts(test))
             default = evaluate_pairs(e, a, b, y)["spearman"]
-            report = tune(e, pairs=read_pairs(dev))  # chosen on dev pairs only, applied as `tune --apply` does
-            if apply_if_better(e, report):
-                e = FAQSearch.open(os.path.join(tmp, "sts"), encoder=enc)
+            report = tune(e.searcher(), pairs=read_pairs(dev))  # chosen on dev pairs only, applied as `tune --apply` does
+            if report.worth_applying:
+                e.refit(report.chosen, report.new_threshold)
+                report.applied = True
             tuned = evaluate_pairs(e, a, b, y)["spearman"]
             e.close()
             how = report.chosen.label if report.applied else f"kept default: held-out gain on dev {report.gain:+.2f}"

@@ -83,7 +83,7 @@ def main() -> None:
         new = evaluate(e, queries)
         dense = evaluate(e, queries, mode="dense")
         lex = evaluate(e, queries, mode="lexical")
-        tuned = tune_fusion(e, queries)
+        tuned = tune_fusion(e.searcher(), queries)
         how = f"w={e.hybrid_weight:g}" + (" learned" if e.config.get("fusion") else "")
         e.close()
         bm = bm25_faq(corpus, queries, chinese)

@@ -137,9 +137,9 @@ def latency_section(lines, sizes, enc, st, queries, base_faqs, cache, repeats):
             dense, hybrid, cached, theirs = [], [], [], []
             for _ in range(repeats):
                 for q in queries:  # interleaved, one query at a time
-                    e._cache.clear()
+                    e._queries.clear()
                     t = time.perf_counter(); e.ask(q, k=3, mode="dense"); dense.append(time.perf_counter() - t)
-                    e._cache.clear()
+                    e._queries.clear()
                     t = time.perf_counter(); e.ask(q, k=3, mode="hybrid"); hybrid.append(time.perf_counter() - t)
                     t = time.perf_counter(); e.ask(q, k=3, mode="dense"); cached.append(time.perf_counter() - t)
                     t = time.perf_counter()

@@ -22,6 +22,7 @@ from .defaults import BATCH_SIZE, BETA, CHUNK, GAMMA, INDEX_TYPE, K, MAX_LENGTH,
 from .edits.plan import check_batch
 from .encoders import Encoder, load_encoder
 from .errors import FAQSearchError, InvalidOptionError
+from .files import preallocate
 from .indexdir import Writer, check_target
 from .progress import progress_bar
 from .whitening import Moments, Whitening
@@ -143,6 +144,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             texts = [r[1] for r in rows]
             raw = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+", dtype=np.float32,
                                             shape=(len(texts), encoder.dimension))
+            preallocate(os.path.join(tmp, cfg.FILES["vectors"]))  # a full disk fails here, not in the map
             moments = encode_stream(encoder, texts, batch_size, progress, out=raw)
             if fit_texts is not None:
                 moments = encode_stream(encoder, fit_texts, batch_size, progress)

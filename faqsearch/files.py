@@ -3,6 +3,7 @@ version keeps of its files (size, a fingerprint of three samples, SHA-256)."""
 from __future__ import annotations
 
 import datetime
+import errno
 import hashlib
 import os
 from typing import Any
@@ -76,3 +77,45 @@ def file_digest(path: str) -> str:
 
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def preallocate(path: str) -> None:
+    """Reserve a (sparse, memory-mapped) file's blocks now: a full disk is then an error here, not a
+    SIGBUS when a page of the map is first written."""
+    try:
+        with open(path, "r+b") as fh:
+            os.posix_fallocate(fh.fileno(), 0, os.fstat(fh.fileno()).st_size)
+    except (AttributeError, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            raise
+        # no posix_fallocate here (or the filesystem does not support it): the map is written as it comes
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT)
+DENIED = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def storage_error(exc: BaseException, where: str):
+    """A StorageError that says what happened to a write under ``where`` and what to do, or None
+    when ``exc`` is not a storage failure (disk full, read-only, permission denied)."""
+    import sqlite3
+
+    from .errors import StorageError
+
+    text = str(exc)
+    full = denied = False
+    if isinstance(exc, OSError):
+        full, denied = exc.errno in FULL, exc.errno in DENIED
+    elif isinstance(exc, sqlite3.OperationalError):
+        full = "disk is full" in text or "disk I/O error" in text
+        denied = "readonly" in text or "unable to open" in text
+    elif isinstance(exc, RuntimeError):  # FAISS reports a failed fwrite as a RuntimeError
+        full = "fwrite" in text or "No space" in text
+    if full:
+        return StorageError(f"no space left on the device holding {where}; free some space and run it again "
+                            "(nothing was committed: the index is as it was)")
+    if denied:
+        name = getattr(exc, "filename", None) or where
+        return StorageError(f"cannot write to {name} ({getattr(exc, 'strerror', None) or text}); check the folder's "
+                            "permissions or choose another --index (nothing was committed)")
+    return None

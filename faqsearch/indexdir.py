@@ -33,7 +33,7 @@ import threading
 from typing import Any
 
 from .errors import IndexFormatError, IndexNotFoundError, IndexPathError
-from .files import atomic_write, file_record, fsync_dir, fsync_file, now
+from .files import atomic_write, file_record, fsync_dir, fsync_file, now, storage_error
 
 log = logging.getLogger(__name__)
 
@@ -288,12 +288,14 @@ class Writer:
 
     # -- the lock, migration and repair
     def __enter__(self) -> "Writer":
-        parent = os.path.dirname(self.path)
-        os.makedirs(parent, exist_ok=True)
         try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
             self._enter()
-        except BaseException:
+        except BaseException as exc:
             self._release()
+            mapped = storage_error(exc, self.path)
+            if mapped is not None:
+                raise mapped from exc
             raise
         return self
 
@@ -413,7 +415,7 @@ class Writer:
         self._locks = []
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        for tmp in self._building:
+        for tmp in list(self._building):
             _remove(tmp)
         if exc_type is not None and self._created and self.version is None:
             # a first build that failed: leave nothing behind where there was nothing
@@ -423,6 +425,9 @@ class Writer:
             except OSError:
                 pass
         self._release()
+        mapped = storage_error(exc, self.path) if exc is not None else None
+        if mapped is not None:
+            raise mapped from exc
 
     # -- committing
     @property

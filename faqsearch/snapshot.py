@@ -72,8 +72,12 @@ def open_snapshot(path: str, base: Snapshot | None = None) -> Snapshot:
         version = resolve(path)
         try:
             return _open_version(path, version, before, base)
-        except (IndexFormatError, FileNotFoundError):
+        except (IndexFormatError, FileNotFoundError) as exc:
             if attempt == 2 or stamp(path) == before:
+                if isinstance(exc, FileNotFoundError):  # a file the version names is gone (and no writer moved on)
+                    raise IndexFormatError(f"index {path}: {os.path.basename(str(exc.filename))} is missing. Restore "
+                                           "the index directory from a backup, or rebuild it with: faqsearch ingest "
+                                           f"CORPUS --index {path} --force") from None
                 raise
     raise AssertionError("unreachable")
 

@@ -256,6 +256,19 @@ class Store:
                 changed += self._conn.execute(f"update {table} set dead = {ALIVE} where dead < {ALIVE}").rowcount
         return changed
 
+    def check_integrity(self, where: str) -> None:
+        """SQLite's own quick check of the whole file (writers run it before they build on the store)."""
+        from .config import damaged
+        from .errors import IndexFormatError
+
+        try:
+            with self._lock:
+                rows = self._conn.execute("pragma quick_check(3)").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise IndexFormatError(damaged(where, "store", str(exc))) from None
+        if [r[0] for r in rows] != ["ok"]:
+            raise IndexFormatError(damaged(where, "store", "; ".join(r[0] for r in rows)[:200]))
+
     def rows_of_generation(self, generation: int) -> dict[str, int]:
         """Question rows a generation wrote and removed (what a writer checks before its commit)."""
         g = int(generation)

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from faqsearch import FAQSearch
+from faqsearch import FAQ, FAQSearch
 from faqsearch.errors import IndexPathError
 
 from .conftest import FakeEncoder
@@ -76,3 +76,354 @@ def test_1_empty_directories_and_our_own_indexes_are_replaced(tmp_path):
     FAQSearch.build(write_corpus(tmp_path), str(empty), encoder=FakeEncoder()).close()
     with FAQSearch.build(write_corpus(tmp_path), str(empty), encoder=FakeEncoder(), force=True) as e:
         assert e.ask("question about subject3 variant1", mode="dense").answers[0].faq_id == "f3"
+
+
+# 2 ---------------------------------------------------------------------------------------------
+KEY = "k3y"
+
+
+@pytest.fixture
+def api(tmp_path, fake_models):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from faqsearch.service import Service, create_app
+
+    path = str(tmp_path / "shop")
+    FAQSearch.build(write_corpus(tmp_path), path, encoder=FakeEncoder(), threshold=-1, self_fusion=False).close()
+    service = Service({"shop": path}, api_key=KEY, watch=False)
+    client = TestClient(create_app(service), raise_server_exceptions=False)
+    yield client, service, path
+    service.close()
+
+
+def generation(path):
+    import json
+
+    from faqsearch.indexdir import resolve
+
+    return json.load(open(os.path.join(resolve(path), "config.json")))["generation"]
+
+
+def test_2_a_batch_with_a_repeated_id_is_refused_and_writes_nothing(api, tmp_path):
+    from faqsearch.errors import CorpusError
+
+    client, service, path = api
+    g = generation(path)
+    body = {"faqs": [{"id": "f1", "answer": "answer X", "questions": ["one wording"]},
+                     {"id": "f1", "answer": "answer Y", "questions": ["another wording"]}]}
+    for url in ("/indexes/shop/faqs/upsert", "/indexes/shop/faqs"):
+        r = client.post(url, json=body, headers={"X-API-Key": KEY})
+        assert r.status_code == 422 and "'f1' is given twice" in r.json()["error"]
+    assert generation(path) == g
+    assert client.get("/indexes/shop/ask", params={"q": "question about subject1 variant0"}).json()["answers"][0][
+        "faq_id"] == "f1"
+    with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+        with pytest.raises(CorpusError, match="'d1' is given twice"):
+            e.add([FAQ("d1", "answer X", ["x words"]), FAQ("d1", "answer Y", ["y words"])])
+        assert "d1" not in {f["id"] for f in e.list()} and e.config["generation"] == g
+
+
+# 3 ---------------------------------------------------------------------------------------------
+def _words(n: int) -> str:
+    return f"token{n}a token{n}b token{n}c"
+
+
+def _run_model(seed: int, edit, open_reader, steps: int = 24):
+    """Random batches of edits (repeated ids and unknown ids included) checked against a model of the
+    FAQs; readers opened along the way lag behind and must keep answering from their own version."""
+    import random
+
+    from faqsearch.errors import CorpusError, UnknownFAQError
+
+    rng = random.Random(seed)
+    model = {f"f{i}": (f"answer {i}", [f"question about subject{i} variant{j}" for j in range(2)]) for i in range(6)}
+    feedback: set[str] = set()  # questions feedback added: an update keeps them
+    counter = [1000]
+    readers = []
+
+    def fresh_question():
+        counter[0] += 1
+        return _words(counter[0])
+
+    for step in range(steps):
+        kind = rng.choice(["add", "update", "remove", "feedback", "repeat"])
+        if kind == "add":
+            fid = f"n{step}"
+            faqs = [FAQ(fid, f"answer {fid}", [fresh_question(), fresh_question()])]
+            edit("add", faqs)
+            model[fid] = (faqs[0].answer, faqs[0].questions)
+        elif kind == "update" and model:
+            fid = rng.choice(sorted(model))
+            qs = [model[fid][1][0], fresh_question()]
+            edit("update", [FAQ(fid, f"answer {fid} v{step}", qs)])
+            old = model[fid][1]  # questions in id order: those kept, then the new ones
+            model[fid] = (f"answer {fid} v{step}", [q for q in old if q in qs or q in feedback] +
+                          [q for q in qs if q not in old])
+        elif kind == "remove":
+            fid = rng.choice(sorted(model) + ["unknown"])
+            if fid == "unknown":
+                with pytest.raises(UnknownFAQError):
+                    edit("remove", ["unknown"])
+            else:
+                edit("remove", [fid])
+                del model[fid]
+        elif kind == "feedback" and model:
+            fid = rng.choice(sorted(model))
+            q = fresh_question()
+            edit("feedback", (q, fid))
+            feedback.add(q)
+            model[fid] = (model[fid][0], model[fid][1] + [q])
+        else:  # a batch naming one id twice: refused whole
+            with pytest.raises(CorpusError):
+                edit("update", [FAQ("f0", "x", [fresh_question()]), FAQ("f0", "y", [fresh_question()])])
+        if step % 4 == 0:
+            readers.append((open_reader(), {k: (a, list(q)) for k, (a, q) in model.items()}))
+    for reader, expected in readers + [(open_reader(), model)]:
+        got = {f["id"]: reader.show(f["id"]) for f in reader.list()}
+        assert {k: (v["answer"], [q["text"] for q in v["questions"]]) for k, v in got.items()} == expected
+        for fid, (answer, questions) in expected.items():
+            for q in questions:
+                top = reader.ask(q, k=1, mode="dense").answers[0]
+                assert (top.faq_id, top.answer) == (fid, answer), (q, fid)
+        reader.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_3_random_edits_through_the_library_with_lagging_readers(tmp_path, seed):
+    path = str(tmp_path / "ix")
+    engine = FAQSearch.build(write_corpus(tmp_path), path, encoder=FakeEncoder(), threshold=-1, self_fusion=False)
+
+    def edit(kind, arg):
+        return engine.feedback(*arg) if kind == "feedback" else getattr(engine, kind)(arg)
+
+    def open_reader():
+        r = FAQSearch.open(path, encoder=FakeEncoder())
+        r.auto_reload = False
+        return r
+
+    _run_model(seed, edit, open_reader)
+    engine.close()
+
+
+def test_3_random_edits_through_the_api_with_lagging_readers(api):
+    from faqsearch.errors import CorpusError, UnknownFAQError
+
+    client, service, path = api
+    headers = {"X-API-Key": KEY}
+
+    def edit(kind, arg):
+        if kind == "add":
+            r = client.post("/indexes/shop/faqs", headers=headers, json={"faqs": [
+                {"id": f.id, "answer": f.answer, "questions": f.questions} for f in arg]})
+        elif kind == "update":
+            r = client.post("/indexes/shop/faqs/upsert", headers=headers, json={"faqs": [
+                {"id": f.id, "answer": f.answer, "questions": f.questions} for f in arg]})
+        elif kind == "remove":
+            r = client.delete(f"/indexes/shop/faqs/{arg[0]}", headers=headers)
+        else:
+            r = client.post("/indexes/shop/feedback", headers=headers, json={"query": arg[0], "faq_id": arg[1]})
+        if r.status_code == 404:
+            raise UnknownFAQError(r.json()["error"])
+        if r.status_code == 422:
+            raise CorpusError("<request>", None, r.json()["error"])
+        assert r.status_code == 200, r.text
+
+    def open_reader():
+        r = FAQSearch.open(path, encoder=FakeEncoder())
+        r.auto_reload = False
+        return r
+
+    _run_model(3, edit, open_reader)
+    # the service answers from the latest version throughout
+    assert client.get("/health").status_code == 200
+
+
+# 4 ---------------------------------------------------------------------------------------------
+def test_4_files_swapped_between_two_indexes_are_refused(tmp_path):
+    import shutil
+
+    from faqsearch.errors import IndexFormatError
+    from faqsearch.indexdir import resolve
+
+    other_rows = [(f"g{i}", f"other words about thing{i} kind{j}", f"other {i}") for i in range(6) for j in range(2)]
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    FAQSearch.build(write_corpus(tmp_path), a, encoder=FakeEncoder(), self_fusion=False).close()
+    FAQSearch.build(write_corpus(tmp_path, other_rows, "o.csv"), b, encoder=FakeEncoder(), self_fusion=False).close()
+    va, vb = resolve(a), resolve(b)
+    for name, why in (("index.faiss", "not the one this version recorded"), ("vectors.npy", "not the one"),
+                      ("store.db", "belongs to another index")):
+        assert os.path.getsize(os.path.join(va, name)) == os.path.getsize(os.path.join(vb, name)) or name == "store.db"
+        shutil.copy(os.path.join(va, name), tmp_path / "keep")
+        shutil.copy(os.path.join(vb, name), os.path.join(va, name))
+        with pytest.raises(IndexFormatError, match=why):
+            FAQSearch.open(a, encoder=FakeEncoder()).ask("question about subject1 variant0")
+        shutil.copy(tmp_path / "keep", os.path.join(va, name))
+    with FAQSearch.open(a, encoder=FakeEncoder()) as e:
+        assert e.ask("question about subject1 variant0", mode="dense").answers[0].faq_id == "f1"
+
+
+# 5 ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["vectors.npy", "ids.npy"])
+def test_5_writers_refuse_to_build_on_damaged_vectors(tmp_path, name):
+    from faqsearch.errors import IndexFormatError
+    from faqsearch.indexdir import resolve
+
+    rows = [(f"f{i}", f"question {i} about subject{i % 50} variant{i}", f"answer {i}") for i in range(1200)]
+    path = str(tmp_path / "ix")
+    FAQSearch.build(write_corpus(tmp_path, rows), path, encoder=FakeEncoder(dimension=64), self_fusion=False).close()
+    file = os.path.join(resolve(path), name)
+    data = bytearray(open(file, "rb").read())
+    at = len(data) // 4 if name == "vectors.npy" else len(data) - 9  # outside the sampled blocks of a large file
+    data[at:at + (64 if name == "vectors.npy" else 8)] = bytes(x ^ 0x5A for x in data[at:at + (64 if name == "vectors.npy" else 8)])
+    open(file, "wb").write(bytes(data))
+    with pytest.raises(IndexFormatError, match=f"{name} is damaged"):
+        e = FAQSearch.open(path, encoder=FakeEncoder(dimension=64))
+        e.refit()
+
+
+# 6 ---------------------------------------------------------------------------------------------
+def test_6_nan_and_infinity_are_refused_at_input(tmp_path, run):
+    from faqsearch.corpus import read_corpus
+    from faqsearch.errors import CorpusError
+
+    p = tmp_path / "c.jsonl"
+    p.write_text('{"id": "1", "question": "q", "answer": "a"}\n{"id": "2", "question": "q2", "answer": "b", '
+                 '"price": NaN}\n')
+    with pytest.raises(CorpusError, match=r"c.jsonl:2: invalid JSON \(NaN is not a JSON value\)"):
+        read_corpus(str(p))
+    with pytest.raises(CorpusError, match="NaN and Infinity are not JSON"):
+        FAQSearch.build([FAQ("1", "a", ["q"], metadata={"price": float("inf")})], str(tmp_path / "ix"),
+                        encoder=FakeEncoder())
+    result = run("ask", "anything", "-t", "nan", "--index", str(tmp_path / "none"))
+    assert result.exit_code == 2 and "not a number" in result.output
+
+
+# 7 ---------------------------------------------------------------------------------------------
+def test_7_out_of_bounds_requests_are_4xx_and_write_nothing(api):
+    client, service, path = api
+    g = generation(path)
+    r = client.post("/indexes/shop/ask", json={"query": "x", "filters": {f"k{i}": "v" for i in range(3000)}})
+    assert r.status_code in (413, 422)
+    r = client.post("/indexes/shop/ask", json={"query": "x", "filters": {"product": [str(i) for i in range(300)]}})
+    assert r.status_code == 422 and "at most" in r.json()["error"]
+    assert client.get("/indexes/shop/faqs", params={"offset": 2 ** 63}).status_code == 422
+    r = client.post("/indexes/shop/feedback", headers={"X-API-Key": KEY},
+                    json={"query": "new words", "faq_id": "f1", "query_id": 2 ** 63})
+    assert r.status_code == 422 and generation(path) == g  # refused before anything was written
+    assert client.post("/indexes/shop/ask", json={"query": "   "}).status_code == 422
+
+
+# 8 ---------------------------------------------------------------------------------------------
+def test_8_unreadable_and_deeply_nested_corpora_are_clear_errors(tmp_path, monkeypatch, run):
+    import builtins
+
+    import faqsearch.corpus as corpus_mod
+
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"id": "1", "question": "q", "answer": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
+    result = run("ingest", deep, "--index", tmp_path / "ix")
+    assert result.exit_code == 1 and "nested too deeply" in result.output
+    locked = tmp_path / "locked.csv"
+    locked.write_text("question,answer\nq,a\n")
+    real_open = builtins.open
+
+    def denied(file, *a, **k):
+        if str(file) == str(locked):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *a, **k)
+
+    monkeypatch.setattr(corpus_mod, "open", denied, raising=False)
+    result = run("ingest", locked, "--index", tmp_path / "ix")
+    assert result.exit_code == 1 and "permission denied; check its permissions" in result.output
+
+
+def test_8_damaged_store_deleted_delta_and_hand_edited_config(tmp_path, run):
+    import json
+
+    from faqsearch.errors import IndexFormatError
+    from faqsearch.indexdir import resolve
+
+    path = str(tmp_path / "ix")
+    e = FAQSearch.build(write_corpus(tmp_path), path, encoder=FakeEncoder(), self_fusion=False)
+    e.add([FAQ("d1", "delta answer", ["delta words"])])
+    e.close()
+    version_dir = resolve(path)
+    config = json.load(open(os.path.join(version_dir, "config.json")))
+    # a deleted delta file
+    delta = os.path.join(version_dir, config["delta"]["file"])
+    os.rename(delta, delta + ".away")
+    result = run("ask", "anything", "--index", path)
+    assert result.exit_code == 1 and f"{config['delta']['file']} is missing" in result.output
+    os.rename(delta + ".away", delta)
+    # a hand-edited config value
+    bad = dict(config, threshold="high")
+    json.dump(bad, open(os.path.join(version_dir, "config.json"), "w"))
+    result = run("ask", "anything", "--index", path)
+    assert result.exit_code == 1 and "'threshold' must be a number between -1 and 1" in result.output
+    json.dump(config, open(os.path.join(version_dir, "config.json"), "w"))
+    # a damaged store: edits refuse it, reads say so
+    store = os.path.join(version_dir, "store.db")
+    data = bytearray(open(store, "rb").read())
+    page = (len(data) // 4096) // 2 * 4096  # a page in the middle of the file, overwritten, same size
+    data[page:page + 4096] = b"\xa5" * 4096
+    open(store, "wb").write(bytes(data))
+    result = run("remove", "f1", "--index", path)
+    assert result.exit_code == 1 and "store.db" in result.output and "Traceback" not in result.output
+
+
+def test_8_write_failures_say_what_happened_and_commit_nothing(tmp_path, monkeypatch, run):
+    import errno
+
+    import faqsearch.files as files_mod
+
+    path = str(tmp_path / "ix")
+    assert run("ingest", write_corpus(tmp_path), "--index", path, "-q").exit_code == 0
+    before = tree(path)
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    add = write_corpus(tmp_path, [("n1", "new words here", "new answer")], "n.csv")
+    with monkeypatch.context() as m:
+        m.setattr(files_mod.os, "fsync", full)
+        result = run("add", add, "--index", path)
+    assert result.exit_code == 1 and "no space left on the device" in result.output
+    assert {k: v for k, v in tree(path).items() if not k.endswith("store.db")} == \
+        {k: v for k, v in before.items() if not k.endswith("store.db")}
+    assert not [f for f in tree(path) if f.endswith(".tmp")]  # no half-written file left behind
+    assert run("add", add, "--index", path, "-q").exit_code == 0  # and the next edit works
+
+
+def test_8_milvus_limits_are_checked_before_encoding(tmp_path):
+    pytest.importorskip("milvus_lite")
+    from faqsearch.errors import CorpusError
+
+    enc = FakeEncoder()
+    with pytest.raises(CorpusError, match="over 8192 bytes"):
+        FAQSearch.build([FAQ("1", "a", ["word " * 2000])], str(tmp_path / "m"), encoder=enc, backend="milvus",
+                        uri=str(tmp_path / "m.db"))
+    assert enc.calls == 0
+
+
+# 9 ---------------------------------------------------------------------------------------------
+def test_9_an_id_with_a_slash_works_over_http(api):
+    client, service, path = api
+    headers = {"X-API-Key": KEY}
+    faq = {"id": "billing/refunds", "answer": "slash answer", "questions": ["slash words"]}
+    assert client.post("/indexes/shop/faqs", headers=headers, json={"faqs": [faq]}).status_code == 200
+    assert client.get("/indexes/shop/faqs/billing/refunds").json()["answer"] == "slash answer"
+    r = client.put("/indexes/shop/faqs/billing/refunds", headers=headers, json={**faq, "answer": "changed"})
+    assert r.status_code == 200 and client.get("/indexes/shop/faqs/billing/refunds").json()["answer"] == "changed"
+    assert client.delete("/indexes/shop/faqs/billing/refunds", headers=headers).status_code == 200
+    assert client.get("/indexes/shop/faqs/billing/refunds").status_code == 404
+
+
+def test_9_many_questions_under_one_id_are_read_once_each(tmp_path):
+    from faqsearch.corpus import read_corpus
+
+    p = tmp_path / "big.csv"
+    p.write_text("id,question,answer\n" + "".join(f"one,question number {i},the answer\n" for i in range(40_000))
+                 + "one,question number 7,the answer\n")
+    faqs = read_corpus(str(p))
+    assert len(faqs) == 1 and len(faqs[0].questions) == 40_000

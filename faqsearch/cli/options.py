@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sqlite3
 from dataclasses import dataclass
 
 import click
@@ -14,6 +15,21 @@ from ..errors import FAQSearchError
 
 POOLINGS = ("mean", "cls", "first-last-avg", "last-avg", "pooler", "last-token")
 INDEX_HELP = "Index name (under ./indexes or $FAQSEARCH_HOME) or a path to an index directory."
+
+
+class Score(click.FloatRange):
+    """A number in [-1, 1] (a cosine): NaN and infinities are refused, which FloatRange lets through."""
+
+    def __init__(self):
+        super().__init__(-1, 1)
+
+    def convert(self, value, param, ctx):
+        import math
+
+        out = super().convert(value, param, ctx)
+        if not math.isfinite(out):
+            self.fail(f"{value!r} is not a number between -1 and 1", param, ctx)
+        return out
 
 
 def _group(*decorators):
@@ -181,7 +197,10 @@ def handles_errors(fn):
             return fn(*args, **kwargs)
         except FAQSearchError as exc:
             raise click.ClickException(str(exc)) from None
-        except OSError as exc:  # disk full, permissions: what happened and where, never a traceback
+        except OSError as exc:  # permissions, a vanished file: what happened and where, never a traceback
             where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
             raise click.ClickException(f"{exc.strerror or exc}{where}; nothing was committed") from None
+        except sqlite3.DatabaseError as exc:  # a store damaged in a way its open checks did not see
+            raise click.ClickException(f"an index's store.db cannot be read ({exc}). Restore the index directory "
+                                       "from a backup, or rebuild it with faqsearch ingest --force") from None
     return wrapper

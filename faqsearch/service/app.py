@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import threading
 from typing import Any
 
@@ -91,6 +92,12 @@ def create_app(service: Service, max_body: int = MAX_BODY):
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
         return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+
+    @app.exception_handler(sqlite3.DatabaseError)
+    async def damaged_store(request: Request, exc: sqlite3.DatabaseError):
+        log.error("request %s %s: the store cannot be read (%s)", request.method, request.url.path, exc)
+        return JSONResponse({"error": "the index's store.db cannot be read; the server log has the details"},
+                            status_code=503)
 
     @app.exception_handler(Exception)
     async def crash(request: Request, exc: Exception):

@@ -56,6 +56,11 @@ class TuneReport:
     def gain(self) -> float:
         return self.cv_tuned - self.cv_current
 
+    @property
+    def worth_applying(self) -> bool:
+        """The chosen setting beats the current one held out (what `tune --apply` requires)."""
+        return self.gain > 0 and self.chosen != self.current
+
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "n": self.n, "current": self.current.label, "chosen": self.chosen.label,
                 "cv_current": self.cv_current, "cv_tuned": self.cv_tuned, "gain": self.gain,

@@ -6,6 +6,7 @@ index holding one vector per question and unit vectors in three sampled blocks.
 """
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -204,7 +205,7 @@ def _load_delta(path: str, version: str, info: dict[str, Any]) -> Delta:
 
     file = os.path.join(version, str(info["file"]))
     if not os.path.exists(file):
-        raise FileNotFoundError(file)  # open_snapshot retries: a writer may have committed twice meanwhile
+        raise FileNotFoundError(errno.ENOENT, "missing", file)  # open_snapshot retries: a writer may have moved on
     size = os.path.getsize(file)
 
     def bad(why: str) -> IndexFormatError:

@@ -24,7 +24,7 @@ import numpy as np
 from ... import config as cfg
 from ...defaults import CHUNK
 from ...errors import FAQSearchError
-from ...files import sample_digest
+from ...files import preallocate, sample_digest
 from ...indexdir import Writer, share_file
 from ...store import Store
 from ...whitening import Moments
@@ -43,6 +43,7 @@ class InconsistentEdit(FAQSearchError):
 
 def apply(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray, source: str) -> tuple[int, int]:
     """Apply ``plan`` (``raw_new``: its encoded texts); returns (questions added, questions removed)."""
+    snap.store.check_integrity(snap.path)  # a damaged store is refused, never edited
     delta = snap.delta or Delta.empty(snap.raw.dim)
     drops = len(plan.removed_questions) + snap.store.count_questions(plan.removed_faqs)
     pending = int((snap.config.get("delta") or {}).get("changes", len(delta)))
@@ -180,6 +181,7 @@ def write_live_vectors(snap: "Snapshot", directory: str, drop: np.ndarray | None
     dkeep = ~np.isin(delta.ids, drop)
     ids = np.concatenate([base_ids[keep], delta.ids[dkeep], extra_ids])
     out = np.lib.format.open_memmap(vec_path, mode="w+", dtype=np.float32, shape=(len(ids), raw.dim))
+    preallocate(vec_path)
     pos = 0
     for start in range(0, len(base_ids), CHUNK):
         block = np.asarray(base_raw[start:start + CHUNK])[keep[start:start + CHUNK]]
@@ -238,6 +240,7 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> 
     """A new base for another transform (refit, tune --apply): the stored raw vectors transformed
     again, nothing re-encoded; the delta folded in, tombstones dropped; the store shared."""
     cfg.verify_files(snap.version, snap.config, snap.path, ("vectors", "ids"))
+    snap.store.check_integrity(snap.path)
     tmp = writer.new_version()
     store = Store(os.path.join(snap.version, cfg.FILES["store"]), generation=snap.generation)
     try:

@@ -69,15 +69,22 @@ def client(uri: str, token: str | None = None):
     except ImportError as exc:
         raise MissingExtraError(f"the Milvus backend needs pymilvus (and milvus-lite for a local file): "
                                 f"pip install 'faqsearch[milvus]' ({exc})") from None
+    quiet = [logging.getLogger(n) for n in ("pymilvus", "milvus_lite", "grpc")] if "://" not in uri else []
+    levels = [lg.level for lg in quiet]
+    for lg in quiet:  # a file another process holds fails with tracebacks in their logs: we say it once, below
+        lg.setLevel(logging.CRITICAL)
     try:
         return MilvusClient(uri, token=token or "")
     except Exception as exc:  # noqa: BLE001 - connection errors come in many classes
         if "://" not in uri:
-            raise FAQSearchError(f"cannot open the milvus-lite file {uri} ({exc}). milvus-lite lets one process "
-                                 "use a file at a time: stop the other process (a running `faqsearch serve`?), or "
-                                 "run a Milvus server for several processes") from None
+            raise FAQSearchError(f"cannot open the milvus-lite file {uri} ({str(exc).splitlines()[0][:200]}). "
+                                 "milvus-lite lets one process use a file at a time: stop the other process (a running "
+                                 "`faqsearch serve`?), or run a Milvus server for several processes") from None
         raise FAQSearchError(f"cannot reach Milvus at {uri} ({exc}); check --uri (a local .db file for "
                              "milvus-lite, or http://host:19530 for a server)") from None
+    finally:
+        for lg, level in zip(quiet, levels):
+            lg.setLevel(level)
 
 
 def _quote(value: Any) -> str:

@@ -6,8 +6,8 @@ import sys
 import click
 
 from ...defaults import ASK_K
-from ..options import batch_size_option, generator_option, handles_errors, index_option, mode_option, output_options
-from ..options import threads_option
+from ..options import (Score, batch_size_option, generator_option, handles_errors, index_option, mode_option,
+                       output_options, threads_option)
 from ..render import dump, result
 
 
@@ -26,7 +26,7 @@ def stdin_lines() -> list[bytes]:
 @index_option
 @click.option("-k", "top_k", type=click.IntRange(1), default=ASK_K, show_default=True,
               help="Answers (distinct FAQs) to return at most; never changes whether a query is answered.")
-@click.option("--threshold", "-t", type=click.FloatRange(-1, 1), default=None,
+@click.option("--threshold", "-t", type=Score(), default=None,
               help="Minimum score of an answer (default: the index's, see `faqsearch info`).")
 @click.option("--model", "-m", help="Check that the index was built with this encoder.")
 @mode_option
@@ -105,7 +105,7 @@ def ask(text, index, top_k, threshold, model, mode, category, log_queries, parap
 @click.option("--gold-column", default=None, help="Gold FAQ id column (default: faq_id, gold or id).")
 @click.option("--offtopic", type=click.Path(dir_okay=False),
               help="Questions the index must not answer (.txt lines or a text column): report how many it answers.")
-@click.option("--threshold", "-t", type=click.FloatRange(-1, 1), default=None,
+@click.option("--threshold", "-t", type=Score(), default=None,
               help="Threshold for the answered shares (default: the index's).")
 @mode_option
 @click.option("--misses", type=click.IntRange(0), default=0,

@@ -5,7 +5,7 @@ import os
 
 import click
 
-from ..options import (batch_size_option, corpus_options, encoder_options, generator_option, handles_errors,
+from ..options import (Score, batch_size_option, corpus_options, encoder_options, generator_option, handles_errors,
                        index_option, output_options, storage_options, whitening_options)
 from ..render import built, dump, edit, info as print_info, tune as print_tune
 
@@ -30,7 +30,7 @@ def read_input(corpus: str, columns, fmt):
 @whitening_options
 @storage_options
 @corpus_options
-@click.option("--threshold", type=click.FloatRange(-1, 1), default=None,
+@click.option("--threshold", type=Score(), default=None,
               help="Score threshold stored with the index (default: chosen from the index's own questions).")
 @click.option("--force", is_flag=True, help="Rebuild even if the index holds questions this corpus lacks (from add, "
                                             "update, augment or feedback): they are dropped.")
@@ -96,7 +96,7 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
             except TooFewVariantsError as exc:  # the index is built and usable: say so, do not fail
                 click.echo(f"Not tuned: {exc}", err=True)
             else:
-                if report.gain > 0 and report.chosen != report.current:
+                if report.worth_applying:
                     engine.refit(report.chosen, report.new_threshold)
                     report.applied = True
                 if not out.json:

@@ -67,7 +67,7 @@ def tune(queries, index, pairs, self_supervised, do_apply, fusion, folds, offtop
         off = read_texts(offtopic) if offtopic else None
         report = run_tune(engine.searcher(), labelled, pair_data, self_supervised, folds=folds, progress=out.progress,
                           offtopic=off)
-        if do_apply and report.gain > 0 and report.chosen != report.current:
+        if do_apply and report.worth_applying:
             engine.refit(report.chosen, report.new_threshold)
             report.applied = True
     print_tune(report, out.json, do_apply)

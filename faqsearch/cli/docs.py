@@ -1,0 +1,33 @@
+"""Generate docs/cli.md from the commands' own help (as cog does for llm and sqlite-utils):
+
+    python -m faqsearch.cli.docs > docs/cli.md
+
+tests/test_docs.py fails when docs/cli.md is not what this prints."""
+from __future__ import annotations
+
+import click
+
+from . import cli
+
+WIDTH = 100
+
+
+def help_text(command: click.Command, name: str) -> str:
+    ctx = click.Context(command, info_name=name, terminal_width=WIDTH, max_content_width=WIDTH)
+    return command.get_help(ctx)
+
+
+def render() -> str:
+    parts = ["# Command reference", "",
+             "Generated from each command's `--help` by `python -m faqsearch.cli.docs > docs/cli.md`; a test keeps "
+             "it in step with the code.", "", "```", help_text(cli, "faqsearch"), "```", ""]
+    for name in sorted(cli.commands):
+        command = cli.commands[name]
+        if command.hidden:
+            continue
+        parts += [f"## faqsearch {name}", "", "```", help_text(command, f"faqsearch {name}"), "```", ""]
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    print(render(), end="")
