@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import MissingExtraError, ModelNotFoundError
 from .files import file_digest
+from .progress import library_bars
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,11 @@ def _cached_gguf(source: str, gguf_file: str, auto_cls) -> tuple[Any, Any] | Non
         return None
     target = os.path.join(cache_dir("gguf"), f"{file_digest(path)[:24]}-{auto_cls.__name__}")
     if not os.path.isfile(os.path.join(target, "model.safetensors")):
-        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, local_files_only=True)
-        model = auto_cls.from_pretrained(source, gguf_file=gguf_file, local_files_only=True)
+        from transformers import modeling_gguf_pytorch_utils
+
+        with library_bars(modeling_gguf_pytorch_utils):  # its bar must never reach stdout or a log
+            tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, local_files_only=True)
+            model = auto_cls.from_pretrained(source, gguf_file=gguf_file, local_files_only=True)
         _save_plain(model, tokenizer, target)
         return tokenizer, model
     return (AutoTokenizer.from_pretrained(target, local_files_only=True),

@@ -63,9 +63,9 @@ class Output:
         return not self.quiet and not self.json
 
 
-def setup_logging(quiet: bool) -> None:
+def setup_logging(quiet: bool, bars: bool = True) -> None:
     logging.basicConfig(level=logging.ERROR if quiet else logging.WARNING, format="%(levelname)s: %(message)s")
-    if quiet:  # also silences bars of libraries we call (e.g. transformers' GGUF loader)
+    if quiet or not bars:  # also silences bars of libraries we call (progress.library_bars reads it)
         os.environ["TQDM_DISABLE"] = "1"
 
 
@@ -74,8 +74,9 @@ def output_options(json_help: str = "Print JSON on stdout (nothing else goes the
     def decorate(fn):
         @functools.wraps(fn)
         def wrapper(*args, as_json=False, quiet_flag=False, **kwargs):
-            setup_logging(quiet_flag)
-            return fn(*args, out=Output(as_json, quiet_flag), **kwargs)
+            out = Output(as_json, quiet_flag)
+            setup_logging(quiet_flag, bars=out.progress)
+            return fn(*args, out=out, **kwargs)
 
         opts = [click.option("--json", "as_json", is_flag=True, help=json_help)]
         if quiet:
