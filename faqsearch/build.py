@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -20,7 +20,7 @@ from .backends import backend_named
 from .corpus import FAQ, Columns, check_faq, read_corpus, read_texts
 from .defaults import BATCH_SIZE, BETA, CHUNK, GAMMA, INDEX_TYPE, K, MAX_LENGTH, PROGRESS_STEP, THRESHOLD
 from .edits.plan import check_batch
-from .encoders import Encoder, load_encoder
+from .encoders import Encoder, load_encoder, model_for_corpus
 from .errors import FAQSearchError, InvalidOptionError
 from .files import preallocate
 from .indexdir import Writer, check_target
@@ -120,6 +120,8 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
     if not faqs:
         raise FAQSearchError("no FAQs to index")
     backend.check_faqs(faqs)
+    if encoder is None and encoder_spec.model is None:  # the corpus's script picks the default encoder
+        encoder_spec = replace(encoder_spec, model=model_for_corpus(q for f in faqs for q in f.questions))
     fit_texts = None
     if wspec.fit_on is not None:
         fit_texts = read_texts(wspec.fit_on) if isinstance(wspec.fit_on, (str, os.PathLike)) else list(wspec.fit_on)

