@@ -1,16 +1,21 @@
 """The web page in a real browser: Debian's chromium driven by Playwright (no browser download),
-against `faqsearch serve`'s app in uvicorn on 127.0.0.1, real bundled encoder, sample_data.
+against `faqsearch serve`'s app in uvicorn on 127.0.0.1, real bundled encoder, sample_data: one
+server with an API key, one read-only (no key) over the same index.
 
-Needs `apt-get install chromium` (CI does it). Set FAQSEARCH_SCREENSHOT=FILE to save a screenshot."""
+Needs `apt-get install chromium` (CI does it). Set FAQSEARCH_SCREENSHOTS=DIR to save the page after
+a question at 1280 and 390 px wide as DIR/page-1280.png and DIR/page-390.png (docs/ holds them)."""
 import os
 import shutil
 import socket
 import threading
 import time
+from contextlib import contextmanager
+from urllib.parse import urlsplit
 
 import pytest
 
 pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
 uvicorn = pytest.importorskip("uvicorn")
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -37,10 +42,15 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, minilm):
+def index_dir(tmp_path_factory, minilm):
     ix = str(tmp_path_factory.mktemp("serve") / "support")
     FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), ix, encoder=minilm).close()
-    service = Service({"support": ix}, api_key=KEY)
+    return ix
+
+
+@contextmanager
+def _serving(index, api_key):
+    service = Service({"support": index}, api_key=api_key)
     port = _free_port()
     srv = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
@@ -49,10 +59,25 @@ def server(tmp_path_factory, minilm):
     while not srv.started and time.monotonic() < deadline:
         time.sleep(0.05)
     assert srv.started, "uvicorn did not start"
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
-    service.close()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
+        service.close()
+
+
+@pytest.fixture(scope="module")
+def server(index_dir):
+    with _serving(index_dir, KEY) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def readonly_server(index_dir):
+    """The same index served without an API key: writes are off."""
+    with _serving(index_dir, None) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -63,23 +88,63 @@ def browser():
         b.close()
 
 
+@contextmanager
+def _open(browser, url, width=1100, offline=True):
+    """The page in a fresh browser context (no remembered key). offline: every request to another
+    host than the server is aborted and recorded in page.blocked."""
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    blocked, errors = [], []
+    if offline:
+        own = urlsplit(url).netloc
+
+        def route(r):
+            if urlsplit(r.request.url).netloc == own:
+                r.continue_()
+            else:
+                blocked.append(r.request.url)
+                r.abort()
+
+        context.route("**/*", route)
+    pg = context.new_page()
+    pg.blocked = blocked
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.goto(url + "/")
+    pg.wait_for_selector("body[data-ready='1']", timeout=15000)
+    try:
+        yield pg
+    finally:
+        context.close()
+    assert not errors, errors
+    assert not blocked, f"the page asked for something off the server: {blocked}"
+
+
 @pytest.fixture
 def page(browser, server):
-    context = browser.new_context(viewport={"width": 1100, "height": 800})
-    pg = context.new_page()
-    errors = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.goto(server + "/")
-    pg.wait_for_selector("body[data-ready='1']", timeout=15000)
-    yield pg
-    context.close()
-    assert not errors, errors
+    with _open(browser, server) as pg:
+        yield pg
 
 
 def ask(page, text):
     page.fill("#ask-input", text)
-    page.click("#ask-button")
-    page.wait_for_selector("#answers .answer, #answers .no-answer", timeout=15000)
+    page.click("#ask-button")  # marks #answers busy until the new answer is shown
+    page.wait_for_selector("#answers:not([aria-busy]) :is(.answer, .no-answer, .error)", timeout=15000)
+
+
+def search_faqs(page, text):
+    page.fill("#faq-search", text)
+    page.click("#panel-faqs button[type=submit]")
+    page.wait_for_selector("#faq-list:not([aria-busy]) :is(.faq, p)", timeout=15000)
+
+
+def feedback(server, query, faq_id):
+    """Assign a query to an FAQ through the API (as another admin would)."""
+    r = httpx.post(f"{server}/indexes/support/feedback", json={"query": query, "faq_id": faq_id},
+                   headers={"X-API-Key": KEY}, timeout=60)
+    assert r.status_code == 200, r.text
+
+
+def questions_of(server, faq_id):
+    return [q["text"] for q in httpx.get(f"{server}/indexes/support/faqs/{faq_id}", timeout=30).json()["questions"]]
 
 
 def test_question_box_shows_the_answer(page):
@@ -87,10 +152,8 @@ def test_question_box_shows_the_answer(page):
     first = page.locator("#answers .answer").first
     assert first.locator(".faq-id").inner_text() == "ret-04"
     assert float(first.locator(".score").inner_text()) > 0.5
-    assert "When will I get my money back?" in first.locator(".matched").inner_text()
+    assert first.locator(".matched").inner_text() == "When will I get my money back?"  # the card's title
     assert "refund" in first.locator(".answer-text").inner_text().lower()
-    if os.environ.get("FAQSEARCH_SCREENSHOT"):
-        page.screenshot(path=os.environ["FAQSEARCH_SCREENSHOT"], full_page=True)
 
 
 def test_no_confident_answer_is_shown_as_such(page):
@@ -120,22 +183,113 @@ def test_feedback_round_trip_from_the_page(page):
     first = page.locator("#answers .answer").first
     assert first.locator(".faq-id").inner_text() == "sto-01"
     assert query in first.locator(".matched").inner_text()
+    assert first.locator(".unassign-open").count() == 1  # a question from feedback: it can be taken back out
     # and the logged query shows where it went
     page.click("#tab-queries")
     page.uncheck("#only-unanswered")
     page.wait_for_selector("#query-list .query:has-text('assigned to sto-01')", timeout=15000)
 
 
-def test_faq_browsing_and_search(page):
+def test_an_assignment_is_undone_from_the_faq(browser, server):
+    """#27.3: a question that feedback put on an FAQ has "Unassign" where the FAQ shows it."""
+    query = "do you sell pet food"
+    feedback(server, query, "sto-02")
+    with _open(browser, server) as page:
+        page.click("#tab-faqs")
+        search_faqs(page, "sto-02")
+        card = page.locator("#faq-list .faq[data-id='sto-02']")
+        card.locator("summary").click()
+        row = card.locator(f"li:has-text('{query}')")
+        row.wait_for(timeout=15000)
+        assert "feedback" in row.inner_text()
+        assert card.locator("li .unassign-open").count() == 1  # corpus questions have none
+        row.locator(".unassign-open").click()
+        row.locator(".unassign-submit").click()  # no key remembered in this tab: it asks for one
+        row.locator(".unassign-status.error:has-text('API key')").wait_for()
+        row.locator(".unassign-key").fill(KEY)
+        row.locator(".unassign-submit").click()
+        row.locator(".unassign-status.ok").wait_for(timeout=30000)
+        assert "gone" in row.get_attribute("class")
+    assert query not in questions_of(server, "sto-02")
+
+
+def test_an_assignment_is_undone_from_the_query_log_and_right_after(page, server):
+    query = "which planet has the most moons"
+    ask(page, query)
+    page.click("#answers .assign-open")
+    page.fill("#answers .assign-faq", "sto-03")
+    page.fill("#answers .assign-key", KEY)
+    page.click("#answers .assign-submit")
+    page.wait_for_selector("#answers .assign-status.ok", timeout=30000)
+    assert query in questions_of(server, "sto-03")
+    page.click("#answers .unassign-open:has-text('Undo')")  # the key is remembered: one click
+    page.wait_for_selector("#answers .unassign-status.ok", timeout=30000)
+    assert query not in questions_of(server, "sto-03")
+    # assigned again, then taken out from the Queries tab
+    feedback(server, query, "sto-03")
+    page.click("#tab-queries")
+    page.uncheck("#only-unanswered")
+    row = page.locator(f"#query-list .query:has-text('{query}'):has-text('assigned to sto-03')").first
+    row.wait_for(timeout=15000)
+    row.locator(".unassign-open").click()
+    done = page.locator(f"#query-list .query.gone:has-text('{query}')")  # its text now says "taken out of"
+    done.locator(".unassign-status.ok").wait_for(timeout=30000)
+    assert "taken out of sto-03" in done.inner_text()
+    assert query not in questions_of(server, "sto-03")
+    logged = httpx.get(f"{server}/indexes/support/queries", params={"limit": 1000}, timeout=30).json()["queries"]
+    assert all(q["feedback_faq"] is None for q in logged if q["query"] == query)
+
+
+def test_a_read_only_server_shows_no_write_controls(browser, server, readonly_server):
+    """#27.7b: started without a key, the page says read-only and offers no Assign or Unassign."""
+    feedback(server, "can I bring my dog into the store", "sto-05")  # a feedback question to show
+    with _open(browser, readonly_server) as page:
+        assert "read-only" in page.inner_text("#index-info")
+        ask(page, "what is the capital of australia")
+        assert page.locator("#answers .no-answer").count() == 1
+        assert page.locator("#answers button").count() == 0
+        page.click("#tab-queries")
+        page.wait_for_selector("#query-list:not([aria-busy]) .query")
+        assert page.locator("#query-list button").count() == 0
+        page.click("#tab-faqs")
+        search_faqs(page, "sto-05")
+        card = page.locator("#faq-list .faq[data-id='sto-05']")
+        card.locator("summary").click()
+        card.locator("li:has-text('can I bring my dog into the store')").wait_for(timeout=15000)
+        assert card.locator("button").count() == 0
+    with _open(browser, server) as page:  # the same FAQ with writes on: there is the button
+        assert "read-only" not in page.inner_text("#index-info")
+        page.click("#tab-faqs")
+        search_faqs(page, "sto-05")
+        card = page.locator("#faq-list .faq[data-id='sto-05']")
+        card.locator("summary").click()
+        card.locator(".unassign-open").wait_for(timeout=15000)
+
+
+def test_faqs_are_listed_by_question_and_search_ranks_question_matches_first(page):
+    """#27.7a: each FAQ's title is its first question, its answer cut short until opened; a search
+    ranks by the index's own search, so FAQs asking about refunds come before answers mentioning one."""
     page.click("#tab-faqs")
-    page.wait_for_selector("#faq-list .faq")
+    page.wait_for_selector("#faq-list:not([aria-busy]) .faq")
     assert page.locator("#faq-list .faq").count() == 150
-    page.fill("#faq-search", "recycl")
-    page.click("#panel-faqs button[type=submit]")
-    page.wait_for_function("document.querySelectorAll('#faq-list .faq').length < 150")
-    assert "sto-10" in page.inner_text("#faq-list")
-    page.locator("#faq-list .faq").first.click()
-    page.wait_for_selector("#faq-list .faq li")
+    first = page.locator("#faq-list .faq").first
+    assert first.locator(".faq-question").inner_text() == "How do I create an account?"
+    lines = page.evaluate("Math.max(...[...document.querySelectorAll('#faq-list .faq-answer')].map((e) => "
+                          "e.getBoundingClientRect().height / parseFloat(getComputedStyle(e).lineHeight)))")
+    assert lines < 2.1  # two lines of each answer at most until opened
+    search_faqs(page, "refund")
+    cards = page.locator("#faq-list .faq")
+    assert cards.count() < 150
+    top = [cards.nth(i).get_attribute("data-id") for i in range(3)]
+    assert "ret-04" in top, top  # "How long do refunds take?" (was 7th in index order)
+    title = " ".join(cards.first.locator(".faq-question, .faq-matched").all_inner_texts())
+    assert "refund" in title.lower(), title  # a question about refunds, not an answer that mentions one
+    search_faqs(page, "recycl")
+    assert cards.first.get_attribute("data-id") == "sto-10"
+    cards.first.locator("summary").click()
+    cards.first.locator("li").first.wait_for()
+    assert cards.first.locator(".faq-body .answer-text").is_visible()
+    assert cards.first.locator(".faq-answer").is_hidden()  # the short answer gives way to the whole one
 
 
 def test_gaps_tab_lists_groups_of_unanswered_queries(page):
@@ -144,3 +298,33 @@ def test_gaps_tab_lists_groups_of_unanswered_queries(page):
     page.click("#tab-gaps")
     page.wait_for_selector("#gap-list .gap", timeout=30000)
     assert "concert tickets" in page.inner_text("#gap-list .gap >> nth=0")
+
+
+def test_api_docs_work_offline_from_the_page_link(browser, server):
+    """#27.2: /docs (Swagger UI) loads from files shipped with the package: with every request off
+    the server aborted, the page's API link opens it and the operations are listed."""
+    with _open(browser, server, offline=True) as page:
+        page.click("#api-link")
+        page.wait_for_url(server + "/docs", timeout=15000)
+        page.wait_for_selector(".opblock-summary-path", timeout=15000)
+        paths = page.locator(".opblock-summary-path").all_inner_texts()
+        assert "/indexes/{name}/ask" in [p.replace("\u200b", "") for p in paths]
+        assert page.locator(".opblock-summary-path:visible").count() >= 10
+
+
+@pytest.mark.parametrize("width, most", [(1280, 70), (390, 120)])
+def test_layout_at_desktop_and_phone_widths(browser, server, width, most):
+    """#27.7c: a compact header (two short lines at most on a phone) and no sideways scrolling."""
+    with _open(browser, server, width=width) as page:
+        ask(page, "how do I get my money back for a return?")
+        header = page.locator("header").bounding_box()["height"]
+        assert header < most, f"header {header:.0f} px high at {width} px"
+        wide = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        assert page.evaluate(wide) == 0
+        out = os.environ.get("FAQSEARCH_SCREENSHOTS")
+        if out:
+            page.screenshot(path=os.path.join(out, f"page-{width}.png"), full_page=True)
+        for tab, out in (("faqs", "#faq-list"), ("queries", "#query-list")):
+            page.click(f"#tab-{tab}")
+            page.wait_for_selector(f"{out}:not([aria-busy]) > *")
+            assert page.evaluate(wide) == 0, tab

@@ -65,7 +65,48 @@ def test_faq_listing_search_and_show(client):
     assert client.get("/indexes/other/faqs").status_code == 404
 
 
+def test_faq_listing_titles_and_search_ranked_by_the_index(client):
+    """Each listed FAQ has its first question (the page's title); a search is ranked by the index's
+    own search, not by position: "ship" matches FAQ 4's question word for word, FAQ 2 only "shipping"."""
+    listed = client.get("/indexes/shop/faqs").json()["faqs"]
+    assert [f["question"] for f in listed] == ["How do I reset my password?", "How long does shipping take?",
+                                               "Can I return an item?", "Do you ship abroad?"]
+    assert all("matched" not in f for f in listed)
+    ranked = client.get("/indexes/shop/faqs", params={"q": "ship"}).json()["faqs"]
+    assert [f["id"] for f in ranked] == ["4", "2"]
+    assert ranked[0]["matched"] == "Do you ship abroad?" and ranked[0]["score"] > ranked[1]["score"]
+    assert [f["id"] for f in client.get("/indexes/shop/faqs", params={"q": "ship", "order": "index"}).json()["faqs"]] \
+        == ["2", "4"]
+    assert [f["id"] for f in client.get("/indexes/shop/faqs", params={"q": "ship", "offset": 1, "limit": 1}).json()[
+        "faqs"]] == ["2"]
+    assert client.get("/indexes/shop/faqs", params={"q": "4"}).json()["faqs"][0]["id"] == "4"  # an id: that FAQ first
+    r = client.get("/indexes/shop/faqs", params={"q": "return", "category": "shipping"})
+    assert r.json()["faqs"] == []  # the filter holds in ranked order too
+    assert client.get("/indexes/shop/faqs", params={"q": "ship", "order": "random"}).status_code == 422
+    # ranking a listing is not a query: nothing is logged
+    assert client.get("/indexes/shop/queries").json()["total"] == 0
+
+
+def test_unassign_takes_a_feedback_question_back_out(client):
+    query = "are you open on sundays"
+    assert client.post("/indexes/shop/ask", json={"query": query, "threshold": 0.99}).status_code == 200
+    body = {"query": query, "faq_id": "2"}
+    assert client.post("/indexes/shop/feedback", json=body, headers={"X-API-Key": KEY}).status_code == 200
+    assert client.get("/indexes/shop/queries").json()["queries"][0]["feedback_faq"] == "2"
+    assert client.post("/indexes/shop/unassign", json=body).status_code == 401
+    r = client.post("/indexes/shop/unassign", json=body, headers={"X-API-Key": KEY})
+    assert r.status_code == 200 and r.json()["removed_questions"] == 1
+    assert query not in [q["text"] for q in client.get("/indexes/shop/faqs/2").json()["questions"]]
+    assert client.get("/indexes/shop/queries").json()["queries"][0]["feedback_faq"] is None
+    r = client.post("/indexes/shop/unassign", json={"query": "How long does shipping take?", "faq_id": "2"},
+                    headers={"X-API-Key": KEY})
+    assert r.status_code == 400 and "corpus" in r.json()["error"]  # questions of the corpus stay
+    assert client.post("/indexes/shop/unassign", json={"query": query, "faq_id": "nope"},
+                       headers={"X-API-Key": KEY}).status_code == 404
+
+
 def test_writes_need_the_key_compared_exactly(client):
+    assert client.get("/indexes").json()["indexes"][0]["writable"] is True
     body = {"faqs": [{"id": "5", "answer": "Open 9 to 5.", "questions": ["When are you open?"]}]}
     assert client.post("/indexes/shop/faqs", json=body).status_code == 401
     assert client.post("/indexes/shop/faqs", json=body, headers={"X-API-Key": KEY + "x"}).status_code == 401
@@ -90,7 +131,7 @@ def test_without_a_key_writes_are_off(fake_models, ix):
     r = c.post("/indexes/shop/faqs", json={"faqs": [{"id": "5", "answer": "a", "questions": ["q"]}]},
                headers={"X-API-Key": "anything"})
     assert r.status_code == 403 and "--api-key" in r.json()["error"]
-    assert c.get("/indexes").json()["indexes"][0]["writable"] is False
+    assert c.get("/indexes").json()["indexes"][0]["writable"] is False  # the page hides its write buttons
     service.close()
 
 

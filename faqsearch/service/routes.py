@@ -13,6 +13,7 @@ from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, Approve
                      FAQsIn, FeedbackIn, ParaphraseIn)
 
 router = APIRouter()
+RANKED = 500  # at most this many FAQs of a listing search are ranked by the index's search; the rest follow
 
 
 def service(request: Request):
@@ -101,9 +102,33 @@ def ask_batch(request: Request, name: str, body: BatchIn, response: Response):
 @router.get("/indexes/{name}/faqs", tags=["faqs"])
 def list_faqs(request: Request, name: str, q: Optional[str] = Query(None, max_length=MAX_QUERY),
               category: Optional[str] = Query(None, max_length=MAX_ID), limit: int = Query(50, ge=1, le=1000),
-              offset: int = Query(0, ge=0, le=MAX_OFFSET)):
-    """FAQs in order (like `faqsearch list --json`); q: only those whose id, answer or a question contains it."""
-    return {"faqs": service(request).engine(name).list(limit, offset, category, q)}
+              offset: int = Query(0, ge=0, le=MAX_OFFSET),
+              order: Optional[str] = Query(None, pattern="^(relevance|index)$")):
+    """FAQs (like `faqsearch list --json`), each with its first question. q: only those whose id,
+    answer or a question contains it, best first by the index's own search (`order=index`: in index
+    order); a ranked FAQ also has the question that matched and its score."""
+    searcher = service(request).engine(name).searcher()  # one snapshot for the whole request
+    store = searcher.snap.store
+    if not q or not q.strip() or (order or "relevance") == "index":
+        found = store.list_faqs(limit, offset, category, q or None)
+    else:
+        found = _by_relevance(searcher, store.list_faqs(None, 0, category, q), q, category)[offset:offset + limit]
+    for f in found:
+        questions = (store.faq(f["id"]) or {}).get("questions") or [{"text": ""}]
+        f["question"] = questions[0]["text"]
+    return {"faqs": found}
+
+
+def _by_relevance(searcher, found: list[dict[str, Any]], q: str, category: Optional[str]) -> list[dict[str, Any]]:
+    """The FAQs in the order the index's search ranks them for q, an FAQ whose id is q first (ids it does
+    not rank keep their order, after)."""
+    ranked = searcher.answer([q], k=min(RANKED, max(50, 2 * len(found))), threshold=-1,
+                             filters={"category": category} if category else None)[0].answers if found else []
+    rank = {a.faq_id: (i, a) for i, a in enumerate(ranked)}
+    for f in found:
+        if f["id"] in rank:
+            f["matched"], f["score"] = rank[f["id"]][1].question, rank[f["id"]][1].score
+    return sorted(found, key=lambda f: (f["id"] != q.strip(), rank[f["id"]][0] if f["id"] in rank else len(rank)))
 
 
 @router.post("/indexes/{name}/faqs", tags=["faqs"], dependencies=[Depends(write_key)])

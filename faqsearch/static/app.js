@@ -10,7 +10,11 @@ const el = (tag, attrs = {}, ...children) => {
   for (const c of children) node.append(c);
   return node;
 };
-let index = null;
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+const KEY = "faqsearch-key"; // the API key, remembered for this browser tab only
+
+let index = null; // the selected index's name
+let writable = false; // whether the server takes writes (started with an API key)
 
 async function api(path, options = {}) {
   const res = await fetch(path, options);
@@ -20,9 +24,18 @@ async function api(path, options = {}) {
   return { body, headers: res.headers };
 }
 const base = () => `/indexes/${encodeURIComponent(index)}`;
+const post = (path, key, payload) => api(`${base()}${path}`, {
+  method: "POST", headers: { "Content-Type": "application/json", "X-API-Key": key }, body: JSON.stringify(payload),
+});
 
 function showError(target, err) {
   target.replaceChildren(el("p", { class: "error", text: err.message || String(err) }));
+}
+
+// Fill `out` by `work()`: marked aria-busy meanwhile (screen readers and the tests wait for it).
+async function loading(out, work) {
+  out.setAttribute("aria-busy", "true");
+  try { await work(); } catch (err) { showError(out, err); } finally { out.removeAttribute("aria-busy"); }
 }
 
 // ---- ask -------------------------------------------------------------------------------------
@@ -33,61 +46,104 @@ async function ask(event) {
   if (!query) return;
   const payload = { query, k: 3 };
   if ($("#ask-mode").value) payload.mode = $("#ask-mode").value;
-  try {
+  await loading(out, async () => {
     const { body, headers } = await api(`${base()}/ask`, {
       method: "POST", headers: { "Content-Type": "application/json", "X-FAQSearch-Channel": "page" },
       body: JSON.stringify(payload),
     });
     renderResult(out, body, headers.get("X-Query-Id"));
-  } catch (err) { showError(out, err); }
+  });
 }
 
+// One card per answer: the stored question that matched, the answer, the score and where it comes from.
 function renderResult(out, result, queryId) {
   out.replaceChildren();
   if (!result.answers.length) {
     const best = result.best_score === null ? "nothing matched" :
       `best score ${result.best_score.toFixed(3)} is below the threshold ${result.threshold.toFixed(2)}`;
-    const box = el("div", { class: "no-answer" }, el("strong", { text: "No confident answer" }), ` (${best}).`);
-    box.append(assignButton(result.query, queryId));
-    out.append(box);
+    out.append(el("div", { class: "no-answer" }, el("strong", { text: "No confident answer" }), ` (${best}).`,
+      assignButton(result.query, queryId)));
     return;
   }
   for (const a of result.answers) {
-    out.append(el("div", { class: "answer" },
+    out.append(el("article", { class: "answer" },
       el("div", { class: "head" },
-        el("span", { class: "score", text: a.score.toFixed(3) }),
+        el("span", { class: "matched", text: a.question }),
+        el("span", { class: "score", title: "similarity of the query to the matched question",
+          text: a.score.toFixed(3) })),
+      el("div", { class: "answer-text", text: a.answer }),
+      el("div", { class: "meta" },
         el("span", { class: "faq-id", text: a.faq_id }),
-        el("span", { class: "matched", text: `matched: ${a.question}` })),
-      el("div", { class: "answer-text", text: a.answer })));
+        a.category ? el("span", { class: "badge", text: a.category }) : "",
+        a.source !== "corpus" ? el("span", { class: "muted", text: `matched a ${a.source} question` }) : "",
+        assigned(a.source) ? unassignButton(a.question, a.faq_id) : "")));
   }
 }
 
-// ---- feedback: a logged query becomes a question of an FAQ ----------------------------------
+// ---- writes: a small inline form that takes the API key (remembered for the tab) ---------------
+// `send(key)` makes the call and returns the text to show on success.
+function writeForm(cls, submitText, fields, send) {
+  const key = el("input", { class: `${cls}-key`, type: "password", placeholder: "API key", autocomplete: "off",
+    "aria-label": "API key" });
+  key.value = sessionStorage.getItem(KEY) || "";
+  const status = el("span", { class: `${cls}-status`, role: "status" });
+  const form = el("form", { class: `write-form ${cls}-form` }, ...fields, key,
+    el("button", { type: "submit", class: `${cls}-submit`, text: submitText }), status);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const say = (ok, text) => { status.textContent = text; status.className = `${cls}-status ${ok ? "ok" : "error"}`; };
+    if (!key.value) { say(false, "Enter the API key the server was started with."); return; }
+    try {
+      const shown = await send(key.value);
+      sessionStorage.setItem(KEY, key.value);
+      form.classList.add("done"); // done once: its fields and button go, the message stays
+      say(true, shown);
+    } catch (err) { say(false, err.message); }
+  });
+  return form;
+}
+
+// "This query should have matched FAQ X": the query becomes a question of X (feedback).
 function assignButton(query, queryId) {
-  const wrap = el("div");
-  const open = el("button", { class: "assign-open", type: "button", text: "Assign to an FAQ…" });
+  if (!writable) return "";
+  const wrap = el("div", { class: "assign" });
+  const open = el("button", { class: "assign-open secondary", type: "button", text: "Assign to an FAQ…" });
   open.addEventListener("click", () => {
     open.hidden = true;
-    const form = $("#assign-template").content.firstElementChild.cloneNode(true);
-    const key = sessionStorage.getItem("faqsearch-key");
-    if (key) $(".assign-key", form).value = key;
-    form.addEventListener("submit", async (event) => {
-      event.preventDefault();
-      const status = $(".assign-status", form);
-      const apiKey = $(".assign-key", form).value;
-      if (!apiKey) { status.textContent = "Enter the API key the server was started with."; status.className = "assign-status error"; return; }
-      try {
-        await api(`${base()}/feedback`, {
-          method: "POST", headers: { "Content-Type": "application/json", "X-API-Key": apiKey },
-          body: JSON.stringify({ query, faq_id: $(".assign-faq", form).value.trim(), query_id: queryId ? Number(queryId) : null }),
-        });
-        sessionStorage.setItem("faqsearch-key", apiKey);
-        status.textContent = `Added: "${query}" now leads to ${$(".assign-faq", form).value.trim()}.`;
-        status.className = "assign-status ok";
-      } catch (err) { status.textContent = err.message; status.className = "assign-status error"; }
+    wrap.classList.add("open");
+    const faq = el("input", { class: "assign-faq", list: "faq-ids", placeholder: "FAQ id", required: "",
+      "aria-label": "FAQ id" });
+    let undo = null; // next to the form, not in it: forms do not nest
+    wrap.append(writeForm("assign", "Add as a question of this FAQ", [faq], async (key) => {
+      const faqId = faq.value.trim();
+      await post("/feedback", key, { query, faq_id: faqId, query_id: queryId ? Number(queryId) : null });
+      const next = unassignButton(query, faqId, "Undo");
+      if (undo) undo.replaceWith(next); else wrap.append(next);
+      undo = next;
+      return `Added: "${query}" now leads to ${faqId}.`;
+    }));
+    loadFaqIds();
+  });
+  wrap.append(open);
+  return wrap;
+}
+
+// Undo feedback: the query is taken out of the FAQ again. One click when the key is remembered.
+const assigned = (source) => source === "feedback" || source === "approved"; // the questions unassign takes out
+function unassignButton(query, faqId, label = "Unassign", done = null) {
+  if (!writable) return "";
+  const wrap = el("span", { class: "unassign" });
+  const open = el("button", { class: "unassign-open secondary small", type: "button", text: label,
+    title: `take "${query}" out of ${faqId}` });
+  open.addEventListener("click", () => {
+    open.hidden = true;
+    const form = writeForm("unassign", `Unassign from ${faqId}`, [], async (key) => {
+      await post("/unassign", key, { query, faq_id: faqId });
+      if (done) done();
+      return `Unassigned: "${query}" is no longer a question of ${faqId}.`;
     });
     wrap.append(form);
-    loadFaqIds();
+    if (sessionStorage.getItem(KEY)) form.requestSubmit();
   });
   wrap.append(open);
   return wrap;
@@ -96,63 +152,99 @@ function assignButton(query, queryId) {
 async function loadFaqIds() {
   try {
     const { body } = await api(`${base()}/faqs?limit=1000`);
-    $("#faq-ids").replaceChildren(...body.faqs.map((f) => el("option", { value: f.id, text: f.answer.slice(0, 60) })));
+    $("#faq-ids").replaceChildren(...body.faqs.map((f) => el("option", { value: f.id, text: f.question })));
   } catch (e) { /* the id can still be typed */ }
 }
 
-// ---- FAQs ------------------------------------------------------------------------------------
+// ---- FAQs: one card per FAQ, its first question as the title; open it for the rest -------------
 async function listFaqs(event) {
   if (event) event.preventDefault();
   const out = $("#faq-list");
   const q = $("#faq-search").value.trim();
-  try {
+  await loading(out, async () => {
     const { body } = await api(`${base()}/faqs?limit=200${q ? `&q=${encodeURIComponent(q)}` : ""}`);
-    if (!body.faqs.length) { out.replaceChildren(el("p", { class: "muted", text: "No FAQ matches." })); return; }
-    out.replaceChildren(...body.faqs.map((f) => {
-      const item = el("div", { class: "faq" },
-        el("div", { class: "head" }, el("span", { class: "faq-id", text: f.id }),
-          el("span", { class: "badge", text: f.category || "no category" }),
-          el("span", { class: "muted", text: `${f.questions} question${f.questions === 1 ? "" : "s"}` })),
-        el("div", { class: "answer-text", text: f.answer }));
-      item.addEventListener("click", () => showFaq(item, f.id), { once: true });
-      return item;
-    }));
-  } catch (err) { showError(out, err); }
+    if (!body.faqs.length) out.replaceChildren(el("p", { class: "muted", text: "No FAQ matches." }));
+    else out.replaceChildren(...body.faqs.map(faqCard));
+  });
 }
 
-async function showFaq(item, id) {
+function faqCard(f) {
+  const matched = f.matched && f.matched !== f.question;
+  const card = el("details", { class: "faq", "data-id": f.id },
+    el("summary", {},
+      el("span", { class: "faq-question", text: f.question }),
+      matched ? el("span", { class: "faq-matched muted", text: `matched: ${f.matched}` }) : "",
+      el("span", { class: "faq-answer", text: f.answer }),
+      el("span", { class: "meta" },
+        el("span", { class: "faq-id", text: f.id }),
+        f.category ? el("span", { class: "badge", text: f.category }) : "",
+        el("span", { class: "muted", text: plural(f.questions, "question") }),
+        f.score === undefined ? "" :
+          el("span", { class: "score", title: "similarity to the search", text: f.score.toFixed(3) }))));
+  card.addEventListener("toggle", () => { if (card.open && !card.dataset.loaded) showFaq(card, f.id); });
+  return card;
+}
+
+async function showFaq(card, id) {
+  card.dataset.loaded = "1";
   try {
     const { body } = await api(`${base()}/faqs/${encodeURIComponent(id)}`);
-    item.append(el("ul", {}, ...body.questions.map((q) => el("li", { text: `${q.text} (${q.source})` }))));
-  } catch (err) { item.append(el("p", { class: "error", text: err.message })); }
+    const items = body.questions.map((q) => {
+      const li = el("li", {}, el("span", { class: "q-text", text: q.text }));
+      if (q.source !== "corpus") li.append(" ", el("span", { class: `badge source-${q.source}`, text: q.source }));
+      if (assigned(q.source)) {
+        li.append(" ", unassignButton(q.text, id, "Unassign", () => li.classList.add("gone")));
+      }
+      return li;
+    });
+    card.append(el("div", { class: "faq-body" }, el("div", { class: "answer-text", text: body.answer }),
+      el("h3", { text: plural(body.questions.length, "question") }), el("ul", { class: "questions" }, ...items)));
+  } catch (err) { card.append(el("p", { class: "error", text: err.message })); }
 }
 
 // ---- gaps and queries ------------------------------------------------------------------------
 async function listGaps() {
   const out = $("#gap-list");
-  try {
+  await loading(out, async () => {
     const { body } = await api(`${base()}/gaps`);
-    if (!body.gaps.length) { out.replaceChildren(el("p", { class: "muted", text: "No gaps yet: no group of unanswered queries is large enough." })); return; }
+    if (!body.gaps.length) {
+      out.replaceChildren(el("p", { class: "muted", text: "No gaps yet: no group of unanswered queries is large enough." }));
+      return;
+    }
     out.replaceChildren(...body.gaps.map((g) => el("div", { class: "gap" },
       el("strong", { text: `${g.count} queries (${g.distinct} distinct)` }),
-      g.nearest_faq ? el("span", { class: "muted", text: ` · nearest FAQ ${g.nearest_faq} at ${g.nearest_score.toFixed(2)}` }) : "",
+      g.nearest_faq ?
+        el("span", { class: "muted", text: ` · nearest FAQ ${g.nearest_faq} at ${g.nearest_score.toFixed(2)}` }) : "",
       el("ul", {}, ...g.examples.map((ex) => el("li", {}, ex, assignButton(ex, null)))))));
-  } catch (err) { showError(out, err); }
+  });
 }
 
 async function listQueries() {
   const out = $("#query-list");
   const only = $("#only-unanswered").checked;
-  try {
+  await loading(out, async () => {
     const { body } = await api(`${base()}/queries?limit=100${only ? "&unanswered=true" : ""}`);
-    if (!body.queries.length) { out.replaceChildren(el("p", { class: "muted", text: "No logged queries." })); return; }
-    out.replaceChildren(...body.queries.map((q) => el("div", { class: "query" },
-      el("span", { class: "text", text: q.query }),
-      el("span", { class: `badge ${q.answered ? "" : "unanswered"}`, text: q.answered ? `→ ${q.top_faq}` : "unanswered" }),
-      el("span", { class: "score", text: q.score === null ? "–" : q.score.toFixed(3) }),
-      el("span", { class: "muted", text: q.feedback_faq ? `assigned to ${q.feedback_faq}` : q.time.replace("T", " ").slice(0, 19) }),
-      q.feedback_faq ? "" : assignButton(q.query, q.id))));
-  } catch (err) { showError(out, err); }
+    if (!body.queries.length) out.replaceChildren(el("p", { class: "muted", text: "No logged queries." }));
+    else out.replaceChildren(...body.queries.map(queryRow));
+  });
+}
+
+function queryRow(q) {
+  const row = el("div", { class: "query" },
+    el("span", { class: "text", text: q.query }),
+    el("span", { class: `badge ${q.answered ? "" : "unanswered"}`, text: q.answered ? `→ ${q.top_faq}` : "unanswered" }),
+    el("span", { class: "score", text: q.score === null ? "–" : q.score.toFixed(3) }),
+    el("span", { class: "muted time",
+      text: q.feedback_faq ? `assigned to ${q.feedback_faq}` : q.time.replace("T", " ").slice(0, 16) }));
+  if (q.feedback_faq) {
+    row.append(unassignButton(q.query, q.feedback_faq, "Unassign", () => {
+      row.classList.add("gone");
+      $(".time", row).textContent = `taken out of ${q.feedback_faq}`;
+    }));
+  } else {
+    row.append(assignButton(q.query, q.id));
+  }
+  return row;
 }
 
 // ---- tabs and start-up -----------------------------------------------------------------------
@@ -177,10 +269,14 @@ async function start() {
     const show = () => {
       index = select.value;
       const i = body.indexes.find((x) => x.name === index);
-      $("#index-info").textContent = `${i.faqs} FAQs · ${i.questions} questions · ${i.encoder} · ${i.mode}` +
-        (i.writable ? "" : " · read-only (no API key)");
+      writable = i.writable; // without an API key the server refuses writes: no write buttons then
+      document.body.classList.toggle("read-only", !writable);
+      const info = `${i.faqs} FAQs · ${i.questions} questions · ${i.encoder} · ${i.mode}`;
+      const readOnly = el("span", { class: "badge", text: "read-only" });
+      $("#index-info").replaceChildren(info, ...(writable ? [] : [" ", readOnly]));
+      $("#index-info").title = writable ? info : `${info} · read-only: started without an API key`;
     };
-    select.addEventListener("change", show);
+    select.addEventListener("change", () => { show(); selectTab($("nav button.active").dataset.tab); });
     show();
     document.body.dataset.ready = "1";
   } catch (err) { showError($("#answers"), err); }
