@@ -54,7 +54,7 @@ def main() -> None:
             queries = read_labelled_queries(qfile)
             texts = [q.text for q in queries]
             vec = e.embed(texts)
-            cands = e.searcher().candidates(texts, vec, 20)
+            cands = e.searcher().candidates(texts, e.searcher().vectors(texts), 20)
             full = e.searcher().dense(vec, len(faqs))  # every FAQ's best question cosine
             bm25 = _bm25([tokenize(f.answer, e.store.cjk) for f in faqs])
             ans = e.encoder.encode([f.answer for f in faqs])

@@ -164,6 +164,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             index_id=index_id, encoder=encoder.spec(), dim_in=encoder.dimension, dim_out=white.dim_out,
             whitening=cfg.whitening_section(white, whiten, fitted_on, moments.n),
             threshold=THRESHOLD if threshold is None else float(threshold), counts=counts, corpus=source,
+            calibration={"chosen_by": "default" if threshold is None else "given"},
             next_question_id=int(ids.max()) + 1 if len(ids) else 1, **sections)
         writer.commit(config, tmp)
     backend.after_commit(config)
@@ -205,7 +206,8 @@ def refuse_lossy_rebuild(path: str, source: str) -> None:
         what = ", ".join(f"{n} from {src}" for src, n in sorted(extra.items()))
         raise FAQSearchError(
             f"index {path} holds questions that a rebuild from {source} would drop ({what}). "
-            "Pass --upsert to apply the corpus as an edit and keep them, or --force to rebuild and drop them")
+            f"Run `faqsearch upsert {source} --index {path}` to apply the corpus as an edit and keep them, or "
+            "pass --force to rebuild and drop them")
 
 
 def info_summary(config: dict[str, Any]) -> dict[str, Any]:
@@ -214,4 +216,4 @@ def info_summary(config: dict[str, Any]) -> dict[str, Any]:
             "encoder": config["encoder"]["name"], "dim_in": config["dim_in"], "dim_out": config["dim_out"],
             "whitening": config["whitening"], "mode": config.get("mode", "hybrid"),
             "hybrid_weight": config.get("hybrid_weight"), "fusion": config.get("fusion"),
-            "threshold": config.get("threshold")}
+            "threshold": config.get("threshold"), "calibration": config.get("calibration")}

@@ -15,12 +15,17 @@ K = 256
 # scores below this are "no confident answer" where an index has not chosen its own (docs/quality.md,
 # "The threshold")
 THRESHOLD = 0.5
+# an index chooses its own (tuning/threshold.py) from at least this many held-out variants answered
+# right, within this range (docs/quality.md, "The threshold")
+SELF_THRESHOLD_MIN = 10
+THRESHOLD_RANGE = (0.3, 0.8)
 ASK_K = 3  # answers per query, the same in the CLI, the library and the HTTP API
 MODES = ("dense", "lexical", "hybrid")
 MODE = "hybrid"  # measured at or above dense on every set (docs/hybrid.md)
 HYBRID_WEIGHT = 0.1  # weight of the normalised BM25 score; `tune --fusion` learns it per index (docs/hybrid.md)
 FUSION_POOL = 20  # FAQs taken from the dense side before ranking (enough for a top 10)
 LEXICAL_POOL = 50  # FAQs taken from the lexical side (cheap, and its tail still re-ranks dense hits)
+DENSE_BLOCK = 512  # queries searched and re-scored together (bounds the memory of large batches)
 QUERY_CACHE = 4096  # encoded queries kept for repeated questions (chatbots see many)
 
 # -- building

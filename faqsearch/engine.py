@@ -23,12 +23,12 @@ from .corpus import FAQ, Columns
 from .defaults import ASK_K, BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, MAX_LENGTH
 from .edits import plan as plans
 from .encoders import Encoder, check_encoder, check_spec, encoder_from_spec, load_encoder
-from .errors import IndexFormatError, TooFewVariantsError, UnknownFAQError
+from .errors import IndexFormatError, UnknownFAQError
 from .indexdir import Writer, stamp
 from .results import EditReport, Result
 from .search import QueryEncoder, Searcher
 from .snapshot import Snapshot, open_snapshot
-from .tuning import FusionReport, Setting, refit_config, tune_fusion
+from .tuning import FusionReport, Setting, ThresholdReport, needs_recalibration, refit_config, self_tune
 
 
 class FAQSearch:
@@ -49,7 +49,6 @@ class FAQSearch:
     # ------------------------------------------------------------------ what it holds
     snapshot = property(lambda self: self._snap, doc="The version this engine answers from.")
     path = property(lambda self: self._snap.path)
-    dir = property(lambda self: self._snap.version)
     config = property(lambda self: self._snap.config)
     store = property(lambda self: self._snap.store)
     index = property(lambda self: self._snap.index)
@@ -76,8 +75,7 @@ class FAQSearch:
 
     def searcher(self) -> Searcher:
         """A searcher over the current version (hold it for a whole request)."""
-        self._refresh()
-        return Searcher(self._snap, self._queries)
+        return Searcher(self._current(), self._queries)
 
     # ------------------------------------------------------------------ build and open
     @classmethod
@@ -93,7 +91,7 @@ class FAQSearch:
         """Build an index from a corpus file (or FAQ records) and commit it as the index's next
         version (see :func:`faqsearch.build.build`). ``self_fusion``: when at least 10 FAQs have
         several questions, the hybrid weight is learned from them and kept only where it beats the
-        default held out."""
+        default held out; unless ``threshold`` is given, the index chooses its own."""
         path = cfg.resolve_index_path(index)
         encoder = build(corpus, path, encoder=encoder, columns=columns, fmt=fmt, batch_size=batch_size, progress=progress,
               force=force, threshold=threshold, source=source,
@@ -101,13 +99,7 @@ class FAQSearch:
               whitening=WhiteningSpec(beta, gamma, k, whiten, fit_on),
               storage=StorageSpec(backend, uri, collection, index_type))
         engine = cls.open(path, encoder=encoder, threads=threads)
-        if self_fusion and engine.mode == "hybrid":
-            try:
-                report = tune_fusion(engine.searcher(), self_supervised=True)
-            except TooFewVariantsError:
-                report = None
-            if report is not None:
-                engine.set_fusion(report)
+        engine._self_tune(fusion=self_fusion and engine.mode == "hybrid", threshold=threshold is None)
         return engine
 
     @classmethod
@@ -169,12 +161,9 @@ class FAQSearch:
 
     # ------------------------------------------------------------------ reload
     def _current(self) -> Snapshot:
-        self._refresh()
-        return self._snap
-
-    def _refresh(self) -> None:
         if self.auto_reload:
             self.reload_if_changed()
+        return self._snap
 
     def reload(self) -> None:
         """Open the index's live version (after a commit by this or another process) and swap it in
@@ -188,8 +177,7 @@ class FAQSearch:
         if now - self._checked < every:
             return False
         self._checked = now
-        current = stamp(self._snap.path)
-        if current is None or current == self._snap.stamp:
+        if stamp(self._snap.path) in (None, self._snap.stamp):
             return False
         self.reload()
         return True
@@ -226,6 +214,8 @@ class FAQSearch:
                                                                                   plan.source)
             if plan.new_questions and not (plan.new_faqs or plan.changed_faqs):
                 report.updated_faqs = sorted({fid for fid, _ in plan.new_questions})
+        if needs_recalibration(self._snap.config, int(self._snap.config["counts"]["questions"])):
+            self._self_tune(fusion=False, threshold=True)  # grown or shrunk by a tenth since it was chosen
         return report
 
     def add(self, corpus, columns: Columns | None = None, fmt: str | None = None, progress: bool = False) -> EditReport:
@@ -289,11 +279,21 @@ class FAQSearch:
         """Store a chosen hybrid weight (and mode) when it wins held out; True when it was applied."""
         if not (report.gain > 0 and report.chosen != report.current):
             return False
-        with self._writing() as (writer, snap):
-            writer.commit({**snap.config, "mode": "hybrid" if report.chosen > 0 else "dense",
-                           "hybrid_weight": report.chosen,
-                           "fusion": {"chosen_by": report.chosen_by, "queries": report.n,
-                                      "cv_current": report.cv_current, "cv_tuned": report.cv_tuned}})
+        self._set_config(mode="hybrid" if report.chosen > 0 else "dense", hybrid_weight=report.chosen,
+                         fusion={"chosen_by": report.chosen_by, "queries": report.n, "cv_current": report.cv_current,
+                                 "cv_tuned": report.cv_tuned})
         report.applied = True
         return True
 
+    def set_threshold(self, report: ThresholdReport) -> None:
+        """Store a chosen threshold and how it was chosen (``info`` shows it)."""
+        self._set_config(threshold=report.threshold, calibration=report.section())
+        report.applied = True
+
+    def _set_config(self, **changes: Any) -> None:
+        with self._writing() as (writer, snap):
+            writer.commit({**snap.config, **changes})
+
+    def _self_tune(self, fusion: bool, threshold: bool) -> None:
+        """What an index learns about itself without labels: the hybrid weight, then the threshold."""
+        self_tune(self.searcher, self.set_fusion if fusion else None, self.set_threshold if threshold else None)

@@ -9,17 +9,31 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from . import config as cfg
-from .defaults import ASK_K, BATCH_SIZE, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE
+from .defaults import ASK_K, BATCH_SIZE, DENSE_BLOCK, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE
 from .errors import IndexFormatError, InvalidOptionError
 from .results import Answer, Result
 from .snapshot import Snapshot
 from .text import clean_text, is_blank
+
+
+@dataclass(frozen=True)
+class Queries:
+    """Query vectors: ``reduced`` (the index's k dimensions) finds candidates, ``full`` scores them."""
+
+    reduced: np.ndarray
+    full: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.reduced)
+
+    def __getitem__(self, rows) -> "Queries":
+        return Queries(self.reduced[rows], self.full[rows])
 
 
 class QueryEncoder:
@@ -101,11 +115,25 @@ class Searcher:
         """Query vectors: encoder, then the snapshot's transform, L2-normalised."""
         return self.snap.whitening.transform(self.queries.encode(texts, batch_size, progress))
 
+    def vectors(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False) -> Queries:
+        """Both vectors of each query: reduced (k dims, to find candidates) and full (to score them)."""
+        raw = self.queries.encode(texts, batch_size, progress)
+        return Queries(self.snap.whitening.transform(raw), self.snap.whitening.full(raw))
+
+    def embed_full(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False) -> np.ndarray:
+        """Calibrated query vectors (full dimensions, L2-normalised): what scores are cosines of."""
+        return self.vectors(texts, batch_size, progress).full
+
+    def scores(self, ids: np.ndarray, full: np.ndarray) -> np.ndarray:
+        """The calibrated score of each stored question (``ids``) for each query (rows of ``full``):
+        cosines of full-dimensional vectors, from the raw vectors the index keeps."""
+        return self.snap.whitening.full(self.snap.raw.get(np.asarray(ids, dtype=np.int64))) @ full.T
+
     def pair_scores(self, a: Sequence[str], b: Sequence[str], batch_size: int = BATCH_SIZE,
                     progress: bool = False) -> np.ndarray:
         """The score the index gives each pair of texts (the cosine `ask` would show)."""
-        va = self.embed(a, batch_size, progress)
-        vb = self.embed(b, batch_size, progress)
+        va = self.vectors(a, batch_size, progress).full
+        vb = self.vectors(b, batch_size, progress).full
         return (va * vb).sum(axis=1)
 
     # -- answering
@@ -132,7 +160,7 @@ class Searcher:
             for i, found in zip(asked, self.lexical(q, k, filters)):
                 out[i] = Result(texts[i], found, found[0].score if found else None, thr, found[0] if found else None)
             return out
-        vectors = self.embed(q, batch_size=batch_size, progress=progress)
+        vectors = self.vectors(q, batch_size=batch_size, progress=progress)
         # the same pool of candidates whatever k is: k changes the length of the list, never the answer
         pool = max(k, FUSION_POOL)
         ranked = self.hybrid(q, vectors, pool, filters=filters) if mode == "hybrid" else self.dense(vectors, pool, filters)
@@ -140,17 +168,27 @@ class Searcher:
             out[i] = _thresholded(texts[i], found[:k], thr)
         return out
 
-    def dense(self, vectors: np.ndarray, k: int = ASK_K, filters: dict[str, Any] | None = None) -> list[list[Answer]]:
-        """Top-k distinct FAQs for each (transformed) query vector, best first, by cosine.
+    def dense(self, vectors: "Queries | np.ndarray", k: int = ASK_K, filters: dict[str, Any] | None = None
+              ) -> list[list[Answer]]:
+        """Top-k distinct FAQs for each query, best first. Candidates come from the k-dimensional index;
+        given :class:`Queries` they are ranked and scored by the full-dimensional cosine (calibrated);
+        given reduced vectors only, by the reduced cosine.
 
         Starts with a few neighbours per wanted FAQ and widens the search only for queries whose
         hits crowd into too few FAQs, so the cost does not grow with the largest FAQ."""
+        full = vectors.full if isinstance(vectors, Queries) else None
+        reduced = vectors.reduced if isinstance(vectors, Queries) else vectors
+        if len(reduced) > DENSE_BLOCK:  # bounded memory for the rescoring of large batches
+            return [found for start in range(0, len(reduced), DENSE_BLOCK)
+                    for found in self.dense(vectors[start:start + DENSE_BLOCK], k, filters)]
         snap = self.snap
         distinct = getattr(snap.index, "search_distinct", None)
         if distinct is not None:  # the backend groups by FAQ itself (Milvus)
-            hits, rows = distinct(vectors, k, filters)
+            hits, rows = distinct(reduced, k, filters)
             for h in hits:
                 check_scores(np.array([s for _, s in h], dtype=np.float32), np.array([i for i, _ in h]), snap.path)
+            if full is not None:
+                hits = self._rescored(hits, full)
             return [distinct_faqs(h, rows, k, "dense") for h in hits]
         total = len(snap.index)
         allowed = None
@@ -158,19 +196,22 @@ class Searcher:
             allowed = np.asarray(snap.store.question_ids(filters), dtype=np.int64)
             total = len(allowed)
         if total == 0:
-            return [[] for _ in range(len(vectors))]
-        results: list[list[Answer] | None] = [None] * len(vectors)
-        todo = np.arange(len(vectors))
+            return [[] for _ in range(len(reduced))]
+        results: list[list[Answer] | None] = [None] * len(reduced)
+        todo = np.arange(len(reduced))
         # enough for k distinct FAQs in one search in the usual case, bounded when one FAQ is huge;
         # tombstones (removed ids an index type cannot delete) are skipped below
         n = min(total, min(k * snap.max_per_faq, max(4 * k, 256)) + snap.tombstones)
         while len(todo):
-            scores, ids = snap.index.search(vectors[todo], n, allowed)
+            scores, ids = snap.index.search(reduced[todo], n, allowed)
             check_scores(scores, ids, snap.path)
             rows = snap.store.questions(np.unique(ids[ids >= 0]))
+            hits = [list(zip(irow.tolist(), srow.tolist())) for srow, irow in zip(scores, ids)]
+            if full is not None:
+                hits = self._rescored(hits, full[todo], rows)
             again = []
-            for qi, srow, irow in zip(todo, scores, ids):
-                found = distinct_faqs(zip(irow.tolist(), srow.tolist()), rows, k, "dense")
+            for qi, h in zip(todo, hits):
+                found = distinct_faqs(h, rows, k, "dense")
                 if len(found) < k and n < total:
                     again.append(qi)
                 else:
@@ -178,6 +219,21 @@ class Searcher:
             todo = np.array(again, dtype=np.int64)
             n = min(total, n * 4)
         return results  # type: ignore[return-value]
+
+    def _rescored(self, hits: list[list[tuple[int, float]]], full: np.ndarray,
+                  rows: dict[int, Any] | None = None) -> list[list[tuple[int, float]]]:
+        """Each query's hits with their calibrated scores, best first (live ids only)."""
+        live = np.unique([i for h in hits for i, _ in h if i >= 0 and (rows is None or i in rows)])
+        if not len(live):
+            return [[] for _ in hits]
+        table = self.scores(live, full)  # (ids, queries)
+        out = []
+        for qi, h in enumerate(hits):
+            ids = np.array([i for i, _ in h if i >= 0 and (rows is None or i in rows)], dtype=np.int64)
+            s = table[np.searchsorted(live, ids), qi]
+            order = np.argsort(-s, kind="stable")
+            out.append(list(zip(ids[order].tolist(), s[order].tolist())))
+        return out
 
     def lexical(self, texts: Sequence[str], k: int = ASK_K, filters: dict[str, Any] | None = None
                 ) -> list[list[Answer]]:
@@ -187,7 +243,7 @@ class Searcher:
         rows = snap.store.questions(sorted({qid for h in hits for qid, _ in h}))
         return [distinct_faqs(h, rows, k, "lexical") for h in hits]
 
-    def hybrid(self, texts: Sequence[str], vectors: np.ndarray, k: int = ASK_K, weight: float | None = None,
+    def hybrid(self, texts: Sequence[str], vectors: "Queries", k: int = ASK_K, weight: float | None = None,
                filters: dict[str, Any] | None = None) -> list[list[Answer]]:
         """Fuse dense and lexical: ranked by cosine + weight * BM25 / (best BM25 of the query).
 
@@ -196,18 +252,19 @@ class Searcher:
         w = self.snap.hybrid_weight if weight is None else float(weight)
         return [fuse(c, w, max(k, FUSION_POOL)) for c in self.candidates(texts, vectors, max(k, FUSION_POOL), filters)]
 
-    def candidates(self, texts: Sequence[str], vectors: np.ndarray, pool: int = FUSION_POOL,
+    def candidates(self, texts: Sequence[str], vectors: "Queries", pool: int = FUSION_POOL,
                    filters: dict[str, Any] | None = None) -> list[list[Answer]]:
-        """The union of dense and lexical candidates per query, each with .dense and .lexical set."""
+        """The union of dense and lexical candidates per query, each with .dense and .lexical set
+        (a lexical-only candidate gets the calibrated cosine of its question)."""
         dense = self.dense(vectors, pool, filters)
         lexical = self.lexical(texts, max(pool, LEXICAL_POOL), filters)
         out = []
-        for qv, dlist, llist in zip(vectors, dense, lexical):
+        for qi, (dlist, llist) in enumerate(zip(dense, lexical)):
             cands = {a.faq_id: a for a in dlist}
             missing = [a for a in llist if a.faq_id not in cands]
             if missing:
-                vecs = self.snap.index.reconstruct(np.array([a.question_id for a in missing]))
-                for a, v in zip(missing, vecs @ qv):
+                got = self.scores(np.array([a.question_id for a in missing]), vectors.full[qi:qi + 1])[:, 0]
+                for a, v in zip(missing, got):
                     a.dense = float(v)
                     cands[a.faq_id] = a
             lex = {a.faq_id: a.lexical for a in llist}

@@ -219,6 +219,31 @@ class Whitening:
             y /= np.maximum(np.sqrt(sq), 1e-12)[:, None]
         return y.astype(np.float32, copy=False)
 
+    def full(self, x: np.ndarray) -> np.ndarray:
+        """The transform over all d dimensions, L2-normalised: the space scores are given in.
+
+        (x - beta mu) U S with every direction kept, S the transform's own scaling, eigenvalues below
+        the last kept one's raised to it (directions the corpus hardly spans are not amplified). The
+        k-dimensional vectors only choose candidates; their score is the cosine here, so dimension
+        reduction never moves a score, and an FAQ on a topic the fit did not see (added later) scores
+        what it would in a fresh index. A rotation (gamma 0) needs no matrix: the cosine of
+        x - beta mu, with beta 0 the encoder's own cosine."""
+        x = np.asarray(x, dtype=np.float32)
+        if self.beta and self.moments.n:
+            x = x - np.float32(self.beta) * self.moments.mean.astype(np.float32)
+        if self.gamma and self.moments.n >= 2:
+            x = x @ self._full_kernel()
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+    def _full_kernel(self) -> np.ndarray:
+        kernel = self.__dict__.get("_full")
+        if kernel is None:
+            u, s, _ = np.linalg.svd(self.moments.covariance)
+            floor = max(s[min(self.dim_out, len(s)) - 1], s[0] * RANK_TOL)
+            kernel = (u * np.maximum(s, floor) ** (-self.gamma / 2.0)).astype(np.float32)
+            self.__dict__["_full"] = kernel
+        return kernel
+
     def save(self, path: str) -> None:
         meta = np.array([self.beta, self.gamma, -1 if self.k is None else self.k, self.rank], dtype=np.float64)
         with open(path, "wb") as fh:

@@ -208,8 +208,10 @@ def test_augment_in_place_and_remove(tmp_path):
     out = r.invoke(cli, ["augment", "--index", ix, "-n", "2", "--json", "-q"], catch_exceptions=False)
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["added_questions"] == 4
-    # one new generation, committed in one step (config.json replaced last)
-    assert json.load(open(os.path.join(resolve(ix), "config.json")))["generation"] == generation + 1
+    # one new generation, committed in one step (config.json replaced last); the index grew from 2 to
+    # 6 questions, so it then chose its threshold again, in a second commit
+    config = json.load(open(os.path.join(resolve(ix), "config.json")))
+    assert config["generation"] == generation + 2 and config["calibration"]["questions"] == 6
     with FAQSearch.open(ix) as e:
         gen = [q for f in e.list() for q in e.show(f["id"])["questions"] if q["source"] == "generated"]
         assert len(gen) == 4 and e.config["generator"]["name"] == "smollm2"

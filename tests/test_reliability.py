@@ -321,7 +321,7 @@ def test_9_reingest_refuses_to_drop_added_faqs_without_force(run, tmp_path):
     assert run("add", write_corpus(tmp_path, [("extra", "an added question", "added answer")], "n.csv"),
                "--index", ix, "-q").exit_code == 0
     result = run("ingest", corpus, "--index", ix, "-q")
-    assert result.exit_code == 1 and "1 from added" in result.output and "--upsert" in result.output
+    assert result.exit_code == 1 and "1 from added" in result.output and "faqsearch upsert" in result.output
     assert "extra" in run("list", "--index", ix).output  # nothing dropped
     assert run("ingest", corpus, "--index", ix, "-q", "--upsert").exit_code == 0
     assert "extra" in run("list", "--index", ix).output

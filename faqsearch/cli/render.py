@@ -92,6 +92,19 @@ def fusion(report, as_json: bool, do_apply: bool) -> None:
         click.echo("not applied: the held-out score does not improve on the current setting.")
 
 
+def threshold(report, as_json: bool, do_apply: bool) -> None:
+    if as_json:
+        click.echo(dump(report.to_dict()))
+        return
+    click.echo(f"{'threshold':>9} {'in-scope answered right':>24} {'out-of-scope answered':>22}")
+    for row in report.rows:
+        click.echo(f"{row['threshold']:>9.2f} {100 * row['answered_right']:>23.1f}% {100 * row['offtopic_answered']:>21.1f}%")
+    click.echo(f"\n{report.positives} in-scope and {report.negatives} out-of-scope queries; chosen {report.threshold:.3g} "
+               f"(current {report.current:.3g}): {report.rule}")
+    if report.applied:
+        click.echo("applied.")
+
+
 def built(summary: dict[str, Any], path: str) -> None:
     """What `ingest` prints of the index it built."""
     w = summary["whitening"]
@@ -102,6 +115,20 @@ def built(summary: dict[str, Any], path: str) -> None:
         f = summary["fusion"]
         click.echo(f"Hybrid weight {summary['hybrid_weight']:g}, chosen by {f['chosen_by']} ({f['queries']} held "
                    f"out: MRR@10 {100 * f['cv_tuned']:.2f} vs {100 * f['cv_current']:.2f} at the default)")
+    if summary.get("threshold") is not None:
+        click.echo(f"Threshold {summary['threshold']:.3g}, {threshold_origin(summary)}")
+
+
+def threshold_origin(config: dict[str, Any]) -> str:
+    """How an index's threshold was chosen, in words."""
+    calib = config.get("calibration") or {}
+    by = calib.get("chosen_by", "default")
+    if by == "self-calibrated":
+        return (f"chosen by the index from {calib.get('positives')} held-out question variants and "
+                f"{calib.get('negatives')} out-of-scope questions at {calib.get('questions')} questions")
+    if by == "labelled":
+        return f"chosen from {calib.get('positives')} labelled and {calib.get('negatives')} out-of-scope queries"
+    return "given at ingest" if by == "given" else "the default"
 
 
 def info(path: str, config: dict[str, Any]) -> None:
@@ -126,6 +153,4 @@ def info(path: str, config: dict[str, Any]) -> None:
         base = config["counts"]["questions"] - delta["added"] + delta["removed"]
         click.echo(f"edits:      generation {config.get('generation', 0)}; questions added / removed since the base "
                    f"files: {delta['added']} / {delta['removed']} (a new base after {delta_limit(base):,} changes)")
-    calib = config.get("calibration")
-    click.echo(f"threshold:  {config.get('threshold')}" + (f" (chosen at {calib['when']} from {calib['source']})"
-                                                          if isinstance(calib, dict) and calib.get("source") else ""))
+    click.echo(f"threshold:  {config.get('threshold'):.3g} ({threshold_origin(config)})")

@@ -32,7 +32,7 @@ def plan_augment(searcher, generator=None, n: int = 3, candidates: int = 24, see
                 return [r.nearest is not None and r.nearest.faq_id == fid for r in searcher.answer(texts, k=1)]
 
             # a rewording that repeats another stored question is no new wording
-            screened = screen_rounds(generator, questions[0], n, candidates, searcher.embed, min_similarity, seed,
+            screened = screen_rounds(generator, questions[0], n, candidates, searcher.embed_full, min_similarity, seed,
                                      rounds, exclude={normal(q) for q in questions}, same_intent=comes_back)
             plan.new_questions += [(f["id"], p.text) for p in diverse_top(screened, n)]
             bar.update(1)

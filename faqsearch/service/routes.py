@@ -229,4 +229,4 @@ def paraphrase(request: Request, name: str, body: ParaphraseIn):
     searcher = service(request).engine(name).searcher()
     gen = request.app.state.generators.get(searcher.snap.config.get("generator"))
     return {"text": body.text, "paraphrases": [{"text": p.text, "score": p.score}
-                                               for p in run(gen, body.text, n=body.n, scorer=searcher.embed)]}
+                                               for p in run(gen, body.text, n=body.n, scorer=searcher.embed_full)]}

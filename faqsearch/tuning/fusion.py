@@ -69,8 +69,8 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
             chosen.add(f)
             budget -= sizes[f]
         keep = np.array([i for i in keep if rows[i][1] in chosen], dtype=np.int64)
-    docs = snap.whitening.transform(np.asarray(raw[keep]))
-    queries = snap.whitening.transform(np.asarray(raw[held]))
+    docs = snap.whitening.full(np.asarray(raw[keep]))  # calibrated scores, as the searcher gives
+    queries = snap.whitening.full(np.asarray(raw[held]))
     doc_faq = np.array([rows[i][1] for i in keep], dtype=object)
     faq_docs: dict[str, list[int]] = {}
     for d, f in enumerate(doc_faq):
@@ -103,12 +103,15 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
 
 
 def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds: int = FOLDS,
-                progress: bool = False, self_supervised: bool = False) -> FusionReport:
+                progress: bool = False, self_supervised: bool = False,
+                candidates: tuple[list[list[Answer]], list[set[str]]] | None = None) -> FusionReport:
     """Choose the weight of BM25 in hybrid mode (5-fold cross-validated MRR@10) from labelled queries,
     or from the index's own question variants (``self_supervised``: one question of every FAQ that
-    has several is the query, searched against the others)."""
+    has several is the query, searched against the others; ``candidates``: those already computed)."""
     snap = searcher.snap
-    if self_supervised:
+    if candidates is not None:
+        (cands, gold), texts, self_supervised = candidates, None, True
+    elif self_supervised:
         cands, gold = self_fusion_candidates(searcher, progress)
         texts = None
     else:
@@ -116,7 +119,7 @@ def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds:
             raise FAQSearchError("no labelled queries to tune on")
         texts = [q.text for q in queries]
         gold = [q.gold for q in queries]
-        cands = searcher.candidates(texts, searcher.embed(texts, progress=progress), FUSION_POOL)
+        cands = searcher.candidates(texts, searcher.vectors(texts, progress=progress), FUSION_POOL)
     weights = list(FUSION_WEIGHTS)
     cur_w = snap.hybrid_weight if snap.mode == "hybrid" else 0.0
     if cur_w not in weights:

@@ -198,9 +198,9 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
             w = transform_for(s, moments, dim)
             dims.append(w.dim_out)
             if pairs is not None:
-                per_item.append((w.transform(qa) * w.transform(qb)).sum(axis=1))
+                per_item.append((w.full(qa) * w.full(qb)).sum(axis=1))
             else:
-                rr, best = _reciprocal_ranks(w.transform(raw_docs), doc_faq, w.transform(q_raw), gold)
+                rr, best = _reciprocal_ranks(w.full(raw_docs), doc_faq, w.full(q_raw), gold)
                 per_item.append(rr)
                 bests.append(best)
             bar.update(1)
@@ -233,8 +233,8 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
         if len(off_raw):
             def off_best(s: Setting) -> np.ndarray:
                 w = transform_for(s, moments, dim)
-                docs = w.transform(np.asarray(raw))
-                return (w.transform(off_raw) @ docs.T).max(axis=1)
+                docs = w.full(np.asarray(raw))
+                return (w.full(off_raw) @ docs.T).max(axis=1)
 
             allowed = float(np.mean(off_best(cur) >= snap.threshold))
             off = off_best(settings[chosen])

@@ -24,7 +24,6 @@ reading the previous collection, which the next rebuild drops.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import secrets

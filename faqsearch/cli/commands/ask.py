@@ -82,7 +82,7 @@ def ask(text, index, top_k, threshold, model, mode, category, log_queries, parap
 
             spec = searcher.snap.config.get("generator")
             gen = load_generator(generator, threads=threads) if generator else generator_from_spec(spec, threads)
-            similar = [paraphrase(gen, q, n=paraphrases, scorer=searcher.embed) if not is_blank(q) else []
+            similar = [paraphrase(gen, q, n=paraphrases, scorer=searcher.embed_full) if not is_blank(q) else []
                        for q in queries]
     if batch or out.json:
         for r, sim in zip(results, similar):

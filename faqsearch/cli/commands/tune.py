@@ -5,7 +5,7 @@ import click
 
 from ...defaults import FOLDS
 from ..options import handles_errors, index_option, output_options, threads_option
-from ..render import dump, fusion as print_fusion, tune as print_tune
+from ..render import dump, fusion as print_fusion, threshold as print_threshold, tune as print_tune
 
 
 @click.command()
@@ -19,6 +19,10 @@ from ..render import dump, fusion as print_fusion, tune as print_tune
                    "improves.")
 @click.option("--fusion", is_flag=True, help="Tune the weight of BM25 in hybrid mode instead (with QUERIES, or --self: "
                                              "the index's own question variants).")
+@click.option("--threshold", "pick_threshold", is_flag=True,
+              help="Choose the threshold instead: with QUERIES and --offtopic FILE (labelled in-scope and "
+                   "out-of-scope queries), or --self (no labels: the index's own question variants and the "
+                   "shipped out-of-scope questions, as at ingest). --apply stores it.")
 @click.option("--folds", type=click.IntRange(2, 20), default=FOLDS, show_default=True, help="Cross-validation folds.")
 @click.option("--offtopic", type=click.Path(dir_okay=False),
               help="Questions the index must not answer (.txt lines); a new threshold never answers more of them "
@@ -28,8 +32,8 @@ from ..render import dump, fusion as print_fusion, tune as print_tune
 @output_options()
 @threads_option
 @handles_errors
-def tune(queries, index, pairs, self_supervised, do_apply, fusion, folds, offtopic, query_column, gold_column, out,
-         threads):
+def tune(queries, index, pairs, self_supervised, do_apply, fusion, pick_threshold, folds, offtopic, query_column,
+         gold_column, out, threads):
     """Choose whitening beta, gamma and k for an index from labelled data (or the BM25 weight).
 
     Every setting of beta, gamma in {0, 0.5, 1} and k in {64, 128, 256, all} (plus no transform)
@@ -43,6 +47,7 @@ def tune(queries, index, pairs, self_supervised, do_apply, fusion, folds, offtop
         faqsearch tune --self --apply --index support
         faqsearch tune --pairs sts-dev.tsv --index sts --json
         faqsearch tune user_queries.csv --fusion --apply
+        faqsearch tune user_queries.csv --threshold --offtopic not_ours.txt --apply
     """
     from ...corpus import read_texts
     from ...engine import FAQSearch
@@ -52,10 +57,22 @@ def tune(queries, index, pairs, self_supervised, do_apply, fusion, folds, offtop
 
     if sum(x is not None and x is not False for x in (queries, pairs, self_supervised)) != 1:
         raise click.UsageError("give exactly one of QUERIES, --pairs FILE or --self")
-    if fusion and pairs:
-        raise click.UsageError("--fusion needs labelled QUERIES or --self")
+    if (fusion or pick_threshold) and pairs:
+        raise click.UsageError("--fusion and --threshold need labelled QUERIES or --self")
+    if pick_threshold and queries and not offtopic:
+        raise click.UsageError("--threshold with QUERIES needs --offtopic FILE: queries the index must not answer")
     labelled = read_labelled_queries(queries, query_column, gold_column) if queries else None
     with FAQSearch.open(index, threads=threads) as engine:
+        if pick_threshold:
+            from ...tuning import calibrate, tune_threshold
+
+            off = read_texts(offtopic) if offtopic else None
+            report = (tune_threshold(engine.searcher(), labelled, off) if labelled else
+                      calibrate(engine.searcher(), offtopic=off))
+            if do_apply:
+                engine.set_threshold(report)
+            print_threshold(report, out.json, do_apply)
+            return
         if fusion:
             report = tune_fusion(engine.searcher(), labelled, folds=folds, progress=out.progress,
                                  self_supervised=self_supervised)

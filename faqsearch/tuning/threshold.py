@@ -1,0 +1,149 @@
+"""The threshold below which `ask` gives no answer, chosen per index.
+
+Without labels (at ingest, and again when edits have changed an index by a tenth): the positives are
+the index's own held-out question variants that the index answers right (each searched against the
+other questions, in the index's mode and weight); the negatives are general-domain questions that
+no FAQ should cover, shipped with faqsearch (faqsearch/data/offtopic.txt, in the index's script). The
+threshold is midway between the score 95% of the negatives stay under and the score 95% of the
+positives reach; an index with fewer than ten FAQs of several questions has no positives, and takes
+the score 99% of the negatives stay under. With labels (``tune --threshold``): in-scope queries with
+gold FAQs and out-of-scope queries; the threshold maximises answered-right minus out-of-scope
+answered. Scores are calibrated cosines (see :meth:`faqsearch.whitening.Whitening.full`), so the
+same number means the same on every index of one encoder. Nothing here writes: the engine stores it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..defaults import SELF_THRESHOLD_MIN, THRESHOLD_RANGE
+from ..errors import FAQSearchError, TooFewVariantsError
+from ..evaluation import LabelledQuery
+from ..search import fuse
+from ..text import non_latin_share
+from .fusion import self_fusion_candidates, tune_fusion
+from .transform import default_offtopic
+
+
+@dataclass
+class ThresholdReport:
+    """A chosen threshold, how it was chosen, and the trade-off it was chosen from."""
+
+    threshold: float
+    chosen_by: str  # "self-calibrated" or "labelled"
+    rule: str
+    positives: int  # in-scope queries (held-out variants answered right, or labelled queries)
+    negatives: int  # out-of-scope questions
+    questions: int  # questions in the index when it was chosen
+    rows: list[dict[str, float]] = field(default_factory=list)  # threshold -> answered-right, out-of-scope answered
+    current: float | None = None
+    applied: bool = False
+
+    def section(self) -> dict[str, Any]:
+        """What the index's config records (``calibration``)."""
+        return {"chosen_by": self.chosen_by, "rule": self.rule, "positives": self.positives,
+                "negatives": self.negatives, "questions": self.questions}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"threshold": self.threshold, "current": self.current, "applied": self.applied, **self.section(),
+                "rows": self.rows}
+
+
+def trade_off(right: np.ndarray, inscope: int, off: np.ndarray, grid: Sequence[float] | None = None
+              ) -> list[dict[str, float]]:
+    """Per threshold: the share of in-scope queries answered right and of out-of-scope ones answered
+    (``right``: best scores of the queries answered right; ``inscope``: how many in-scope queries)."""
+    grid = np.round(np.arange(0.30, 0.801, 0.05), 2) if grid is None else grid
+    return [{"threshold": float(t), "answered_right": float(np.sum(right >= t) / max(inscope, 1)),
+             "offtopic_answered": float(np.mean(off >= t)) if len(off) else 0.0} for t in grid]
+
+
+def offtopic_for(searcher, offtopic: Sequence[str] | None = None) -> list[str]:
+    """The shipped general-domain questions in the index's script (Latin or not)."""
+    if offtopic is not None:
+        return list(offtopic)
+    rows = searcher.snap.store.all_questions()
+    step = max(1, len(rows) // 2000)
+    non_latin = non_latin_share(r[2] for r in rows[::step]) > 0.5
+    return [t for t in default_offtopic() if (non_latin_share([t]) > 0.5) == non_latin]
+
+
+def best_scores(searcher, texts: Sequence[str]) -> np.ndarray:
+    """The score of the best-ranked answer of each text, as `ask` ranks it (any threshold)."""
+    found = searcher.answer(list(texts), k=1, threshold=-1.0)
+    return np.array([r.best_score if r.best_score is not None else -1.0 for r in found], dtype=np.float64)
+
+
+def calibrate(searcher, candidates: tuple[list, list] | None = None, offtopic: Sequence[str] | None = None
+              ) -> ThresholdReport:
+    """Choose the index's threshold without labels (see the module docstring).
+    ``candidates``: :func:`self_fusion_candidates`' result when the caller has it already."""
+    snap = searcher.snap
+    off = best_scores(searcher, offtopic_for(searcher, offtopic))
+    if not len(off):
+        raise FAQSearchError("no out-of-scope questions to calibrate the threshold on")
+    if candidates is None:
+        try:
+            candidates = self_fusion_candidates(searcher)
+        except TooFewVariantsError:
+            candidates = ([], [])
+    weight = snap.hybrid_weight if snap.mode == "hybrid" else 0.0
+    tops = [fuse(c, weight, 1)[0] for c in candidates[0] if c]
+    right = np.array([a.dense for a, gold in zip(tops, candidates[1]) if a.faq_id in gold], dtype=np.float64)
+    if len(right) >= SELF_THRESHOLD_MIN:
+        t = (np.quantile(off, 0.95) + np.quantile(right, 0.05)) / 2
+        rule = "midway between the 95th percentile of out-of-scope scores and the 5th of held-out variants answered right"
+    else:
+        t = np.quantile(off, 0.99)
+        rule = "99th percentile of out-of-scope scores (too few FAQs with several questions for positives)"
+    t = float(np.clip(t, *THRESHOLD_RANGE))
+    return ThresholdReport(round(t, 4), "self-calibrated", rule, len(right), len(off), int(snap.config["counts"]["questions"]),
+                           trade_off(right, len(tops), off), current=snap.threshold)
+
+
+def tune_threshold(searcher, queries: Sequence[LabelledQuery], offtopic: Sequence[str]) -> ThresholdReport:
+    """Choose the threshold from labelled in-scope queries and out-of-scope queries: the one that
+    maximises (in-scope answered right) - (out-of-scope answered), midway within the best range."""
+    if not queries or not offtopic:
+        raise FAQSearchError("tuning the threshold needs labelled queries and out-of-scope queries (--offtopic)")
+    found = searcher.answer([q.text for q in queries], k=1, threshold=-1.0)
+    right = np.array([r.best_score for r, q in zip(found, queries)
+                      if r.nearest is not None and r.nearest.faq_id in q.gold], dtype=np.float64)
+    off = best_scores(searcher, offtopic)
+    cuts = np.unique(np.concatenate([right, off, [THRESHOLD_RANGE[0], THRESHOLD_RANGE[1]]]))
+    cuts = cuts[(cuts >= THRESHOLD_RANGE[0]) & (cuts <= THRESHOLD_RANGE[1])]
+    gain = np.array([np.sum(right >= t) / len(queries) - np.mean(off >= t) for t in cuts])
+    best = np.flatnonzero(gain >= gain.max() - 1e-12)
+    # the middle of the first best run of cut points: as far as the data allow from both kinds of error
+    run_end, best_set = best[0], set(best.tolist())
+    while run_end + 1 in best_set:
+        run_end += 1
+    lo, hi = cuts[best[0]], cuts[min(run_end + 1, len(cuts) - 1)]
+    t = float((lo + hi) / 2) if hi > lo else float(lo)
+    return ThresholdReport(round(t, 4), "labelled", "maximises in-scope answered right minus out-of-scope answered",
+                           len(queries), len(off), int(searcher.snap.config["counts"]["questions"]),
+                           trade_off(right, len(queries), off), current=searcher.snap.threshold)
+
+
+def self_tune(searcher: Callable[[], Any], set_fusion: Callable | None, set_threshold: Callable | None) -> None:
+    """What an index learns about itself without labels, each stored by the given setter: the hybrid
+    weight (kept where it wins held out), then the threshold. ``searcher()``: one over the latest version."""
+    try:
+        cands = self_fusion_candidates(searcher())
+    except TooFewVariantsError:
+        cands = None
+    if set_fusion is not None and cands is not None:
+        set_fusion(tune_fusion(searcher(), candidates=cands))
+    if set_threshold is not None:
+        set_threshold(calibrate(searcher(), cands))
+
+
+def needs_recalibration(config: dict[str, Any], questions: int) -> bool:
+    """A self-calibrated threshold is chosen again once the index has grown or shrunk by a tenth."""
+    calib = config.get("calibration") or {}
+    if calib.get("chosen_by") != "self-calibrated":
+        return False
+    before = max(int(calib.get("questions") or 0), 1)
+    return abs(questions - before) >= 0.1 * before

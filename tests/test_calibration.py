@@ -1,0 +1,159 @@
+"""Issue #25: calibrated scores (the full-dimensional cosine, whatever k), a threshold each index
+chooses for itself, and `tune --threshold` with labels."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+
+from faqsearch import FAQSearch
+from faqsearch.tuning import calibrate, needs_recalibration, tune_threshold
+from faqsearch.whitening import Whitening
+
+from .conftest import SAMPLE, SHARED_DATA, FakeEncoder
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("beta,gamma,k", [(0.0, 0.0, 8), (0.5, 0.0, 8), (1.0, 1.0, 16), (0.5, 0.5, 8)])
+def test_full_transform_is_the_explicit_formula(beta, gamma, k):
+    """full(x) = (x - beta mu) U max(Lambda, lambda_k)^(-gamma/2), all d directions, L2-normalised:
+    for a rotation the cosine of x - beta mu; for k = d the classic transform."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((400, 16)).astype(np.float32) @ rng.standard_normal((16, 16)).astype(np.float32)
+    w = Whitening.fit(x, beta=beta, gamma=gamma, k=k)
+    q = rng.standard_normal((5, 16)).astype(np.float32) * 3
+    mu = x.mean(0)
+    u, s, _ = np.linalg.svd(np.cov(x.T.astype(np.float64)))
+    want = unit((q - beta * mu) @ (u * np.maximum(s, s[k - 1]) ** (-gamma / 2)))
+    got = w.full(q)
+    # scores are what matter: cosines between vectors (coordinates may differ by a rotation)
+    np.testing.assert_allclose(got @ got.T, want @ want.T, atol=2e-4)
+    if gamma == 0:
+        np.testing.assert_allclose(got @ got.T, unit(q - beta * mu) @ unit(q - beta * mu).T, atol=1e-5)
+    if k == 16:
+        t = w.transform(q)
+        np.testing.assert_allclose(got @ got.T, t @ t.T, atol=2e-4)
+
+
+def test_scores_are_full_dimensional_cosines_whatever_k(tmp_path, small_corpus):
+    """A k=4 index (of 32 dims) ranks and scores by the raw cosine: the same answers and scores as
+    an index that keeps every dimension, and pair scores are the raw cosine."""
+    enc = FakeEncoder()
+    cut = FAQSearch.build(small_corpus, str(tmp_path / "cut"), encoder=enc, k=4)
+    whole = FAQSearch.build(small_corpus, str(tmp_path / "whole"), encoder=enc, whiten=False)
+    queries = ["reset password", "shipping abroad time", "return policy item", "password link forgot"]
+    for a, b in zip(cut.ask_many(queries, k=4, threshold=-1, mode="dense"),
+                    whole.ask_many(queries, k=4, threshold=-1, mode="dense")):
+        assert [x.faq_id for x in a.answers] == [x.faq_id for x in b.answers]
+        np.testing.assert_allclose([x.score for x in a.answers], [x.score for x in b.answers], atol=1e-5)
+    v = unit(enc.encode(["reset password", "How do I reset my password?"]))
+    got = cut.searcher().pair_scores(["reset password"], ["How do I reset my password?"])[0]
+    assert got == pytest.approx(float(v[0] @ v[1]), abs=1e-5)
+
+
+@pytest.mark.slow
+def test_a_new_topic_added_after_ingest_scores_its_raw_cosine(tmp_path, minilm):
+    """The issue's example: an FAQ on a topic the transform was not fitted on, added later, scores its
+    paraphrases at their raw cosine (within 0.02) and answers them."""
+    e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "ix"), encoder=minilm)
+    new = tmp_path / "new.csv"
+    new.write_text("id,question,answer\npet-1,How do I feed my pet axolotl?,Worms and pellets.\n", encoding="utf-8")
+    e.add(str(new))
+    for para in ("what food should I give an axolotl", "axolotl diet advice"):
+        r = e.ask(para, k=1)
+        v = unit(minilm.encode([para, "How do I feed my pet axolotl?"]))
+        assert r.answers and r.answers[0].faq_id == "pet-1"
+        assert abs(r.best_score - float(v[0] @ v[1])) <= 0.02
+
+
+def test_the_index_chooses_its_threshold_and_says_how(tmp_path, run):
+    """Without --threshold the index calibrates itself (positives: held-out variants; negatives: the
+    shipped out-of-scope questions); info names how; --threshold given is kept as given."""
+    rows = [("id", "question", "answer")]
+    for i in range(14):
+        words = f"topic{i} alpha{i} beta{i}"
+        rows += [(f"f{i}", f"how do I {words} now", f"answer {i}"), (f"f{i}", f"{words} help please", f"answer {i}"),
+                 (f"f{i}", f"question about {words}", f"answer {i}")]
+    corpus = tmp_path / "faq.csv"
+    with open(corpus, "w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    ix = str(tmp_path / "ix")
+    out = run("ingest", str(corpus), "--index", ix, "--json")
+    summary = json.loads(out.stdout)
+    assert summary["calibration"]["chosen_by"] == "self-calibrated"
+    assert summary["calibration"]["positives"] >= 10 and summary["calibration"]["negatives"] >= 100
+    assert 0.3 <= summary["threshold"] <= 0.8
+    assert "chosen by the index from" in run("info", "--index", ix).stdout
+    out = run("ingest", str(corpus), "--index", str(tmp_path / "given"), "--threshold", "0.61", "--json")
+    assert json.loads(out.stdout)["threshold"] == 0.61
+    assert json.loads(out.stdout)["calibration"]["chosen_by"] == "given"
+    assert "given at ingest" in run("info", "--index", str(tmp_path / "given")).stdout
+
+
+def test_a_self_calibrated_threshold_follows_the_index_as_it_grows(tmp_path, small_corpus, fake_encoder):
+    e = FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=fake_encoder)
+    calib = e.config["calibration"]
+    assert calib["chosen_by"] == "self-calibrated" and calib["questions"] == 6
+    assert not needs_recalibration(e.config, 6) and needs_recalibration(e.config, 7)
+    new = tmp_path / "new.csv"
+    new.write_text("id,question,answer\n9,Where is my parcel?,Track it.\n", encoding="utf-8")
+    e.add(str(new))
+    assert e.config["calibration"]["questions"] == 7  # chosen again: the index grew by a tenth
+    given = FAQSearch.build(small_corpus, str(tmp_path / "given"), encoder=fake_encoder, threshold=0.7)
+    given.add(str(new))
+    assert given.threshold == 0.7 and given.config["calibration"]["chosen_by"] == "given"
+
+
+def test_labelled_threshold_maximises_right_minus_out_of_scope(tmp_path, small_corpus, fake_encoder):
+    from faqsearch.evaluation import LabelledQuery
+
+    e = FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=fake_encoder)
+    queries = [LabelledQuery("reset my password", {"1"}, 1), LabelledQuery("shipping take how long", {"2"}, 2),
+               LabelledQuery("return an item", {"3"}, 3)]
+    off = ["weather in paris tomorrow", "tell me a joke", "capital of australia"]
+    report = tune_threshold(e.searcher(), queries, off)
+    s = e.searcher()
+    right = [r.best_score for r, q in zip(s.answer([q.text for q in queries], k=1, threshold=-1), queries)
+             if r.nearest.faq_id in q.gold]
+    worst_off = max(r.best_score for r in s.answer(off, k=1, threshold=-1))
+    if min(right) > worst_off:  # separable: every in-scope answered, no out-of-scope one
+        assert worst_off < report.threshold <= min(right)
+    assert report.chosen_by == "labelled" and report.rows
+    e.set_threshold(report)
+    assert e.threshold == report.threshold and e.config["calibration"]["chosen_by"] == "labelled"
+    assert calibrate(e.searcher()).chosen_by == "self-calibrated"
+
+
+def test_tune_threshold_cli(tmp_path, run, small_corpus):
+    ix = str(tmp_path / "ix")
+    run("ingest", small_corpus, "--index", ix)
+    q = tmp_path / "q.csv"
+    q.write_text("query,faq_id\nreset my password,1\nreturn an item,3\n", encoding="utf-8")
+    off = tmp_path / "off.txt"
+    off.write_text("weather in paris\ntell me a joke\n", encoding="utf-8")
+    res = run("tune", str(q), "--threshold", "--index", ix)
+    assert res.exit_code != 0 and "--offtopic" in res.output
+    res = run("tune", str(q), "--threshold", "--offtopic", str(off), "--index", ix, "--apply", "--json")
+    chosen = json.loads(res.stdout)
+    assert chosen["applied"] and chosen["chosen_by"] == "labelled"
+    assert json.loads(run("info", "--index", ix, "--json").stdout)["threshold"] == chosen["threshold"]
+    assert "out-of-scope answered" in run("tune", "--self", "--threshold", "--index", ix).stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir(SHARED_DATA), reason="needs ../shared/data")
+def test_pairs_through_a_small_index_match_the_raw_encoder(tmp_path, minilm):
+    """`eval --pairs` through an index of 450 questions is within 1 point of the raw encoder on STSB-en."""
+    from faqsearch.evaluation import evaluate_pairs, read_pairs, spearman
+
+    a, b, y = read_pairs(os.path.join(SHARED_DATA, "STSB-en", "sts-test.tsv"))
+    e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "ix"), encoder=minilm)
+    got = evaluate_pairs(e, a, b, y)["spearman"]
+    va, vb = unit(minilm.encode(a)), unit(minilm.encode(b))
+    assert abs(got - 100 * spearman((va * vb).sum(1), y)) <= 1.0
