@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class EncoderSpec:
-    """Which encoder to load (``model``: an alias, a directory or a Hugging Face id)."""
+    """Which encoder to load (``model``: an alias, a directory or a Hugging Face id; ``device``:
+    'auto', 'cpu' or 'cuda', None for the process's choice; it is not recorded in the index)."""
 
     model: str | None = None
     pooling: str | None = None
@@ -41,10 +42,11 @@ class EncoderSpec:
     threads: int | None = None
     gguf_file: str | None = None
     quantize: bool = False
+    device: str | None = None
 
     def load(self) -> Encoder:
         return load_encoder(self.model, pooling=self.pooling, max_length=self.max_length, prefix=self.prefix,
-                            threads=self.threads, gguf_file=self.gguf_file, quantize=self.quantize)
+                            threads=self.threads, gguf_file=self.gguf_file, quantize=self.quantize, device=self.device)
 
 
 @dataclass

@@ -34,6 +34,11 @@ PROGRESS_STEP = 256  # texts per step when a progress bar is shown (the bar move
 BATCH_SIZE = 64
 MAX_LENGTH = 256
 
+# -- devices (docs/speed.md, "Devices"): auto = CUDA when torch sees a GPU, else the CPU (ONNX Runtime)
+DEVICES = ("auto", "cpu", "cuda")
+DEVICE = "auto"
+GPU_BATCH = 256  # texts per GPU batch at least: BATCH_SIZE's 64 leaves a GPU waiting on each launch
+
 # -- FAISS (docs/speed.md, "Scale")
 INDEX_TYPE = "auto"
 AUTO_FLAT_MAX = 100_000  # auto: flat below this many vectors

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import click
 
-from ..defaults import BATCH_SIZE, INDEX_TYPE, MAX_LENGTH, MODES, PARAPHRASE_MIN_SIMILARITY
+from ..defaults import BATCH_SIZE, DEVICES, INDEX_TYPE, MAX_LENGTH, MODES, PARAPHRASE_MIN_SIMILARITY
 from ..errors import FAQSearchError
 
 POOLINGS = ("mean", "cls", "first-last-avg", "last-avg", "pooler", "last-token")
@@ -41,7 +41,32 @@ def _group(*decorators):
 
 
 index_option = click.option("--index", "-i", "index", default="default", show_default=True, help=INDEX_HELP)
-threads_option = click.option("--threads", type=click.IntRange(1), help="CPU threads for the encoder.")
+threads_option = click.option(
+    "--threads", type=click.IntRange(1),
+    help="CPU threads for encoding and generation (default: every core this process may use, or "
+         "$FAQSEARCH_THREADS); give each of several processes on one machine its share.")
+
+
+def device_option(default: str | None = None):
+    """--device auto|cpu|cuda: where encoders and generators of the command run (the encoders package
+    decides; see faqsearch/encoders/device.py). ``default``: the command's own when neither --device
+    nor $FAQSEARCH_DEVICE is given (None: auto)."""
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, device, **kwargs):
+            from ..encoders.device import device_scope
+
+            with device_scope(device, default):
+                return fn(*args, **kwargs)
+
+        shown = default or "auto"
+        why = " (one query is answered sooner than CUDA starts)" if default == "cpu" else ""
+        return click.option(
+            "--device", type=click.Choice(DEVICES, case_sensitive=False), default=None,
+            help=f"Where the encoder (and generator) runs: auto (a CUDA GPU when torch sees one, else the CPU), "
+                 f"cpu or cuda (refused without a GPU). Default: $FAQSEARCH_DEVICE, else {shown}{why}. "
+                 "Not stored in the index: an index built on a GPU opens on a CPU.")(wrapper)
+    return decorate
 mode_option = click.option("--mode", type=click.Choice(MODES),
                            help="Matching: dense vectors, lexical BM25, or both fused (default: the index's).")
 generator_option = click.option(

@@ -6,6 +6,8 @@ from typing import Any
 
 from ..errors import EncoderMismatchError, FAQSearchError, ModelNotFoundError
 from .base import Encoder
+from .device import (DEVICES, DeviceError, available_cores, cpu_only, device_scope, requested_device, resolve_device,
+                     resolve_threads, use_device)
 from .transformer import POOLINGS, TransformerEncoder
 
 DEFAULT_MODEL = "minilm"
@@ -33,7 +35,8 @@ def _smollm2_dir() -> str:
     return os.path.dirname(spec.origin)
 
 __all__ = ["Encoder", "TransformerEncoder", "POOLINGS", "load_encoder", "encoder_from_spec", "check_spec", "check_encoder",
-           "model_for_corpus", "DEFAULT_MODEL", "ALIASES"]
+           "model_for_corpus", "DEFAULT_MODEL", "ALIASES", "DEVICES", "DeviceError", "resolve_device", "requested_device",
+           "device_scope", "use_device", "resolve_threads", "available_cores"]
 
 
 NON_LATIN = 0.5  # share of non-Latin letters above which a corpus is not one for the English default
@@ -81,6 +84,7 @@ def load_encoder(
     gguf_file: str | None = None,
     quantize: bool = False,
     runtime: str | None = None,
+    device: str | None = None,
 ) -> Encoder:
     """Load an encoder by alias ('minilm', 'use-multilingual'), local directory or Hugging Face id.
 
@@ -90,6 +94,11 @@ def load_encoder(
     ``runtime``: 'auto' (default; also ``$FAQSEARCH_RUNTIME``) runs a local transformers model on
     ONNX Runtime when onnxruntime is installed and the export passed its parity check (exported once,
     cached), else torch; 'onnx' or 'torch' force one ('onnx' fails when it cannot serve the model).
+
+    ``device``: 'auto' (default; also ``$FAQSEARCH_DEVICE`` or the CLI's ``--device``) runs torch on
+    CUDA in half precision when torch sees a GPU, else the CPU path above; 'cpu' or 'cuda' force one
+    ('cuda' without a GPU raises :class:`DeviceError`). The device never changes ``spec()``.
+    ``threads``: CPU threads (default: every core this process may use, or ``$FAQSEARCH_THREADS``).
     """
     runtime = (runtime or os.environ.get("FAQSEARCH_RUNTIME") or "auto").lower()
     if runtime not in ("auto", "onnx", "torch"):
@@ -99,32 +108,47 @@ def load_encoder(
     if low in ("use-multilingual", "use"):
         from .use import USEEncoder
 
+        cpu_only("the 'use-multilingual' encoder (numpy)", device)
         return USEEncoder(threads=threads, prefix=prefix)
+    device = _device(device, runtime, quantize)
     if low == "smollm2":
         return TransformerEncoder(_smollm2_dir(), name="smollm2", pooling=pooling or "mean", max_length=max_length,
                                   prefix=prefix, threads=threads, gguf_file=SMOLLM2_GGUF, local_only=True,
-                                  quantize=quantize)
+                                  quantize=quantize, device=device)
     if low in ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
-        onnx = _onnx(runtime, _minilm_path(), "minilm", pooling or "mean", max_length, prefix, threads, quantize)
-        if onnx is not None:
-            return onnx
+        if device == "cpu":
+            onnx = _onnx(runtime, _minilm_path(), "minilm", pooling or "mean", max_length, prefix, threads, quantize)
+            if onnx is not None:
+                return onnx
         return TransformerEncoder(_minilm_path(), name="minilm", pooling=pooling or "mean",
                                   max_length=max_length, prefix=prefix, threads=threads, local_only=True,
-                                  quantize=quantize)
+                                  quantize=quantize, device=device)
     expanded = os.path.expanduser(key)
     if not os.path.isdir(expanded) and (key.startswith(("/", "./", "../", "~")) or os.path.exists(expanded)):
         raise ModelNotFoundError(
             f"model directory {key!r} not found (or not a directory). Fix: pass the path of a directory with "
             "config.json and the weights, a Hugging Face model id, or one of: " + ", ".join(sorted(ALIASES)))
     name = os.path.abspath(expanded) if os.path.isdir(expanded) else key
-    if os.path.isdir(expanded) and not gguf_file:
+    if os.path.isdir(expanded) and not gguf_file and device == "cpu":
         onnx = _onnx(runtime, name, name, pooling or "mean", max_length, prefix, threads, quantize)
         if onnx is not None:
             return onnx
     elif runtime == "onnx":
         raise FAQSearchError("--runtime onnx serves local model directories only (not hub ids or GGUF files)")
     return TransformerEncoder(name, pooling=pooling or "mean", max_length=max_length, prefix=prefix,
-                              threads=threads, gguf_file=gguf_file, quantize=quantize)
+                              threads=threads, gguf_file=gguf_file, quantize=quantize, device=device)
+
+
+def _device(device: str | None, runtime: str, quantize: bool) -> str:
+    """'cpu' or 'cuda' for a transformers model: int8 weights and a forced ONNX runtime run on the CPU."""
+    if quantize:
+        return cpu_only("--quantize (int8 weights)", device)
+    if runtime == "onnx":
+        if requested_device(device) == "cuda":
+            raise DeviceError("FAQSEARCH_RUNTIME=onnx runs ONNX Runtime on the CPU; with --device cuda use "
+                              "FAQSEARCH_RUNTIME=auto (torch on the GPU), or pass --device cpu")
+        return "cpu"
+    return resolve_device(device)
 
 
 def _onnx(runtime: str, source: str, name: str, pooling: str, max_length: int, prefix: str, threads: int | None,
@@ -143,14 +167,15 @@ def _onnx(runtime: str, source: str, name: str, pooling: str, max_length: int, p
     return enc
 
 
-def encoder_from_spec(spec: dict[str, Any], threads: int | None = None) -> Encoder:
-    """Recreate the encoder an index was built with."""
+def encoder_from_spec(spec: dict[str, Any], threads: int | None = None, device: str | None = None) -> Encoder:
+    """Recreate the encoder an index was built with, on this process's device (the spec records
+    none: an index built on a GPU opens on a CPU and the other way round)."""
     if spec.get("backend") == "use":
-        return load_encoder("use-multilingual", prefix=spec.get("prefix", ""), threads=threads)
+        return load_encoder("use-multilingual", prefix=spec.get("prefix", ""), threads=threads, device=device)
     return load_encoder(spec["name"] if spec["name"] in ("minilm", "smollm2") else spec.get("source", spec["name"]),
                         pooling=spec.get("pooling"), max_length=spec.get("max_length", 256),
                         prefix=spec.get("prefix", ""), threads=threads, gguf_file=spec.get("gguf_file"),
-                        quantize=bool(spec.get("quantize")))
+                        quantize=bool(spec.get("quantize")), device=device)
 
 
 IDENTITY_KEYS = ("backend", "name", "pooling", "prefix", "dimension", "gguf_file", "quantize")

@@ -5,6 +5,15 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+# texts every parity check runs (ONNX Runtime and GPU against torch on the CPU): padding, truncation,
+# several scripts
+PARITY_TEXTS = [
+    "How do I reset my password?", "a", "", "Where is my parcel? It was due three days ago and the tracking page "
+    "has not changed since Monday.", "如何修改绑定的手机号？", "Ça coûte combien, la livraison en Suisse ?",
+    "word " * 300, "🙂 emoji and   spaces\tand tabs", "COVID-19 vaccine side effects in children under 12",
+    "can i pay with paypal", "What is the difference between a refund and a store credit for returned items?",
+]
+
 
 @runtime_checkable
 class Encoder(Protocol):

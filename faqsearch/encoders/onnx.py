@@ -25,18 +25,14 @@ import numpy as np
 
 from ..hub import cache_dir, file_digest
 from ..progress import progress_bar
+from .base import PARITY_TEXTS
+from .device import configure_tokenizers, resolve_threads
 
 log = logging.getLogger(__name__)
 
 PARITY = 0.9999  # minimum cosine between torch and ONNX Runtime vectors, per text
 FORMAT = 1  # bump when the export changes
 POOLINGS = ("mean", "cls", "first-last-avg", "last-avg", "pooler")
-PARITY_TEXTS = [
-    "How do I reset my password?", "a", "", "Where is my parcel? It was due three days ago and the tracking page "
-    "has not changed since Monday.", "如何修改绑定的手机号？", "Ça coûte combien, la livraison en Suisse ?",
-    "word " * 300, "🙂 emoji and   spaces\tand tabs", "COVID-19 vaccine side effects in children under 12",
-    "can i pay with paypal", "What is the difference between a refund and a store credit for returned items?",
-]
 
 
 def available() -> bool:
@@ -168,13 +164,13 @@ class OnnxEncoder:
         self.dimension = int(self.meta["dimension"])
         self._inputs = list(self.meta["inputs"])
         self._spec_extra = dict(spec_extra or {})
+        configure_tokenizers(threads)
         self.tokenizer = Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.max_length)
         opts = ort.SessionOptions()
-        if threads:
-            opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
+        opts.intra_op_num_threads = resolve_threads(threads)  # every core we may use (ORT: physical cores)
+        opts.inter_op_num_threads = 1  # one graph at a time: intra-op threads are all the parallelism
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(os.path.join(path, "model.onnx"), opts, providers=["CPUExecutionProvider"])
         self._lock = threading.Lock()

@@ -59,14 +59,20 @@ class TransformerEncoder:
         gguf_file: str | None = None,
         local_only: bool = False,
         quantize: bool = False,
+        device: str | None = None,
     ):
+        """``device``: 'auto' (CUDA when torch sees a GPU), 'cpu' or 'cuda'; None: the process's
+        choice (see :mod:`faqsearch.encoders.device`). ``quantize`` (int8) runs on the CPU only."""
         if pooling not in POOLINGS:
             raise FAQSearchError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
         import torch
         from transformers import AutoModel
 
-        if threads:
-            torch.set_num_threads(threads)
+        from .device import configure_torch, cpu_only, resolve_device
+
+        configure_torch(threads)
+        self.device = cpu_only("--quantize (int8 weights)", device) if quantize else resolve_device(device)
+        self.dtype = "float32"
         self.source = model
         self.name = name or model
         self.pooling = pooling
@@ -90,16 +96,31 @@ class TransformerEncoder:
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
         self.dimension = int(self.model.config.hidden_size)
         self._lock = threading.Lock()  # fast tokenizers are not safe to call from several threads at once
+        if self.device == "cuda":
+            from . import gpu
+
+            self.dtype = gpu.to_gpu(self)  # half precision where it matches fp32 on the CPU
 
     def spec(self) -> dict[str, Any]:
         return {"backend": "transformers", "name": self.name, "source": self.source, "pooling": self.pooling,
                 "max_length": self.max_length, "prefix": self.prefix, "dimension": self.dimension,
                 "gguf_file": self.gguf_file, "quantize": self.quantize}
 
+    def pool(self, outputs: Any, mask) -> "torch.Tensor":  # noqa: F821
+        return _pool(self.pooling, outputs, mask)
+
     def encode(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        texts = [self.prefix + t for t in texts]
+        if self.device == "cuda":
+            from . import gpu
+
+            return gpu.encode(self, texts, batch_size, progress)
+        return self.encode_on_cpu(texts, batch_size, progress)
+
+    def encode_on_cpu(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        """Vectors of ``texts`` (prefix added) with the model on the CPU."""
         import torch
 
-        texts = [self.prefix + t for t in texts]
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out

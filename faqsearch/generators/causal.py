@@ -38,14 +38,18 @@ class CausalLMGenerator:
     def __init__(self, source: str = "smollm2", *, gguf_file: str | None = None, threads: int | None = None,
                  temperature: float = 0.7, top_p: float = 0.9, top_k: int = 50, max_new_tokens: int = 64,
                  instruction: str = INSTRUCTION, examples: Sequence[tuple[str, str]] = EXAMPLES,
-                 quantize: bool = False, prefix_cache: bool = True):
+                 quantize: bool = False, prefix_cache: bool = True, device: str | None = None):
+        """``device``: 'auto', 'cpu' or 'cuda' (None: the process's choice, see
+        :mod:`faqsearch.encoders.device`); on CUDA the model runs in bf16 (fp16 where the GPU lacks
+        it). int8 ``quantize`` runs on the CPU only."""
         import torch
         from transformers import AutoModelForCausalLM
 
+        from ..encoders.device import configure_torch, cpu_only, resolve_device
         from ..hub import load_pretrained
 
-        if threads:
-            torch.set_num_threads(threads)
+        configure_torch(threads)
+        self.device = cpu_only("--quantize (int8 weights)", device) if quantize else resolve_device(device)
         self.name = source
         local_only = False
         if source == "smollm2":
@@ -65,6 +69,9 @@ class CausalLMGenerator:
             with warnings.catch_warnings():  # torch marks this API deprecated; it still works in 2.x
                 warnings.simplefilter("ignore")
                 self.model.model = quantize_dynamic(self.model.model, {torch.nn.Linear}, dtype=torch.qint8)
+        if self.device == "cuda":  # bf16: an LM's activations may overflow fp16; sampling needs no more precision
+            half = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            self.model = self.model.to(device="cuda", dtype=half)
         self.temperature, self.top_p, self.top_k, self.max_new_tokens = temperature, top_p, top_k, max_new_tokens
         self.instruction, self.examples = instruction, tuple(examples)
         tok = self.tokenizer
@@ -78,7 +85,7 @@ class CausalLMGenerator:
         for i in {self._eos, *self._end_ids()}:
             if i is not None:
                 stop[i] = True
-        self._stop = stop
+        self._stop = stop.to(self.device)
         self._lock = threading.Lock()
         self.prefix_cache = prefix_cache
         self._keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
@@ -117,7 +124,7 @@ class CausalLMGenerator:
 
         tok = self.tokenizer
         budget = min(self.max_new_tokens, 2 * len(tok(text, add_special_tokens=False)["input_ids"]) + 8)
-        gen = torch.Generator().manual_seed(seed) if seed is not None else None
+        gen = torch.Generator(device=self.device).manual_seed(seed) if seed is not None else None
         with self._lock, torch.inference_mode():
             cache, last, length = self._encode(text)
             _preallocate(cache, budget)
@@ -125,7 +132,7 @@ class CausalLMGenerator:
             logits = last.expand(n, -1)
             tokens: list[list[int]] = [[] for _ in range(n)]
             finished = [False] * n
-            live = torch.arange(n)  # rows still sampling; a row that stops leaves the batch
+            live = torch.arange(n, device=self.device)  # rows still sampling; a row that stops leaves the batch
             for step in range(budget):
                 nxt = self._draw(logits, gen)
                 stops = self._stop[nxt]
@@ -139,7 +146,7 @@ class CausalLMGenerator:
                     cache.batch_select_indices(keep.nonzero().squeeze(1))
                     live, nxt = live[keep], nxt[keep]
                 o = self.model(input_ids=nxt[:, None], past_key_values=cache, use_cache=True,
-                               position_ids=torch.full((len(live), 1), length + step))
+                               position_ids=torch.full((len(live), 1), length + step, device=self.device))
                 cache, logits = o.past_key_values, o.logits[:, -1]
         texts = tok.batch_decode(tokens, skip_special_tokens=True)
         return [Candidate(t.split("\n")[0].strip(), f) for t, f in zip(texts, finished)]
@@ -164,12 +171,12 @@ class CausalLMGenerator:
         if self._last is not None and self._last[0] == text:  # another batch for the same input
             _, cache, last = self._last
             return copy.deepcopy(cache), last, cache.get_seq_length()
-        ids = self.tokenizer(self.prompt(text), return_tensors="pt", add_special_tokens=False)["input_ids"]
+        ids = self.tokenizer(self.prompt(text), return_tensors="pt", add_special_tokens=False)["input_ids"].to(self.device)
         cache = None
         if self.prefix_cache:
             if self._prefix is None:
                 shared = self.tokenizer(self._shared(), add_special_tokens=False)["input_ids"]
-                pre = self._forward(torch.tensor([shared])).past_key_values if shared else None
+                pre = self._forward(torch.tensor([shared], device=self.device)).past_key_values if shared else None
                 self._prefix = (shared, pre)
             shared, pre = self._prefix
             # the saved cache stands for the prompt's first tokens only if it tokenizes the same way

@@ -183,20 +183,23 @@ class TrainLog:
 
 
 def train(model: SimBert, pairs: Sequence[tuple[str, str]], out_dir: str, config: TrainConfig | None = None,
-          resume: bool = False, progress: bool = False) -> TrainLog:
+          resume: bool = False, progress: bool = False, device: str | None = None) -> TrainLog:
     """Train in place; save a checkpoint (HF directory + optimiser state) at the end of each epoch.
 
-    With ``resume``, continue from the last checkpoint in ``out_dir``.
+    With ``resume``, continue from the last checkpoint in ``out_dir``. ``device``: 'auto' (CUDA
+    when torch sees a GPU), 'cpu' or 'cuda'; None: the process's choice (the CLI's --device).
     """
     from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
+
+    from ..encoders.device import resolve_device
 
     cfg = config or TrainConfig()
     if len(pairs) < 2:
         raise FAQSearchError("need at least 2 pairs of similar questions to train")
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = resolve_device(device)
     model.to(device)
     steps_per_epoch = max(1, len(pairs) // cfg.batch_size)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)

@@ -6,8 +6,8 @@ import sys
 import click
 
 from ...defaults import ASK_K
-from ..options import (Score, batch_size_option, generator_option, handles_errors, index_option, mode_option,
-                       output_options, threads_option)
+from ..options import (Score, batch_size_option, device_option, generator_option, handles_errors, index_option,
+                       mode_option, output_options, threads_option)
 from ..render import dump, result
 
 
@@ -39,6 +39,7 @@ def stdin_lines() -> list[bytes]:
 @output_options("JSON output (JSON lines when reading stdin).")
 @threads_option
 @handles_errors
+@device_option("cpu")
 def ask(text, index, top_k, threshold, model, mode, category, log_queries, paraphrases, generator, threads, out):
     """Answer a question from an index. With no TEXT (or '-'), read one query per line from stdin
     and answer them in one batch as JSON lines (a blank line gets an empty result).
@@ -114,6 +115,7 @@ def ask(text, index, top_k, threshold, model, mode, category, log_queries, parap
 @output_options()
 @threads_option
 @handles_errors
+@device_option()
 def eval_(queries, index, pairs, query_column, gold_column, offtopic, threshold, mode, misses, batch_size, out,
           threads):
     """Measure an index on labelled queries: Recall@1/5/10, MRR@10, nDCG@10 over distinct FAQs, and

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from ..options import corpus_options, handles_errors, index_option, output_options
+from ..options import corpus_options, device_option, handles_errors, index_option, output_options, threads_option
 from ..render import dump, edit, wrap
 from .index import corpus_argument, read_input
 
@@ -13,8 +13,10 @@ from .index import corpus_argument, read_input
 @index_option
 @corpus_options
 @output_options()
+@threads_option
 @handles_errors
-def add(corpus, index, columns, fmt, out):
+@device_option()
+def add(corpus, index, columns, fmt, out, threads):
     """Add new FAQs to an index without rebuilding it: only their questions are encoded.
 
     The edit is atomic: if it fails, the index stays as it was. A running process that has the
@@ -28,7 +30,7 @@ def add(corpus, index, columns, fmt, out):
     from ...engine import FAQSearch
 
     faqs = read_input(corpus, columns, fmt)  # checked before the index (or the model) is loaded
-    with FAQSearch.open(index) as engine:
+    with FAQSearch.open(index, threads=threads) as engine:
         edit(engine.add(faqs, progress=out.progress), out.json)
 
 
@@ -39,8 +41,10 @@ def add(corpus, index, columns, fmt, out):
 @click.option("--replace", is_flag=True,
               help="Each listed FAQ holds exactly the questions given (feedback, approved and generated ones go too).")
 @output_options()
+@threads_option
 @handles_errors
-def update(corpus, index, columns, fmt, replace, out):
+@device_option()
+def update(corpus, index, columns, fmt, replace, out, threads):
     """Update FAQs by id: new questions are encoded, questions the file no longer lists leave the
     index, changed answers are rewritten. FAQs not yet in the index are added; FAQs not in CORPUS are
     left alone. Questions from feedback, approvals and augment stay unless --replace.
@@ -53,7 +57,7 @@ def update(corpus, index, columns, fmt, replace, out):
     from ...engine import FAQSearch
 
     faqs = read_input(corpus, columns, fmt)
-    with FAQSearch.open(index) as engine:
+    with FAQSearch.open(index, threads=threads) as engine:
         edit(engine.update(faqs, progress=out.progress, replace=replace), out.json)
 
 
@@ -168,6 +172,7 @@ def _mark_log(engine, query: str, faq_id: str, assigned: bool = True) -> None:
 @index_option
 @output_options()
 @handles_errors
+@device_option("cpu")
 def feedback(query, faq_id, index, out):
     """Teach the index that QUERY should have matched FAQ_ID: the query becomes one of its questions
     (source 'feedback'), through the normal atomic edit. `faqsearch unassign` undoes it.

@@ -6,7 +6,8 @@ import os
 import click
 
 from ...defaults import PARAPHRASE_ROUNDS
-from ..options import generator_option, handles_errors, index_option, output_options, sampling_options, threads_option
+from ..options import (device_option, generator_option, handles_errors, index_option, output_options, sampling_options,
+                       threads_option)
 from ..render import dump, edit
 
 
@@ -26,6 +27,7 @@ from ..render import dump, edit
 @output_options()
 @threads_option
 @handles_errors
+@device_option()
 def paraphrase(text, generator, gguf_file, index, n, candidates, min_similarity, seed, rounds, show_all, out, threads):
     """Reword TEXT: sample many candidates in one batch, drop copies, answers and other intents, keep
     the N most similar (and mutually different) ones.
@@ -82,6 +84,7 @@ def paraphrase(text, generator, gguf_file, index, n, candidates, min_similarity,
 @output_options()
 @threads_option
 @handles_errors
+@device_option()
 def augment(index, n, generator, gguf_file, candidates, min_similarity, seed, remove, out, threads):
     """Add generated rewordings of each FAQ's question as extra questions (source 'generated'), in
     place and atomically; `--remove` takes them all out again.
@@ -143,6 +146,7 @@ def _base_model(base: str) -> str:
 @output_options()
 @threads_option
 @handles_errors
+@device_option()
 def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, teacher, teacher_n, encoder_only,
            epochs, batch_size, lr, seed, resume, out, threads):
     """Train a SimBERT model (paraphrase generation + retrieval in one BERT) on similar questions.
@@ -158,12 +162,10 @@ def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, 
         faqsearch train --corpus faq.csv --teacher smollm2 --out models/distilled
         faqsearch train --encoder --corpus faq.csv --out models/encoder --epochs 1 --lr 2e-5
     """
-    import torch
-
+    from ...encoders.device import configure_torch
     from ...simbert.train import TrainConfig, collect_pairs, question_groups
 
-    if threads:
-        torch.set_num_threads(threads)
+    configure_torch(threads)
     if not any((from_index, corpus, pairs_file, mine)):
         raise click.UsageError("give at least one source of pairs: --from-index, --corpus, --pairs or --mine")
     store = None

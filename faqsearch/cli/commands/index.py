@@ -5,8 +5,9 @@ import os
 
 import click
 
-from ..options import (Score, batch_size_option, corpus_options, encoder_options, generator_option, handles_errors,
-                       index_option, output_options, storage_options, whitening_options)
+from ..options import (Score, batch_size_option, corpus_options, device_option, encoder_options, generator_option,
+                       handles_errors, index_option, output_options, storage_options, threads_option,
+                       whitening_options)
 from ..render import built, dump, edit, info as print_info, tune as print_tune
 
 
@@ -43,6 +44,7 @@ def read_input(corpus: str, columns, fmt):
 @batch_size_option
 @output_options()
 @handles_errors
+@device_option()
 def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fmt, threshold, force, no_self_fusion,
            upsert, augment, generator, tune_self, batch_size, out):
     """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns; '-'
@@ -113,8 +115,10 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
 @index_option
 @corpus_options
 @output_options()
+@threads_option
 @handles_errors
-def upsert(corpus, index, columns, fmt, out):
+@device_option()
+def upsert(corpus, index, columns, fmt, out, threads):
     """Make an index match a whole corpus export, touching only what differs: new FAQs are added,
     changed ones updated (by content hash), ingested FAQs the corpus no longer has removed. Questions
     added by `add`, feedback, approvals and augment are kept.
@@ -126,7 +130,7 @@ def upsert(corpus, index, columns, fmt, out):
     from ...engine import FAQSearch
 
     faqs = read_input(corpus, columns, fmt)
-    with FAQSearch.open(index) as engine:
+    with FAQSearch.open(index, threads=threads) as engine:
         edit(engine.upsert(faqs, progress=out.progress), out.json)
 
 

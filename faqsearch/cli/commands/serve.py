@@ -6,7 +6,7 @@ import os
 import click
 
 from ...defaults import GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
-from ..options import handles_errors, index_option, output_options, threads_option
+from ..options import device_option, handles_errors, index_option, output_options, threads_option
 from ..render import dump
 
 
@@ -23,6 +23,7 @@ from ..render import dump
 @threads_option
 @click.option("--quiet", "-q", "quiet", is_flag=True, help="No warnings.")
 @handles_errors
+@device_option()
 def serve(indexes, host, port, api_key, no_log, max_body, threads, quiet):
     """Serve indexes over HTTP, with a web page at / and the API documented at /docs (offline).
 
@@ -65,6 +66,7 @@ def serve(indexes, host, port, api_key, no_log, max_body, threads, quiet):
 @output_options()
 @threads_option
 @handles_errors
+@device_option()
 def gaps(index, similarity, margin, min_count, since, limit, out, threads):
     """The FAQs you are missing: unanswered and low-confidence logged queries (from `serve`, or
     `ask --log`), grouped by meaning and ranked by how often they were asked.

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ...defaults import FOLDS
-from ..options import handles_errors, index_option, output_options, threads_option
+from ..options import device_option, handles_errors, index_option, output_options, threads_option
 from ..render import dump, fusion as print_fusion, threshold as print_threshold, tune as print_tune
 
 
@@ -32,6 +32,7 @@ from ..render import dump, fusion as print_fusion, threshold as print_threshold,
 @output_options()
 @threads_option
 @handles_errors
+@device_option()
 def tune(queries, index, pairs, self_supervised, do_apply, fusion, pick_threshold, folds, offtopic, query_column,
          gold_column, out, threads):
     """Choose whitening beta, gamma and k for an index from labelled data (or the BM25 weight).
