@@ -83,6 +83,17 @@ class Moments:
             raise ValueError("need at least 2 vectors to estimate a covariance")
         return self.m2 / (self.n - 1)
 
+    def eigen(self) -> tuple[np.ndarray, np.ndarray]:
+        """(directions, eigenvalues) of the covariance, largest first; computed once per state of the
+        moments (tuning fits dozens of transforms on the same moments)."""
+        key = (self.n, float(self.m2.sum()), float(np.abs(self.m2).sum()))
+        cached = self.__dict__.get("_eigen")
+        if cached is None or cached[0] != key:
+            u, s, _ = np.linalg.svd(self.covariance)  # symmetric PSD: singular values are the eigenvalues
+            cached = (key, u, s)
+            self.__dict__["_eigen"] = cached
+        return cached[1], cached[2]
+
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"moments_n": np.array(self.n, dtype=np.int64), "moments_mean": self.mean, "moments_m2": self.m2}
 
@@ -156,8 +167,7 @@ class Whitening:
         d = moments.dim
         if moments.n < 2:
             raise ValueError(f"need at least 2 vectors to fit the whitening, got {moments.n}")
-        cov = moments.covariance
-        u, s, _ = np.linalg.svd(cov)  # symmetric PSD: singular values are the eigenvalues, sorted
+        u, s = moments.eigen()
         rank = int(np.sum(s > s[0] * RANK_TOL)) if s[0] > 0 else 0
         if rank == 0:
             raise ValueError(f"the {moments.n} vectors are all identical: there is no direction to fit a transform on")
@@ -238,7 +248,7 @@ class Whitening:
     def _full_kernel(self) -> np.ndarray:
         kernel = self.__dict__.get("_full")
         if kernel is None:
-            u, s, _ = np.linalg.svd(self.moments.covariance)
+            u, s = self.moments.eigen()
             floor = max(s[min(self.dim_out, len(s)) - 1], s[0] * RANK_TOL)
             kernel = (u * np.maximum(s, floor) ** (-self.gamma / 2.0)).astype(np.float32)
             self.__dict__["_full"] = kernel

@@ -157,3 +157,20 @@ def test_pairs_through_a_small_index_match_the_raw_encoder(tmp_path, minilm):
     got = evaluate_pairs(e, a, b, y)["spearman"]
     va, vb = unit(minilm.encode(a)), unit(minilm.encode(b))
     assert abs(got - 100 * spearman((va * vb).sum(1), y)) <= 1.0
+
+
+def test_label_tuning_measures_the_mode_the_index_answers_in(tmp_path, small_corpus, fake_encoder):
+    """`tune QUERIES` on a hybrid index scores every transform as hybrid `ask` ranks: the current
+    setting's figure is what `eval` reports for the index."""
+    from faqsearch.evaluation import LabelledQuery, evaluate
+    from faqsearch.tuning import tune
+
+    e = FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=fake_encoder)
+    assert e.mode == "hybrid"
+    queries = [LabelledQuery(t, {g}, i) for i, (t, g) in enumerate(
+        [("password reset", "1"), ("forgot password", "1"), ("shipping days", "2"), ("return item policy", "3"),
+         ("ship to the EU", "4"), ("do you ship", "4"), ("how long shipping", "2")])]
+    report = tune(e.searcher(), queries)
+    current = next(r for r in report.rows if r["current"])
+    assert current["mrr@10"] == pytest.approx(evaluate(e, queries)["mrr@10"])
+    assert any("hybrid" in n for n in report.notes)

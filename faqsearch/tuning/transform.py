@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..defaults import BETAS, FOLDS, GAMMAS, KS
+from ..defaults import BETAS, FOLDS, GAMMAS, KS, LEXICAL_POOL
 from ..errors import FAQSearchError, TooFewVariantsError
 from ..evaluation import LabelledQuery, reciprocal_rank, spearman
 from ..progress import progress_bar
@@ -92,17 +92,30 @@ def transform_for(setting: Setting, moments: Moments, dim: int) -> Whitening:
 
 
 def _reciprocal_ranks(docs: np.ndarray, doc_faq: np.ndarray, queries: np.ndarray,
-                      gold: Sequence[set[str]], cutoff: int = 10) -> tuple[np.ndarray, np.ndarray]:
+                      gold: Sequence[set[str]], cutoff: int = 10, lexical: Sequence[dict[str, float]] | None = None,
+                      weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Per-query reciprocal rank of the first gold FAQ among the top distinct FAQs (0 past the cutoff),
-    and per-query best score."""
+    and per-query best score. ``lexical`` (per query: FAQ -> BM25) ranks as hybrid mode does: each
+    FAQ's best cosine + ``weight`` x BM25 / the query's best BM25, over the dense and lexical candidates."""
     scores = queries @ docs.T
     depth = min(scores.shape[1], cutoff * 20)
     top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth] if depth < scores.shape[1] else \
         np.tile(np.arange(scores.shape[1]), (len(queries), 1))
+    if lexical is not None:  # each FAQ's best cosine, for every query at once
+        by_faq = np.argsort(doc_faq.astype(str), kind="stable")
+        names = doc_faq[by_faq]
+        starts = np.flatnonzero(np.r_[True, names[1:] != names[:-1]])
+        column = {f: j for j, f in enumerate(names[starts])}
+        faq_best = np.maximum.reduceat(scores[:, by_faq], starts, axis=1)
     out = np.zeros(len(queries))
     for i in range(len(queries)):
         order = top[i][np.argsort(-scores[i, top[i]], kind="stable")]
-        out[i] = reciprocal_rank(list(dict.fromkeys(doc_faq[order])), gold[i], cutoff)  # distinct FAQs, in order
+        ranked = list(dict.fromkeys(doc_faq[order]))  # distinct FAQs, in order
+        if lexical is not None:
+            dense = {f: float(faq_best[i, column[f]]) for f in ranked + [f for f in lexical[i] if f in column]}
+            best = max(lexical[i].values(), default=0.0) or 1.0
+            ranked = sorted(dense, key=lambda f: -(dense[f] + weight * lexical[i].get(f, 0.0) / best))
+        out[i] = reciprocal_rank(ranked, gold[i], cutoff)
     return out, scores.max(axis=1)
 
 
@@ -160,6 +173,7 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
     moments = snap.whitening.moments
     notes = []
     metric = "mrr@10"
+    lexical = None
     if pairs is not None:
         metric = "spearman"
         a, b, y = pairs
@@ -183,6 +197,10 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
             raise FAQSearchError("no labelled queries to tune on")
         q_raw = encode([q.text for q in queries], progress=progress)
         gold = [q.gold for q in queries]
+        if snap.mode == "hybrid":  # measured in the mode the index answers in
+            lexical = [{a.faq_id: a.lexical or 0.0 for a in found}
+                       for found in searcher.lexical([q.text for q in queries], LEXICAL_POOL)]
+            notes.append(f"ranked as the index answers: hybrid, BM25 weight {snap.hybrid_weight:g}")
     if pairs is None and not self_supervised:
         raw_docs = np.asarray(raw)
     settings = grid(dim, moments_rank(moments))
@@ -200,7 +218,8 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
             if pairs is not None:
                 per_item.append((w.full(qa) * w.full(qb)).sum(axis=1))
             else:
-                rr, best = _reciprocal_ranks(w.full(raw_docs), doc_faq, w.full(q_raw), gold)
+                rr, best = _reciprocal_ranks(w.full(raw_docs), doc_faq, w.full(q_raw), gold, lexical=lexical,
+                                             weight=snap.hybrid_weight)
                 per_item.append(rr)
                 bests.append(best)
             bar.update(1)
