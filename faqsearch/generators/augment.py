@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..defaults import PARAPHRASE_MIN_SIMILARITY, PARAPHRASE_ROUNDS
 from ..edits.plan import Edit
 from ..progress import progress_bar
+from .languages import checked, writes
 from .recipe import diverse_top, normal, screen_rounds
 
 
@@ -13,7 +14,8 @@ def plan_augment(searcher, generator=None, n: int = 3, candidates: int = 24, see
                  min_similarity: float | None = None, progress: bool = False, rounds: int | None = None) -> Edit:
     """Up to ``n`` paraphrases per FAQ (source 'generated'). ``generator``: a
     :class:`faqsearch.generators.Generator` or a name for :func:`faqsearch.generators.load_generator`
-    (default SmolLM2); while fewer than ``n`` pass, more batches are drawn, ``rounds`` at most."""
+    (default SmolLM2); while fewer than ``n`` pass, more batches are drawn, ``rounds`` at most. An
+    index mostly in a script the generator does not write is refused; single FAQs in one are skipped."""
     from . import Generator, load_generator
 
     if not isinstance(generator, Generator):
@@ -21,11 +23,19 @@ def plan_augment(searcher, generator=None, n: int = 3, candidates: int = 24, see
     min_similarity = PARAPHRASE_MIN_SIMILARITY if min_similarity is None else min_similarity
     rounds = PARAPHRASE_ROUNDS if rounds is None else rounds
     store = searcher.snap.store
-    plan = Edit("generated", config={"generator": generator.spec()})
+    languages = getattr(generator, "languages", None)
+    plan = Edit("generated", config={"generator": {**generator.spec(), **({"languages": list(languages)}
+                                                                          if languages else {})}})
     faqs = store.list_faqs()
+    questions_of = {f["id"]: [q["text"] for q in store.faq(f["id"])["questions"]] for f in faqs}
+    # a mostly Chinese index and an English generator: refused before sampling
+    checked(generator, [qs[0] for qs in questions_of.values() if qs])
     with progress_bar(len(faqs), progress, "paraphrasing", unit="FAQ") as bar:
         for f in faqs:
-            questions = [q["text"] for q in store.faq(f["id"])["questions"]]
+            questions = questions_of[f["id"]]
+            if not writes(languages, questions[:1]):  # an FAQ in a language the generator does not write
+                bar.update(1)
+                continue
 
             # a rewording that this index answers with another FAQ would pull that FAQ's queries here
             def comes_back(texts: list[str], fid: str = f["id"]) -> list[bool]:

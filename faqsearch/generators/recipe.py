@@ -15,7 +15,9 @@ from .base import Candidate, Generator
 # words whose change alone does not make a new wording ("How can I..." vs "How do I...")
 FUNCTION_WORDS = frozenset(
     "a an the my your our their his her its this that these those i you we me us it is are am was were be "
-    "do does did can could may might will would should shall to of for on in at by with please".split())
+    "do does did can could may might will would should shall to of for on in at by with please".split()
+    # Chinese: a CJK character is a word; these change no meaning alone (particles, pronouns, "please")
+    + list("的地得了吗呢吧啊呀嘛请我你您是能会"))
 
 # a prompt or list marker the model echoed before its text ("Paraphrase: ...", "1. ...", "- ...")
 _LEAD = re.compile(r"^\s*(?:(?:[A-Za-z][A-Za-z ]{0,24}|问题|改写)\s*[:：]\s*|\d+[.)]\s+|[-*•]\s+)")
@@ -65,11 +67,28 @@ def _words(text: str) -> list[str]:
 
 
 def content(text: str) -> tuple[str, ...]:
-    return tuple(w for w in _words(text) if w not in FUNCTION_WORDS)
+    return tuple(w for w in _words(text.replace("请问", "")) if w not in FUNCTION_WORDS)  # 请问: "may I ask"
+
+
+_HAS_CJK = re.compile(f"[{_CJK}]")
+# a Chinese question without a question mark: a final particle, or a question word in a sentence that
+# does not end with a full stop ("忘记密码怎么办", "可以退款吗")
+_ZH_PARTICLE = re.compile(r"[吗呢][\s。.!！~～]*$")
+_ZH_ASKS = re.compile("什么|怎么|怎样|如何|为什么|为何|哪|谁|几|多少|多久|多长|是否|能否|可否|有没有|是不是|能不能|"
+                      "可不可以|会不会|要不要|行不行|好不好")
 
 
 def is_question(text: str) -> bool:
-    return text.rstrip().endswith(("?", "？"))
+    """Ends with ? or ？; in Chinese also a final 吗/呢, or a question word (什么, 怎么, 如何, 为什么,
+    哪, 是否, 能不能, ...) in a sentence without a full stop."""
+    t = text.rstrip()
+    if t.endswith(("?", "？")):
+        return True
+    if not _HAS_CJK.search(t):
+        return False
+    if _ZH_PARTICLE.search(t):
+        return True
+    return not t.endswith(("。", ".", "!", "！")) and bool(_ZH_ASKS.search(t))
 
 
 def clean(text: str) -> str:
@@ -91,10 +110,29 @@ _YOU = _SECOND | {"you"}
 _SERVICE = re.compile(r"\b(i|we)\b.*\b(you|your|yours)\b", re.IGNORECASE)
 
 
-# a clause that asks something more: ", what's the problem?", ", and how much is it?"
+# a clause that asks something more: ", what's the problem?", ", and how much is it?", "，还有多少钱？"
 _TAIL = re.compile(r",\s*(?:(?:and|or|but|so)\s+)?(?:what|what's|where|how|why|when|who|which|is|are|can|could|do|does|"
-                   r"did|will|would|should)\b", re.IGNORECASE)
-_END = re.compile(r"[?!？。！]+|\.(?=\s|$)")
+                   r"did|will|would|should)\b|[，,、]\s*(?:那么?|还有|而且|并且|或者|以及|另外)?\s*(?:什么|怎么|如何|为什么|"
+                   r"哪|多少|多久|是否|能否|能不能|可不可以|有没有)", re.IGNORECASE)
+_END = re.compile(r"[?!？。！；;]+|\.(?=\s|$)")
+
+# Chinese pronouns as the English words the point-of-view rules know ("我的" is "my", "您" is "you")
+_ZH_PRONOUNS = [(re.compile(p), w) for p, w in (("我们的", " our "), ("[你您]们?的", " your "), ("我的", " my "),
+                                                  ("我们", " we "), ("[你您]们?", " you "), ("我", " i "))]
+# how a Chinese reply starts ("是的", "抱歉", "当然"); "您可以 ..." too, unless it asks ("你可以帮我吗？")
+_ZH_ANSWER = re.compile(r"^\W*(?:是的|不是的|对的|好的|抱歉|对不起|很抱歉|不好意思|当然|没问题)")
+_ZH_YOU_CAN = re.compile(r"[你您](?:可以|需要|应该|必须|得|只需)")
+
+
+def _pov(text: str) -> str:
+    for p, w in _ZH_PRONOUNS:
+        text = p.sub(w, text)
+    return text
+
+
+def _answers(text: str) -> bool:
+    return bool(_ANSWER.search(text) or _ZH_ANSWER.search(text)
+                or (_ZH_YOU_CAN.search(text) and not is_question(text)))
 
 
 def clauses(text: str) -> int:
@@ -110,21 +148,22 @@ def shape_ok(source: str, cand: str) -> bool:
     stays within 0.4x-2.5x the input's (in words or CJK characters), which drops truncated fragments
     and answers that run on; no more sentences or question tails than the input ("..., what's the
     problem?" asks something the user did not); the writer does not disappear behind "you" ("can i
-    pay cash" is not "are you able to pay cash")."""
+    pay cash" is not "are you able to pay cash"). The same rules read Chinese: 吗/呢 and question
+    words make a question, 我/我的 are "I"/"my", 你/您 "you", 。 a full stop."""
     if is_question(source) and not is_question(cand):
         return False
-    if _ANSWER.search(cand) and not _ANSWER.search(source):  # how replies start, not requests
+    if _answers(cand) and not _answers(source):  # how replies start, not requests
         return False
-    src, out = set(_words(source)), set(_words(cand))
+    src, out = set(_words(_pov(source))), set(_words(_pov(cand)))
     if src & _FIRST and not src & _SECOND and out & _SECOND:
         return False
     if src & _FIRST and not src & _YOU and out & _YOU and not out & _FIRST:  # "you" took the writer's place
         return False
     if clauses(cand) > clauses(source):
         return False
-    if not src & _YOU and _SERVICE.search(cand):  # the reply's point of view, not the writer's
+    if not src & _YOU and _SERVICE.search(_pov(cand)):  # the reply's point of view, not the writer's
         return False
-    if cand.rstrip().endswith(".") and not source.rstrip().endswith(".") and not out & _FIRST:
+    if cand.rstrip().endswith((".", "。")) and not source.rstrip().endswith((".", "。")) and not out & _FIRST:
         return False  # a statement about the world ("A warranty can vary ...") where the user asked
     a, b = len(_words(source)), len(_words(cand))
     return 0.4 * a - 1 <= b <= 2.5 * a + 3
@@ -209,7 +248,11 @@ def screen_rounds(generator: Generator, text: str, n: int, candidates: int = 24,
     seed), up to ``rounds`` batches. ``exclude``: normal forms that do not count as new (stored
     questions). ``same_intent``: the round-trip check where the input's intent is known (augment:
     does the candidate, searched in the index, come back to its own FAQ?); candidates that fail it
-    are dropped as 'other intent'."""
+    are dropped as 'other intent'. A text mostly in a script the generator does not write is refused
+    before sampling (:class:`faqsearch.generators.UnsupportedLanguageError`)."""
+    from .languages import checked
+
+    checked(generator, [text])
     out: list[Screened] = []
     seen: set[str] = set(exclude or ())
     for r in range(max(1, rounds)):

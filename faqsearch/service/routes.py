@@ -224,9 +224,11 @@ def gaps(request: Request, name: str, similarity: float = Query(GAP_SIMILARITY, 
 def paraphrase(request: Request, name: str, body: ParaphraseIn):
     """Rewordings of TEXT ('did you mean'), re-ranked by the index: from the generator the index was
     augmented with, else the default (SmolLM2). The generator is loaded once, on first use."""
-    from ..generators import paraphrase as run
+    from ..generators import check_languages, paraphrase as run, spec_languages
 
     searcher = service(request).engine(name).searcher()
-    gen = request.app.state.generators.get(searcher.snap.config.get("generator"))
+    spec = searcher.snap.config.get("generator")
+    check_languages([body.text], spec_languages(spec), (spec or {}).get("name"))  # 400 at once, nothing loaded
+    gen = request.app.state.generators.get(spec)
     return {"text": body.text, "paraphrases": [{"text": p.text, "score": p.score}
                                                for p in run(gen, body.text, n=body.n, scorer=searcher.embed_full)]}

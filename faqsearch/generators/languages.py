@@ -1,0 +1,102 @@
+"""Which languages a generator writes, and the refusal of a text it cannot reword.
+
+The bundled SmolLM2-135M writes English only: asked to reword Chinese it samples English questions
+that the screen drops, after a minute of work. So a request whose text is mostly in a script the
+generator does not declare (:func:`faqsearch.text.non_latin_share` over 0.5 and a script outside the
+declared languages) is refused before the model is loaded or sampled, with what to use instead.
+
+A generator given as a directory or Hugging Face id (``--generator DIR|HF-ID``) or a SimBERT model
+declares nothing: any language is allowed, unless its languages are given (``--generator-languages
+en,zh``, ``load_generator(..., languages=["en", "zh"])``).
+"""
+from __future__ import annotations
+
+import unicodedata
+from collections import Counter
+from typing import Iterable, Sequence
+
+from ..errors import FAQSearchError
+from ..text import non_latin_share
+
+# the languages the bundled generators write (None: not known, anything goes)
+BUNDLED_LANGUAGES: dict[str, tuple[str, ...]] = {"smollm2": ("en",)}
+MULTILINGUAL_EXAMPLE = "Qwen/Qwen2.5-0.5B-Instruct"
+
+# scripts a language is written in; a language not listed is written in the Latin script
+_SCRIPTS: dict[str, tuple[str, ...]] = {
+    "zh": ("Han",), "yue": ("Han",), "ja": ("Han", "Hiragana", "Katakana"), "ko": ("Hangul", "Han"),
+    "ru": ("Cyrillic",), "uk": ("Cyrillic",), "bg": ("Cyrillic",), "be": ("Cyrillic",), "mk": ("Cyrillic",),
+    "sr": ("Cyrillic", "Latin"), "kk": ("Cyrillic",), "mn": ("Cyrillic",), "ar": ("Arabic",), "fa": ("Arabic",),
+    "ur": ("Arabic",), "he": ("Hebrew",), "yi": ("Hebrew",), "el": ("Greek",), "hi": ("Devanagari",),
+    "mr": ("Devanagari",), "ne": ("Devanagari",), "bn": ("Bengali",), "ta": ("Tamil",), "te": ("Telugu",),
+    "th": ("Thai",), "ka": ("Georgian",), "hy": ("Armenian",), "am": ("Ethiopic",), "km": ("Khmer",),
+}
+# the first word of a character's Unicode name, where it is not the script's name
+_NAMES = {"CJK": "Han", "FULLWIDTH": "Latin", "HALFWIDTH": "Katakana"}
+
+
+class UnsupportedLanguageError(FAQSearchError):
+    """The generator does not write the language of the text it was asked to reword."""
+
+
+def parse_languages(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """'en,zh' -> ('en', 'zh'); None, '' or 'any' -> None (not declared: anything goes). Region
+    subtags go ('zh-CN' -> 'zh')."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    codes = tuple(dict.fromkeys(c.strip().lower().replace("_", "-").split("-")[0] for c in items if c.strip()))
+    if not codes or "any" in codes or "*" in codes:
+        return None
+    return codes
+
+
+def generator_languages(source: str | None, declared: str | Sequence[str] | None = None) -> tuple[str, ...] | None:
+    """The languages a generator writes, known without loading it: those ``declared``, else those of
+    a bundled generator ('smollm2': English), else None (a directory or hub id: not known)."""
+    codes = parse_languages(declared)
+    if codes is not None:
+        return codes
+    return BUNDLED_LANGUAGES.get(source or "smollm2")
+
+
+def script_of(ch: str) -> str:
+    """The script of a letter, from its Unicode name ('Latin', 'Han', 'Cyrillic', 'Hangul', ...)."""
+    if ord(ch) < 0x250 or 0x1E00 <= ord(ch) <= 0x1EFF:
+        return "Latin"
+    word = unicodedata.name(ch, "?").split()[0]
+    return _NAMES.get(word, word.capitalize())
+
+
+def main_script(texts: Iterable[str]) -> str | None:
+    """The script most letters of ``texts`` are written in (None when they have no letter)."""
+    counts = Counter(script_of(ch) for t in texts for ch in t if ch.isalpha())
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def writes(languages: Sequence[str] | None, texts: Sequence[str]) -> bool:
+    """Whether a generator writing ``languages`` (None: not known) can reword ``texts``: they are
+    mostly Latin script, or mostly in a script one of the languages is written in."""
+    if languages is None or non_latin_share(texts) <= 0.5:
+        return True
+    script = main_script(texts)
+    return any(script in _SCRIPTS.get(code, ("Latin",)) for code in languages)
+
+
+def check_languages(texts: Sequence[str], languages: Sequence[str] | None, name: str | None = None) -> None:
+    """Raise :class:`UnsupportedLanguageError` when a generator writing ``languages`` cannot reword
+    ``texts`` (see :func:`writes`); the message says which generator to use instead."""
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    if writes(languages, texts):
+        return
+    script = main_script(texts)
+    raise UnsupportedLanguageError(
+        f"the generator {name or 'smollm2'} writes {', '.join(languages or ())} only, and this text is mostly in "
+        f"{script} script: it would sample no usable paraphrase. Use --generator DIR|HF-ID with a multilingual "
+        f"instruct model that has a chat template, e.g. --generator {MULTILINGUAL_EXAMPLE} (a directory or hub id "
+        "is not checked; --generator-languages en,zh declares what it writes)")
+
+
+def checked(generator, texts: Sequence[str]) -> None:
+    """:func:`check_languages` for a loaded generator (its ``languages`` attribute; none: not known)."""
+    check_languages(texts, getattr(generator, "languages", None), getattr(generator, "name", None))
