@@ -86,7 +86,10 @@ def encode_stream(encoder: Encoder, texts: Sequence[str], batch_size: int, progr
                   out: np.ndarray | None = None) -> Moments:
     """Encode texts chunk by chunk, accumulating moments (and writing raw vectors to ``out``)."""
     moments = Moments(encoder.dimension)
-    step = CHUNK if not progress else max(batch_size, PROGRESS_STEP)  # a bar that moves from the first texts
+    # a bar that moves from the first texts; a GPU encoder gets whole chunks (its tokenising overlaps
+    # the GPU within one call) and is fast enough for the bar to move anyway
+    on_gpu = getattr(encoder, "device", "cpu") == "cuda"
+    step = CHUNK if not progress or on_gpu else max(batch_size, PROGRESS_STEP)
     with progress_bar(len(texts), progress, "encoding") as bar:
         for start in range(0, len(texts), step):
             chunk = texts[start:start + step]

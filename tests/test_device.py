@@ -387,3 +387,27 @@ def test_gpu_build_answers_like_the_cpu_build(tmp_path):
         assert len(cpu_built.ask_many(queries[:5], k=1)) == 5
     on_gpu.close()
     on_cpu.close()
+
+
+def test_a_gpu_encoder_gets_whole_chunks_even_with_a_progress_bar():
+    """With a bar, a CPU encoder is called per 256 texts (the bar moves early); a CUDA encoder gets
+    4,096 per call, so its background tokenising overlaps the GPU."""
+    from faqsearch.build import encode_stream
+    from faqsearch.defaults import CHUNK
+
+    from .conftest import FakeEncoder
+
+    class Recorder(FakeEncoder):
+        def __init__(self, device):
+            super().__init__()
+            self.device, self.sizes = device, []
+
+        def encode(self, texts, batch_size=32, progress=False):
+            self.sizes.append(len(texts))
+            return super().encode(texts, batch_size, progress)
+
+    texts = [f"question {i}" for i in range(CHUNK + 10)]
+    cpu, gpu = Recorder("cpu"), Recorder("cuda")
+    encode_stream(cpu, texts, 64, progress=True)
+    encode_stream(gpu, texts, 64, progress=True)
+    assert max(cpu.sizes) <= 256 and gpu.sizes == [CHUNK, 10]
