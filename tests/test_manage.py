@@ -1,0 +1,52 @@
+"""Issue #27 items 3 and 4: listing, renaming and dropping indexes; unassigning feedback; replace
+means replace."""
+from __future__ import annotations
+
+import json
+import os
+
+from .conftest import SAMPLE  # noqa: F401
+
+
+def test_indexes_rename_and_drop(tmp_path, run, small_corpus):
+    home = tmp_path / "home"
+    for name in ("support", "sales"):
+        assert run("ingest", small_corpus, "--index", home / name, "-q").exit_code == 0
+    (home / "notes").mkdir()  # not an index: never listed, never dropped
+    (home / "notes" / "thesis.txt").write_text("mine", encoding="utf-8")
+    listed = json.loads(run("indexes", "--home", home, "--json").stdout)["indexes"]
+    assert sorted(i["name"] for i in listed) == ["sales", "support"]
+    assert all(i["faqs"] == 4 and i["questions"] == 6 for i in listed)
+    text = run("indexes", "--home", home).stdout
+    assert "support" in text and "notes" not in text
+    assert run("rename", "help", "--index", home / "support").exit_code == 0
+    assert sorted(os.listdir(home)) == ["help", "notes", "sales"]
+    assert json.loads(run("ask", "reset my password", "--index", home / "help", "--json").stdout)["answers"]
+    res = run("drop", home / "sales", input="n\n")  # asks first; no means nothing happens
+    assert res.exit_code != 0 and (home / "sales").is_dir()
+    assert run("drop", home / "sales", "--yes").exit_code == 0
+    assert not (home / "sales").exists()
+    res = run("drop", home / "notes", "--yes")  # not ours: refused, kept
+    assert res.exit_code != 0 and (home / "notes" / "thesis.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_unassign_undoes_feedback_and_replace_means_replace(tmp_path, run, small_corpus):
+    ix = tmp_path / "ix"
+    run("ingest", small_corpus, "--index", ix, "-q")
+    assert run("feedback", "where are my shoes", "2", "--index", ix).exit_code == 0
+    shown = json.loads(run("show", "2", "--index", ix, "--json").stdout)
+    assert "where are my shoes" in [q["text"] for q in shown["questions"]]
+    assert run("unassign", "where are my shoes", "2", "--index", ix).exit_code == 0
+    shown = json.loads(run("show", "2", "--index", ix, "--json").stdout)
+    assert "where are my shoes" not in [q["text"] for q in shown["questions"]]
+    res = run("unassign", "where are my shoes", "2", "--index", ix)  # nothing to undo: says so
+    assert res.exit_code != 0 or "No changes" in res.output
+    # a feedback question, then `update --replace` with the corpus's own questions: it goes
+    run("feedback", "parcel abroad", "4", "--index", ix)
+    corpus = tmp_path / "four.csv"
+    corpus.write_text("id,question,answer,category\n4,Do you ship abroad?,We ship to the EU.,shipping\n",
+                      encoding="utf-8")
+    assert "No changes" in run("update", corpus, "--index", ix).output  # plain update keeps it
+    assert run("update", corpus, "--replace", "--index", ix).exit_code == 0
+    shown = json.loads(run("show", "4", "--index", ix, "--json").stdout)
+    assert [q["text"] for q in shown["questions"]] == ["Do you ship abroad?"]
