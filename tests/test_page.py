@@ -240,6 +240,42 @@ def test_an_assignment_is_undone_from_the_query_log_and_right_after(page, server
     assert all(q["feedback_faq"] is None for q in logged if q["query"] == query)
 
 
+def test_suggested_phrasings_are_approved_from_the_faq(browser, server):
+    """#26: in an opened FAQ, "Suggest phrasings" lists logged queries answered by it or near it;
+    two ticked and approved become its questions (source approved), the rest stay out of the index."""
+    texts = ["when do i get my money back after returning something", "how long until my refund arrives"]
+    for t in texts + ["my refund has still not arrived"]:  # logged like any query the service answers
+        assert httpx.get(f"{server}/indexes/support/ask", params={"q": t}, timeout=60).status_code == 200
+    with _open(browser, server) as page:
+        page.click("#tab-faqs")
+        search_faqs(page, "ret-04")
+        card = page.locator("#faq-list .faq[data-id='ret-04']")
+        card.locator("summary").click()
+        card.locator(".suggest-open").click()
+        card.locator(".suggest-list:not([aria-busy]) .suggestion").first.wait_for(timeout=30000)
+        shown = card.locator(".suggestion .q-text").all_inner_texts()
+        assert set(texts) <= set(shown) and len(shown) > 2  # more suggested than approved
+        for t in texts:
+            card.locator(f".suggestion:has-text('{t}') .suggest-check").check()
+        card.locator(".approve-key").fill(KEY)
+        card.locator(".approve-submit").click()
+        card.locator(".approve-status.ok").wait_for(timeout=30000)
+        for t in texts:
+            card.locator(f".questions li:has-text('{t}') .source-approved").wait_for(timeout=5000)
+            assert card.locator(f".suggestion:has-text('{t}')").count() == 0
+        left = [t for t in shown if t not in texts]
+    questions = httpx.get(f"{server}/indexes/support/faqs/ret-04", timeout=30).json()["questions"]
+    assert [q["source"] for q in questions if q["text"] in texts] == ["approved", "approved"]
+    assert not set(left) & {q["text"] for q in questions}  # unticked suggestions are not indexed
+    with _open(browser, server) as page:  # a fresh page lists them with the FAQ's questions
+        page.click("#tab-faqs")
+        search_faqs(page, "ret-04")
+        card = page.locator("#faq-list .faq[data-id='ret-04']")
+        card.locator("summary").click()
+        for t in texts:
+            card.locator(f".questions li:has-text('{t}') .source-approved").wait_for(timeout=15000)
+
+
 def test_a_read_only_server_shows_no_write_controls(browser, server, readonly_server):
     """#27.7b: started without a key, the page says read-only and offers no Assign or Unassign."""
     feedback(server, "can I bring my dog into the store", "sto-05")  # a feedback question to show

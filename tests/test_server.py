@@ -297,3 +297,78 @@ def test_faqsearch_serve_answers_curl_style_requests(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def _log_password_queries(c):
+    """Logged queries: two answered with FAQ 1 (one asked twice), one answered with FAQ 2."""
+    for q in ["reset my password please", "password reset how", "reset my password please", "how long is shipping"]:
+        assert c.get("/indexes/shop/ask", params={"q": q}).status_code == 200
+
+
+def test_suggestions_from_the_log_are_approved_into_the_faq(client, monkeypatch):
+    """#26: an FAQ author gets logged queries as suggestions, approves two, they become questions
+    (source approved); nothing is indexed before."""
+    _log_password_queries(client)
+    before = client.get("/indexes/shop/faqs/1").json()["questions"]
+    r = client.get("/indexes/shop/faqs/1/suggestions")
+    assert r.status_code == 200, r.text
+    got = r.json()["suggestions"]
+    assert [(s["text"], s["source"], s["count"]) for s in got[:2]] == [
+        ("reset my password please", "answered", 2), ("password reset how", "answered", 1)]
+    assert all(s["source"] in ("answered", "near") for s in got)
+    assert client.get("/indexes/shop/faqs/1").json()["questions"] == before  # suggesting indexes nothing
+    assert client.get("/indexes/shop/faqs/nope/suggestions").status_code == 404
+    texts = [s["text"] for s in got[:2]]
+    assert client.post("/indexes/shop/faqs/1/approve", json={"texts": texts}).status_code == 401
+    r = client.post("/indexes/shop/faqs/1/approve", json={"texts": texts}, headers={"X-API-Key": KEY})
+    assert r.status_code == 200 and r.json()["added_questions"] == 2
+    questions = client.get("/indexes/shop/faqs/1").json()["questions"]
+    assert [q["source"] for q in questions if q["text"] in texts] == ["approved", "approved"]
+    assert not set(texts) & {s["text"] for s in client.get("/indexes/shop/faqs/1/suggestions").json()["suggestions"]}
+    # generate=N adds generated rewordings of the first question (a stand-in generator here)
+    from faqsearch.generators import Candidate
+    from faqsearch.service.app import Generators
+
+    class Fixed:
+        name, languages = "fixed", ("en",)
+
+        def sample(self, text, n, seed=None):
+            return [Candidate("How do I reset my password now?", True)] * n
+
+        def similarity(self, text, candidates):
+            return None
+
+        def spec(self):
+            return {"kind": "fixed"}
+
+    monkeypatch.setattr(Generators, "get", lambda self, spec: Fixed())
+    r = client.get("/indexes/shop/faqs/1/suggestions", params={"generate": 2, "limit": 1})
+    got = r.json()["suggestions"]
+    assert len(got) <= 2 and got[-1] == {**got[-1], "source": "generated", "text": "How do I reset my password now?"}
+
+
+def test_cli_suggest_and_approve(fake_models, ix):
+    from click.testing import CliRunner
+
+    from faqsearch.cli import cli
+
+    service, c = make_client([ix])
+    _log_password_queries(c)
+    service.close()
+    runner = CliRunner()
+    r = runner.invoke(cli, ["suggest", "1", "--index", ix, "--json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.output)["suggestions"]
+    assert [s["text"] for s in got[:2]] == ["reset my password please", "password reset how"]
+    r = runner.invoke(cli, ["suggest", "1", "--index", ix])
+    assert r.exit_code == 0 and "answered" in r.output and "2x  reset my password please" in r.output
+    r = runner.invoke(cli, ["approve", "1", "reset my password please", "password reset how", "--index", ix, "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["added_questions"] == 2
+    with FAQSearch.open(ix) as e:
+        sources = {q["text"]: q["source"] for q in e.show("1")["questions"]}
+    assert sources["reset my password please"] == sources["password reset how"] == "approved"
+    r = runner.invoke(cli, ["suggest", "1", "--index", ix, "--json"])
+    assert "reset my password please" not in [s["text"] for s in json.loads(r.output)["suggestions"]]
+    r = runner.invoke(cli, ["approve", "nope", "x", "--index", ix])
+    assert r.exit_code == 1 and "unknown FAQ id" in r.output

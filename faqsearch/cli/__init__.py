@@ -22,7 +22,8 @@ def cli():
 
 
 for command in (index.ingest, index.upsert, ask.ask, ask.eval_, edit.add, edit.update, edit.remove, edit.list_,
-                edit.show, edit.feedback, edit.unassign, tune.tune, tune.refit, generate.paraphrase, generate.augment,
+                edit.show, edit.feedback, edit.unassign, edit.approve, tune.tune, tune.refit, generate.paraphrase,
+                generate.augment, generate.suggest,
                 generate.train_, serve.serve, serve.gaps, index.info, index.indexes, index.rename, index.drop):
     cli.add_command(command)
 

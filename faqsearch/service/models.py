@@ -106,6 +106,20 @@ class ApproveIn(BaseModel):
         return v
 
 
+class SuggestionOut(BaseModel):
+    text: str
+    source: str = Field(..., description="answered (a logged query answered with this FAQ), near (a logged query "
+                                         "that ranked it in its top 3) or generated")
+    score: Optional[float] = None
+    count: int = 1
+
+
+class SuggestionsOut(BaseModel):
+    faq_id: str
+    suggestions: list[SuggestionOut]
+    notes: list[str] = []
+
+
 class ParaphraseIn(BaseModel):
     text: str = Field(..., min_length=1, max_length=MAX_QUERY)
     n: int = Field(5, ge=1, le=20)

@@ -10,7 +10,7 @@ from ..corpus import FAQ, check_faq
 from ..defaults import ASK_K, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..errors import CorpusError, FAQSearchError
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn, FAQIn,
-                     FAQsIn, FeedbackIn, ParaphraseIn)
+                     FAQsIn, FeedbackIn, ParaphraseIn, SuggestionsOut)
 
 router = APIRouter()
 RANKED = 500  # at most this many FAQs of a listing search are ranked by the index's search; the rest follow
@@ -144,6 +144,22 @@ def add(request: Request, name: str, body: FAQsIn):
 def upsert(request: Request, name: str, body: FAQsIn):
     """Add or update the listed FAQs by id; others are left alone. Needs the API key."""
     return service(request).write(name, lambda e: e.update(_faqs(body.faqs))).to_dict()
+
+
+@router.get("/indexes/{name}/faqs/{faq_id:path}/suggestions", tags=["faqs"], response_model=SuggestionsOut)
+def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20, ge=1, le=200),
+                generate: int = Query(0, ge=0, le=20)):
+    """Phrasings to approve for an FAQ: logged queries the index answered with it (most asked first),
+    then logged queries that ranked it in their top 3, then (generate=N) generated rewordings of its
+    first question. Nothing is indexed until POST .../approve. 404 if unknown."""
+    from ..generators import spec_languages
+    from ..generators.suggest import suggest
+
+    s = service(request).served(name)
+    searcher = s.engine.searcher()
+    spec = searcher.snap.config.get("generator")
+    return suggest(searcher, faq_id, s.querylog, limit=limit, generate=generate, languages=spec_languages(spec),
+                   load_generator=lambda: request.app.state.generators.get(spec)).to_dict()
 
 
 @router.get("/indexes/{name}/faqs/{faq_id:path}", tags=["faqs"])

@@ -189,17 +189,56 @@ async function showFaq(card, id) {
   card.dataset.loaded = "1";
   try {
     const { body } = await api(`${base()}/faqs/${encodeURIComponent(id)}`);
-    const items = body.questions.map((q) => {
-      const li = el("li", {}, el("span", { class: "q-text", text: q.text }));
-      if (q.source !== "corpus") li.append(" ", el("span", { class: `badge source-${q.source}`, text: q.source }));
-      if (assigned(q.source)) {
-        li.append(" ", unassignButton(q.text, id, "Unassign", () => li.classList.add("gone")));
-      }
-      return li;
-    });
+    const questions = el("ul", { class: "questions" }, ...body.questions.map((q) => questionItem(q, id)));
     card.append(el("div", { class: "faq-body" }, el("div", { class: "answer-text", text: body.answer }),
-      el("h3", { text: plural(body.questions.length, "question") }), el("ul", { class: "questions" }, ...items)));
+      el("h3", { text: plural(body.questions.length, "question") }), questions, suggestBox(id, questions)));
   } catch (err) { card.append(el("p", { class: "error", text: err.message })); }
+}
+
+function questionItem(q, id) {
+  const li = el("li", {}, el("span", { class: "q-text", text: q.text }));
+  if (q.source !== "corpus") li.append(" ", el("span", { class: `badge source-${q.source}`, text: q.source }));
+  if (assigned(q.source)) li.append(" ", unassignButton(q.text, id, "Unassign", () => li.classList.add("gone")));
+  return li;
+}
+
+// "Suggest phrasings": logged queries answered by this FAQ or near it; the ticked ones become its
+// questions (source approved). Nothing is indexed before "Approve selected". Only with writes on.
+function suggestBox(id, questions) {
+  if (!writable) return "";
+  const box = el("div", { class: "suggest" });
+  const open = el("button", { class: "suggest-open secondary small", type: "button", text: "Suggest phrasings" });
+  open.addEventListener("click", async () => {
+    open.hidden = true;
+    const out = el("div", { class: "suggest-list" });
+    box.append(out);
+    await loading(out, async () => {
+      const { body } = await api(`${base()}/faqs/${encodeURIComponent(id)}/suggestions`);
+      const notes = body.notes.map((n) => el("p", { class: "muted", text: n }));
+      if (!body.suggestions.length) {
+        const none = "No suggestions: no logged query was answered by this FAQ or near it.";
+        out.replaceChildren(el("p", { class: "muted", text: none }), ...notes);
+        return;
+      }
+      const rows = body.suggestions.map((sg) => el("li", { class: "suggestion" }, el("label", {},
+        el("input", { type: "checkbox", class: "suggest-check", value: sg.text }), " ",
+        el("span", { class: "q-text", text: sg.text }), " ",
+        el("span", { class: `badge suggest-${sg.source}`, title: "where it comes from", text: sg.source }),
+        sg.count > 1 ? el("span", { class: "muted", text: ` asked ${sg.count}×` }) : "")));
+      const form = writeForm("approve", "Approve selected", [], async (key) => {
+        const ticked = rows.filter((r) => $(".suggest-check", r).checked);
+        if (!ticked.length) throw new Error("Tick the phrasings to add first.");
+        const texts = ticked.map((r) => $(".suggest-check", r).value);
+        const { body: report } = await post(`/faqs/${encodeURIComponent(id)}/approve`, key, { texts });
+        for (const r of ticked) r.remove();
+        questions.append(...texts.map((text) => questionItem({ text, source: "approved" }, id)));
+        return `Added ${plural(report.added_questions, "question")} to ${id}.`;
+      });
+      out.replaceChildren(el("ul", { class: "suggestions" }, ...rows), form, ...notes);
+    });
+  });
+  box.append(open);
+  return box;
 }
 
 // ---- gaps and queries ------------------------------------------------------------------------

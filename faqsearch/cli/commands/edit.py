@@ -193,6 +193,34 @@ def feedback(query, faq_id, index, out):
 
 
 @click.command()
+@click.argument("faq_id")
+@click.argument("texts", nargs=-1, required=True, metavar="TEXT...")
+@index_option
+@output_options()
+@handles_errors
+@device_option("cpu")
+def approve(faq_id, texts, index, out):
+    """Make phrasings a person approved (from `faqsearch suggest`) questions of FAQ_ID, in one atomic
+    edit (source 'approved'; `faqsearch unassign TEXT FAQ_ID` takes one out again).
+
+    \b
+    Example:
+        faqsearch approve ret-04 "refund for my return?" "money back after returning" --index support
+    """
+    from ...engine import FAQSearch
+
+    with FAQSearch.open(index) as engine:
+        report = engine.approve(faq_id, list(texts))
+        for text in texts:  # a logged query approved here shows as assigned, like feedback
+            _mark_log(engine, text, faq_id)
+    if out.json:
+        click.echo(dump(report.to_dict()))
+    else:
+        click.echo(f"Added {report.added_questions} of {len(texts)} to {faq_id}"
+                   + (" (the others it already has)." if report.added_questions < len(texts) else "."))
+
+
+@click.command()
 @click.argument("query")
 @click.argument("faq_id")
 @index_option

@@ -130,6 +130,60 @@ def augment(index, n, generator, languages, gguf_file, candidates, min_similarit
     edit(report, out.json)
 
 
+@click.command()
+@click.argument("faq_id")
+@index_option
+@click.option("--limit", type=click.IntRange(1), default=20, show_default=True, help="Logged queries to list at most.")
+@click.option("--generate", "generate", type=click.IntRange(0), default=0, show_default=True, metavar="N",
+              help="Also N generated rewordings of the FAQ's first question (loads the generator).")
+@generator_option
+@languages_option
+@output_options()
+@threads_option
+@handles_errors
+@device_option("cpu")
+def suggest(faq_id, index, limit, generate, generator, languages, out, threads):
+    """Phrasings to approve for FAQ_ID: logged queries the index answered with it (most asked first),
+    logged queries that ranked it in their top 3, and with --generate N generated rewordings of its
+    first question. Nothing is indexed: `faqsearch approve FAQ_ID TEXT...` adds those a person chose.
+
+    \b
+    Example:
+        faqsearch suggest ret-04 --index support
+        faqsearch suggest ret-04 --index support --generate 5 --json
+        faqsearch approve ret-04 "refund for my return?" --index support
+    """
+    from ...engine import FAQSearch
+    from ...generators import generator_from_spec, generator_languages, load_generator, spec_languages
+    from ...generators.suggest import suggest as run
+    from ...querylog import QueryLog, log_path
+
+    with FAQSearch.open(index, threads=threads) as engine:
+        qlog = QueryLog.for_index(engine.path) if os.path.exists(log_path(engine.path)) else None
+        searcher = engine.searcher()
+        spec = searcher.snap.config.get("generator")
+        if generator:
+            langs = generator_languages(generator, languages)
+            load = lambda: load_generator(generator, threads=threads, languages=languages)  # noqa: E731
+        else:
+            langs, load = spec_languages(spec), lambda: generator_from_spec(spec, threads)  # noqa: E731
+        try:
+            got = run(searcher, faq_id, qlog, limit=limit, generate=generate, load_generator=load, languages=langs)
+        finally:
+            if qlog is not None:
+                qlog.close()
+    if out.json:
+        click.echo(dump(got.to_dict()))
+        return
+    for note in got.notes:
+        click.echo(f"note: {note}", err=True)
+    if not got.suggestions:
+        click.echo(f"No suggestions for {faq_id}; try --generate 5.")
+    for s in got.suggestions:
+        score = "" if s.score is None else f"{s.score:.3f}"
+        click.echo(f"{s.source:<9} {score:>6} {str(s.count) + 'x' if s.source != 'generated' else '':>4}  {s.text}")
+
+
 def _base_model(base: str) -> str:
     if base.lower() == "minilm":
         from ...encoders import _minilm_path
