@@ -181,3 +181,26 @@ def test_service_refuses_chinese_to_the_english_generator_at_once(tmp_path, monk
     assert time.perf_counter() - t < 1.0
     assert r.status_code == 400 and "--generator" in r.text, r.text
     service.close()
+
+
+def test_ask_with_paraphrases_answers_a_chinese_query_without_loading_the_english_generator(tmp_path, run,
+                                                                                          monkeypatch):
+    """`ask --paraphrases` on a Chinese query: the answer stands, a note says why there are no
+    paraphrases, and the English-only generator is never loaded."""
+    import json
+
+    import faqsearch.generators as generators
+
+    def never(*a, **k):
+        raise AssertionError("the generator was loaded")
+
+    monkeypatch.setattr(generators, "load_generator", never)
+    monkeypatch.setattr(generators, "generator_from_spec", never)
+    corpus = tmp_path / "zh.csv"
+    corpus.write_text("id,question,answer\nz1,怎么修改密码,在安全中心修改。\nz2,如何注册账户,下载应用注册。\n", encoding="utf-8")
+    ix = tmp_path / "ix"
+    assert run("ingest", corpus, "--index", ix, "-q").exit_code == 0
+    res = run("ask", "怎么修改密码", "--index", ix, "--paraphrases", "2", "--json", "--threshold", "-1")
+    assert res.exit_code == 0 and "no paraphrases" in res.stderr
+    got = json.loads(res.stdout)
+    assert got["answers"][0]["faq_id"] == "z1" and got["paraphrases"] == []

@@ -79,12 +79,23 @@ def ask(text, index, top_k, threshold, model, mode, category, log_queries, parap
             qlog.close()
         similar: list[list] = [[] for _ in results]
         if paraphrases:
-            from ...generators import generator_from_spec, load_generator, paraphrase
+            from ...generators import generator_from_spec, load_generator, paraphrase, spec_languages
+            from ...generators.languages import UnsupportedLanguageError, check_languages, generator_languages
 
             spec = searcher.snap.config.get("generator")
-            gen = load_generator(generator, threads=threads) if generator else generator_from_spec(spec, threads)
-            similar = [paraphrase(gen, q, n=paraphrases, scorer=searcher.embed_full) if not is_blank(q) else []
-                       for q in queries]
+            languages = generator_languages(generator) if generator else spec_languages(spec)
+            writable = []
+            for q in queries:  # refused before the model loads: the answer stands, with a note
+                try:
+                    check_languages([q], languages, generator or (spec or {}).get("name"))
+                    writable.append(not is_blank(q))
+                except UnsupportedLanguageError as exc:
+                    click.echo(f"Note: no paraphrases: {exc}", err=True)
+                    writable.append(False)
+            if any(writable):
+                gen = load_generator(generator, threads=threads) if generator else generator_from_spec(spec, threads)
+                similar = [paraphrase(gen, q, n=paraphrases, scorer=searcher.embed_full) if ok else []
+                           for q, ok in zip(queries, writable)]
     if batch or out.json:
         for r, sim in zip(results, similar):
             d = r.to_dict()
