@@ -25,6 +25,7 @@ MODE = "hybrid"  # measured at or above dense on every set (docs/hybrid.md)
 HYBRID_WEIGHT = 0.1  # weight of the normalised BM25 score; `tune --fusion` learns it per index (docs/hybrid.md)
 FUSION_POOL = 20  # FAQs taken from the dense side before ranking (enough for a top 10)
 LEXICAL_POOL = 50  # FAQs taken from the lexical side (cheap, and its tail still re-ranks dense hits)
+DENSE_CANDIDATES = 256  # nearest questions (k dims) re-scored per query: they decide the answer, whatever k is
 DENSE_BLOCK = 512  # queries searched and re-scored together (bounds the memory of large batches)
 QUERY_CACHE = 4096  # encoded queries kept for repeated questions (chatbots see many)
 

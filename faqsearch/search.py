@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import config as cfg
-from .defaults import ASK_K, BATCH_SIZE, DENSE_BLOCK, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE
+from .defaults import ASK_K, BATCH_SIZE, DENSE_BLOCK, DENSE_CANDIDATES, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE
 from .errors import IndexFormatError, InvalidOptionError
 from .results import Answer, Result
 from .snapshot import Snapshot
@@ -161,26 +161,30 @@ class Searcher:
                 out[i] = Result(texts[i], found, found[0].score if found else None, thr, found[0] if found else None)
             return out
         vectors = self.vectors(q, batch_size=batch_size, progress=progress)
-        # the same pool of candidates whatever k is: k changes the length of the list, never the answer
-        pool = max(k, FUSION_POOL)
-        ranked = self.hybrid(q, vectors, pool, filters=filters) if mode == "hybrid" else self.dense(vectors, pool, filters)
+        # the answer is decided on candidates that do not depend on k (the nearest DENSE_CANDIDATES
+        # questions; for hybrid, a pool of max(k, FUSION_POOL) FAQs from them): k changes the length
+        # of the list, never the answer
+        ranked = (self.hybrid(q, vectors, max(k, FUSION_POOL), filters=filters) if mode == "hybrid" else
+                  self.dense(vectors, k, filters))
         for i, found in zip(asked, ranked):
             out[i] = _thresholded(texts[i], found[:k], thr)
         return out
 
-    def dense(self, vectors: "Queries | np.ndarray", k: int = ASK_K, filters: dict[str, Any] | None = None
-              ) -> list[list[Answer]]:
+    def dense(self, vectors: "Queries | np.ndarray", k: int = ASK_K, filters: dict[str, Any] | None = None,
+              widen: bool = True) -> list[list[Answer]]:
         """Top-k distinct FAQs for each query, best first. Candidates come from the k-dimensional index;
         given :class:`Queries` they are ranked and scored by the full-dimensional cosine (calibrated);
         given reduced vectors only, by the reduced cosine.
 
-        Starts with a few neighbours per wanted FAQ and widens the search only for queries whose
-        hits crowd into too few FAQs, so the cost does not grow with the largest FAQ."""
+        The nearest DENSE_CANDIDATES questions (whatever k is, up to k = DENSE_CANDIDATES / 4) decide
+        the first answer. Where they hold fewer than k FAQs the search widens (``widen``) to list
+        more, keeping that first answer first, so the cost does not grow with the largest FAQ and k
+        never changes the answer."""
         full = vectors.full if isinstance(vectors, Queries) else None
         reduced = vectors.reduced if isinstance(vectors, Queries) else vectors
         if len(reduced) > DENSE_BLOCK:  # bounded memory for the rescoring of large batches
             return [found for start in range(0, len(reduced), DENSE_BLOCK)
-                    for found in self.dense(vectors[start:start + DENSE_BLOCK], k, filters)]
+                    for found in self.dense(vectors[start:start + DENSE_BLOCK], k, filters, widen)]
         snap = self.snap
         distinct = getattr(snap.index, "search_distinct", None)
         if distinct is not None:  # the backend groups by FAQ itself (Milvus)
@@ -199,9 +203,9 @@ class Searcher:
             return [[] for _ in range(len(reduced))]
         results: list[list[Answer] | None] = [None] * len(reduced)
         todo = np.arange(len(reduced))
-        # enough for k distinct FAQs in one search in the usual case, bounded when one FAQ is huge;
         # tombstones (removed ids an index type cannot delete) are skipped below
-        n = min(total, min(k * snap.max_per_faq, max(4 * k, 256)) + snap.tombstones)
+        n = min(total, max(4 * k, DENSE_CANDIDATES) + snap.tombstones)
+        first: dict[int, Answer] = {}
         while len(todo):
             scores, ids = snap.index.search(reduced[todo], n, allowed)
             check_scores(scores, ids, snap.path)
@@ -212,10 +216,14 @@ class Searcher:
             again = []
             for qi, h in zip(todo, hits):
                 found = distinct_faqs(h, rows, k, "dense")
-                if len(found) < k and n < total:
+                if found:
+                    first.setdefault(int(qi), found[0])
+                if widen and len(found) < k and n < total:
                     again.append(qi)
                 else:
-                    results[qi] = found
+                    top = first.get(int(qi))
+                    results[qi] = found if top is None or not found or found[0].faq_id == top.faq_id else \
+                        [top] + [a for a in found if a.faq_id != top.faq_id][:k - 1]
             todo = np.array(again, dtype=np.int64)
             n = min(total, n * 4)
         return results  # type: ignore[return-value]
@@ -256,7 +264,7 @@ class Searcher:
                    filters: dict[str, Any] | None = None) -> list[list[Answer]]:
         """The union of dense and lexical candidates per query, each with .dense and .lexical set
         (a lexical-only candidate gets the calibrated cosine of its question)."""
-        dense = self.dense(vectors, pool, filters)
+        dense = self.dense(vectors, pool, filters, widen=False)
         lexical = self.lexical(texts, max(pool, LEXICAL_POOL), filters)
         out = []
         for qi, (dlist, llist) in enumerate(zip(dense, lexical)):
