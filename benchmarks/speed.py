@@ -130,7 +130,7 @@ def latency_section(lines, sizes, enc, st, queries, base_faqs, cache, repeats):
             corpus = os.path.join(tmp, f"c{n}.csv")
             write_corpus(corpus, base_faqs, copies)
             e = FAQSearch.build(corpus, os.path.join(tmp, f"ix{n}"), encoder=synth, index_type="flat")
-            raw = np.load(os.path.join(tmp, f"ix{n}", "vectors.npy"))
+            raw = np.asarray(e.raw_vectors()[1])
             peer = faiss.IndexFlatIP(raw.shape[1])
             peer.add(raw / np.linalg.norm(raw, axis=1, keepdims=True))
             texts = [q[2] for q in e.store.all_questions()]
