@@ -13,7 +13,11 @@ WIDTH = 100
 
 
 def help_text(command: click.Command, name: str) -> str:
-    ctx = click.Context(command, info_name=name, terminal_width=WIDTH, max_content_width=WIDTH)
+    # the names `faqsearch` itself gives every command (-h, --help), so the text does not depend on
+    # whether click built a command's (cached) help option here or in an earlier invocation
+    names = (cli.context_settings or {}).get("help_option_names", ["--help"])
+    ctx = click.Context(command, info_name=name, terminal_width=WIDTH, max_content_width=WIDTH,
+                        help_option_names=names)
     return command.get_help(ctx)
 
 
