@@ -16,6 +16,8 @@ from typing import Any, Iterable
 
 from sqlite_utils import Database, Migrations
 
+from .text import clean_text
+
 migrations = Migrations("faqsearch-querylog")
 
 
@@ -37,6 +39,22 @@ def log_path(index_path: str) -> str:
     if os.path.exists(legacy) or os.path.islink(index_path) or os.path.exists(os.path.join(index_path, "config.json")):
         return legacy
     return os.path.join(index_path, "queries.db")
+
+
+def mark_in_log(index_path: str, texts: Iterable[str], faq_id: str, assigned: bool = True) -> None:
+    """Record (``assigned=False``: undo) an assignment of texts to an FAQ in the index's query log,
+    when it has one (an edit outside the service never creates a log)."""
+    if not os.path.exists(log_path(index_path)):
+        return
+    qlog = QueryLog.for_index(index_path)
+    try:
+        if assigned:
+            qlog.mark_assigned(texts, faq_id)
+        else:
+            for text in texts:
+                qlog.clear_feedback(text, faq_id)
+    finally:
+        qlog.close()
 
 
 class QueryLog:
@@ -89,18 +107,24 @@ class QueryLog:
                           + " order by id desc limit ? offset ?", [limit, offset])
 
     def mark_feedback(self, query_id: int | None, query: str, faq_id: str) -> None:
-        """Record that a query (this row, or every row with this text) was assigned to an FAQ."""
+        """Record that a query (this row, and every row with its text) was assigned to an FAQ."""
+        self.mark_assigned([query], faq_id, query_id)
+
+    def mark_assigned(self, texts: Iterable[str], faq_id: str, query_id: int | None = None) -> None:
+        """Record that a person assigned these texts to an FAQ (feedback, approve): every row with one
+        of them (and row ``query_id``) shows it as assigned, so gaps and other FAQs' suggestions skip them."""
         with self._lock, self.db.atomic():
             if query_id is not None:
                 self.db.execute("update queries set feedback_faq = ? where id = ?", [faq_id, query_id])
-            self.db.execute("update queries set feedback_faq = ? where query = ? and feedback_faq is null",
-                            [faq_id, query])
+            for text in texts:  # logged as asked: cleaned, as every query is before it is answered
+                self.db.execute("update queries set feedback_faq = ? where query = ? and feedback_faq is null",
+                                [faq_id, clean_text(text)])
 
     def clear_feedback(self, query: str, faq_id: str) -> None:
-        """Undo :meth:`mark_feedback` for a query that was taken out of an FAQ again (unassign)."""
+        """Undo :meth:`mark_assigned` for a query that was taken out of an FAQ again (unassign)."""
         with self._lock, self.db.atomic():
             self.db.execute("update queries set feedback_faq = null where query = ? and feedback_faq = ?",
-                            [query, faq_id])
+                            [clean_text(query), faq_id])
 
     def candidates(self, margin: float, since: str | None = None, limit: int = 20000) -> list[dict[str, Any]]:
         """Unanswered and low-confidence queries (score below threshold + margin) without feedback, newest first."""

@@ -347,6 +347,27 @@ def test_suggestions_from_the_log_are_approved_into_the_faq(client, monkeypatch)
     assert len(got) <= 2 and got[-1] == {**got[-1], "source": "generated", "text": "How do I reset my password now?"}
 
 
+
+def test_approve_through_the_api_marks_the_log_as_the_cli_does(client):
+    """An approved logged query shows as assigned in the query log (as `faqsearch approve` and feedback
+    leave it), so another FAQ no longer gets it as a suggestion; the text is matched as it was logged."""
+    _log_password_queries(client)
+    before = client.get("/indexes/shop/faqs/3/suggestions").json()["suggestions"]
+    assert "password reset how" in [s["text"] for s in before]  # near FAQ 3 (its top 3) until approved elsewhere
+    r = client.post("/indexes/shop/faqs/1/approve", json={"texts": ["password  reset how\t", "reset my password please"]},
+                    headers={"X-API-Key": KEY})
+    assert r.status_code == 200 and r.json()["added_questions"] == 2
+    logged = client.get("/indexes/shop/queries").json()["queries"]
+    assert {(q["query"], q["feedback_faq"]) for q in logged} == {
+        ("reset my password please", "1"), ("password reset how", "1"), ("how long is shipping", None)}
+    after = client.get("/indexes/shop/faqs/3/suggestions").json()["suggestions"]
+    assert not {"password reset how", "reset my password please"} & {s["text"] for s in after}
+    r = client.post("/indexes/shop/unassign", json={"query": "password reset how", "faq_id": "1"},
+                    headers={"X-API-Key": KEY})
+    assert r.status_code == 200
+    logged = client.get("/indexes/shop/queries").json()["queries"]
+    assert {q["query"]: q["feedback_faq"] for q in logged}["password reset how"] is None
+
 def test_cli_suggest_and_approve(fake_models, ix):
     from click.testing import CliRunner
 
@@ -368,6 +389,12 @@ def test_cli_suggest_and_approve(fake_models, ix):
     with FAQSearch.open(ix) as e:
         sources = {q["text"]: q["source"] for q in e.show("1")["questions"]}
     assert sources["reset my password please"] == sources["password reset how"] == "approved"
+    from faqsearch.querylog import QueryLog
+
+    qlog = QueryLog.for_index(ix)
+    assert {(q["query"], q["feedback_faq"]) for q in qlog.recent()} == {
+        ("reset my password please", "1"), ("password reset how", "1"), ("how long is shipping", None)}
+    qlog.close()
     r = runner.invoke(cli, ["suggest", "1", "--index", ix, "--json"])
     assert "reset my password please" not in [s["text"] for s in json.loads(r.output)["suggestions"]]
     r = runner.invoke(cli, ["approve", "nope", "x", "--index", ix])

@@ -208,8 +208,13 @@ def unassign(request: Request, name: str, body: FeedbackIn):
 
 @router.post("/indexes/{name}/faqs/{faq_id:path}/approve", tags=["faqs"], dependencies=[Depends(write_key)])
 def approve(request: Request, name: str, faq_id: str, body: ApproveIn):
-    """Phrasings a person approved become questions of the FAQ (source approved). Needs the API key."""
-    return service(request).write(name, lambda e: e.approve(faq_id, body.texts)).to_dict()
+    """Phrasings a person approved become questions of the FAQ (source approved); logged queries among
+    them show as assigned to it, as after feedback. Needs the API key."""
+    report = service(request).write(name, lambda e: e.approve(faq_id, body.texts))
+    s = service(request).served(name)
+    if s.querylog is not None:
+        s.querylog.mark_assigned(body.texts, faq_id)
+    return report.to_dict()
 
 
 @router.get("/indexes/{name}/queries", tags=["traffic"])

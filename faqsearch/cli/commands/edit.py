@@ -148,24 +148,6 @@ def show(faq_id, index, out):
         click.echo(f"  [{q['id']}] ({q['source']}) {q['text']}")
 
 
-def _mark_log(engine, query: str, faq_id: str, assigned: bool = True) -> None:
-    """Record (or undo) an assignment in the index's query log, when it has one."""
-    import os
-
-    from ...querylog import QueryLog, log_path
-    from ...text import clean_text
-
-    if os.path.exists(log_path(engine.path)):
-        qlog = QueryLog.for_index(engine.path)
-        try:
-            if assigned:
-                qlog.mark_feedback(None, clean_text(query), faq_id)
-            else:
-                qlog.clear_feedback(clean_text(query), faq_id)
-        finally:
-            qlog.close()
-
-
 @click.command()
 @click.argument("query")
 @click.argument("faq_id")
@@ -182,10 +164,11 @@ def feedback(query, faq_id, index, out):
         faqsearch feedback "parcel never showed up" shp-03 --index support
     """
     from ...engine import FAQSearch
+    from ...querylog import mark_in_log
 
     with FAQSearch.open(index) as engine:
         report = engine.feedback(query, faq_id)
-        _mark_log(engine, query, faq_id)
+        mark_in_log(engine.path, [query], faq_id)
     if out.json:
         click.echo(dump(report.to_dict()))
     else:
@@ -208,11 +191,11 @@ def approve(faq_id, texts, index, out):
         faqsearch approve ret-04 "refund for my return?" "money back after returning" --index support
     """
     from ...engine import FAQSearch
+    from ...querylog import mark_in_log
 
     with FAQSearch.open(index) as engine:
         report = engine.approve(faq_id, list(texts))
-        for text in texts:  # a logged query approved here shows as assigned, like feedback
-            _mark_log(engine, text, faq_id)
+        mark_in_log(engine.path, texts, faq_id)  # a logged query approved here shows as assigned, like feedback
     if out.json:
         click.echo(dump(report.to_dict()))
     else:
@@ -234,10 +217,11 @@ def unassign(query, faq_id, index, out):
         faqsearch unassign "parcel never showed up" shp-03 --index support
     """
     from ...engine import FAQSearch
+    from ...querylog import mark_in_log
 
     with FAQSearch.open(index) as engine:
         report = engine.unassign(query, faq_id)
-        _mark_log(engine, query, faq_id, assigned=False)
+        mark_in_log(engine.path, [query], faq_id, assigned=False)
     if out.json:
         click.echo(dump(report.to_dict()))
     else:
