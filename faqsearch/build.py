@@ -11,7 +11,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from .defaults import BATCH_SIZE, BETA, CHUNK, GAMMA, INDEX_TYPE, K, MAX_LENGTH,
 from .edits.plan import check_batch
 from .encoders import Encoder, load_encoder, model_for_corpus
 from .errors import FAQSearchError, InvalidOptionError
-from .files import preallocate
+from .files import NpyWriter
 from .indexdir import Writer, check_target
 from .progress import progress_bar
 from .whitening import Moments, Whitening
@@ -82,21 +82,26 @@ def as_faqs(corpus: str | os.PathLike | Sequence[FAQ], columns: Columns | None =
     return faqs
 
 
-def encode_stream(encoder: Encoder, texts: Sequence[str], batch_size: int, progress: bool,
-                  out: np.ndarray | None = None) -> Moments:
-    """Encode texts chunk by chunk, accumulating moments (and writing raw vectors to ``out``)."""
+def encode_stream(encoder: Encoder, texts: Sequence[str] | Callable[[int], Iterable[list[str]]], batch_size: int,
+                  progress: bool, out: NpyWriter | None = None, total: int | None = None) -> Moments:
+    """Encode texts chunk by chunk, accumulating moments (and appending raw vectors to ``out``).
+    ``texts``: the texts, or a function giving them in chunks of a size it is passed (a store's
+    rows, read as they are encoded: then ``total`` is their number)."""
     moments = Moments(encoder.dimension)
     # a bar that moves from the first texts; a GPU encoder gets whole chunks (its tokenising overlaps
     # the GPU within one call) and is fast enough for the bar to move anyway
     on_gpu = getattr(encoder, "device", "cpu") == "cuda"
     step = CHUNK if not progress or on_gpu else max(batch_size, PROGRESS_STEP)
-    with progress_bar(len(texts), progress, "encoding") as bar:
-        for start in range(0, len(texts), step):
-            chunk = texts[start:start + step]
+    if callable(texts):
+        chunks = texts(step)
+    else:
+        total, chunks = len(texts), (texts[i:i + step] for i in range(0, len(texts), step))
+    with progress_bar(total, progress, "encoding") as bar:
+        for chunk in chunks:
             vecs = encoder.encode(chunk, batch_size=batch_size)
             moments.update(vecs)
             if out is not None:
-                out[start:start + len(chunk)] = vecs
+                out.write(vecs)
             bar.update(len(chunk))
     return moments
 
@@ -146,17 +151,14 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
         try:
             index_id = uuid.uuid4().hex
             store.set_setting("index_id", index_id)
-            rows = store.insert_faqs(faqs, source="corpus")
-            ids = np.array([r[0] for r in rows], dtype=np.int64)
-            texts = [r[1] for r in rows]
-            raw = np.lib.format.open_memmap(os.path.join(tmp, cfg.FILES["vectors"]), mode="w+", dtype=np.float32,
-                                            shape=(len(texts), encoder.dimension))
-            preallocate(os.path.join(tmp, cfg.FILES["vectors"]))  # a full disk fails here, not in the map
-            moments = encode_stream(encoder, texts, batch_size, progress, out=raw)
+            ids = store.insert_corpus(faqs)  # empties faqs: from here on the rows live in the store only
+            vec_path = os.path.join(tmp, cfg.FILES["vectors"])
+            with NpyWriter(vec_path, len(ids), encoder.dimension) as out:  # a full disk fails here, at once
+                moments = encode_stream(encoder, store.iter_texts, batch_size, progress, out=out, total=len(ids))
             if fit_texts is not None:
                 moments = encode_stream(encoder, fit_texts, batch_size, progress)
             white, whiten = fit_transform(moments, wspec, encoder.dimension)
-            raw.flush()
+            raw = np.load(vec_path, mmap_mode="r")
             sections = backend.write_base(tmp, prepared, store, ids, raw, white, writer.generation + 1, progress)
             del raw
             white.save(os.path.join(tmp, cfg.FILES["whitening"]))

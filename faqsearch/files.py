@@ -6,7 +6,9 @@ import datetime
 import errno
 import hashlib
 import os
-from typing import Any
+from typing import Any, Iterator
+
+import numpy as np
 
 SAMPLE = 1 << 16  # bytes read at each of three places of a large file for its cheap fingerprint
 
@@ -119,3 +121,48 @@ def storage_error(exc: BaseException, where: str):
         return StorageError(f"cannot write to {name} ({getattr(exc, 'strerror', None) or text}); check the folder's "
                             "permissions or choose another --index (nothing was committed)")
     return None
+
+
+class NpyWriter:
+    """``rows`` x ``dim`` float32 rows, appended in order; the file's blocks are reserved up front
+    (a full disk fails at the start, not halfway)."""
+
+    def __init__(self, path: str, rows: int, dim: int):
+        self.path, self.rows, self.dim, self.written = path, rows, dim, 0
+        self._fh = open(path, "wb")
+        np.lib.format.write_array_header_1_0(self._fh, {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)})
+        self._data = self._fh.tell()
+        self._fh.truncate(self._data + rows * dim * 4)
+        self._fh.flush()
+        preallocate(path)
+
+    def write(self, block: np.ndarray) -> None:
+        block = np.ascontiguousarray(block, dtype="<f4")
+        if block.ndim != 2 or block.shape[1] != self.dim or self.written + len(block) > self.rows:
+            raise ValueError(f"block of shape {block.shape} does not fit {self.path} ({self.written}/{self.rows} rows)")
+        self._fh.write(block.tobytes())
+        self.written += len(block)
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self) -> "NpyWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def npy_chunks(path: str, chunk: int = 4096) -> Iterator[np.ndarray]:
+    """The rows of a 2-d ``.npy`` file, ``chunk`` at a time, read (not mapped)."""
+    with open(path, "rb") as fh:
+        major, _ = np.lib.format.read_magic(fh)
+        read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(fh)
+        if fortran or len(shape) != 2:
+            raise ValueError(f"{path}: expected a C-ordered 2-d array, found shape {shape}")
+        width = shape[1] * dtype.itemsize
+        for first in range(0, shape[0], chunk):
+            n = min(chunk, shape[0] - first)
+            yield np.frombuffer(fh.read(n * width), dtype=dtype).reshape(n, shape[1])

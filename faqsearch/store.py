@@ -16,9 +16,12 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Sequence
 
+import numpy as np
+
 from .corpus import FAQ, faq_hash
 from .lexical import fts_query, tokenize
 
+BLOCK = 2000  # corpus records written per step of a build
 SOURCES = ("corpus", "generated", "added", "feedback", "approved")
 # names of every migration in migrations.py (a test keeps them equal): a store that has them all is
 # opened without importing sqlite-utils
@@ -137,14 +140,57 @@ class Store:
         """Insert FAQs and their questions; return (question_id, text) in insertion order."""
         faqs = list(faqs)
         with self._lock, self.db.atomic():
-            seq = int(self._conn.execute("select coalesce(max(seq), 0) from faqs").fetchone()[0]) + 1
-            self.db["faqs"].insert_all(
-                ({"id": f.id, "answer": f.answer, "category": f.category,
-                  "metadata": json.dumps(f.metadata, ensure_ascii=False) if f.metadata else None,
-                  "content_hash": faq_hash(f), "seq": seq + i, "gen": gen or 0} for i, f in enumerate(faqs)),
-                batch_size=500,
-            )
+            self._insert_faq_rows(faqs, gen)
             return self._insert_questions([(f.id, q) for f in faqs for q in f.questions], source, first_id, gen)
+
+    def insert_corpus(self, faqs: list[FAQ]) -> np.ndarray:
+        """Fill a new store from corpus records, emptying ``faqs`` as it goes (an ingest then holds
+        neither the records nor the rows); returns the question ids, in order."""
+        faqs.reverse()  # popped from the end: the file's order, each record freed once written
+        ids: list[int] = []
+        with self._lock, self.db.atomic():
+            while faqs:
+                block = [faqs.pop() for _ in range(min(BLOCK, len(faqs)))]
+                self._insert_faq_rows(block, None)
+                ids += [i for i, _ in self._insert_questions([(f.id, q) for f in block for q in f.questions],
+                                                             "corpus", 1, None)]
+        return np.array(ids, dtype=np.int64)
+
+    def _insert_faq_rows(self, faqs: Sequence[FAQ], gen: int | None) -> None:
+        seq = int(self._conn.execute("select coalesce(max(seq), 0) from faqs").fetchone()[0]) + 1
+        self.db["faqs"].insert_all(
+            ({"id": f.id, "answer": f.answer, "category": f.category,
+              "metadata": json.dumps(f.metadata, ensure_ascii=False) if f.metadata else None,
+              "content_hash": faq_hash(f), "seq": seq + i, "gen": gen or 0} for i, f in enumerate(faqs)),
+            batch_size=500)
+
+    def iter_texts(self, chunk: int = 4096) -> Iterator[list[str]]:
+        """Question texts by id, ``chunk`` at a time (a build's encoding order)."""
+        rows = [(0, "")]
+        while rows:
+            with self._lock:
+                rows = self._conn.execute(f"select id, text from questions q where id > ? and {self._vis('q')} "
+                                          "order by id limit ?", [rows[-1][0], chunk]).fetchall()
+            if rows:
+                yield [r[1] for r in rows]
+
+    def question_faqs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(visible question ids by id, a number per FAQ): 16 bytes a question, to choose held-out rows by."""
+        with self._lock:
+            cur = self._conn.execute(f"select q.id, f.rid from questions q join faqs f on f.id = q.faq_id and "
+                                     f"{self._vis('f')} where {self._vis('q')} order by q.id")
+            both = np.concatenate([np.zeros((0, 2), np.int64)] + [np.array(b, np.int64) for b in iter(
+                lambda: cur.fetchmany(65536), [])])
+        return both[:, 0], both[:, 1]
+
+    def question_rows(self, ids: Sequence[int]) -> list[tuple[int, str, str]]:
+        """(id, faq_id, text) of these questions, by id (read 30,000 at a time: SQLite's parameter limit)."""
+        ids, out = sorted(int(i) for i in ids), []
+        with self._lock:
+            for part in (ids[s:s + 30_000] for s in range(0, len(ids), 30_000)):
+                out += self._conn.execute(f"select id, faq_id, text from questions q where id in "
+                                          f"({','.join('?' * len(part))}) and {self._vis('q')} order by id", part)
+        return [tuple(r) for r in out]
 
     def add_questions(self, faq_id: str, texts: Sequence[str], source: str = "added",
                       first_id: int = 1, gen: int | None = None) -> list[tuple[int, str]]:
@@ -158,10 +204,10 @@ class Store:
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}")
         start = max(first_id, (self._conn.execute("select coalesce(max(id), 0) from questions").fetchone()[0]) + 1)
-        rows = [{"id": start + i, "faq_id": fid, "text": q, "source": source, "lex": " ".join(tokenize(q, self.cjk)),
-                 "gen": gen or 0} for i, (fid, q) in enumerate(pairs)]
-        self.db["questions"].insert_all(rows, batch_size=1000)
-        return [(r["id"], r["text"]) for r in rows]
+        self.db["questions"].insert_all(
+            ({"id": start + i, "faq_id": fid, "text": q, "source": source, "lex": " ".join(tokenize(q, self.cjk)),
+              "gen": gen or 0} for i, (fid, q) in enumerate(pairs)), batch_size=1000)  # rows made as they are written
+        return [(start + i, q) for i, (_, q) in enumerate(pairs)]
 
     def update_faq(self, faq: FAQ, gen: int | None = None) -> None:
         """Answer, category, metadata and content hash of an existing FAQ (questions are separate).

@@ -106,3 +106,37 @@ def test_quantized_encoder_is_part_of_the_index_identity(tmp_path, small_corpus)
     assert v.shape == (2, 384) and np.isfinite(v).all()
     with pytest.raises(EncoderMismatchError, match="quantize"):
         check_spec(load_encoder("minilm").spec(), q.spec(), "ix")
+
+
+@pytest.mark.parametrize("n,d", [(0, 8), (1, 256), (3000, 384)])
+def test_streamed_flat_index_is_byte_for_byte_what_faiss_writes(tmp_path, n, d):
+    import faiss
+
+    from faqsearch.backends.embedded.flatfile import FlatWriter
+
+    x, ids = _unit(n, d, 1), np.arange(n, dtype=np.int64) * 7 + 3
+    ref = faiss.IndexIDMap2(faiss.IndexFlatIP(d))
+    if n:
+        ref.add_with_ids(x, ids)
+    path = str(tmp_path / "f.faiss")
+    with FlatWriter(path, d, ids) as out:
+        for start in range(0, n, 1000):
+            out.write(x[start:start + 1000])
+    assert open(path, "rb").read() == faiss.serialize_index(ref).tobytes()
+    with pytest.raises(ValueError, match="vectors written"):  # a short write never passes for a whole index
+        with FlatWriter(path, d, np.arange(n + 1, dtype=np.int64)) as out:
+            out.write(x)
+
+
+def test_raw_vectors_are_written_and_read_in_chunks(tmp_path):
+    from faqsearch.files import NpyWriter, npy_chunks
+
+    x = _unit(1000, 16, 2)
+    path = str(tmp_path / "v.npy")
+    with NpyWriter(path, 1000, 16) as out:
+        for start in range(0, 1000, 300):
+            out.write(x[start:start + 300])
+        with pytest.raises(ValueError, match="does not fit"):
+            out.write(x[:1])
+    assert np.array_equal(np.load(path), x)
+    assert np.array_equal(np.concatenate(list(npy_chunks(path, 128))), x)

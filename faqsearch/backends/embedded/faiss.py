@@ -26,6 +26,8 @@ import numpy as np
 from ...defaults import (AUTO_FLAT_MAX, AUTO_HNSW_MAX, EF_SEARCH, PQ_TRAIN_SAMPLE, REFINE_FACTOR, SMALL_BATCH,
                          TRAIN_SAMPLE)
 from ...errors import FAQSearchError
+from ...files import npy_chunks
+from .flatfile import FlatWriter
 
 DEFAULT_FACTORY = "Flat"
 INDEX_TYPES = ("auto", "flat", "sq8", "hnsw", "ivf", "ivf-sq8", "ivf-pq")
@@ -289,17 +291,34 @@ class VectorIndex:
         return cls(faiss.read_index(path), factory, nprobe, ef_search)
 
 
-def build_vector_index(white, raw: np.ndarray, ids: np.ndarray, factory: str, chunk: int = 4096) -> VectorIndex:
-    """Transform raw vectors chunk by chunk into a new FAISS index (trained first on a sample if needed)."""
+def build_vector_index(white, raw: np.ndarray, ids: np.ndarray, factory: str, chunk: int = 4096,
+                       path: str | None = None) -> VectorIndex:
+    """Transform raw vectors chunk by chunk into a new FAISS index (trained first on a sample if needed).
+    ``path``: the .npy file ``raw`` maps, read chunk by chunk instead (pages of a map stay resident)."""
     vindex = VectorIndex.create(white.dim_out, factory)
     if vindex.needs_training():
         rng = np.random.default_rng(0)
         pick = np.sort(rng.choice(len(ids), size=train_sample_size(factory, len(ids)), replace=False))
         vindex.train(white.transform(np.asarray(raw[pick])))
         vindex.set_search_params()
-    for start in range(0, len(ids), chunk):
-        vindex.add(white.transform(np.asarray(raw[start:start + chunk])), ids[start:start + chunk])
+    blocks = npy_chunks(path, chunk) if path else (np.asarray(raw[i:i + chunk]) for i in range(0, len(ids), chunk))
+    start = 0
+    for block in blocks:
+        vindex.add(white.transform(block), ids[start:start + len(block)])
+        start += len(block)
     return vindex
+
+
+def write_flat_index(white, path: str, ids: np.ndarray, target: str, chunk: int = 4096) -> bool:
+    """Write the exact (``Flat``) index of the vectors in the .npy file ``path`` to ``target`` as they
+    are transformed, one chunk in memory; False (nothing written) where this FAISS lays flat
+    indexes out another way."""
+    if not FlatWriter.supported(white.dim_out):
+        return False
+    with FlatWriter(target, white.dim_out, ids) as out:
+        for block in npy_chunks(path, chunk):
+            out.write(white.transform(block))
+    return True
 
 
 def index_section(index_type: str, vindex: VectorIndex, tombstones: int = 0) -> dict:
