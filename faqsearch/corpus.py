@@ -97,11 +97,25 @@ def _read_bytes(path: str) -> bytes:
         raise CorpusError(path, None, f"cannot be read ({exc.strerror}); check the file") from None
 
 
-def _read_text(path: str, data: bytes | None = None) -> str:
-    """The file's text (``data``: its bytes when they came from elsewhere, e.g. stdin), refused with
-    what to do when it is not UTF-8 text."""
-    if data is None:
-        data = _read_bytes(path)
+def _open_text(path: str, newline: str):
+    """The file as a text stream, read as it is parsed (a large corpus is never held whole); its
+    start is checked first like :func:`_read_text` checks a whole file."""
+    if not os.path.exists(path):
+        raise CorpusError(path, None, "file not found; check the path")
+    if os.path.isdir(path):
+        raise CorpusError(path, None, "is a directory, expected a CSV, TSV or JSONL file")
+    try:
+        with open(path, "rb") as fh:
+            _check_head(path, fh.read(4096))
+        return open(path, encoding="utf-8-sig", newline=newline)
+    except PermissionError:
+        raise CorpusError(path, None, "cannot be read: permission denied; check its permissions "
+                                      "(ls -l) or run as a user who may read it") from None
+    except OSError as exc:
+        raise CorpusError(path, None, f"cannot be read ({exc.strerror}); check the file") from None
+
+
+def _check_head(path: str, data: bytes) -> None:
     for magic, what, fix in _SIGNATURES:
         if data.startswith(magic):
             raise CorpusError(path, None, f"is {what}, not a text file; {fix}")
@@ -111,6 +125,14 @@ def _read_text(path: str, data: bytes | None = None) -> str:
             raise CorpusError(path, None, "looks like UTF-16 text without a byte-order mark; "
                                           "re-save it as UTF-8 (iconv -f utf-16le -t utf-8)")
         raise CorpusError(path, None, "is a binary file, not CSV, TSV or JSONL text; export the FAQ as one of those")
+
+
+def _read_text(path: str, data: bytes | None = None) -> str:
+    """The file's text (``data``: its bytes when they came from elsewhere, e.g. stdin), refused with
+    what to do when it is not UTF-8 text."""
+    if data is None:
+        data = _read_bytes(path)
+    _check_head(path, data)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -138,10 +160,23 @@ def read_rows(path: str, fmt: str | None = None, data: bytes | None = None) -> I
     if data is None and os.path.isdir(path):
         raise CorpusError(path, None, "is a directory, expected a CSV, TSV or JSONL file")
     fmt = detect_format(path, fmt)
-    text = _read_text(path, data)
+    # lines end at \n only in JSONL: U+2028, U+2029 and U+0085 are valid inside JSON strings
+    stream = io.StringIO(_read_text(path, data), newline="") if data is not None else \
+        _open_text(path, "\n" if fmt == "jsonl" else "")
+    try:
+        yield from _parse(path, fmt, stream)
+    except UnicodeDecodeError:  # met while streaming: the whole file's check says where and what to do
+        stream.close()
+        _read_text(path)
+        raise
+    finally:
+        stream.close()
+
+
+def _parse(path: str, fmt: str, stream) -> Iterator[tuple[int, dict[str, Any]]]:
     if fmt == "jsonl":
-        # lines end at \n only: U+2028, U+2029 and U+0085 are valid inside JSON strings
-        for n, raw in enumerate(text.split("\n"), start=1):
+        lines = stream.getvalue().split("\n") if isinstance(stream, io.StringIO) else stream
+        for n, raw in enumerate(lines, start=1):
             if not raw.strip():
                 continue
             try:
@@ -159,9 +194,9 @@ def read_rows(path: str, fmt: str | None = None, data: bytes | None = None) -> I
     if csv.field_size_limit() < FIELD_LIMIT:
         csv.field_size_limit(FIELD_LIMIT)
     if fmt == "csv":  # RFC 4180: quoted fields may hold commas, quotes and newlines
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=",", strict=True)
+        reader = csv.reader(stream, delimiter=",", strict=True)
     else:  # TSV (IANA text/tab-separated-values): no quoting, a quote is an ordinary character
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+        reader = csv.reader(stream, delimiter="\t", quoting=csv.QUOTE_NONE)
     try:
         header = next(reader)
     except StopIteration:

@@ -77,6 +77,20 @@ def test_undecodable_bytes_give_line_and_fix(tmp_path):
     assert err.value.line == 3 and "UTF-8" in str(err.value) and "re-save" in str(err.value)
 
 
+def test_large_corpus_is_parsed_as_it_is_read_and_a_late_bad_byte_still_names_its_line(tmp_path):
+    rows = "".join(f"question {i},answer {i % 7}\n" for i in range(20_000))  # far more than one read buffer
+    p = write(tmp_path, "c.csv", ("question,answer\n" + rows + "caf\xe9,a2\n").encode("latin-1"))
+    with pytest.raises(CorpusError) as err:
+        read_corpus(p)
+    assert err.value.line == 20_002 and "UTF-8" in str(err.value)
+    # a raw U+2028 inside a JSON string does not end a JSONL line, read from the file or from stdin's bytes
+    text = "".join(json.dumps({"question": f"q{i}", "answer": "a\u2028b"}, ensure_ascii=False) + "\n"
+                   for i in range(5000))
+    faqs = read_corpus(write(tmp_path, "d.jsonl", text))
+    assert len(faqs) == 1 and len(faqs[0].questions) == 5000
+    assert faqs == read_corpus("<stdin>", fmt="jsonl", data=text.encode("utf-8"))
+
+
 def test_missing_file_and_unknown_extension(tmp_path):
     with pytest.raises(CorpusError, match="file not found"):
         read_corpus(str(tmp_path / "nope.csv"))
