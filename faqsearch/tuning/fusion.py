@@ -50,15 +50,17 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
     the store's tokens, FTS5's formula). Raises TooFewVariantsError below 10 such FAQs."""
     snap = searcher.snap
     _, raw = snap.raw.all()
-    rows = snap.store.all_questions()
-    held = held_out_variants(rows, limit=SELF_FUSION_MAX)
+    qids, faq_keys = snap.store.question_faqs()  # 16 bytes a question; texts are read for the chosen rows only
+    pairs = np.stack([np.arange(len(qids)), faq_keys], axis=1)
+    held = held_out_variants(pairs, limit=SELF_FUSION_MAX)
     if len(held) < 10:
         raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
                                   "give labelled queries instead (faqsearch tune QUERIES --fusion)")
-    keep = np.setdiff1d(np.arange(len(rows)), held)
+    keep = np.setdiff1d(np.arange(len(qids)), held)
     if len(keep) > SELF_FUSION_DOCS:
-        held_faqs = {rows[i][1] for i in held}
-        sizes = Counter(r[1] for r in rows)
+        held_faqs = set(faq_keys[held].tolist())
+        keys, counts = np.unique(faq_keys, return_counts=True)
+        sizes = dict(zip(keys.tolist(), counts.tolist()))
         others = sorted(set(sizes) - held_faqs)
         order = [others[i] for i in np.random.default_rng(0).permutation(len(others))]
         budget = SELF_FUSION_DOCS - sum(sizes[f] - 1 for f in held_faqs)
@@ -68,7 +70,9 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
                 break
             chosen.add(f)
             budget -= sizes[f]
-        keep = np.array([i for i in keep if rows[i][1] in chosen], dtype=np.int64)
+        keep = keep[np.isin(faq_keys[keep], np.fromiter(chosen, dtype=np.int64, count=len(chosen)))]
+    text = {r[0]: r for r in snap.store.question_rows(qids[np.concatenate([held, keep])])}
+    rows = {int(i): text[int(qids[i])] for i in np.concatenate([held, keep])}  # position -> (id, faq_id, text)
     docs = snap.whitening.full(np.asarray(raw[keep]))  # calibrated scores, as the searcher gives
     queries = snap.whitening.full(np.asarray(raw[held]))
     doc_faq = np.array([rows[i][1] for i in keep], dtype=object)

@@ -64,9 +64,9 @@ def offtopic_for(searcher, offtopic: Sequence[str] | None = None) -> list[str]:
     """The shipped general-domain questions in the index's script (Latin or not)."""
     if offtopic is not None:
         return list(offtopic)
-    rows = searcher.snap.store.all_questions()
-    step = max(1, len(rows) // 2000)
-    non_latin = non_latin_share(r[2] for r in rows[::step]) > 0.5
+    store = searcher.snap.store
+    ids, _ = store.question_faqs()
+    non_latin = non_latin_share(r[2] for r in store.question_rows(ids[::max(1, len(ids) // 2000)])) > 0.5
     return [t for t in default_offtopic() if (non_latin_share([t]) > 0.5) == non_latin]
 
 

@@ -136,14 +136,20 @@ def cross_validate(score_fn, n: int, n_settings: int, current: int, folds: int) 
     return sum(cur) / n, sum(tuned) / n
 
 
-def held_out_variants(rows: Sequence[tuple], seed: int = 0, limit: int | None = None) -> np.ndarray:
-    """Positions (in ``rows``: (id, faq_id, ...)) of one question of every FAQ that has two or more
-    (of ``limit`` such FAQs drawn at random when there are more)."""
-    by_faq: dict[str, list[int]] = {}
-    for i, r in enumerate(rows):
-        by_faq.setdefault(r[1], []).append(i)
+def held_out_variants(rows: Sequence[tuple] | np.ndarray, seed: int = 0, limit: int | None = None) -> np.ndarray:
+    """Positions (in ``rows``: (id, faq_id, ...), or an array whose column 1 keys the FAQ) of one
+    question of every FAQ that has two or more (of ``limit`` such FAQs drawn at random when there are more)."""
+    keys = rows[:, 1] if isinstance(rows, np.ndarray) else np.array([r[1] for r in rows], dtype=object)
+    if not len(keys):
+        return np.zeros(0, dtype=np.int64)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    by_pos = np.argsort(inverse, kind="stable")  # positions grouped by FAQ, in order within each
+    bounds = np.cumsum(np.bincount(inverse, minlength=len(first)))
+    groups = np.split(by_pos, bounds[:-1])
     rng = np.random.default_rng(seed)
-    held = np.array(sorted(int(rng.choice(ix)) for ix in by_faq.values() if len(ix) >= 2), dtype=np.int64)
+    # FAQs in the order they first appear, as the draws always were
+    held = np.array(sorted(int(rng.choice(groups[g])) for g in np.argsort(first) if len(groups[g]) >= 2),
+                    dtype=np.int64)
     if limit is not None and len(held) > limit:
         held = np.sort(rng.choice(held, size=limit, replace=False))
     return held

@@ -115,6 +115,16 @@ class MilvusStore:
     def all_questions(self) -> list[tuple[int, str, str]]:
         return sorted((r["id"], r["faq_id"], r["text"]) for r in self.b.query("", ["id", "faq_id", "text"]))
 
+    def question_faqs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(question ids by id, a number per FAQ), as the embedded store gives them."""
+        rows, keys = self.all_questions(), {}
+        return (np.array([r[0] for r in rows], dtype=np.int64),
+                np.array([keys.setdefault(r[1], len(keys)) for r in rows], dtype=np.int64))
+
+    def question_rows(self, ids: Sequence[int]) -> list[tuple[int, str, str]]:
+        found = self.questions(ids)
+        return [(i, found[i]["faq_id"], found[i]["question"]) for i in sorted(found)]
+
     def raw_vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, raw vectors) of every visible question, in id order."""
         rows = sorted(self.b.query("", ["id", "raw"]), key=lambda r: r["id"])
