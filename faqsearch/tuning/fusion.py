@@ -73,7 +73,8 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
         keep = keep[np.isin(faq_keys[keep], np.fromiter(chosen, dtype=np.int64, count=len(chosen)))]
     text = {r[0]: r for r in snap.store.question_rows(qids[np.concatenate([held, keep])])}
     rows = {int(i): text[int(qids[i])] for i in np.concatenate([held, keep])}  # position -> (id, faq_id, text)
-    docs = snap.whitening.full(np.asarray(raw[keep]))  # calibrated scores, as the searcher gives
+    docs = np.concatenate([snap.whitening.full(np.asarray(raw[keep[i:i + 4096]]))  # calibrated, as the searcher
+                           for i in range(0, len(keep), 4096)] or [np.zeros((0, raw.shape[1]), np.float32)])
     queries = snap.whitening.full(np.asarray(raw[held]))
     doc_faq = np.array([rows[i][1] for i in keep], dtype=object)
     faq_docs: dict[str, list[int]] = {}

@@ -72,7 +72,9 @@ def offtopic_for(searcher, offtopic: Sequence[str] | None = None) -> list[str]:
 
 def best_scores(searcher, texts: Sequence[str]) -> np.ndarray:
     """The score of the best-ranked answer of each text, as `ask` ranks it (any threshold)."""
-    found = searcher.answer(list(texts), k=1, threshold=-1.0)
+    texts = list(texts)
+    found = [r for start in range(0, len(texts), 32)  # blocks: each re-scores its candidates' raw vectors at once
+             for r in searcher.answer(texts[start:start + 32], k=1, threshold=-1.0)]
     return np.array([r.best_score if r.best_score is not None else -1.0 for r in found], dtype=np.float64)
 
 
