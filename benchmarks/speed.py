@@ -9,7 +9,7 @@ Sections:
   latency    one query, text in, answers out (faqsearch includes SQLite), p50/p99, at 10k and 100k
   search     search only, per index type, at 100k and 1M vectors: latency, Recall@10 vs exact,
              bytes per vector vs the byte formula, build time
-  memory     peak RSS of a 1M-question ingest (subprocess)
+  memory     peak memory of an ingest at 100k and 1M questions (subprocess), and of serving the result
 
 Corpora: 10k questions = sample_data recombined by synth.py (real text, really encoded). 100k
 and 1M questions = those 10k texts and vectors repeated with a suffix "#n" and the vector moved by
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -228,45 +229,94 @@ def search_section(lines, sizes, spectrum, types, nq=200):
 
 
 MEMORY_CHILD = r"""
-import json, resource, sys, time, numpy as np
+import json, sys, threading, time, numpy as np
 sys.path.insert(0, sys.argv[1])
 from speed import SynthEncoder
+import faqsearch.engine as engine
 from faqsearch import FAQSearch
-from faqsearch.corpus import read_corpus
 from faqsearch.encoders import load_encoder
+
+
+def status(key):  # MB; VmHWM, not ru_maxrss: on Linux ru_maxrss survives exec and would report the parent's peak
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(key + ":")) / 1024
+
+
+peak_anon, done = [0.0], threading.Event()
+
+
+def sample():  # the kernel keeps no high-water mark of anonymous memory: sampled every 20 ms
+    while not done.is_set():
+        peak_anon[0] = max(peak_anon[0], status("RssAnon"))
+        time.sleep(0.02)
+
+
 base = json.load(open(sys.argv[2]))
 enc = load_encoder("minilm")
 cache = {t: np.asarray(v, np.float32) for t, v in base.items()}
+built, inner = {}, engine.build
+
+
+def build(*a, **k):  # the build proper (read, encode, write, commit), before the index is opened and tuned
+    out = inner(*a, **k)
+    built.update(hwm=status("VmHWM"), anon=peak_anon[0])
+    return out
+
+
+engine.build = build
+threading.Thread(target=sample, daemon=True).start()
 t = time.perf_counter()
 e = FAQSearch.build(sys.argv[3], sys.argv[4], encoder=SynthEncoder(enc, cache), index_type=sys.argv[5])
-# VmHWM, not ru_maxrss: on Linux ru_maxrss survives exec and would report the parent's peak
-hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
-print(json.dumps({"seconds": time.perf_counter() - t, "questions": e.info()["counts"]["questions"],
-                  "peak_rss_mb": hwm / 1024}))
+seconds = time.perf_counter() - t
+done.set()
+print(json.dumps({"seconds": seconds, "questions": e.info()["counts"]["questions"], "peak_rss_mb": status("VmHWM"),
+                  "peak_anon_mb": max(peak_anon[0], status("RssAnon")), "build_rss_mb": built["hwm"],
+                  "build_anon_mb": built["anon"]}))
+"""
+
+SERVE_CHILD = r"""
+import json, sys
+from faqsearch import FAQSearch
+from faqsearch.encoders import load_encoder
+e = FAQSearch.open(sys.argv[1], encoder=load_encoder("minilm"))
+e.ask("how do I reset my password?")
+st = {l.split(":")[0]: int(l.split()[1]) / 1024 for l in open("/proc/self/status") if l.startswith(("VmHWM", "RssAnon"))}
+print(json.dumps({"serve_rss_mb": st["VmHWM"], "serve_anon_mb": st["RssAnon"]}))
 """
 
 
-def memory_section(lines, base_faqs, cache, n):
+def memory_section(lines, base_faqs, cache, sizes):
     with tempfile.TemporaryDirectory() as tmp:
         per_copy = sum(len(f.questions) for f in base_faqs)
-        corpus = os.path.join(tmp, "c.csv")
-        write_corpus(corpus, base_faqs, max(1, n // per_copy))
         vec = os.path.join(tmp, "base.json")
         json.dump({t: v.tolist() for t, v in cache.items()}, open(vec, "w"))
-        lines += ["", f"### Peak memory of an ingest ({n:,} questions, 384 -> 256 dims, subprocess, VmHWM; "
-                  "includes the model, about 0.5 GB)", "",
-                  "| index | questions | ingest s | peak RSS MB | raw float32 vectors MB | FAISS vectors MB |",
-                  "|---|---|---|---|---|---|"]
-        for itype in ("flat", "auto"):
-            out = subprocess.run([sys.executable, "-c", MEMORY_CHILD, os.path.dirname(os.path.abspath(__file__)), vec,
-                                  corpus, os.path.join(tmp, f"ix-{itype}"), itype], capture_output=True, text=True)
+        lines += ["", "### Peak memory of an ingest (384 -> 256 dims, flat index, subprocess; the model is "
+                  "about 0.2 GB)", "",
+                  "Peak RSS is VmHWM (it counts pages of memory-mapped files the process touched, which the kernel "
+                  "can drop); anonymous memory (RssAnon) is sampled every 20 ms. \"build\" is the build proper "
+                  "(read, encode, write); the ingest then opens the index and chooses its fusion weight and "
+                  "threshold; \"serving\" is a fresh process that opens the index and answers one question.", "",
+                  "| questions | ingest s | build: peak RSS MB | build: peak anon MB | ingest: peak RSS MB | "
+                  "ingest: peak anon MB | serving: peak RSS MB | serving: anon MB | raw vectors MB | FAISS MB |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for n in sizes:
+            corpus, index = os.path.join(tmp, f"c{n}.csv"), os.path.join(tmp, f"ix{n}")
+            write_corpus(corpus, base_faqs, max(1, n // per_copy))
+            here = os.path.dirname(os.path.abspath(__file__))
+            out = subprocess.run([sys.executable, "-c", MEMORY_CHILD, here, vec, corpus, index, "flat"],
+                                 capture_output=True, text=True)
             if out.returncode:
-                lines.append(f"| {itype} | failed: {out.stderr.strip().splitlines()[-1][:100]} | | | | |")
+                lines.append(f"| {n:,} | failed: {out.stderr.strip().splitlines()[-1][:100]} |" + " |" * 8)
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
+            serve = subprocess.run([sys.executable, "-c", SERVE_CHILD, index], capture_output=True, text=True)
+            r.update(json.loads(serve.stdout.strip().splitlines()[-1]) if not serve.returncode else
+                     {"serve_rss_mb": float("nan"), "serve_anon_mb": float("nan")})
             q = r["questions"]
-            lines.append(f"| {itype} | {q:,} | {r['seconds']:.0f} | {r['peak_rss_mb']:.0f} | {q * 384 * 4 / 2**20:.0f} | "
-                         f"{q * 256 * 4 / 2**20:.0f} |")
+            lines.append(f"| {q:,} | {r['seconds']:.0f} | {r['build_rss_mb']:.0f} | {r['build_anon_mb']:.0f} | "
+                         f"{r['peak_rss_mb']:.0f} | {r['peak_anon_mb']:.0f} | {r['serve_rss_mb']:.0f} | "
+                         f"{r['serve_anon_mb']:.0f} | {q * 384 * 4 / 2**20:.0f} | {q * 256 * 4 / 2**20:.0f} |")
+            os.remove(corpus)
+            shutil.rmtree(index, ignore_errors=True)
 
 
 def main() -> None:
@@ -274,6 +324,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes, for checking the script")
     ap.add_argument("--out")
     ap.add_argument("--sections", default="ingest,latency,search,memory")
+    ap.add_argument("--memory-sizes", default="100000,1000000", help="corpus sizes of the memory section")
     ap.add_argument("--types", default="flat,sq8,hnsw,ivf,ivf-sq8,ivf-pq,ivf-pq+refine",
                     help="index types of the search section (+refine: PQ with exact re-scoring)")
     args = ap.parse_args()
@@ -314,7 +365,7 @@ def main() -> None:
         search_section(lines, [20_000] if args.quick else [100_000, 1_000_000], spectrum,
                        [t for t in args.types.split(",")])
     if "memory" in sections:
-        memory_section(lines, base_faqs, cache, 20_000 if args.quick else 1_000_000)
+        memory_section(lines, base_faqs, cache, [20_000] if args.quick else [int(n) for n in args.memory_sizes.split(",")])
     emit(lines, args.out)
 
 
