@@ -11,6 +11,7 @@ import io
 import json
 import logging
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -82,37 +83,35 @@ def detect_format(path: str, fmt: str | None = None) -> str:
     return _EXTENSIONS[ext]
 
 
-def _read_bytes(path: str) -> bytes:
+@contextmanager
+def _readable(path: str) -> Iterator[None]:
+    """Opening and reading ``path`` inside this block fails with what to do: missing, a directory,
+    not permitted, or another OS error."""
     if not os.path.exists(path):
         raise CorpusError(path, None, "file not found; check the path")
     if os.path.isdir(path):
         raise CorpusError(path, None, "is a directory, expected a CSV, TSV or JSONL file")
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        yield
     except PermissionError:
         raise CorpusError(path, None, "cannot be read: permission denied; check its permissions "
                                       "(ls -l) or run as a user who may read it") from None
     except OSError as exc:
         raise CorpusError(path, None, f"cannot be read ({exc.strerror}); check the file") from None
+
+
+def _read_bytes(path: str) -> bytes:
+    with _readable(path), open(path, "rb") as fh:
+        return fh.read()
 
 
 def _open_text(path: str, newline: str):
     """The file as a text stream, read as it is parsed (a large corpus is never held whole); its
     start is checked first like :func:`_read_text` checks a whole file."""
-    if not os.path.exists(path):
-        raise CorpusError(path, None, "file not found; check the path")
-    if os.path.isdir(path):
-        raise CorpusError(path, None, "is a directory, expected a CSV, TSV or JSONL file")
-    try:
+    with _readable(path):
         with open(path, "rb") as fh:
             _check_head(path, fh.read(4096))
         return open(path, encoding="utf-8-sig", newline=newline)
-    except PermissionError:
-        raise CorpusError(path, None, "cannot be read: permission denied; check its permissions "
-                                      "(ls -l) or run as a user who may read it") from None
-    except OSError as exc:
-        raise CorpusError(path, None, f"cannot be read ({exc.strerror}); check the file") from None
 
 
 def _check_head(path: str, data: bytes) -> None:
