@@ -3,7 +3,6 @@ index's own question variants, by 5-fold cross-validated MRR@10. Nothing here wr
 stores a chosen weight (:meth:`faqsearch.engine.FAQSearch.set_fusion`)."""
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -51,8 +50,7 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
     snap = searcher.snap
     _, raw = snap.raw.all()
     qids, faq_keys = snap.store.question_faqs()  # 16 bytes a question; texts are read for the chosen rows only
-    pairs = np.stack([np.arange(len(qids)), faq_keys], axis=1)
-    held = held_out_variants(pairs, limit=SELF_FUSION_MAX)
+    held = held_out_variants(faq_keys, limit=SELF_FUSION_MAX)
     if len(held) < 10:
         raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
                                   "give labelled queries instead (faqsearch tune QUERIES --fusion)")

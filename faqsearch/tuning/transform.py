@@ -137,9 +137,9 @@ def cross_validate(score_fn, n: int, n_settings: int, current: int, folds: int) 
 
 
 def held_out_variants(rows: Sequence[tuple] | np.ndarray, seed: int = 0, limit: int | None = None) -> np.ndarray:
-    """Positions (in ``rows``: (id, faq_id, ...), or an array whose column 1 keys the FAQ) of one
+    """Positions (in ``rows``: (id, faq_id, ...) tuples, or an array of each question's FAQ key) of one
     question of every FAQ that has two or more (of ``limit`` such FAQs drawn at random when there are more)."""
-    keys = rows[:, 1] if isinstance(rows, np.ndarray) else np.array([r[1] for r in rows], dtype=object)
+    keys = rows if isinstance(rows, np.ndarray) else np.array([r[1] for r in rows], dtype=object)
     if not len(keys):
         return np.zeros(0, dtype=np.int64)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)

@@ -8,11 +8,8 @@ from __future__ import annotations
 import functools
 import os
 import struct
-from typing import Iterator
 
 import numpy as np
-
-
 
 # offsets in an empty IndexIDMap2(IndexFlatIP) file: two index headers (fourcc, d int32, ntotal
 # int64, two int64 dummies, is_trained uint8, metric int32), the flat codes (uint64 count of
