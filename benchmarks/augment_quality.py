@@ -16,7 +16,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import DATA, SAMPLE, emit, machine  # noqa: E402
+from common import DATA, SAMPLE, add_sets_option, emit, machine, wanted_sets  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.evaluation import evaluate, read_labelled_queries  # noqa: E402
@@ -31,13 +31,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=ROUNDS, help="candidate batches at most per FAQ (default as augment)")
     ap.add_argument("--out")
-    ap.add_argument("--sets", default=",".join(name for name, *_ in SETS),
-                    help="comma-separated names of the sets to run (default: all)")
+    add_sets_option(ap, SETS)
     args = ap.parse_args()
-    wanted = set(args.sets.split(","))
-    unknown = wanted - {name for name, *_ in SETS}
-    if unknown:
-        ap.error(f"unknown set(s) {', '.join(sorted(unknown))}; choose from: {', '.join(n for n, *_ in SETS)}")
+    wanted = wanted_sets(ap, args, SETS)
     logging.basicConfig(level=logging.WARNING)
     gen = load_generator("smollm2")
     lines = [f"Measured {machine()}; `python benchmarks/augment_quality.py --n {args.n} --rounds {args.rounds}`. "

@@ -82,3 +82,18 @@ def sts_retrieval_set(folder: str, files: Sequence[str], out_dir: str, name: str
                 seen.add(b)
                 w.writerow([b, doc_id[a]])
     return corpus, queries
+
+
+def add_sets_option(ap, sets) -> None:
+    """``--sets``: comma-separated names of ``sets`` ((name, ...) tuples) to run, all by default."""
+    ap.add_argument("--sets", default=",".join(name for name, *_ in sets),
+                    help="comma-separated names of the sets to run (default: all)")
+
+
+def wanted_sets(ap, args, sets) -> set[str]:
+    """The set names ``--sets`` asked for; an unknown one is a usage error naming the choices."""
+    wanted = set(args.sets.split(","))
+    unknown = wanted - {name for name, *_ in sets}
+    if unknown:
+        ap.error(f"unknown set(s) {', '.join(sorted(unknown))}; choose from: {', '.join(n for n, *_ in sets)}")
+    return wanted

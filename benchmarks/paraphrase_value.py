@@ -31,7 +31,7 @@ import time
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import DATA, emit, machine  # noqa: E402
+from common import DATA, add_sets_option, emit, machine, wanted_sets  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.evaluation import LabelledQuery, evaluate, read_labelled_queries  # noqa: E402
@@ -157,17 +157,13 @@ def run_set(name: str, corpus: str, qfile: str, gen, args, tmp: str) -> list[str
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out")
-    ap.add_argument("--sets", default=",".join(name for name, *_ in SETS),
-                    help="comma-separated names of the sets to run (default: all)")
+    add_sets_option(ap, SETS)
     ap.add_argument("--n", type=int, default=5, help="generated questions per FAQ asked of augment (default 5)")
     ap.add_argument("--rounds", type=int, default=None, help="candidate batches at most per FAQ (default: augment's)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the log/test split (default 0)")
     ap.add_argument("--progress", action="store_true", help="augment's progress bar on stderr")
     args = ap.parse_args()
-    wanted = set(args.sets.split(","))
-    unknown = wanted - {name for name, *_ in SETS}
-    if unknown:
-        ap.error(f"unknown set(s) {', '.join(sorted(unknown))}; choose from: {', '.join(n for n, *_ in SETS)}")
+    wanted = wanted_sets(ap, args, SETS)
     logging.basicConfig(level=logging.WARNING)
     gen = load_generator()  # the default generator, as `faqsearch augment` loads it
     command = "python benchmarks/paraphrase_value.py" + "".join(
