@@ -140,3 +140,37 @@ def test_raw_vectors_are_written_and_read_in_chunks(tmp_path):
             out.write(x[:1])
     assert np.array_equal(np.load(path), x)
     assert np.array_equal(np.concatenate(list(npy_chunks(path, 128))), x)
+
+
+@pytest.mark.parametrize("factory", ["Flat", "SQ8", "HNSW32", "IVF16,Flat"])
+def test_a_mapped_index_answers_as_a_loaded_one_and_refuses_changes(tmp_path, factory):
+    """Serving maps flat-code indexes from their file (the kernel shares and can drop the pages, so an
+    ingest's self-tuning and each serving process hold little of the index as their own memory):
+    same answers, and a change is refused with an error instead of FAISS aborting the process."""
+    x = _unit(2000, 32, 0)
+    ids = np.arange(2000, dtype=np.int64) + 5
+    index = VectorIndex.create(32, factory)
+    if index.needs_training():
+        index.train(x)
+    index.add(x, ids)
+    path = str(tmp_path / "f.index")
+    index.save(path)
+    loaded, mapped = VectorIndex.load(path, factory), VectorIndex.load(path, factory, mmap=True)
+    assert mapped.mapped and not loaded.mapped
+    q = x[:40] + 0.05 * _unit(40, 32, 1)
+    for kw in ({}, {"exclude": ids[:7]}, {"ids": ids[100:400]}):
+        d0, i0 = loaded.search(q, 10, **kw)
+        d1, i1 = mapped.search(q, 10, **kw)
+        assert np.array_equal(i0, i1) and np.allclose(d0, d1)
+    for change in (lambda: mapped.add(x[:2], np.array([1, 2])), lambda: mapped.train(x),
+                   lambda: mapped.remove(ids[:3]) if mapped.supports_removal else mapped._check_writable()):
+        with pytest.raises(RuntimeError, match="mapped read-only"):
+            change()
+    assert len(mapped) == 2000 and loaded.remove(ids[:3]) in (0, 3)
+
+
+def test_an_opened_index_maps_its_faiss_file(tmp_path, small_corpus):
+    e = FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=FakeEncoder(), self_fusion=False)
+    assert e.searcher().snap.index.mapped
+    assert e.ask("how do I reset my password").nearest is not None
+    e.close()

@@ -137,7 +137,7 @@ class EmbeddedBackend:
         else:
             try:
                 vindex = VectorIndex.load(os.path.join(version, cfg.FILES["faiss"]), ix.get("factory", DEFAULT_FACTORY),
-                                          ix.get("nprobe"), ix.get("ef_search"))
+                                          ix.get("nprobe"), ix.get("ef_search"), mmap=True)
             except RuntimeError as exc:
                 raise IndexFormatError(cfg.damaged(path, "faiss", str(exc).strip().splitlines()[-1])) from None
             why = vindex.damaged_sample(unit=whitening.residual is None)

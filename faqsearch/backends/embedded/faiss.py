@@ -134,6 +134,7 @@ class VectorIndex:
         self._lock = threading.Lock()
         self.refiner = None  # ids -> exact vectors (PQ: the engine passes its stored float vectors)
         self.refine_factor = REFINE_FACTOR
+        self.mapped = False  # codes mapped from the file (``load(mmap=True)``): searched, never changed
         self.set_search_params(nprobe, ef_search)
 
     @classmethod
@@ -209,6 +210,7 @@ class VectorIndex:
 
     def train(self, sample: np.ndarray) -> None:
         """Train IVF / PQ / SQ quantizers on a sample (call once, before the first add)."""
+        self._check_writable()
         with self._lock:
             self._index.train(np.ascontiguousarray(sample, dtype=np.float32))
 
@@ -217,6 +219,7 @@ class VectorIndex:
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         if vectors.shape[0] != ids.shape[0]:
             raise ValueError("one id per vector")
+        self._check_writable()
         with self._lock:
             if not self._index.is_trained:
                 self._index.train(vectors)
@@ -228,6 +231,7 @@ class VectorIndex:
 
         if not self.supports_removal:
             return 0
+        self._check_writable()
         with self._lock:
             return int(self._index.remove_ids(faiss.IDSelectorBatch(np.ascontiguousarray(ids, dtype=np.int64))))
 
@@ -285,10 +289,20 @@ class VectorIndex:
 
     @classmethod
     def load(cls, path: str, factory: str = DEFAULT_FACTORY, nprobe: int | None = None,
-             ef_search: int | None = None) -> "VectorIndex":
+             ef_search: int | None = None, mmap: bool = False) -> "VectorIndex":
+        """``mmap``: map the codes of flat-code types (Flat, SQ, PQ, HNSW's storage) from the file
+        instead of copying them into memory (read-only: for searching, never for an index to edit);
+        the kernel shares those pages between processes and can drop them, so a process holds little
+        more than the file's page cache. Other parts (IVF lists, HNSW links) are read as usual."""
         import faiss
 
-        return cls(faiss.read_index(path), factory, nprobe, ef_search)
+        vindex = cls(faiss.read_index(path, faiss.IO_FLAG_MMAP_IFC if mmap else 0), factory, nprobe, ef_search)
+        vindex.mapped = mmap
+        return vindex
+
+    def _check_writable(self) -> None:
+        if self.mapped:  # FAISS aborts the process when a mapped index grows or shrinks
+            raise RuntimeError("this FAISS index is mapped read-only from its file; load it without mmap to change it")
 
 
 def build_vector_index(white, raw: np.ndarray, ids: np.ndarray, factory: str, chunk: int = 4096,
