@@ -157,3 +157,28 @@ def test_self_fusion_searches_among_a_bounded_set_of_questions(monkeypatch, tmp_
     assert sizes[-1] == 131
     assert len(bounded) == len(full) == 60 and all(len(g) == 1 for g in gold)
     e.close()
+
+
+def test_self_fusion_holds_out_fewer_faqs_when_their_variants_exceed_the_budget(monkeypatch, tmp_path):
+    """FAQs with many questions: the held FAQs' other variants alone could pass SELF_FUSION_DOCS
+    (2,000 FAQs of 67 questions each would keep 132k), so fewer FAQs are held out instead."""
+    import faqsearch.tuning.fusion as tuning
+    from faqsearch import FAQSearch
+
+    from .conftest import FakeEncoder
+
+    rows = ["id,question,answer"] + [f"f{i},question {j} about thing{i},a{i}" for i in range(30) for j in range(6)]
+    p = tmp_path / "c.csv"
+    p.write_text("\n".join(rows) + "\n")
+    e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(), self_fusion=False)
+    sizes = []
+    real = tuning.bm25_scorer
+    monkeypatch.setattr(tuning, "bm25_scorer", lambda docs, *a, **k: sizes.append(len(docs)) or real(docs, *a, **k))
+    monkeypatch.setattr(tuning, "SELF_FUSION_DOCS", 100)  # 30 held FAQs would keep 150 other variants
+    cands, gold = tuning.self_fusion_candidates(e.searcher())
+    assert len(cands) == 20 and sizes == [100]  # 20 FAQs x 5 other variants fill the budget exactly
+    assert len({next(iter(g)) for g in gold}) == 20
+    monkeypatch.setattr(tuning, "SELF_FUSION_DOCS", 12)  # never fewer than 10 held out while 10 exist
+    cands, _ = tuning.self_fusion_candidates(e.searcher())
+    assert len(cands) == 10 and sizes[-1] == 50
+    e.close()

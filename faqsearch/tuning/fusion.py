@@ -54,10 +54,15 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
     if len(held) < 10:
         raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
                                   "give labelled queries instead (faqsearch tune QUERIES --fusion)")
+    keys, counts = np.unique(faq_keys, return_counts=True)
+    siblings = counts[np.searchsorted(keys, faq_keys[held])] - 1
+    if siblings.sum() > SELF_FUSION_DOCS:  # FAQs with many questions: fewer queries, so the docs fit
+        order = np.random.default_rng(0).permutation(len(held))
+        fits = max(int(np.sum(np.cumsum(siblings[order]) <= SELF_FUSION_DOCS)), min(10, len(held)))
+        held = np.sort(held[order[:fits]])
     keep = np.setdiff1d(np.arange(len(qids)), held)
     if len(keep) > SELF_FUSION_DOCS:
         held_faqs = set(faq_keys[held].tolist())
-        keys, counts = np.unique(faq_keys, return_counts=True)
         sizes = dict(zip(keys.tolist(), counts.tolist()))
         others = sorted(set(sizes) - held_faqs)
         order = [others[i] for i in np.random.default_rng(0).permutation(len(others))]
@@ -71,8 +76,9 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
         keep = keep[np.isin(faq_keys[keep], np.fromiter(chosen, dtype=np.int64, count=len(chosen)))]
     text = {r[0]: r for r in snap.store.question_rows(qids[np.concatenate([held, keep])])}
     rows = {int(i): text[int(qids[i])] for i in np.concatenate([held, keep])}  # position -> (id, faq_id, text)
-    docs = np.concatenate([snap.whitening.full(np.asarray(raw[keep[i:i + 4096]]))  # calibrated, as the searcher
-                           for i in range(0, len(keep), 4096)] or [np.zeros((0, raw.shape[1]), np.float32)])
+    docs = np.empty((len(keep), raw.shape[1]), np.float32)  # calibrated, as the searcher scores
+    for i in range(0, len(keep), 4096):
+        docs[i:i + 4096] = snap.whitening.full(np.asarray(raw[keep[i:i + 4096]]))
     queries = snap.whitening.full(np.asarray(raw[held]))
     doc_faq = np.array([rows[i][1] for i in keep], dtype=object)
     faq_docs: dict[str, list[int]] = {}
