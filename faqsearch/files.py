@@ -77,6 +77,18 @@ def file_digest(path: str) -> str:
     return h.hexdigest()
 
 
+def read_through(path: str, block: int = 1 << 23) -> None:
+    """Read a file once, keeping nothing: its pages come into the page cache in large sequential
+    reads, so a mapping of it then faults no disk reads (a cold 1 GB FAISS file searched through a
+    map alone took 7-8 s for its first query, against 1.3 s read through first)."""
+    buf = bytearray(block)
+    with open(path, "rb", buffering=0) as fh:
+        if hasattr(os, "posix_fadvise"):  # a larger readahead window
+            os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        while fh.readinto(buf):
+            pass
+
+
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 

@@ -156,7 +156,7 @@ def test_a_mapped_index_answers_as_a_loaded_one_and_refuses_changes(tmp_path, fa
     path = str(tmp_path / "f.index")
     index.save(path)
     loaded, mapped = VectorIndex.load(path, factory), VectorIndex.load(path, factory, mmap=True)
-    assert mapped.mapped and not loaded.mapped
+    assert mapped.mapped == (not factory.startswith("IVF")) and not loaded.mapped  # IVF lists are read as usual
     q = x[:40] + 0.05 * _unit(40, 32, 1)
     for kw in ({}, {"exclude": ids[:7]}, {"ids": ids[100:400]}):
         d0, i0 = loaded.search(q, 10, **kw)
@@ -164,8 +164,9 @@ def test_a_mapped_index_answers_as_a_loaded_one_and_refuses_changes(tmp_path, fa
         assert np.array_equal(i0, i1) and np.allclose(d0, d1)
     for change in (lambda: mapped.add(x[:2], np.array([1, 2])), lambda: mapped.train(x),
                    lambda: mapped.remove(ids[:3]) if mapped.supports_removal else mapped._check_writable()):
-        with pytest.raises(RuntimeError, match="mapped read-only"):
-            change()
+        if mapped.mapped:
+            with pytest.raises(RuntimeError, match="mapped read-only"):
+                change()
     assert len(mapped) == 2000 and loaded.remove(ids[:3]) in (0, 3)
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from ...defaults import (AUTO_FLAT_MAX, AUTO_HNSW_MAX, EF_SEARCH, PQ_TRAIN_SAMPLE, REFINE_FACTOR, SMALL_BATCH,
                          TRAIN_SAMPLE)
 from ...errors import FAQSearchError
-from ...files import npy_chunks
+from ...files import npy_chunks, read_through
 from .flatfile import FlatWriter
 
 DEFAULT_FACTORY = "Flat"
@@ -293,11 +293,21 @@ class VectorIndex:
         """``mmap``: map the codes of flat-code types (Flat, SQ, PQ, HNSW's storage) from the file
         instead of copying them into memory (read-only: for searching, never for an index to edit);
         the kernel shares those pages between processes and can drop them, so a process holds little
-        more than the file's page cache. Other parts (IVF lists, HNSW links) are read as usual."""
+        more than the file's page cache; the file is read through once first, so the first search
+        faults no disk reads. Other parts (IVF lists, HNSW links) are read as usual."""
         import faiss
 
-        vindex = cls(faiss.read_index(path, faiss.IO_FLAG_MMAP_IFC if mmap else 0), factory, nprobe, ef_search)
-        vindex.mapped = mmap
+        try:
+            index = faiss.read_index(path, faiss.IO_FLAG_MMAP_IFC if mmap else 0)
+        except RuntimeError:
+            if not mmap:
+                raise
+            index, mmap = faiss.read_index(path), False  # a platform without FAISS maps; a damaged file raises here
+        vindex = cls(index, factory, nprobe, ef_search)
+        inner = faiss.downcast_index(vindex._index.index)
+        vindex.mapped = mmap and (isinstance(inner, faiss.IndexFlatCodes) or hasattr(inner, "hnsw"))
+        if vindex.mapped:
+            read_through(path)
         return vindex
 
     def _check_writable(self) -> None:
