@@ -142,7 +142,7 @@ def test_raw_vectors_are_written_and_read_in_chunks(tmp_path):
     assert np.array_equal(np.concatenate(list(npy_chunks(path, 128))), x)
 
 
-@pytest.mark.parametrize("factory", ["Flat", "SQ8", "HNSW32", "IVF16,Flat"])
+@pytest.mark.parametrize("factory", ["Flat", "SQ8", "HNSW32", "IVF16,Flat", "IVF16,SQ8", "IVF16,PQ8", "PCA16,Flat"])
 def test_a_mapped_index_answers_as_a_loaded_one_and_refuses_changes(tmp_path, factory):
     """Serving maps flat-code indexes from their file (the kernel shares and can drop the pages, so an
     ingest's self-tuning and each serving process hold little of the index as their own memory):
@@ -156,18 +156,43 @@ def test_a_mapped_index_answers_as_a_loaded_one_and_refuses_changes(tmp_path, fa
     path = str(tmp_path / "f.index")
     index.save(path)
     loaded, mapped = VectorIndex.load(path, factory), VectorIndex.load(path, factory, mmap=True)
-    assert mapped.mapped == (not factory.startswith("IVF")) and not loaded.mapped  # IVF lists are read as usual
+    assert mapped.mapped and not loaded.mapped
     q = x[:40] + 0.05 * _unit(40, 32, 1)
     for kw in ({}, {"exclude": ids[:7]}, {"ids": ids[100:400]}):
         d0, i0 = loaded.search(q, 10, **kw)
         d1, i1 = mapped.search(q, 10, **kw)
         assert np.array_equal(i0, i1) and np.allclose(d0, d1)
-    for change in (lambda: mapped.add(x[:2], np.array([1, 2])), lambda: mapped.train(x),
-                   lambda: mapped.remove(ids[:3]) if mapped.supports_removal else mapped._check_writable()):
-        if mapped.mapped:
-            with pytest.raises(RuntimeError, match="mapped read-only"):
-                change()
+    changes = [lambda: mapped.add(x[:2], np.array([1, 2])), lambda: mapped.train(x)]
+    if mapped.supports_removal:  # the others keep tombstones: their remove changes nothing
+        changes.append(lambda: mapped.remove(ids[:3]))
+    for change in changes:
+        with pytest.raises(RuntimeError, match="mapped read-only"):
+            change()
     assert len(mapped) == 2000 and loaded.remove(ids[:3]) in (0, 3)
+
+
+def test_a_faiss_that_cannot_map_reads_the_file(tmp_path, monkeypatch):
+    import faiss
+
+    index = VectorIndex.create(16)
+    index.add(_unit(50, 16, 0), np.arange(50, dtype=np.int64))
+    path = str(tmp_path / "f.index")
+    index.save(path)
+    real = faiss.read_index
+
+    def no_maps(p, flags=0):
+        if flags:
+            raise RuntimeError("mmap is not supported here")
+        return real(p, flags)
+
+    monkeypatch.setattr(faiss, "read_index", no_maps)
+    read = VectorIndex.load(path, mmap=True)
+    assert not read.mapped and len(read) == 50
+    read.add(_unit(1, 16, 2), np.array([99]))  # an ordinary in-memory index
+    with open(path, "r+b") as fh:
+        fh.truncate(100)
+    with pytest.raises(RuntimeError):  # a damaged file still fails, through the plain read
+        VectorIndex.load(path, mmap=True)
 
 
 def test_an_opened_index_maps_its_faiss_file(tmp_path, small_corpus):

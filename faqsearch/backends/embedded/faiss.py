@@ -290,11 +290,10 @@ class VectorIndex:
     @classmethod
     def load(cls, path: str, factory: str = DEFAULT_FACTORY, nprobe: int | None = None,
              ef_search: int | None = None, mmap: bool = False) -> "VectorIndex":
-        """``mmap``: map the codes of flat-code types (Flat, SQ, PQ, HNSW's storage) from the file
-        instead of copying them into memory (read-only: for searching, never for an index to edit);
-        the kernel shares those pages between processes and can drop them, so a process holds little
-        more than the file's page cache; the file is read through once first, so the first search
-        faults no disk reads. Other parts (IVF lists, HNSW links) are read as usual."""
+        """``mmap``: map the vectors' codes from the file instead of copying them into memory (FAISS'
+        IO_FLAG_MMAP_IFC: flat-code types, HNSW's vectors, IVF lists and quantisers). Read-only: for searching, never for an index to edit. The kernel shares those
+        pages between processes and can drop them, so a process holds little more than the file's
+        page cache; the file is read through once first, so the first search faults no disk reads."""
         import faiss
 
         try:
@@ -304,9 +303,8 @@ class VectorIndex:
                 raise
             index, mmap = faiss.read_index(path), False  # a platform without FAISS maps; a damaged file raises here
         vindex = cls(index, factory, nprobe, ef_search)
-        inner = faiss.downcast_index(vindex._index.index)
-        vindex.mapped = mmap and (isinstance(inner, faiss.IndexFlatCodes) or hasattr(inner, "hnsw"))
-        if vindex.mapped:
+        vindex.mapped = mmap  # whatever parts FAISS mapped: growing or shrinking any of them aborts
+        if mmap:
             read_through(path)
         return vindex
 
