@@ -284,12 +284,12 @@ print(json.dumps({"serve_rss_mb": st["VmHWM"], "serve_anon_mb": st["RssAnon"]}))
 """
 
 
-def memory_section(lines, base_faqs, cache, sizes):
+def memory_section(lines, base_faqs, cache, sizes, index_type="flat"):
     with tempfile.TemporaryDirectory() as tmp:
         per_copy = sum(len(f.questions) for f in base_faqs)
         vec = os.path.join(tmp, "base.json")
         json.dump({t: v.tolist() for t, v in cache.items()}, open(vec, "w"))
-        lines += ["", "### Peak memory of an ingest (384 -> 256 dims, flat index, subprocess; the model is "
+        lines += ["", f"### Peak memory of an ingest (384 -> 256 dims, --index-type {index_type}, subprocess; the model is "
                   "about 0.2 GB)", "",
                   "Peak RSS is VmHWM (it counts pages of memory-mapped files the process touched, which the kernel "
                   "can drop); anonymous memory (RssAnon) is sampled every 20 ms. \"build\" is the build proper "
@@ -302,7 +302,7 @@ def memory_section(lines, base_faqs, cache, sizes):
             corpus, index = os.path.join(tmp, f"c{n}.csv"), os.path.join(tmp, f"ix{n}")
             write_corpus(corpus, base_faqs, max(1, n // per_copy))
             here = os.path.dirname(os.path.abspath(__file__))
-            out = subprocess.run([sys.executable, "-c", MEMORY_CHILD, here, vec, corpus, index, "flat"],
+            out = subprocess.run([sys.executable, "-c", MEMORY_CHILD, here, vec, corpus, index, index_type],
                                  capture_output=True, text=True)
             if out.returncode:
                 lines.append(f"| {n:,} | failed: {out.stderr.strip().splitlines()[-1][:100]} |" + " |" * 8)
@@ -325,6 +325,7 @@ def main() -> None:
     ap.add_argument("--out")
     ap.add_argument("--sections", default="ingest,latency,search,memory")
     ap.add_argument("--memory-sizes", default="100000,1000000", help="corpus sizes of the memory section")
+    ap.add_argument("--memory-index-type", default="flat", help="--index-type of the memory section's ingests")
     ap.add_argument("--types", default="flat,sq8,hnsw,ivf,ivf-sq8,ivf-pq,ivf-pq+refine",
                     help="index types of the search section (+refine: PQ with exact re-scoring)")
     args = ap.parse_args()
@@ -365,7 +366,8 @@ def main() -> None:
         search_section(lines, [20_000] if args.quick else [100_000, 1_000_000], spectrum,
                        [t for t in args.types.split(",")])
     if "memory" in sections:
-        memory_section(lines, base_faqs, cache, [20_000] if args.quick else [int(n) for n in args.memory_sizes.split(",")])
+        memory_section(lines, base_faqs, cache, [20_000] if args.quick else [int(n) for n in args.memory_sizes.split(",")],
+                       args.memory_index_type)
     emit(lines, args.out)
 
 
