@@ -1,5 +1,4 @@
 import json
-import os
 
 import numpy as np
 import pytest
@@ -134,19 +133,23 @@ def test_self_fusion_searches_a_bounded_sample_of_variants():
     assert list(held_out_variants(rows[:30], limit=2000)) == list(held_out_variants(rows[:30]))
 
 
-def test_self_fusion_searches_among_a_bounded_set_of_questions(monkeypatch, tmp_path):
+def _variants_index(tmp_path, monkeypatch, faqs: int, per_faq: int):
+    """An index of ``faqs`` FAQs with ``per_faq`` questions each, the fusion module, and the list that
+    records how many questions each self-fusion run searched among (its BM25 scorer spied on)."""
     import faqsearch.tuning.fusion as tuning
-    from faqsearch import FAQSearch
 
-    from .conftest import FakeEncoder
-
-    rows = ["id,question,answer"] + [f"f{i},question {j} about thing{i},a{i}" for i in range(60) for j in range(3)]
+    rows = ["id,question,answer"] + [f"f{i},question {j} about thing{i},a{i}" for i in range(faqs) for j in range(per_faq)]
     p = tmp_path / "c.csv"
     p.write_text("\n".join(rows) + "\n")
     e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(), self_fusion=False)
     sizes = []
     real = tuning.bm25_scorer
     monkeypatch.setattr(tuning, "bm25_scorer", lambda docs, *a, **k: sizes.append(len(docs)) or real(docs, *a, **k))
+    return e, tuning, sizes
+
+
+def test_self_fusion_searches_among_a_bounded_set_of_questions(monkeypatch, tmp_path):
+    e, tuning, sizes = _variants_index(tmp_path, monkeypatch, 60, 3)
     full, _ = tuning.self_fusion_candidates(e.searcher())
     monkeypatch.setattr(tuning, "SELF_FUSION_DOCS", 130)  # the held FAQs' 120 other variants, then whole FAQs
     bounded, gold = tuning.self_fusion_candidates(e.searcher())
@@ -162,18 +165,7 @@ def test_self_fusion_searches_among_a_bounded_set_of_questions(monkeypatch, tmp_
 def test_self_fusion_holds_out_fewer_faqs_when_their_variants_exceed_the_budget(monkeypatch, tmp_path):
     """FAQs with many questions: the held FAQs' other variants alone could pass SELF_FUSION_DOCS
     (2,000 FAQs of 67 questions each would keep 132k), so fewer FAQs are held out instead."""
-    import faqsearch.tuning.fusion as tuning
-    from faqsearch import FAQSearch
-
-    from .conftest import FakeEncoder
-
-    rows = ["id,question,answer"] + [f"f{i},question {j} about thing{i},a{i}" for i in range(30) for j in range(6)]
-    p = tmp_path / "c.csv"
-    p.write_text("\n".join(rows) + "\n")
-    e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(), self_fusion=False)
-    sizes = []
-    real = tuning.bm25_scorer
-    monkeypatch.setattr(tuning, "bm25_scorer", lambda docs, *a, **k: sizes.append(len(docs)) or real(docs, *a, **k))
+    e, tuning, sizes = _variants_index(tmp_path, monkeypatch, 30, 6)
     monkeypatch.setattr(tuning, "SELF_FUSION_DOCS", 100)  # 30 held FAQs would keep 150 other variants
     cands, gold = tuning.self_fusion_candidates(e.searcher())
     assert len(cands) == 20 and sizes == [100]  # 20 FAQs x 5 other variants fill the budget exactly
