@@ -1,5 +1,5 @@
 """A FAISS index read into memory against the same file memory-mapped (how `FAQSearch.open` reads
-flat-code indexes since 2026-11-24, the file read through once so the first search faults no disk
+indexes since 2026-11-24, the file read through once so the first search faults no disk
 reads), and the map alone: open time, search time, and the process's own (anonymous) and
 file-backed memory, in one run, each variant in its own fresh process from a cold page cache.
 
@@ -60,7 +60,7 @@ def make(path: str, n: int, d: int = 256) -> None:
 
 
 def drop_cache(path: str) -> None:
-    """Ask the kernel to forget the file's cached pages (fadvise), so both variants start cold."""
+    """Ask the kernel to forget the file's cached pages (fadvise), so every variant starts cold."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

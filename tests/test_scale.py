@@ -144,7 +144,7 @@ def test_raw_vectors_are_written_and_read_in_chunks(tmp_path):
 
 @pytest.mark.parametrize("factory", ["Flat", "SQ8", "HNSW32", "IVF16,Flat", "IVF16,SQ8", "IVF16,PQ8", "PCA16,Flat"])
 def test_a_mapped_index_answers_as_a_loaded_one_and_refuses_changes(tmp_path, factory):
-    """Serving maps flat-code indexes from their file (the kernel shares and can drop the pages, so an
+    """Serving maps indexes from their file (the kernel shares and can drop the pages, so an
     ingest's self-tuning and each serving process hold little of the index as their own memory):
     same answers, and a change is refused with an error instead of FAISS aborting the process."""
     x = _unit(2000, 32, 0)

@@ -291,9 +291,10 @@ class VectorIndex:
     def load(cls, path: str, factory: str = DEFAULT_FACTORY, nprobe: int | None = None,
              ef_search: int | None = None, mmap: bool = False) -> "VectorIndex":
         """``mmap``: map the vectors' codes from the file instead of copying them into memory (FAISS'
-        IO_FLAG_MMAP_IFC: flat-code types, HNSW's vectors, IVF lists and quantisers). Read-only: for searching, never for an index to edit. The kernel shares those
-        pages between processes and can drop them, so a process holds little more than the file's
-        page cache; the file is read through once first, so the first search faults no disk reads."""
+        IO_FLAG_MMAP_IFC: flat-code types, HNSW's vectors, IVF lists and quantisers). Read-only: for
+        searching, never for an index to edit. The kernel shares those pages between processes and
+        can drop them, so a process holds little more than the file's page cache; the file is read
+        through once first, so the first search faults no disk reads."""
         import faiss
 
         try:
