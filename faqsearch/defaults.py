@@ -43,7 +43,7 @@ GPU_BATCH = 256  # texts per GPU batch at least: BATCH_SIZE's 64 leaves a GPU wa
 # -- FAISS (docs/speed.md, "Scale")
 INDEX_TYPE = "auto"
 AUTO_FLAT_MAX = 100_000  # auto: flat below this many vectors
-AUTO_HNSW_MAX = 2_000_000  # ... hnsw below this, ivf-sq8 above
+AUTO_HNSW_MAX = 250_000  # ... hnsw below this (built in memory: ~1.8 KB a vector), ivf-sq8 above (streamed)
 EF_SEARCH = 128  # HNSW: 64 gave Recall@10 0.92 at 1M
 TRAIN_SAMPLE = 100_000  # vectors used to train IVF / SQ quantizers
 PQ_TRAIN_SAMPLE = 32_000  # PQ codebooks: k-means per sub-vector is slow on 2 cores, 32k is plenty for 256 codes

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from faqsearch import FAQ, FAQSearch
-from faqsearch.backends.embedded.faiss import AUTO_FLAT_MAX, VectorIndex, factory_for, nlist_for
+from faqsearch.backends.embedded.faiss import AUTO_FLAT_MAX, AUTO_HNSW_MAX, VectorIndex, factory_for, nlist_for
 
 from .conftest import FakeEncoder
 
@@ -15,6 +15,7 @@ def _unit(n, d, seed):
 def test_factory_names_and_auto_choice():
     assert factory_for("auto", 1000, 256) == "Flat"
     assert factory_for("auto", AUTO_FLAT_MAX, 256) == "HNSW32"
+    assert factory_for("auto", AUTO_HNSW_MAX, 256) == "IVF2000,SQ8"  # streamed: an ingest's memory stays flat
     assert factory_for("auto", 5_000_000, 256).endswith(",SQ8")
     assert factory_for("ivf", 1_000_000, 256) == "IVF2564,Flat"  # 100k training sample / 39 points per cell
     assert factory_for("ivf", 50_000, 256) == "IVF894,Flat"  # 4 sqrt(n)
@@ -126,6 +127,100 @@ def test_streamed_flat_index_is_byte_for_byte_what_faiss_writes(tmp_path, n, d):
     with pytest.raises(ValueError, match="vectors written"):  # a short write never passes for a whole index
         with FlatWriter(path, d, np.arange(n + 1, dtype=np.int64)) as out:
             out.write(x)
+
+
+def _trained_ivf(factory, d, seed=0):
+    import faiss
+
+    index = faiss.IndexIDMap2(faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT))
+    index.train(_unit(2000, d, seed))
+    return index
+
+
+# full lists (most cells used), sparse lists (few vectors for many cells), SQ and PQ codes, none
+@pytest.mark.parametrize("factory,n,d", [("IVF8,Flat", 3000, 16), ("IVF8,SQ8", 3000, 32), ("IVF16,PQ8x4", 2500, 32),
+                                         ("IVF64,SQ8", 20, 16), ("IVF4,SQ8", 0, 16)])
+def test_streamed_ivf_index_is_byte_for_byte_what_faiss_writes(tmp_path, factory, n, d):
+    """IVF indexes are written as the vectors come (a build holds one chunk, not every list): the
+    file is FAISS's own for the same vectors added in the same order, and opens mapped."""
+    import os
+
+    import faiss
+
+    from faqsearch.backends.embedded.ivffile import IVFWriter, streams
+
+    trained = _trained_ivf(factory, d)
+    x, ids = _unit(n, d, 1), np.random.default_rng(2).permutation(n).astype(np.int64) * 5 + 7
+    ref = faiss.clone_index(trained)
+    if n:
+        ref.add_with_ids(x, ids)
+    path = str(tmp_path / "f.index")
+    with IVFWriter(trained, path, ids) as out:
+        for start in range(0, n, 700):
+            out.write(x[start:start + 700])
+    assert open(path, "rb").read() == faiss.serialize_index(ref).tobytes()
+    assert sorted(os.listdir(tmp_path)) == ["f.index"]  # the temporary codes and cells are gone
+    assert trained.ntotal == 0 and streams(trained, _unit(50, d, 3), str(tmp_path))
+    if n:
+        mapped = VectorIndex.load(path, factory, mmap=True)
+        assert np.array_equal(mapped.search(x[:20], 5)[1], VectorIndex(ref, factory).search(x[:20], 5)[1])
+    with pytest.raises(ValueError, match="vectors written"):  # a short write never passes for a whole index
+        with IVFWriter(trained, path, np.arange(n + 1, dtype=np.int64)) as out:
+            out.write(x)
+    bad = _unit(4, d, 4)
+    bad[2] = np.nan
+    with pytest.raises(ValueError, match="could not be assigned"):
+        with IVFWriter(trained, path, np.arange(4, dtype=np.int64)) as out:
+            out.write(bad)
+    assert sorted(os.listdir(tmp_path)) == ["f.index"]
+
+
+def test_ivf_layout_check_refuses_what_it_cannot_write(tmp_path):
+    import faiss
+
+    from faqsearch.backends.embedded.ivffile import streams
+
+    x = _unit(500, 16, 0)
+    assert not streams(_trained_ivf("HNSW8", 16), x, str(tmp_path))  # not IVF: built in memory
+    assert not streams(faiss.IndexIDMap2(faiss.IndexFlatIP(16)), x, str(tmp_path))
+    filled = _trained_ivf("IVF4,Flat", 16)
+    filled.add_with_ids(x[:10], np.arange(10, dtype=np.int64))
+    assert not streams(filled, x, str(tmp_path))  # only an empty index is written from scratch
+
+
+@pytest.mark.parametrize("index_type", ["ivf", "ivf-sq8", "IVF8,PQ8x4"])  # 4-bit PQ: trained in seconds
+def test_ivf_ingest_streams_its_index_and_answers_as_one_built_in_memory(tmp_path, monkeypatch, index_type):
+    """An IVF ingest (and its refit) never adds to an in-memory FAISS index: the file is written as
+    the vectors are transformed, and it answers as the index FAISS builds in memory."""
+    from faqsearch.backends.embedded import faiss as fx
+    from faqsearch.tuning import current_setting
+
+    rows = ["id,question,answer"] + [f"{i % 60},variant {i} of question {i % 60} w{i % 7},a{i % 60}" for i in range(1500)]
+    p = tmp_path / "c.csv"
+    p.write_text("\n".join(rows) + "\n")
+    queries = [f"variant {i} of question {i % 60} w{i % 7}" for i in range(0, 1500, 37)]
+    kw = dict(encoder=FakeEncoder(dimension=48), index_type=index_type, threshold=-1, self_fusion=False)
+    real_streams, real_add = fx.streams, VectorIndex.add
+    monkeypatch.setattr(fx, "streams", lambda *a: False)  # the reference: built in FAISS's memory
+    memory = FAQSearch.build(str(p), str(tmp_path / "memory"), **kw)
+    monkeypatch.setattr(fx, "streams", real_streams)
+
+    def no_add(self, vectors, ids):
+        raise AssertionError("an IVF build added to an in-memory FAISS index")
+
+    monkeypatch.setattr(VectorIndex, "add", no_add)
+    streamed = FAQSearch.build(str(p), str(tmp_path / "streamed"), **kw)
+    for q in queries:
+        a, b = memory.ask(q, mode="dense", k=5), streamed.ask(q, mode="dense", k=5)
+        assert [x.faq_id for x in a.answers] == [x.faq_id for x in b.answers]
+        assert [round(x.score, 5) for x in a.answers] == [round(x.score, 5) for x in b.answers]
+    streamed.refit(current_setting(streamed.config))  # a rebuild streams too
+    assert streamed.ask(queries[3], mode="dense").answers[0].faq_id == memory.ask(queries[3], mode="dense").answers[0].faq_id
+    monkeypatch.setattr(VectorIndex, "add", real_add)
+    streamed.add([FAQ("new", "n", ["brand new question"])])  # edits load their own unmapped copy
+    assert streamed.ask("brand new question", mode="dense").answers[0].faq_id == "new"
+    memory.close()
+    streamed.close()
 
 
 def test_raw_vectors_are_written_and_read_in_chunks(tmp_path):

@@ -20,8 +20,7 @@ from ...whitening import Moments
 from ..base import Opened
 from . import editor
 from .delta import IDS_FILE, Delta, DeltaIndex
-from .faiss import (DEFAULT_FACTORY, VectorIndex, build_vector_index, check_factory, factory_for, index_section,
-                    write_flat_index)
+from .faiss import DEFAULT_FACTORY, VectorIndex, check_factory, factory_for, index_section, write_vector_index
 
 if TYPE_CHECKING:
     from ...snapshot import Snapshot
@@ -113,12 +112,7 @@ class EmbeddedBackend:
         index_type = prepared["index_type"]
         factory = factory_for(index_type, len(ids), white.dim_out)
         target, vectors = os.path.join(directory, cfg.FILES["faiss"]), os.path.join(directory, cfg.FILES["vectors"])
-        # an exact index is written as it is transformed; other types are built in memory, read chunk by chunk
-        if factory == DEFAULT_FACTORY and write_flat_index(white, vectors, ids, target):
-            vindex = VectorIndex.create(white.dim_out, factory)  # empty: its search settings for the config
-        else:
-            vindex = build_vector_index(white, raw, ids, factory, path=vectors)
-            vindex.save(target)
+        vindex = write_vector_index(white, ids, factory, target, vectors)
         np.save(os.path.join(directory, IDS_FILE), ids)
         return {"index": index_section(index_type, vindex)}
 

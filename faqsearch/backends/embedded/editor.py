@@ -30,7 +30,7 @@ from ...store import Store
 from ...whitening import Moments
 from ..base import delta_limit
 from .delta import IDS_FILE, Delta, delta_file, remove_stale
-from .faiss import VectorIndex, build_vector_index, factory_for, index_section
+from .faiss import VectorIndex, factory_for, index_section, write_vector_index
 
 if TYPE_CHECKING:
     from ...edits.plan import Edit
@@ -251,8 +251,9 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> 
     ids, raw, records = write_live_vectors(snap, tmp)
     ixc = dict(snap.config.get("index") or {})
     factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
-    vindex = build_vector_index(white, raw, ids, factory)  # rebuilt from live vectors: no tombstones
-    vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
+    # rebuilt from the live vectors (no tombstones), read back chunk by chunk from the new vectors.npy
+    vindex = write_vector_index(white, ids, factory, os.path.join(tmp, cfg.FILES["faiss"]),
+                                os.path.join(tmp, cfg.FILES["vectors"]))
     white.save(os.path.join(tmp, cfg.FILES["whitening"]))
     config = {k: v for k, v in config.items() if k != "delta"}
     config["index"] = {**ixc, **index_section(ixc.get("type", "auto"), vindex)}

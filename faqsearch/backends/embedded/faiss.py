@@ -14,11 +14,12 @@ Index types, by name or as a FAISS factory string:
 Any PQ index re-scores REFINE_FACTOR x k candidates with exact vectors (the engine passes its
 memory-mapped ``vectors.npy``): the codes choose, the float vectors rank.
 
-``auto`` picks flat below 100k vectors, hnsw up to 2M and ivf-sq8 above (docs/speed.md, "Scale").
+``auto`` picks flat below 100k vectors, hnsw up to 250k and ivf-sq8 above (docs/speed.md, "Scale").
 """
 from __future__ import annotations
 
 import math
+import os
 import threading
 
 import numpy as np
@@ -28,8 +29,10 @@ from ...defaults import (AUTO_FLAT_MAX, AUTO_HNSW_MAX, EF_SEARCH, PQ_TRAIN_SAMPL
 from ...errors import FAQSearchError
 from ...files import npy_chunks, read_through
 from .flatfile import FlatWriter
+from .ivffile import IVFWriter, streams
 
 DEFAULT_FACTORY = "Flat"
+_COARSE_CODES = ("PQ", "SQ4", "SQ6", "LSH", "RQ", "LSQ", "RaBitQ")
 INDEX_TYPES = ("auto", "flat", "sq8", "hnsw", "ivf", "ivf-sq8", "ivf-pq")
 
 
@@ -184,6 +187,8 @@ class VectorIndex:
 
         inner = faiss.downcast_index(self._index.index)
         n = int(inner.ntotal)
+        # coarse codes (PQ, 4- and 6-bit SQ, ...) give vectors back only roughly: a damaged file gives garbage
+        slack = 0.5 if any(c in self.factory for c in _COARSE_CODES) else 0.1
         for start in sorted({0, max(0, n // 2 - block // 2), max(0, n - block)}):
             count = min(block, n - start)
             if count <= 0:
@@ -193,7 +198,7 @@ class VectorIndex:
             except RuntimeError:
                 return None
             norms = np.linalg.norm(vecs.astype(np.float64), axis=1)
-            if not np.all(np.isfinite(norms)) or (np.abs(norms - 1).max() > 0.1 if unit else norms.max() > 1.1):
+            if not np.all(np.isfinite(norms)) or (np.abs(norms - 1).max() > slack if unit else norms.max() > 1 + slack):
                 return f"stored vectors {start}-{start + count} are not {'unit' if unit else 'at most unit'} vectors"
         return None
 
@@ -314,21 +319,36 @@ class VectorIndex:
             raise RuntimeError("this FAISS index is mapped read-only from its file; load it without mmap to change it")
 
 
-def build_vector_index(white, raw: np.ndarray, ids: np.ndarray, factory: str, chunk: int = 4096,
-                       path: str | None = None) -> VectorIndex:
-    """Transform raw vectors chunk by chunk into a new FAISS index (trained first on a sample if needed).
-    ``path``: the .npy file ``raw`` maps, read chunk by chunk instead (pages of a map stay resident)."""
+def write_vector_index(white, ids: np.ndarray, factory: str, target: str, path: str,
+                       chunk: int = 4096) -> VectorIndex:
+    """Write the FAISS file of the vectors in the .npy file ``path``, transformed, to ``target``.
+
+    Flat and IVF types (Flat, SQ, PQ codes) are written as the vectors are transformed, one chunk
+    in memory, byte for byte what FAISS writes (flatfile, ivffile); other types (HNSW) and a FAISS
+    whose layout differs are built in FAISS's memory and saved. Returns the index for its search
+    settings: empty when it was written as it streamed."""
+    if factory == DEFAULT_FACTORY and write_flat_index(white, path, ids, target, chunk):
+        return VectorIndex.create(white.dim_out, factory)
     vindex = VectorIndex.create(white.dim_out, factory)
+    sample = None
     if vindex.needs_training():
         rng = np.random.default_rng(0)
         pick = np.sort(rng.choice(len(ids), size=train_sample_size(factory, len(ids)), replace=False))
-        vindex.train(white.transform(np.asarray(raw[pick])))
+        sample = white.transform(np.asarray(np.load(path, mmap_mode="r")[pick]))
+        vindex.train(sample)
         vindex.set_search_params()
-    blocks = npy_chunks(path, chunk) if path else (np.asarray(raw[i:i + chunk]) for i in range(0, len(ids), chunk))
+    if sample is not None and streams(vindex._index, sample, os.path.dirname(os.path.abspath(target))):
+        del sample
+        with IVFWriter(vindex._index, target, ids) as out:
+            for block in npy_chunks(path, chunk):
+                out.write(white.transform(block))
+        return vindex
+    del sample
     start = 0
-    for block in blocks:
+    for block in npy_chunks(path, chunk):
         vindex.add(white.transform(block), ids[start:start + len(block)])
         start += len(block)
+    vindex.save(target)
     return vindex
 
 
