@@ -229,7 +229,7 @@ def search_section(lines, sizes, spectrum, types, nq=200):
 
 
 MEMORY_CHILD = r"""
-import json, sys, threading, time, numpy as np
+import json, os, sys, threading, time, numpy as np
 sys.path.insert(0, sys.argv[1])
 from speed import SynthEncoder
 import faqsearch.engine as engine
@@ -268,7 +268,11 @@ t = time.perf_counter()
 e = FAQSearch.build(sys.argv[3], sys.argv[4], encoder=SynthEncoder(enc, cache), index_type=sys.argv[5])
 seconds = time.perf_counter() - t
 done.set()
+from faqsearch.indexdir import resolve
+faiss_file = os.path.join(resolve(sys.argv[4]), "index.faiss")
 print(json.dumps({"seconds": seconds, "questions": e.info()["counts"]["questions"], "peak_rss_mb": status("VmHWM"),
+                  "factory": e.config["index"]["factory"],
+                  "faiss_mb": os.path.getsize(faiss_file) / 2**20,
                   "peak_anon_mb": max(peak_anon[0], status("RssAnon")), "build_rss_mb": built["hwm"],
                   "build_anon_mb": built["anon"]}))
 """
@@ -295,9 +299,9 @@ def memory_section(lines, base_faqs, cache, sizes, index_type="flat"):
                   "can drop); anonymous memory (RssAnon) is sampled every 20 ms. \"build\" is the build proper "
                   "(read, encode, write); the ingest then opens the index and chooses its fusion weight and "
                   "threshold; \"serving\" is a fresh process that opens the index and answers one question.", "",
-                  "| questions | ingest s | build: peak RSS MB | build: peak anon MB | ingest: peak RSS MB | "
+                  "| questions | index | ingest s | build: peak RSS MB | build: peak anon MB | ingest: peak RSS MB | "
                   "ingest: peak anon MB | serving: peak RSS MB | serving: anon MB | raw vectors MB | FAISS MB |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for n in sizes:
             corpus, index = os.path.join(tmp, f"c{n}.csv"), os.path.join(tmp, f"ix{n}")
             write_corpus(corpus, base_faqs, max(1, n // per_copy))
@@ -305,16 +309,16 @@ def memory_section(lines, base_faqs, cache, sizes, index_type="flat"):
             out = subprocess.run([sys.executable, "-c", MEMORY_CHILD, here, vec, corpus, index, index_type],
                                  capture_output=True, text=True)
             if out.returncode:
-                lines.append(f"| {n:,} | failed: {out.stderr.strip().splitlines()[-1][:100]} |" + " |" * 8)
+                lines.append(f"| {n:,} | failed: {out.stderr.strip().splitlines()[-1][:100]} |" + " |" * 9)
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
             serve = subprocess.run([sys.executable, "-c", SERVE_CHILD, index], capture_output=True, text=True)
             r.update(json.loads(serve.stdout.strip().splitlines()[-1]) if not serve.returncode else
                      {"serve_rss_mb": float("nan"), "serve_anon_mb": float("nan")})
             q = r["questions"]
-            lines.append(f"| {q:,} | {r['seconds']:.0f} | {r['build_rss_mb']:.0f} | {r['build_anon_mb']:.0f} | "
+            lines.append(f"| {q:,} | {r['factory']} | {r['seconds']:.0f} | {r['build_rss_mb']:.0f} | {r['build_anon_mb']:.0f} | "
                          f"{r['peak_rss_mb']:.0f} | {r['peak_anon_mb']:.0f} | {r['serve_rss_mb']:.0f} | "
-                         f"{r['serve_anon_mb']:.0f} | {q * 384 * 4 / 2**20:.0f} | {q * 256 * 4 / 2**20:.0f} |")
+                         f"{r['serve_anon_mb']:.0f} | {q * 384 * 4 / 2**20:.0f} | {r['faiss_mb']:.0f} |")
             os.remove(corpus)
             shutil.rmtree(index, ignore_errors=True)
 

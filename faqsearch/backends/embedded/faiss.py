@@ -334,7 +334,11 @@ def write_vector_index(white, ids: np.ndarray, factory: str, target: str, path: 
     if vindex.needs_training():
         rng = np.random.default_rng(0)
         pick = np.sort(rng.choice(len(ids), size=train_sample_size(factory, len(ids)), replace=False))
-        sample = white.transform(np.asarray(np.load(path, mmap_mode="r")[pick]))
+        raw = np.load(path, mmap_mode="r")
+        sample = np.empty((len(pick), white.dim_out), np.float32)  # filled a chunk at a time: the
+        for at in range(0, len(pick), chunk):  # transform's temporaries stay a chunk's size
+            sample[at:at + chunk] = white.transform(np.asarray(raw[pick[at:at + chunk]]))
+        del raw
         vindex.train(sample)
         vindex.set_search_params()
     if sample is not None and streams(vindex._index, sample, os.path.dirname(os.path.abspath(target))):
