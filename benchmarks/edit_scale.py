@@ -31,8 +31,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import emit, machine  # noqa: E402
 from speed import SynthEncoder, write_corpus  # noqa: E402

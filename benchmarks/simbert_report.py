@@ -93,7 +93,7 @@ def main() -> None:
         "# SimBERT trained on sample_data", "",
         f"Measured {machine()}. Produced by `python benchmarks/simbert_report.py`.", "",
         "## Training", "",
-        f"- base: bundled all-MiniLM-L6-v2 (6 layers, 384 dims); masked-LM head created fresh, decoder tied",
+        "- base: bundled all-MiniLM-L6-v2 (6 layers, 384 dims); masked-LM head created fresh, decoder tied",
         f"- pairs: {len(group_pairs)} from FAQ question groups + {len(mined)} mined by retrieval "
         f"(cosine >= 0.8) = {len(pairs)}",
         f"- {args.epochs} epochs, batch {args.batch_size} pairs (x2 directions), AdamW lr {args.lr}, "

@@ -341,7 +341,6 @@ def test_8_unreadable_and_deeply_nested_corpora_are_clear_errors(tmp_path, monke
 def test_8_damaged_store_deleted_delta_and_hand_edited_config(tmp_path, run):
     import json
 
-    from faqsearch.errors import IndexFormatError
     from faqsearch.indexdir import resolve
 
     path = str(tmp_path / "ix")
