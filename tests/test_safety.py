@@ -373,8 +373,10 @@ def test_8_damaged_store_deleted_delta_and_hand_edited_config(tmp_path, run):
 
 def test_8_the_store_is_checked_once_per_state_not_read_whole_on_every_edit(tmp_path, monkeypatch):
     """SQLite's quick check reads the whole store (0.37 s at 1M questions): an edit runs it unless
-    this process checked the file in this state or left it so with its own commit. A change made
-    elsewhere (another process, a restore, damage) moves the file's size or time and is checked."""
+    this process checked the file in this state or left it so with its own commit. A write made
+    elsewhere (another process, a restore, damage) moves the file's change time and is checked."""
+    import time
+
     from faqsearch.errors import IndexFormatError
     from faqsearch.indexdir import resolve
     from faqsearch.store import Store
@@ -390,12 +392,15 @@ def test_8_the_store_is_checked_once_per_state_not_read_whole_on_every_edit(tmp_
     e.remove(["a1"])
     assert len(checks) == 1  # the file as this process's own commits left it
     store = os.path.join(resolve(path), "store.db")
-    with open(store, "r+b") as fh:  # changed behind the process's back: same size, another time
-        data = bytearray(fh.read())
+    before = os.stat(store)
+    time.sleep(0.01)
+    with open(store, "r+b") as fh:  # changed behind the process's back: same size, and its times set
+        data = bytearray(fh.read())  # back as cp -p or rsync would; only the change time tells
         page = (len(data) // 4096) // 2 * 4096
         fh.seek(page)
         fh.write(b"\xa5" * 4096)
-    os.utime(store, ns=(os.stat(store).st_atime_ns, os.stat(store).st_mtime_ns + 1_000_000))
+    os.utime(store, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(store).st_mtime_ns == before.st_mtime_ns and os.stat(store).st_size == before.st_size
     with pytest.raises(IndexFormatError, match="store.db"):
         e.add([FAQ("a3", "third", ["third added words"])])
     assert len(checks) == 2

@@ -183,6 +183,10 @@ def test_ivf_layout_check_refuses_what_it_cannot_write(tmp_path):
     x = _unit(500, 16, 0)
     assert not streams(_trained_ivf("HNSW8", 16), x, str(tmp_path))  # not IVF: built in memory
     assert not streams(faiss.IndexIDMap2(faiss.IndexFlatIP(16)), x, str(tmp_path))
+    # IVF types whose lists depend on other vectors (FlatDedup) or that FAISS cannot clone (spectral
+    # hashing), and pre-transformed ones: built in memory
+    for factory in ("IVF4,FlatDedup", "IVF4,ITQ16,SH1.5", "PCA8,IVF4,Flat"):
+        assert not streams(_trained_ivf(factory, 16), x, str(tmp_path)), factory
     filled = _trained_ivf("IVF4,Flat", 16)
     filled.add_with_ids(x[:10], np.arange(10, dtype=np.int64))
     assert not streams(filled, x, str(tmp_path))  # only an empty index is written from scratch

@@ -54,29 +54,31 @@ def apply(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray, s
     return rewrite(writer, snap, plan, raw_new, source, delta)
 
 
-# store files (device, inode, size, modification time) this process checked, or left after its own
+# store files (device, inode, size, modification and change times) this process checked, or left after its own
 # commit: SQLite's quick check reads the whole file (0.37 s at 1M questions), so each state is checked once
-_CHECKED: dict[tuple[int, int, int, int], None] = {}
+_CHECKED: dict[tuple[int, ...], None] = {}
 _CHECKED_MAX = 64
 _CHECKED_LOCK = threading.Lock()
 
 
-def _store_state(version: str) -> tuple[int, int, int, int]:
+def _store_state(version: str) -> tuple[int, ...]:
     st = os.stat(os.path.join(version, cfg.FILES["store"]))
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+    # ctime too: a program can set a file's times back (cp -p, rsync, touch -r), never its ctime
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def check_store(snap: "Snapshot") -> None:
     """SQLite's quick check of the store an edit builds on, unless this process already checked the
-    file in this state or left it so with its own commit; any other change to the file (another
-    process's edit, a restore, a damaged copy) changes its size or modification time and is checked."""
+    file in this state or left it so with its own commit; any write to the file by anything else
+    (another process's edit, a restore, a damaged copy) changes its change time and is checked.
+    Damage without a write (the medium failing) is seen by the next process, not by this one."""
     state = _store_state(snap.version)
     if state not in _CHECKED:
         snap.store.check_integrity(snap.path)
         _trust(state)
 
 
-def _trust(state: tuple[int, int, int, int]) -> None:
+def _trust(state: tuple[int, ...]) -> None:
     with _CHECKED_LOCK:  # edits of different indexes may run in threads of one process
         _CHECKED[state] = None
         while len(_CHECKED) > _CHECKED_MAX:
@@ -169,7 +171,10 @@ def apply_delta(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndar
                            "sample": sample_digest(os.path.join(directory, name), size)}
         writer.commit(config)
         committed = True
-        _trust(_store_state(directory))  # what this edit left: the next one need not read it all again
+        try:
+            _trust(_store_state(directory))  # what this edit left: the next one need not read it all again
+        except OSError:
+            pass  # committed all the same; the next edit checks the file
     finally:
         if not committed:
             try:
