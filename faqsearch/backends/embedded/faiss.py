@@ -328,10 +328,10 @@ def write_vector_index(white, ids: np.ndarray, factory: str, target: str, path: 
     in memory, byte for byte what FAISS writes (flatfile, ivffile); other types (HNSW) and a FAISS
     whose layout differs are built in FAISS's memory and saved. Returns the index for its search
     settings: empty when it was written as it streamed."""
-    if factory == DEFAULT_FACTORY and write_flat_index(white, path, ids, target, chunk):
-        return VectorIndex.create(white.dim_out, factory)
     vindex = VectorIndex.create(white.dim_out, factory)
-    sample = None
+    if factory == DEFAULT_FACTORY and write_flat_index(white, path, ids, target, chunk):
+        return vindex
+    streamed = False
     if vindex.needs_training():
         rng = np.random.default_rng(0)
         pick = np.sort(rng.choice(len(ids), size=train_sample_size(factory, len(ids)), replace=False))
@@ -342,13 +342,13 @@ def write_vector_index(white, ids: np.ndarray, factory: str, target: str, path: 
         del raw
         vindex.train(sample)
         vindex.set_search_params()
-    if sample is not None and streams(vindex._index, sample, os.path.dirname(os.path.abspath(target))):
+        streamed = streams(vindex._index, sample, os.path.dirname(os.path.abspath(target)))
         del sample
+    if streamed:  # IVF: the file written as the vectors come, the index itself left empty
         with IVFWriter(vindex._index, target, ids) as out:
             for block in npy_chunks(path, chunk):
                 out.write(white.transform(block))
         return vindex
-    del sample
     start = 0
     for block in npy_chunks(path, chunk):
         vindex.add(white.transform(block), ids[start:start + len(block)])

@@ -22,8 +22,8 @@ _LIST_BLOCK = 65_536  # codes gathered per read while one cell is written
 
 
 def _ivf_of(index):
-    """(IDMap2, its IVF) when ``index`` is an IndexIDMap2 directly over an IVF whose lists are FAISS's
-    in-memory arrays; else None."""
+    """The IVF inside ``index`` when ``index`` is an IndexIDMap2 directly over an IVF Flat, SQ or PQ
+    index whose lists are FAISS's in-memory arrays; else None."""
     import faiss
 
     if not isinstance(index, faiss.IndexIDMap2):
