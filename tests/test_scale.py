@@ -116,17 +116,26 @@ def test_streamed_flat_index_is_byte_for_byte_what_faiss_writes(tmp_path, n, d):
     from faqsearch.backends.embedded.flatfile import FlatWriter
 
     x, ids = _unit(n, d, 1), np.arange(n, dtype=np.int64) * 7 + 3
-    ref = faiss.IndexIDMap2(faiss.IndexFlatIP(d))
-    if n:
-        ref.add_with_ids(x, ids)
     path = str(tmp_path / "f.faiss")
-    with FlatWriter(path, d, ids) as out:
-        for start in range(0, n, 1000):
-            out.write(x[start:start + 1000])
-    assert open(path, "rb").read() == faiss.serialize_index(ref).tobytes()
+    _writes_what_faiss_writes(path, faiss.IndexIDMap2(faiss.IndexFlatIP(d)), lambda i: FlatWriter(path, d, i),
+                              x, ids, 1000)
+
+
+def _writes_what_faiss_writes(path, empty, writer, x, ids, step):
+    """``writer(ids)`` fed ``x`` in chunks of ``step`` writes to ``path`` the bytes FAISS writes for
+    ``empty`` holding (x, ids); with one id more than vectors it raises instead of finishing."""
+    import faiss
+
+    if len(x):
+        empty.add_with_ids(x, ids)
+    with writer(ids) as out:
+        for start in range(0, len(x), step):
+            out.write(x[start:start + step])
+    assert open(path, "rb").read() == faiss.serialize_index(empty).tobytes()
     with pytest.raises(ValueError, match="vectors written"):  # a short write never passes for a whole index
-        with FlatWriter(path, d, np.arange(n + 1, dtype=np.int64)) as out:
+        with writer(np.arange(len(x) + 1, dtype=np.int64)) as out:
             out.write(x)
+    return empty
 
 
 def _trained_ivf(factory, d, seed=0):
@@ -151,22 +160,14 @@ def test_streamed_ivf_index_is_byte_for_byte_what_faiss_writes(tmp_path, factory
 
     trained = _trained_ivf(factory, d)
     x, ids = _unit(n, d, 1), np.random.default_rng(2).permutation(n).astype(np.int64) * 5 + 7
-    ref = faiss.clone_index(trained)
-    if n:
-        ref.add_with_ids(x, ids)
     path = str(tmp_path / "f.index")
-    with IVFWriter(trained, path, ids) as out:
-        for start in range(0, n, 700):
-            out.write(x[start:start + 700])
-    assert open(path, "rb").read() == faiss.serialize_index(ref).tobytes()
+    ref = _writes_what_faiss_writes(path, faiss.clone_index(trained), lambda i: IVFWriter(trained, path, i),
+                                    x, ids, 700)
     assert sorted(os.listdir(tmp_path)) == ["f.index"]  # the temporary codes and cells are gone
     assert trained.ntotal == 0 and streams(trained, _unit(50, d, 3), str(tmp_path))
     if n:
         mapped = VectorIndex.load(path, factory, mmap=True)
         assert np.array_equal(mapped.search(x[:20], 5)[1], VectorIndex(ref, factory).search(x[:20], 5)[1])
-    with pytest.raises(ValueError, match="vectors written"):  # a short write never passes for a whole index
-        with IVFWriter(trained, path, np.arange(n + 1, dtype=np.int64)) as out:
-            out.write(x)
     bad = _unit(4, d, 4)
     bad[2] = np.nan
     with pytest.raises(ValueError, match="could not be assigned"):
