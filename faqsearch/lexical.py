@@ -45,9 +45,9 @@ def tokenize(text: str, cjk: str = "unigram+bigram") -> list[str]:
 
 
 
-def fts_query(text: str, doc_freq: dict[str, int] | None = None, n_docs: int = 0,
-              cjk: str = "unigram+bigram") -> str | None:
-    """An FTS5 MATCH expression: tokens quoted (no operator injection) and OR-ed together.
+def query_terms(text: str, doc_freq: dict[str, int] | None = None, n_docs: int = 0,
+                cjk: str = "unigram+bigram") -> list[str]:
+    """The distinct tokens of ``text`` a lexical query searches for, sorted.
 
     With document frequencies, tokens in more than COMMON of the questions are left out: BM25
     gives them little weight, yet they are what makes an OR query score most of the index.
@@ -59,9 +59,15 @@ def fts_query(text: str, doc_freq: dict[str, int] | None = None, n_docs: int = 0
         if len(rare) < KEEP_MIN:
             rare = sorted(tokens, key=lambda t: doc_freq[t])[:KEEP_MIN]
         tokens = sorted(rare)
-    if not tokens:
+    return tokens
+
+
+def fts_query(terms: Sequence[str]) -> str | None:
+    """An FTS5 MATCH expression of ``terms`` (:func:`query_terms`): quoted (no operator injection),
+    OR-ed together in the given order (the order in which bm25() adds them up)."""
+    if not terms:
         return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
 def topk(scores: np.ndarray, n: int) -> np.ndarray:

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from .corpus import FAQ, faq_hash
-from .lexical import fts_query, tokenize
+from .lexical import tokenize
 
 BLOCK = 2000  # corpus records written per step of a build
 SOURCES = ("corpus", "generated", "added", "feedback", "approved")
@@ -421,35 +421,19 @@ class Store:
                 f"where {self._vis('q')} and {where}", args)]
 
     def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
-        """BM25 (FTS5) top-n question ids with scores (higher is better) for each text."""
-        where, fargs = self.filter_sql(filters)
-        out = []
+        """BM25 (FTS5's scores) top-n question ids with scores (higher is better) for each text; the
+        rows of a large version scored from its postings arrays (:func:`faqsearch.postings.search`)."""
+        from .postings import search
+
         with self._lock:
-            n_docs = self._n_docs()
-            for text in texts:
-                tokens = sorted(set(tokenize(text, self.cjk)))
-                df = dict(self._conn.execute(
-                    f"select term, doc from questions_fts_vocab where term in ({','.join('?' * len(tokens))})",
-                    tokens).fetchall()) if tokens else {}
-                q = fts_query(text, df, n_docs, self.cjk)
-                if q is None:
-                    out.append([])
-                    continue
-                if where:
-                    rows = self._conn.execute(
-                        "select questions_fts.rowid, -bm25(questions_fts) from questions_fts "
-                        f"join questions q on q.id = questions_fts.rowid and {self._vis('q')} "
-                        f"join faqs f on f.id = q.faq_id and {self._vis('f')} "
-                        f"where questions_fts match ? and {where} order by bm25(questions_fts) limit ?",
-                        [q, *fargs, n]).fetchall()
-                else:
-                    # rows this generation does not see (removed since, or not committed yet) are left out by id
-                    rows = self._conn.execute(
-                        "select rowid, -bm25(questions_fts) from questions_fts where questions_fts match ? "
-                        f"and rowid not in (select id from questions where gen > {self._g} or dead <= {self._g}) "
-                        "order by bm25(questions_fts) limit ?", [q, n]).fetchall()
-                out.append([(int(r[0]), float(r[1])) for r in rows])
-        return out
+            return search(self, self._conn, texts, n, filters)
+
+    def write_postings(self, directory: str) -> bool:
+        """The BM25 postings arrays of this store's rows, for a large version (:func:`faqsearch.postings.write`)."""
+        from .postings import write
+
+        with self._lock:
+            return write(self._conn, directory)
 
     def questions(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """Question rows joined with their FAQ, keyed by question id."""

@@ -114,6 +114,7 @@ class EmbeddedBackend:
         target, vectors = os.path.join(directory, cfg.FILES["faiss"]), os.path.join(directory, cfg.FILES["vectors"])
         vindex = write_vector_index(white, ids, factory, target, vectors)
         np.save(os.path.join(directory, IDS_FILE), ids)
+        store.write_postings(directory)
         return {"index": index_section(index_type, vindex)}
 
     def after_commit(self, config: dict[str, Any]) -> None:

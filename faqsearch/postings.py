@@ -1,0 +1,305 @@
+"""BM25 of a large index's questions scored in numpy, from postings written with its version.
+
+FTS5 ranks a query by calling ``bm25()`` on every row that shares a term with it: about 0.7 us a
+posting, so 240 ms a hybrid query and 72 s of threshold choice at ingest on a million questions
+(docs/speed.md). A version of at least :data:`MIN_QUESTIONS` questions therefore also holds its
+postings as arrays (``lexical/`` beside ``store.db``), read from FTS5's own tokens when the version is
+written: the rows of each term with the term's count in the row, and each row's token count. A query
+scores those rows with FTS5's formula and FTS5's statistics of the moment (rows, tokens, each term's
+row count, read from the store), adding terms in the order of the MATCH expression, so each score is
+the float FTS5 computes. Rows added since (in-place edits, ids above the arrays' last id) are scored
+by FTS5 itself, restricted to those ids; rows removed since are left out by the store's generation
+filter. Question rows never change their tokens (an edit adds rows and marks old ones), which is
+what lets the arrays outlive edits; a store whose rows up to that id no longer match is not served
+from them. Filtered queries use FTS5.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+from typing import Any, Sequence
+
+import numpy as np
+
+from .defaults import LEXICAL_ARRAYS_MIN as MIN_QUESTIONS
+from .lexical import fts_query, query_terms, tokenize
+
+DIR = "lexical"
+FORMAT = 1
+K1, B = 1.2, 0.75  # FTS5's bm25() constants
+_ARRAYS = ("ids", "doclen", "terms", "term_start", "starts", "rows", "tf")
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite's varints (FTS5's record format): 7 bits a byte, high bit = more, the 9th byte whole."""
+    out, i = [], 0
+    while i < len(blob):
+        v = 0
+        for j in range(9):
+            c = blob[i]
+            i += 1
+            if j == 8:
+                v = (v << 8) | c
+                break
+            v = (v << 7) | (c & 0x7F)
+            if not c & 0x80:
+                break
+        out.append(v)
+    return out
+
+
+def fts_totals(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(rows, tokens) as FTS5's bm25() reads them: its averages record (id 1 of the data table)."""
+    row = conn.execute("select block from questions_fts_data where id = 1").fetchone()
+    if row is None or not row[0]:
+        return 0, 0
+    values = _varints(bytes(row[0]))
+    return values[0], sum(values[1:])
+
+
+def write(conn: sqlite3.Connection, directory: str, min_questions: int | None = None) -> bool:
+    """Write the postings of every row of the store into ``directory/lexical`` (replacing any), when
+    it holds at least ``min_questions`` questions. Reads FTS5's own tokens (fts5vocab 'row' for the
+    terms in order, 'instance' for every token) in blocks, straight into memory-mapped files: memory
+    stays a few arrays of one number per question. Returns whether arrays were written."""
+    limit = MIN_QUESTIONS if min_questions is None else min_questions
+    target = os.path.join(directory, DIR)
+    if os.path.isdir(target):
+        shutil.rmtree(target)
+    n_questions = int(conn.execute("select count(*) from questions").fetchone()[0])
+    if n_questions < max(limit, 1):
+        return False
+    from numpy.lib.format import open_memmap
+
+    tmp = tempfile.mkdtemp(prefix=".lexical-", dir=directory)
+    try:
+        ids = np.fromiter((r[0] for r in conn.execute("select id from questions order by id")), dtype=np.int64,
+                          count=n_questions)
+        n_terms, n_post, n_bytes = conn.execute(
+            "select count(*), coalesce(sum(doc), 0), coalesce(sum(length(cast(term as blob))), 0) "
+            "from questions_fts_vocab").fetchone()
+
+        def out(name, shape, dtype):
+            return open_memmap(os.path.join(tmp, name + ".npy"), mode="w+", dtype=dtype, shape=(shape,))
+
+        terms, term_start, starts = out("terms", n_bytes, np.uint8), out("term_start", n_terms + 1, np.int64), \
+            out("starts", n_terms + 1, np.int64)
+        rows, tf = out("rows", n_post, np.int32), out("tf", n_post, np.int32)
+        first_token = np.zeros(n_terms + 1, dtype=np.int64)  # where each term's tokens begin in the 'instance' order
+        i = b_at = p_at = t_at = 0
+        for term, doc, cnt in conn.execute("select term, doc, cnt from questions_fts_vocab"):  # in term order
+            raw = term.encode("utf-8")
+            terms[b_at:b_at + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+            term_start[i], starts[i], first_token[i] = b_at, p_at, t_at
+            b_at, p_at, t_at, i = b_at + len(raw), p_at + int(doc), t_at + int(cnt), i + 1
+        term_start[i], starts[i], first_token[i] = b_at, p_at, t_at
+        if i != n_terms or p_at != n_post:
+            raise RuntimeError("FTS5's vocabulary changed while it was read")
+        doclen = np.zeros(len(ids), dtype=np.int64)
+        conn.execute("create virtual table if not exists temp.faqsearch_instances "
+                     "using fts5vocab(main, questions_fts, 'instance')")
+        cur = conn.execute("select term, doc from temp.faqsearch_instances")  # by term, then row, then offset
+        seen, at, last = 0, 0, None  # tokens read, postings written, (term number, row) of the last token
+        while True:
+            block = cur.fetchmany(200_000)
+            if not block:
+                break
+            docs = np.fromiter((d for _, d in block), dtype=np.int64, count=len(block))
+            pos = np.searchsorted(ids, docs)
+            if np.any(pos >= len(ids)) or np.any(ids[np.minimum(pos, len(ids) - 1)] != docs):
+                raise RuntimeError("FTS5 holds rows that the questions table does not")
+            np.add.at(doclen, pos, 1)
+            tid = np.searchsorted(first_token, np.arange(seen, seen + len(block)), side="right") - 1
+            for k in np.flatnonzero(np.r_[True, tid[1:] != tid[:-1]]):  # each term's text, once a block
+                if block[k][0].encode("utf-8") != bytes(terms[term_start[tid[k]]:term_start[tid[k] + 1]]):
+                    raise RuntimeError("FTS5's tokens do not match its vocabulary")
+            # a run = one (term, row); its length is the term's count in that row
+            run = np.ones(len(block), dtype=bool)
+            run[1:] = (tid[1:] != tid[:-1]) | (pos[1:] != pos[:-1])
+            if last is not None and (tid[0], pos[0]) == last:
+                run[0] = False
+            first = np.flatnonzero(run)
+            stop = first[0] if len(first) else len(block)
+            if stop:  # the block begins inside the last block's last run
+                tf[at - 1] += stop
+            rows[at:at + len(first)] = pos[first]
+            tf[at:at + len(first)] = np.diff(np.append(first, len(block)))
+            at += len(first)
+            seen += len(block)
+            last = (tid[-1], pos[-1])
+        if at != n_post or seen != t_at:
+            raise RuntimeError(f"FTS5 gave {at} postings and {seen} tokens, its vocabulary {n_post} and {t_at}")
+        np.save(os.path.join(tmp, "ids.npy"), ids)
+        np.save(os.path.join(tmp, "doclen.npy"), doclen.astype(np.int32))
+        for arr in (terms, term_start, starts, rows, tf):
+            arr.flush()
+        del terms, term_start, starts, rows, tf
+        meta = {"format": FORMAT, "max_id": int(ids.max()), "rows": int(len(ids)), "terms": int(n_terms),
+                "postings": int(n_post), "bytes": {n: os.path.getsize(os.path.join(tmp, n + ".npy")) for n in _ARRAYS}}
+        with open(os.path.join(tmp, "meta.json"), "w", encoding="utf-8") as f:
+            json.dump(meta, f)
+        os.rename(tmp, target)
+        return True
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        conn.execute("drop table if exists temp.faqsearch_instances")
+
+
+class Postings:
+    """A version's postings, memory-mapped."""
+
+    def __init__(self, path: str, meta: dict):
+        self.meta = meta
+        self.max_id = int(meta["max_id"])
+        for name in _ARRAYS:
+            setattr(self, name, np.load(os.path.join(path, name + ".npy"), mmap_mode="r"))
+
+    @classmethod
+    def open(cls, directory: str) -> "Postings | None":
+        """The postings beside a store, or None where there are none or they do not match their meta."""
+        path = os.path.join(directory, DIR)
+        try:
+            with open(os.path.join(path, "meta.json"), encoding="utf-8") as f:
+                meta = json.load(f)
+            if meta.get("format") != FORMAT or any(
+                    os.path.getsize(os.path.join(path, n + ".npy")) != meta["bytes"][n] for n in _ARRAYS):
+                return None
+            return cls(path, meta)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def term(self, text: str) -> int:
+        """The number of a term (binary search over the sorted UTF-8 terms), -1 if absent."""
+        key = text.encode("utf-8")
+        lo, hi = 0, len(self.term_start) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if bytes(self.terms[self.term_start[mid]:self.term_start[mid + 1]]) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < len(self.term_start) - 1 and bytes(self.terms[self.term_start[lo]:self.term_start[lo + 1]]) == key:
+            return lo
+        return -1
+
+    def doc_freq(self, text: str) -> int:
+        """Rows of the arrays that hold the term."""
+        j = self.term(text)
+        return 0 if j < 0 else int(self.starts[j + 1] - self.starts[j])
+
+    def scores(self, terms: Sequence[str], doc_freq: dict[str, int], n_rows: int, n_tokens: int) -> np.ndarray:
+        """FTS5's bm25 (negated: higher is better) of every row of the arrays for an OR of ``terms``
+        (in the MATCH expression's order), 0 where no term occurs."""
+        out = np.zeros(len(self.ids), dtype=np.float64)
+        if n_rows <= 0:
+            return out
+        avgdl = float(n_tokens) / float(n_rows)
+        for t in terms:
+            j = self.term(t)
+            if j < 0:
+                continue
+            idf = np.log((n_rows - doc_freq[t] + 0.5) / (doc_freq[t] + 0.5))
+            if idf <= 0.0:
+                idf = 1e-6
+            rows = np.asarray(self.rows[self.starts[j]:self.starts[j + 1]])
+            f = np.asarray(self.tf[self.starts[j]:self.starts[j + 1]], dtype=np.float64)
+            d = self.doclen[rows].astype(np.float64)
+            out[rows] += idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / avgdl)))
+        return out
+
+    def top(self, terms: Sequence[str], doc_freq: dict[str, int], n_rows: int, n_tokens: int, n: int,
+            hidden: np.ndarray) -> list[tuple[int, float]]:
+        """The ``n`` best (question id, score) of the arrays' rows, best first (ties by id); rows at
+        positions ``hidden`` are left out."""
+        s = self.scores(terms, doc_freq, n_rows, n_tokens)
+        if len(hidden):
+            s[hidden] = 0.0
+        hit = np.flatnonzero(s > 0.0)
+        if len(hit) > n:
+            cut = np.partition(s[hit], len(hit) - n)[len(hit) - n]
+            hit = hit[s[hit] >= cut]  # ties at the cut all kept, then cut by id below
+        order = np.lexsort((self.ids[hit], -s[hit]))[:n]
+        return [(int(self.ids[hit[i]]), float(s[hit[i]])) for i in order]
+
+
+def search(store, conn: sqlite3.Connection, texts: Sequence[str], n: int,
+           filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
+    """:meth:`faqsearch.store.Store.lexical` (called under the store's lock): for each text the top-n
+    (question id, FTS5 bm25 negated), best first. Rows above the arrays' last id (or every row, where
+    a version has no arrays) and filtered queries are ranked by FTS5; the arrays' rows by numpy."""
+    where, fargs = store.filter_sql(filters)
+    g = int(store._g)
+    out = []
+    n_docs = store._n_docs()
+    arrays = None if where else _arrays(store, conn)
+    for text in texts:
+        tokens = sorted(set(tokenize(text, store.cjk)))
+        if arrays is not None:  # fts5vocab counts a term's rows by reading its postings: 19 ms a query at 1M
+            df = {t: c for t in tokens if (c := arrays[0].doc_freq(t) + (arrays[2] and _count_above(conn, t, arrays[0].max_id)))}
+        else:
+            df = dict(conn.execute(f"select term, doc from questions_fts_vocab where term in ({','.join('?' * len(tokens))})",
+                                   tokens).fetchall()) if tokens else {}
+        terms = query_terms(text, df, n_docs, store.cjk)
+        q = fts_query(terms)
+        if q is None:
+            out.append([])
+            continue
+        if where:
+            rows = conn.execute(
+                "select questions_fts.rowid, -bm25(questions_fts) from questions_fts "
+                f"join questions q on q.id = questions_fts.rowid and {store._vis('q')} "
+                f"join faqs f on f.id = q.faq_id and {store._vis('f')} "
+                f"where questions_fts match ? and {where} order by bm25(questions_fts) limit ?", [q, *fargs, n]).fetchall()
+            out.append([(int(r[0]), float(r[1])) for r in rows])
+            continue
+        # rows this generation does not see (removed since, or not committed yet) are left out by id
+        above = 0 if arrays is None else arrays[0].max_id
+        rows = [] if arrays is not None and not arrays[2] else conn.execute(
+            "select rowid, -bm25(questions_fts) from questions_fts where questions_fts match ? and rowid not in "
+            f"(select id from questions where gen > {g} or dead <= {g}) and rowid > {above} "
+            "order by bm25(questions_fts) limit ?", [q, n]).fetchall()
+        hits = [(int(r[0]), float(r[1])) for r in rows]
+        if arrays is not None:
+            hits = sorted(hits + arrays[0].top(terms, df, *fts_totals(conn), n, arrays[1]), key=lambda h: (-h[1], h[0]))[:n]
+        out.append(hits)
+    return out
+
+
+def _count_above(conn: sqlite3.Connection, term: str, max_id: int) -> int:
+    """Rows above ``max_id`` that hold ``term`` (FTS5 seeks to the id: no scan of the others)."""
+    return int(conn.execute(f"select count(*) from questions_fts where questions_fts match ? and rowid > {int(max_id)}",
+                            ['"' + term.replace('"', '""') + '"']).fetchone()[0])
+
+
+def _arrays(store, conn: sqlite3.Connection) -> "tuple[Postings, np.ndarray, bool] | None":
+    """(the postings beside the store, positions of their rows the store's generation does not see,
+    whether the store has rows above the arrays' last id), remembered until a connection changes
+    rows; None without arrays, or where the store's rows up to the arrays' last id are not the rows
+    they were made of."""
+    key = (conn.total_changes, conn.execute("pragma data_version").fetchone()[0])
+    memo = getattr(store, "_postings_memo", None)
+    if memo is None or memo[0] != key:
+        arrays = Postings.open(os.path.dirname(os.path.abspath(store.path)))
+        value = None
+        if arrays is not None:
+            m = arrays.max_id
+            if conn.execute(f"select count(*) from questions where id <= {m}").fetchone()[0] == arrays.meta["rows"]:
+                unseen = np.array([r[0] for r in conn.execute(
+                    f"select id from questions where id <= {m} and not {store._vis('questions')}")], dtype=np.int64)
+                newer = conn.execute(f"select 1 from questions where id > {m} limit 1").fetchone() is not None
+                value = (arrays, np.searchsorted(arrays.ids, unseen), newer)
+        memo = store._postings_memo = (key, value)
+    return memo[1]
+
+
+def shared_files(directory: str) -> list[str]:
+    """The postings files of the version ``directory`` (relative paths; none where it has no arrays),
+    for a new version that shares its store and so may share them (hard links)."""
+    if not os.path.isfile(os.path.join(directory, DIR, "meta.json")):
+        return []
+    return [os.path.join(DIR, n + ".npy") for n in _ARRAYS] + [os.path.join(DIR, "meta.json")]

@@ -1,0 +1,130 @@
+"""BM25 from a version's postings arrays: the same scores as FTS5, before and after edits."""
+import csv
+import json
+import os
+import shutil
+
+import pytest
+
+import faqsearch.postings as postings
+from faqsearch import FAQ, FAQSearch
+from faqsearch.store import Store
+
+from .conftest import FakeEncoder
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE = os.path.join(ROOT, "sample_data")
+
+
+def _queries():
+    with open(os.path.join(SAMPLE, "queries.csv"), encoding="utf-8") as f:
+        texts = [r["query"] for r in csv.DictReader(f)]
+    with open(os.path.join(SAMPLE, "offtopic.txt"), encoding="utf-8") as f:
+        return texts + [line.strip() for line in f if line.strip()] + ["password password reset", "zzz qqq", ""]
+
+
+def _fts_only(store, tmp_path, texts, n):
+    """The same store file read without arrays (a copy in a directory of its own): FTS5 alone."""
+    other = tmp_path / f"fts-{store.generation}"
+    other.mkdir()
+    shutil.copy(store.path, other / "store.db")
+    plain = Store(str(other / "store.db"), generation=store.generation)
+    try:
+        return plain.lexical(texts, n)
+    finally:
+        plain.close()
+
+
+def _same(a, b):
+    """The very floats FTS5 computes, in order; score by score the same rows (except at the cut,
+    where any of the tied rows may make the list)."""
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert [s for _, s in x] == [s for _, s in y]
+        cut = x[-1][1] if x else None
+        for s in {s for _, s in x if s != cut}:
+            assert {i for i, t in x if t == s} == {i for i, t in y if t == s}
+
+
+@pytest.fixture
+def big(monkeypatch, tmp_path):
+    """sample_data as a 'large' index: arrays are written from one question up."""
+    monkeypatch.setattr(postings, "MIN_QUESTIONS", 1)
+    e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "ix"), encoder=FakeEncoder())
+    yield e
+    e.close()
+
+
+def _store(e):
+    return e.searcher().snap.store
+
+
+def test_arrays_score_as_fts5(big, tmp_path):
+    store = _store(big)
+    version = os.path.dirname(store.path)
+    meta = json.load(open(os.path.join(version, postings.DIR, "meta.json")))
+    assert meta["rows"] == store.question_count() and meta["postings"] > meta["rows"]
+    texts = _queries()
+    got = store.lexical(texts, 40)
+    assert store._postings_memo[1] is not None  # served from the arrays
+    _same(got, _fts_only(store, tmp_path, texts, 40))
+    assert any(len(h) == 40 for h in got) and got[-1] == [] and got[-2] == []
+
+
+def test_edits_in_place_and_rewrites_keep_fts5_scores(big, tmp_path):
+    texts = _queries()
+    before = _store(big)
+    ids = [f["id"] for f in big.list(limit=5)]
+    big.add([FAQ("new-1", "Call us.", ["how do I reset my password on the new app", "password reset app"]),
+             FAQ("new-2", "Yes.", ["can I return a gift"])])
+    big.remove(ids[:2])
+    store = _store(big)
+    assert os.path.dirname(store.path) == os.path.dirname(before.path)  # in place: the same version
+    got = store.lexical(texts, 40)
+    arrays = store._postings_memo[1]
+    assert arrays is not None and arrays[2] and len(arrays[1]) >= 2  # rows above the arrays, rows hidden
+    _same(got, _fts_only(store, tmp_path, texts, 40))
+    big.refit()  # a new version sharing the store: the arrays are shared too
+    store = _store(big)
+    assert os.path.isfile(os.path.join(os.path.dirname(store.path), postings.DIR, "meta.json"))
+    _same(store.lexical(texts, 40), _fts_only(store, tmp_path, texts, 40))
+
+
+def test_small_versions_and_damaged_arrays_use_fts5(tmp_path, monkeypatch):
+    e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "ix"), encoder=FakeEncoder())
+    try:
+        store = _store(e)
+        assert not os.path.exists(os.path.join(os.path.dirname(store.path), postings.DIR))  # under the minimum
+        assert store.lexical(["reset password"], 5)[0]
+    finally:
+        e.close()
+    monkeypatch.setattr(postings, "MIN_QUESTIONS", 1)
+    e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "ix2"), encoder=FakeEncoder())
+    try:
+        store = _store(e)
+        rows = os.path.join(os.path.dirname(store.path), postings.DIR, "rows.npy")
+        with open(rows, "ab") as f:
+            f.write(b"\0" * 4)  # not the size its meta records
+        store._postings_memo = None
+        got = store.lexical(["reset password"], 5)
+        assert store._postings_memo[1] is None and got == _fts_only(store, tmp_path, ["reset password"], 5)
+    finally:
+        e.close()
+
+
+def test_a_rewrite_writes_arrays_of_its_own(big, tmp_path, monkeypatch):
+    import faqsearch.backends.embedded.editor as editor
+
+    monkeypatch.setattr(editor, "delta_limit", lambda n: 0)  # every edit a new base
+    before = os.path.dirname(_store(big).path)
+    big.add([FAQ("new-1", "Call us.", ["password reset on the new app"])])
+    big.remove([f["id"] for f in big.list(limit=2)])
+    store = _store(big)
+    version = os.path.dirname(store.path)
+    assert version != before
+    meta = json.load(open(os.path.join(version, postings.DIR, "meta.json")))
+    assert meta["rows"] == store.question_count()  # the removed rows are gone from the new base
+    texts = _queries()
+    got = store.lexical(texts, 40)
+    assert store._postings_memo[1] is not None and not store._postings_memo[1][2]  # nothing above the arrays
+    _same(got, _fts_only(store, tmp_path, texts, 40))
