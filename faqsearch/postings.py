@@ -16,6 +16,7 @@ from them. Filtered queries use FTS5.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sqlite3
@@ -25,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .defaults import LEXICAL_ARRAYS_MIN as MIN_QUESTIONS
+from .files import preallocate
 from .lexical import fts_query, query_terms, tokenize
 
 DIR = "lexical"
@@ -83,7 +85,10 @@ def write(conn: sqlite3.Connection, directory: str, min_questions: int | None = 
             "from questions_fts_vocab").fetchone()
 
         def out(name, shape, dtype):
-            return open_memmap(os.path.join(tmp, name + ".npy"), mode="w+", dtype=dtype, shape=(shape,))
+            path = os.path.join(tmp, name + ".npy")
+            arr = open_memmap(path, mode="w+", dtype=dtype, shape=(shape,))
+            preallocate(path)  # a full disk fails here, not with SIGBUS on a page of the map
+            return arr
 
         terms, term_start, starts = out("terms", n_bytes, np.uint8), out("term_start", n_terms + 1, np.int64), \
             out("starts", n_terms + 1, np.int64)
@@ -203,7 +208,7 @@ class Postings:
             j = self.term(t)
             if j < 0:
                 continue
-            idf = np.log((n_rows - doc_freq[t] + 0.5) / (doc_freq[t] + 0.5))
+            idf = math.log((n_rows - doc_freq[t] + 0.5) / (doc_freq[t] + 0.5))  # the C library's log, as SQLite's
             if idf <= 0.0:
                 idf = 1e-6
             rows = np.asarray(self.rows[self.starts[j]:self.starts[j + 1]])
