@@ -236,43 +236,69 @@ def search(store, conn: sqlite3.Connection, texts: Sequence[str], n: int,
            filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
     """:meth:`faqsearch.store.Store.lexical` (called under the store's lock): for each text the top-n
     (question id, FTS5 bm25 negated), best first. Rows above the arrays' last id (or every row, where
-    a version has no arrays) and filtered queries are ranked by FTS5; the arrays' rows by numpy."""
+    a version has no arrays) and filtered queries are ranked by FTS5; the arrays' rows by numpy. Each
+    text is read in one read transaction, so its counts, totals and rows come from one state of the
+    file, whatever other processes commit meanwhile."""
+    if n <= 0:
+        return [[] for _ in texts]
+    out = []
+    for text in texts:
+        own = not conn.in_transaction  # inside a writer's transaction its reads are consistent already
+        if own:
+            conn.execute("begin")
+        try:
+            out.append(_one(store, conn, text, n, filters))
+        finally:
+            if own:
+                conn.execute("commit")  # nothing was written: this ends the read
+    return out
+
+
+def _one(store, conn: sqlite3.Connection, text: str, n: int, filters: dict[str, Any] | None) -> list[tuple[int, float]]:
     where, fargs = store.filter_sql(filters)
     g = int(store._g)
-    out = []
-    n_docs = store._n_docs()
     arrays = None if where else _arrays(store, conn)
-    for text in texts:
-        tokens = sorted(set(tokenize(text, store.cjk)))
-        if arrays is not None:  # fts5vocab counts a term's rows by reading its postings: 19 ms a query at 1M
-            df = {t: c for t in tokens if (c := arrays[0].doc_freq(t) + (arrays[2] and _count_above(conn, t, arrays[0].max_id)))}
-        else:
-            df = dict(conn.execute(f"select term, doc from questions_fts_vocab where term in ({','.join('?' * len(tokens))})",
-                                   tokens).fetchall()) if tokens else {}
-        terms = query_terms(text, df, n_docs, store.cjk)
-        q = fts_query(terms)
-        if q is None:
-            out.append([])
-            continue
-        if where:
-            rows = conn.execute(
-                "select questions_fts.rowid, -bm25(questions_fts) from questions_fts "
-                f"join questions q on q.id = questions_fts.rowid and {store._vis('q')} "
-                f"join faqs f on f.id = q.faq_id and {store._vis('f')} "
-                f"where questions_fts match ? and {where} order by bm25(questions_fts) limit ?", [q, *fargs, n]).fetchall()
-            out.append([(int(r[0]), float(r[1])) for r in rows])
-            continue
-        # rows this generation does not see (removed since, or not committed yet) are left out by id
-        above = 0 if arrays is None else arrays[0].max_id
-        rows = [] if arrays is not None and not arrays[2] else conn.execute(
-            "select rowid, -bm25(questions_fts) from questions_fts where questions_fts match ? and rowid not in "
-            f"(select id from questions where gen > {g} or dead <= {g}) and rowid > {above} "
-            "order by bm25(questions_fts) limit ?", [q, n]).fetchall()
-        hits = [(int(r[0]), float(r[1])) for r in rows]
-        if arrays is not None:
-            hits = sorted(hits + arrays[0].top(terms, df, *fts_totals(conn), n, arrays[1]), key=lambda h: (-h[1], h[0]))[:n]
-        out.append(hits)
-    return out
+    tokens = sorted(set(tokenize(text, store.cjk)))
+    if arrays is not None:  # fts5vocab counts a term's rows by reading its postings: 19 ms a query at 1M
+        df = {t: c for t in tokens if (c := _doc_freq(conn, arrays, t))}
+    else:
+        df = dict(conn.execute(f"select term, doc from questions_fts_vocab where term in ({','.join('?' * len(tokens))})",
+                               tokens).fetchall()) if tokens else {}
+    terms = query_terms(text, df, store._n_docs(), store.cjk)
+    q = fts_query(terms)
+    if q is None:
+        return []
+    if where:
+        rows = conn.execute(
+            "select questions_fts.rowid, -bm25(questions_fts) from questions_fts "
+            f"join questions q on q.id = questions_fts.rowid and {store._vis('q')} "
+            f"join faqs f on f.id = q.faq_id and {store._vis('f')} "
+            f"where questions_fts match ? and {where} order by bm25(questions_fts) limit ?", [q, *fargs, n]).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+    # rows this generation does not see (removed since, or not committed yet) are left out by id
+    above = 0 if arrays is None else arrays[0].max_id
+    rows = [] if arrays is not None and not arrays[2] else conn.execute(
+        "select rowid, -bm25(questions_fts) from questions_fts where questions_fts match ? and rowid not in "
+        f"(select id from questions where gen > {g} or dead <= {g}) and rowid > {above} "
+        "order by bm25(questions_fts) limit ?", [q, n]).fetchall()
+    hits = [(int(r[0]), float(r[1])) for r in rows]
+    if arrays is not None:
+        hits = sorted(hits + arrays[0].top(terms, df, *fts_totals(conn), n, arrays[1]), key=lambda h: (-h[1], h[0]))[:n]
+    return hits
+
+
+def _doc_freq(conn: sqlite3.Connection, arrays: "tuple[Postings, np.ndarray, bool]", token: str) -> int:
+    """Rows that hold ``token`` as an FTS5 term, as fts5vocab would count them. A token the arrays
+    do not know (absent, or not in the form FTS5 stores: FTS5 folds accents, so 'café' is no term of
+    its vocabulary, while MATCH '"café"' finds 'cafe') is looked up in fts5vocab itself: its rows
+    are all above the arrays, so that lookup reads only their postings."""
+    postings, _, newer = arrays
+    if postings.term(token) < 0:
+        if not newer:
+            return 0
+        row = conn.execute("select doc from questions_fts_vocab where term = ?", [token]).fetchone()
+        return int(row[0]) if row else 0
+    return postings.doc_freq(token) + (_count_above(conn, token, postings.max_id) if newer else 0)
 
 
 def _count_above(conn: sqlite3.Connection, term: str, max_id: int) -> int:
