@@ -57,7 +57,8 @@ def measure(lines, index, queries, offtopic, n=160):
                          f"{p(ours, 50):.1f} / {p(ours, 90):.1f} | {np.median(fts) / np.median(ours):.0f}x | {differ} |")
         plain.close()
     t = time.perf_counter(); with_arrays = calibrate(searcher); t_arrays = time.perf_counter() - t
-    hidden = version + ".lexical-off"
+    hidden = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(index)))  # beside the index, not in it
+    os.rmdir(hidden)
     os.rename(os.path.join(version, "lexical"), hidden)
     try:
         e.close()

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 import shutil
 import sqlite3
-import tempfile
 from typing import Any, Sequence
 
 import numpy as np
@@ -76,7 +76,8 @@ def write(conn: sqlite3.Connection, directory: str, min_questions: int | None = 
         return False
     from numpy.lib.format import open_memmap
 
-    tmp = tempfile.mkdtemp(prefix=".lexical-", dir=directory)
+    tmp = os.path.join(directory, f".lexical-{secrets.token_hex(4)}")
+    os.mkdir(tmp)  # the umask's mode, as the version's other files (mkdtemp would give 0700)
     try:
         ids = np.fromiter((r[0] for r in conn.execute("select id from questions order by id")), dtype=np.int64,
                           count=n_questions)

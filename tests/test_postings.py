@@ -65,6 +65,9 @@ def test_arrays_score_as_fts5(big, tmp_path):
     version = os.path.dirname(store.path)
     meta = json.load(open(os.path.join(version, postings.DIR, "meta.json")))
     assert meta["rows"] == store.question_count() and meta["postings"] > meta["rows"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(os.path.join(version, postings.DIR)).st_mode & 0o777 == 0o777 & ~umask  # readable as the rest
     texts = _queries()
     got = store.lexical(texts, 40)
     assert store._postings_memo[1] is not None  # served from the arrays
