@@ -2,18 +2,18 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Callable, Sequence
 
 import numpy as np
 
-from .defaults import CJK as DEFAULT_CJK
 from .defaults import COMMON, KEEP_MIN
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 
 
-CJK_MODES = ("unigram", "unigram+bigram")  # DEFAULT_CJK (defaults.CJK) is what new stores use
+CJK_MODES = ("unigram", "unigram+bigram")  # defaults.CJK is what new stores use
 
 
 def tokenize(text: str, cjk: str = "unigram+bigram") -> list[str]:
@@ -45,14 +45,34 @@ def tokenize(text: str, cjk: str = "unigram+bigram") -> list[str]:
 
 
 
+_LATIN = re.compile(r"[\u00c0-\u024f\u1e00-\u1eff]")
+
+
+def _unaccented(ch: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFD", ch) if not unicodedata.combining(c))
+
+
+def fts_tokens(text: str, cjk: str = "unigram+bigram") -> list[str]:
+    """The distinct tokens of ``text`` in the form FTS5 stores them, sorted: its unicode61 tokenizer
+    (over the stored column, made by :func:`tokenize`) also splits at '_' and removes the accents of
+    Latin letters ('café' is stored as 'cafe'; 'ø', 'ł', 'ß' stay), so a query token is looked up
+    and matched in that form."""
+    out = set()
+    for token in tokenize(text, cjk):
+        if _LATIN.search(token):
+            token = "".join(_unaccented(c) if _LATIN.match(c) else c for c in token)
+        out.update(p for p in token.split("_") if p)
+    return sorted(out)
+
+
 def query_terms(text: str, doc_freq: dict[str, int] | None = None, n_docs: int = 0,
                 cjk: str = "unigram+bigram") -> list[str]:
-    """The distinct tokens of ``text`` a lexical query searches for, sorted.
+    """The distinct tokens of ``text`` a lexical query searches for (:func:`fts_tokens`), sorted.
 
     With document frequencies, tokens in more than COMMON of the questions are left out: BM25
     gives them little weight, yet they are what makes an OR query score most of the index.
     """
-    tokens = sorted(set(tokenize(text, cjk)))
+    tokens = fts_tokens(text, cjk)
     if doc_freq is not None and n_docs > 0:
         tokens = [t for t in tokens if doc_freq.get(t, 0) > 0]  # unknown tokens match nothing anyway
         rare = [t for t in tokens if doc_freq[t] <= COMMON * n_docs]

@@ -55,7 +55,7 @@ def m004_lexical_vocab(db: Database) -> None:
 def m005_settings(db: Database) -> None:
     """Per-store settings. ``cjk``: how CJK text is tokenised for BM25. A store that already holds
     questions keeps what it was built with (unigrams + bigrams); a new one gets the current default."""
-    from .lexical import DEFAULT_CJK
+    from .defaults import CJK as DEFAULT_CJK
 
     db.execute("create table if not exists settings (key text primary key, value text)")
     existing = db.execute("select count(*) from questions").fetchone()[0]

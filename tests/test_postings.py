@@ -172,3 +172,19 @@ def test_one_text_reads_one_state_of_the_file(tmp_path):
     _same(got[1:], _fts_only(reader, tmp_path, ["password"], 3))
     reader.close()
     writer.close()
+
+
+def test_accented_and_joined_words_match_as_fts5_stores_them(tmp_path, monkeypatch):
+    """unicode61 stores 'café' as 'cafe' and 'reset_password' as two terms: the query side looks
+    words up in that form, with FTS5 alone and with the arrays."""
+    store = Store(str(tmp_path / "store.db"))
+    store.insert_faqs([FAQ("fr", "a", ["Où est le café ?"]), FAQ("de", "b", ["Über Straße und Øre"]),
+                       FAQ("en", "c", ["reset password help"]), FAQ("x", "d", ["something else entirely"])])
+    texts = ["café", "CAFÉ crème", "uber strasse", "straße", "øre", "reset_password"]
+    plain = store.lexical(texts, 5)
+    assert [h[0][0] if h else None for h in plain] == [1, 1, 2, 2, 2, 3]
+    assert postings.write(store._conn, str(tmp_path), 1)
+    store._postings_memo = None
+    _same(store.lexical(texts, 5), plain)
+    assert store._postings_memo[1] is not None
+    store.close()
