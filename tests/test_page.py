@@ -364,3 +364,27 @@ def test_layout_at_desktop_and_phone_widths(browser, server, width, most):
             page.click(f"#tab-{tab}")
             page.wait_for_selector(f"{out}:not([aria-busy]) > *")
             assert page.evaluate(wide) == 0, tab
+
+
+def test_an_older_slower_answer_never_overwrites_a_newer_one(page):
+    """Opening the FAQs tab lists every FAQ while the search sent right after lists one: whichever
+    answer comes last, the list shows the newest request's, and stays busy until both are in."""
+    result = page.evaluate("""async () => {
+        const out = document.createElement("div");
+        let releaseOld, releaseNew;
+        const older = loading(out, async (latest) => {
+            await new Promise((r) => { releaseOld = r; });
+            if (latest()) out.textContent = "old";
+        });
+        const newer = loading(out, async (latest) => {
+            await new Promise((r) => { releaseNew = r; });
+            if (latest()) out.textContent = "new";
+        });
+        releaseNew();
+        await newer;
+        const busyAfterNew = out.hasAttribute("aria-busy");
+        releaseOld();
+        await older;
+        return [out.textContent, busyAfterNew, out.hasAttribute("aria-busy")];
+    }""")
+    assert result == ["new", True, False]

@@ -32,10 +32,18 @@ function showError(target, err) {
   target.replaceChildren(el("p", { class: "error", text: err.message || String(err) }));
 }
 
-// Fill `out` by `work()`: marked aria-busy meanwhile (screen readers and the tests wait for it).
+// Fill `out` by `work(latest)`: marked aria-busy until every call on it has finished (screen readers
+// and the tests wait for it). `latest()` tells a call whether it is still the newest on `out`, so a
+// slower, older answer never overwrites a newer one (a tab opened and a search sent at once).
 async function loading(out, work) {
+  const seq = (out.loads = (out.loads || 0) + 1);
+  out.pending = (out.pending || 0) + 1;
   out.setAttribute("aria-busy", "true");
-  try { await work(); } catch (err) { showError(out, err); } finally { out.removeAttribute("aria-busy"); }
+  const latest = () => seq === out.loads;
+  try { await work(latest); } catch (err) { if (latest()) showError(out, err); } finally {
+    out.pending -= 1;
+    if (!out.pending) out.removeAttribute("aria-busy");
+  }
 }
 
 // ---- ask -------------------------------------------------------------------------------------
@@ -46,11 +54,12 @@ async function ask(event) {
   if (!query) return;
   const payload = { query, k: 3 };
   if ($("#ask-mode").value) payload.mode = $("#ask-mode").value;
-  await loading(out, async () => {
+  await loading(out, async (latest) => {
     const { body, headers } = await api(`${base()}/ask`, {
       method: "POST", headers: { "Content-Type": "application/json", "X-FAQSearch-Channel": "page" },
       body: JSON.stringify(payload),
     });
+    if (!latest()) return;
     renderResult(out, body, headers.get("X-Query-Id"));
   });
 }
@@ -161,8 +170,9 @@ async function listFaqs(event) {
   if (event) event.preventDefault();
   const out = $("#faq-list");
   const q = $("#faq-search").value.trim();
-  await loading(out, async () => {
+  await loading(out, async (latest) => {
     const { body } = await api(`${base()}/faqs?limit=200${q ? `&q=${encodeURIComponent(q)}` : ""}`);
+    if (!latest()) return;
     if (!body.faqs.length) out.replaceChildren(el("p", { class: "muted", text: "No FAQ matches." }));
     else out.replaceChildren(...body.faqs.map(faqCard));
   });
@@ -244,8 +254,9 @@ function suggestBox(id, questions) {
 // ---- gaps and queries ------------------------------------------------------------------------
 async function listGaps() {
   const out = $("#gap-list");
-  await loading(out, async () => {
+  await loading(out, async (latest) => {
     const { body } = await api(`${base()}/gaps`);
+    if (!latest()) return;
     if (!body.gaps.length) {
       out.replaceChildren(el("p", { class: "muted", text: "No gaps yet: no group of unanswered queries is large enough." }));
       return;
@@ -261,8 +272,9 @@ async function listGaps() {
 async function listQueries() {
   const out = $("#query-list");
   const only = $("#only-unanswered").checked;
-  await loading(out, async () => {
+  await loading(out, async (latest) => {
     const { body } = await api(`${base()}/queries?limit=100${only ? "&unanswered=true" : ""}`);
+    if (!latest()) return;
     if (!body.queries.length) out.replaceChildren(el("p", { class: "muted", text: "No logged queries." }));
     else out.replaceChildren(...body.queries.map(queryRow));
   });
