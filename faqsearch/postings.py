@@ -329,9 +329,28 @@ def _arrays(store, conn: sqlite3.Connection) -> "tuple[Postings, np.ndarray, boo
     return memo[1]
 
 
-def shared_files(directory: str) -> list[str]:
-    """The postings files of the version ``directory`` (relative paths; none where it has no arrays),
-    for a new version that shares its store and so may share them (hard links)."""
-    if not os.path.isfile(os.path.join(directory, DIR, "meta.json")):
-        return []
-    return [os.path.join(DIR, n + ".npy") for n in _ARRAYS] + [os.path.join(DIR, "meta.json")]
+def still_valid(conn: sqlite3.Connection, directory: str, newer_share: float = 0.1) -> bool:
+    """Whether a new version may share the arrays of the version ``directory``: they describe this
+    store's rows up to their last id (ids are never reused: the same count means the same rows), and
+    the rows above it, which FTS5 ranks, are at most ``newer_share`` of theirs."""
+    arrays = Postings.open(directory)
+    if arrays is None:
+        return False
+    m, rows = arrays.max_id, arrays.meta["rows"]
+    below, above = conn.execute(f"select sum(id <= {m}), sum(id > {m}) from questions").fetchone()
+    return (below or 0) == rows and (above or 0) <= newer_share * rows
+
+
+def share(src_dir: str, dst_dir: str) -> bool:
+    """Put the arrays of ``src_dir`` into the new version ``dst_dir`` as hard links (copies where the
+    filesystem has none): for a version whose store holds the same rows up to their last id."""
+    src, dst = os.path.join(src_dir, DIR), os.path.join(dst_dir, DIR)
+    if not os.path.isfile(os.path.join(src, "meta.json")):
+        return False
+    os.makedirs(dst, exist_ok=True)
+    for name in [n + ".npy" for n in _ARRAYS] + ["meta.json"]:  # meta last: it is what open() reads first
+        try:
+            os.link(os.path.join(src, name), os.path.join(dst, name))
+        except OSError:
+            shutil.copy2(os.path.join(src, name), os.path.join(dst, name))
+    return True

@@ -428,11 +428,15 @@ class Store:
         with self._lock:
             return search(self, self._conn, texts, n, filters)
 
-    def write_postings(self, directory: str) -> bool:
-        """The BM25 postings arrays of this store's rows, for a large version (:func:`faqsearch.postings.write`)."""
-        from .postings import write
+    def write_postings(self, directory: str, previous: str | None = None) -> bool:
+        """The BM25 postings arrays of this store's rows for the version ``directory``, when it is
+        large (:func:`faqsearch.postings.write`); those of ``previous`` shared instead where they
+        still describe these rows (rows only added since). Returns whether the version has arrays."""
+        from .postings import share, still_valid, write
 
         with self._lock:
+            if previous is not None and still_valid(self._conn, previous):
+                return share(previous, directory)
             return write(self._conn, directory)
 
     def questions(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:

@@ -121,14 +121,20 @@ def test_a_rewrite_writes_arrays_of_its_own(big, tmp_path, monkeypatch):
 
     monkeypatch.setattr(editor, "delta_limit", lambda n: 0)  # every edit a new base
     before = os.path.dirname(_store(big).path)
+    inode = os.stat(os.path.join(before, postings.DIR, "rows.npy")).st_ino
+    texts = _queries()
     big.add([FAQ("new-1", "Call us.", ["password reset on the new app"])])
+    added = os.path.dirname(_store(big).path)
+    assert added != before  # a new base, whose rows up to the arrays' last id are the same: shared
+    assert os.stat(os.path.join(added, postings.DIR, "rows.npy")).st_ino == inode
+    _same(_store(big).lexical(texts, 40), _fts_only(_store(big), tmp_path, texts, 40))
+    assert _store(big)._postings_memo[1][2]  # the added row is ranked by FTS5
     big.remove([f["id"] for f in big.list(limit=2)])
     store = _store(big)
     version = os.path.dirname(store.path)
     assert version != before
     meta = json.load(open(os.path.join(version, postings.DIR, "meta.json")))
-    assert meta["rows"] == store.question_count()  # the removed rows are gone from the new base
-    texts = _queries()
+    assert meta["rows"] == store.question_count()  # rows removed: arrays of its own, without them
     got = store.lexical(texts, 40)
     assert store._postings_memo[1] is not None and not store._postings_memo[1][2]  # nothing above the arrays
     _same(got, _fts_only(store, tmp_path, texts, 40))

@@ -27,7 +27,7 @@ from ...defaults import CHUNK
 from ...errors import FAQSearchError
 from ...files import preallocate, sample_digest
 from ...indexdir import Writer, share_file
-from ...postings import shared_files
+from ...postings import share as share_postings
 from ...store import Store
 from ...whitening import Moments
 from ..base import delta_limit
@@ -245,7 +245,7 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
     try:
         store.keep_only(g)  # the copy holds generation G exactly: no rows of killed writers, none removed
         removed, rows = _write_rows(store, plan, source, first_id, None)
-        store.write_postings(tmp)
+        store.write_postings(tmp, previous=snap.version)  # shared where rows were only added
         new_ids = np.array([r[0] for r in rows], dtype=np.int64)
         gone = np.array(removed, dtype=np.int64)
         white = replace(snap.whitening, moments=_moments(snap, gone, raw_new))
@@ -286,9 +286,7 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> 
     finally:
         store.close()
     share_file(snap.version, tmp, cfg.FILES["store"])
-    for name in shared_files(snap.version):  # the same rows: the same postings
-        os.makedirs(os.path.dirname(os.path.join(tmp, name)), exist_ok=True)
-        share_file(snap.version, tmp, name)
+    share_postings(snap.version, tmp)  # the same rows: the same postings
     ids, raw, records = write_live_vectors(snap, tmp)
     ixc = dict(snap.config.get("index") or {})
     factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
@@ -301,3 +299,4 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> 
     config["next_question_id"] = max(int(config.get("next_question_id", 0)), snap.index.max_id() + 1)
     writer.commit(config, tmp, records)
     del raw
+
