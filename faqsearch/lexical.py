@@ -52,17 +52,22 @@ def _unaccented(ch: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFD", ch) if not unicodedata.combining(c))
 
 
-def fts_tokens(text: str, cjk: str = "unigram+bigram") -> list[str]:
-    """The distinct tokens of ``text`` in the form FTS5 stores them, sorted: its unicode61 tokenizer
-    (over the stored column, made by :func:`tokenize`) also splits at '_' and removes the accents of
-    Latin letters ('café' is stored as 'cafe'; 'ø', 'ł', 'ß' stay), so a query token is looked up
-    and matched in that form."""
-    out = set()
+def fts_words(text: str, cjk: str = "unigram+bigram") -> list[str]:
+    """The tokens of ``text`` in the form FTS5 stores them, in order: its unicode61 tokenizer (over
+    the stored column, made by :func:`tokenize`) also splits at '_' and removes the accents of Latin
+    letters ('café' is stored as 'cafe'; 'ø', 'ł', 'ß' stay)."""
+    out = []
     for token in tokenize(text, cjk):
         if _LATIN.search(token):
             token = "".join(_unaccented(c) if _LATIN.match(c) else c for c in token)
-        out.update(p for p in token.split("_") if p)
-    return sorted(out)
+        out.extend(p for p in token.split("_") if p)
+    return out
+
+
+def fts_tokens(text: str, cjk: str = "unigram+bigram") -> list[str]:
+    """The distinct tokens of ``text`` as FTS5 stores them (:func:`fts_words`), sorted: the form in
+    which a query token is looked up and matched."""
+    return sorted(set(fts_words(text, cjk)))
 
 
 def query_terms(text: str, doc_freq: dict[str, int] | None = None, n_docs: int = 0,

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import FAQSearchError
-from .model import SimBert, unilm_mask
+from .model import SimBert
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import numpy as np
 from ..defaults import FOLDS, FUSION_POOL, FUSION_WEIGHTS, LEXICAL_POOL, SELF_FUSION_DOCS, SELF_FUSION_MAX
 from ..errors import FAQSearchError, TooFewVariantsError
 from ..evaluation import LabelledQuery, reciprocal_rank
-from ..lexical import bm25_scorer, tokenize, topk
+from ..lexical import bm25_scorer, fts_words, topk
 from ..progress import progress_bar
 from ..results import Answer
 from ..search import fuse
@@ -85,7 +85,7 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
     for d, f in enumerate(doc_faq):
         faq_docs.setdefault(f, []).append(d)
     cjk = getattr(snap.store, "cjk", "unigram+bigram")
-    bm25 = bm25_scorer([tokenize(rows[i][2], cjk) for i in keep])
+    bm25 = bm25_scorer([fts_words(rows[i][2], cjk) for i in keep])  # the words as FTS5 holds them
     cands, gold = [], []
     with progress_bar(len(held), progress, "self-supervised fusion") as bar:
         for start in range(0, len(held), 256):
@@ -95,7 +95,7 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
                 best: dict[str, float] = {}
                 for d in topk(dense, FUSION_POOL * 8):
                     best.setdefault(doc_faq[d], float(dense[d]))
-                lex_scores = bm25(tokenize(rows[qi][2], cjk))
+                lex_scores = bm25(fts_words(rows[qi][2], cjk))
                 lex: dict[str, float] = {}
                 for d in topk(lex_scores, LEXICAL_POOL * 4):
                     if lex_scores[d] <= 0:
