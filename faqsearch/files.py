@@ -6,6 +6,7 @@ import datetime
 import errno
 import hashlib
 import os
+import shutil
 from typing import Any, Iterator
 
 import numpy as np
@@ -91,6 +92,14 @@ def read_through(path: str, block: int = 1 << 23) -> None:
 
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def link_or_copy(src: str, dst: str) -> None:
+    """``dst`` as a hard link to ``src`` (no copy), or a copy where the filesystem has no links."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def preallocate(path: str) -> None:

@@ -33,7 +33,7 @@ import threading
 from typing import Any
 
 from .errors import IndexFormatError, IndexNotFoundError, IndexPathError
-from .files import atomic_write, file_record, fsync_dir, fsync_file, now, storage_error
+from .files import atomic_write, file_record, fsync_dir, fsync_file, link_or_copy, now, storage_error
 
 log = logging.getLogger(__name__)
 
@@ -213,16 +213,9 @@ def _mkdir(path: str) -> None:
     os.mkdir(path, 0o777 & ~_umask())
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
 def share_file(src_dir: str, dst_dir: str, filename: str) -> None:
     """Put an unchanged file into a new version: a hard link (no copy) where the filesystem allows."""
-    _link_or_copy(os.path.join(src_dir, filename), os.path.join(dst_dir, filename))
+    link_or_copy(os.path.join(src_dir, filename), os.path.join(dst_dir, filename))
 
 
 def _remove(path: str) -> None:
@@ -386,7 +379,7 @@ class Writer:
         _mkdir(tmp)
         for e in os.listdir(src):
             if _OWN_FILES.match(e) and not e.endswith((".tmp", "-journal", "-wal", "-shm")):
-                _link_or_copy(os.path.join(src, e), os.path.join(tmp, e))
+                link_or_copy(os.path.join(src, e), os.path.join(tmp, e))
         fsync_dir(tmp)
         os.rename(tmp, os.path.join(directory, version_name(gen)))
         fsync_dir(directory)

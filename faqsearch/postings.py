@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .defaults import LEXICAL_ARRAYS_MIN as MIN_QUESTIONS
-from .files import preallocate
+from .files import link_or_copy, preallocate
 from .lexical import fts_query, fts_tokens, query_terms
 
 DIR = "lexical"
@@ -349,8 +349,5 @@ def share(src_dir: str, dst_dir: str) -> bool:
         return False
     os.makedirs(dst, exist_ok=True)
     for name in [n + ".npy" for n in _ARRAYS] + ["meta.json"]:  # meta last: it is what open() reads first
-        try:
-            os.link(os.path.join(src, name), os.path.join(dst, name))
-        except OSError:
-            shutil.copy2(os.path.join(src, name), os.path.join(dst, name))
+        link_or_copy(os.path.join(src, name), os.path.join(dst, name))
     return True
