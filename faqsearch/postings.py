@@ -319,12 +319,12 @@ def _arrays(store, conn: sqlite3.Connection) -> "tuple[Postings, np.ndarray, boo
         arrays = Postings.open(os.path.dirname(os.path.abspath(store.path)))
         value = None
         if arrays is not None:
-            m = arrays.max_id
-            if conn.execute(f"select count(*) from questions where id <= {m}").fetchone()[0] == arrays.meta["rows"]:
+            same, above = _rows_beside(conn, arrays)
+            if same:
                 unseen = np.array([r[0] for r in conn.execute(
-                    f"select id from questions where id <= {m} and not {store._vis('questions')}")], dtype=np.int64)
-                newer = conn.execute(f"select 1 from questions where id > {m} limit 1").fetchone() is not None
-                value = (arrays, np.searchsorted(arrays.ids, unseen), newer)
+                    f"select id from questions where id <= {arrays.max_id} and not {store._vis('questions')}")],
+                    dtype=np.int64)
+                value = (arrays, np.searchsorted(arrays.ids, unseen), above > 0)
         memo = store._postings_memo = (key, value)
     return memo[1]
 
@@ -336,9 +336,17 @@ def still_valid(conn: sqlite3.Connection, directory: str, newer_share: float = 0
     arrays = Postings.open(directory)
     if arrays is None:
         return False
-    m, rows = arrays.max_id, arrays.meta["rows"]
-    below, above = conn.execute(f"select sum(id <= {m}), sum(id > {m}) from questions").fetchone()
-    return (below or 0) == rows and (above or 0) <= newer_share * rows
+    same, above = _rows_beside(conn, arrays)
+    return same and above <= newer_share * arrays.meta["rows"]
+
+
+def _rows_beside(conn: sqlite3.Connection, arrays: Postings) -> tuple[bool, int]:
+    """(whether the store's rows up to the arrays' last id are the rows they were made of, which the
+    count tells as ids are never reused; how many rows lie above that id)."""
+    m = arrays.max_id
+    below = conn.execute(f"select count(*) from questions where id <= {m}").fetchone()[0]
+    above = conn.execute(f"select count(*) from questions where id > {m}").fetchone()[0]
+    return below == arrays.meta["rows"], int(above)
 
 
 def share(src_dir: str, dst_dir: str) -> bool:
