@@ -242,21 +242,22 @@ def search(store, conn: sqlite3.Connection, texts: Sequence[str], n: int,
     file, whatever other processes commit meanwhile."""
     if n <= 0:
         return [[] for _ in texts]
+    where = store.filter_sql(filters)
     out = []
     for text in texts:
         own = not conn.in_transaction  # inside a writer's transaction its reads are consistent already
         if own:
             conn.execute("begin")
         try:
-            out.append(_one(store, conn, text, n, filters))
+            out.append(_one(store, conn, text, n, where))
         finally:
             if own:
                 conn.execute("commit")  # nothing was written: this ends the read
     return out
 
 
-def _one(store, conn: sqlite3.Connection, text: str, n: int, filters: dict[str, Any] | None) -> list[tuple[int, float]]:
-    where, fargs = store.filter_sql(filters)
+def _one(store, conn: sqlite3.Connection, text: str, n: int, filter_sql: tuple[str, list]) -> list[tuple[int, float]]:
+    where, fargs = filter_sql
     g = int(store._g)
     arrays = None if where else _arrays(store, conn)
     tokens = fts_tokens(text, store.cjk)

@@ -299,4 +299,3 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> 
     config["next_question_id"] = max(int(config.get("next_question_id", 0)), snap.index.max_id() + 1)
     writer.commit(config, tmp, records)
     del raw
-
