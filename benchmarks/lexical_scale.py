@@ -25,10 +25,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import SAMPLE, emit, machine  # noqa: E402
+from speed import SynthEncoder, percentile, write_corpus  # noqa: E402
 
 
-def p(xs, q):
-    return 1000 * float(np.percentile(np.asarray(xs), q))
+def p(xs, q):  # ms
+    return 1000 * percentile(xs, q)
 
 
 def measure(lines, index, queries, offtopic, n=160):
@@ -84,7 +85,6 @@ def main() -> None:
     from faqsearch.corpus import read_corpus, read_texts
     from faqsearch.encoders import load_encoder
     from faqsearch.evaluation import read_labelled_queries
-    from speed import SynthEncoder, write_corpus
 
     logging.basicConfig(level=logging.ERROR)
     queries = [q.text for q in read_labelled_queries(os.path.join(SAMPLE, "queries.csv"))]
