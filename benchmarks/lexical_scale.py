@@ -42,7 +42,7 @@ def measure(lines, index, queries, offtopic, n=160):
     store = searcher.snap.store
     version = os.path.dirname(store.path)
     if not os.path.isdir(os.path.join(version, "lexical")):
-        raise SystemExit(f"{index} has no postings arrays (fewer than 50,000 questions, or built before them)")
+        raise SystemExit(f"{index} has no postings arrays (built before them)")
     with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(index))) as tmp:
         shutil.copy(store.path, os.path.join(tmp, "store.db"))
         plain = Store(os.path.join(tmp, "store.db"), generation=store.generation)

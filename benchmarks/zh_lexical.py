@@ -5,8 +5,11 @@ Sets (no labels needed beyond the data's own):
                       question; for each pair scored >= 4 ("mostly equivalent"), sentence2 is the query
                       (removed from the FAQs) and sentence1's FAQ the answer. ~15k FAQs.
   sample_data zh      sample_data/faq_zh.csv with queries_zh.csv (42 queries).
-Columns: faqsearch's FTS5 store with CJK unigrams, and with unigrams + bigrams (MRR@10, Recall@1,
-and p50/p99 ms of one lexical search); bm25s over the same tokens as the peer. A second table: the
+Columns: faqsearch's store with CJK unigrams, and with unigrams + bigrams (MRR@10, Recall@1; p50/p99 ms
+of one lexical search from the postings arrays every version keeps, and with FTS5 alone on the same
+store, interleaved; score lists that differ between the two); bm25s over the same tokens as the
+peer. A timing row at about 25k questions holds every zh-STS-B FAQ twice (its figures of quality
+are not shown). A second table: the
 same sets in hybrid mode (USE multilingual dense + FTS5, the default index otherwise), per tokenisation.
 
     python benchmarks/zh_lexical.py [--out FILE] [--no-hybrid]
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -24,7 +28,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import DATA, SAMPLE, emit, machine, sts_retrieval_set  # noqa: E402
 
-from faqsearch.corpus import read_corpus  # noqa: E402
+from faqsearch.corpus import FAQ, read_corpus  # noqa: E402
 from faqsearch.evaluation import read_labelled_queries, reciprocal_rank  # noqa: E402
 from faqsearch.lexical import CJK_MODES, tokenize  # noqa: E402
 from faqsearch.store import Store  # noqa: E402
@@ -37,22 +41,42 @@ def sts_retrieval(tmp: str):
 
 
 def run_store(faqs, queries, mode, tmp):
-    path = os.path.join(tmp, f"{mode}.db")
-    if os.path.exists(path):
-        os.remove(path)
-    store = Store(path, cjk=mode)
-    store.insert_faqs(faqs)
-    faq_of = {q[0]: q[1] for q in store.all_questions()}
-    rr, r1, times = [], [], []
+    """MRR@10 and Recall@1 of faqsearch's lexical search (from the postings arrays every version now
+    keeps), with the time of one search both ways, interleaved: from the arrays, and FTS5 alone on an
+    identical store without them; and how many score lists differ between the two."""
+    from faqsearch.postings import write
+
+    stores = []
+    for sub in ("arrays", "fts5"):
+        d = os.path.join(tmp, f"{mode}-{sub}")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        store = Store(os.path.join(d, "store.db"), cjk=mode)
+        store.insert_faqs(faqs)
+        if sub == "arrays":
+            with store._lock:
+                assert write(store._conn, d, min_questions=1)
+        stores.append(store)
+    ours, fts = stores
+    faq_of = {q[0]: q[1] for q in ours.all_questions()}
+    rr, r1, t_ours, t_fts, differ = [], [], [], [], 0
+    for st in stores:
+        st.lexical([queries[0][0]], 100)
     for text, gold in queries:
         t = time.perf_counter()
-        hits = store.lexical([text], 100)[0]
-        times.append(1000 * (time.perf_counter() - t))
+        hits = ours.lexical([text], 100)[0]
+        t_ours.append(1000 * (time.perf_counter() - t))
+        t = time.perf_counter()
+        plain = fts.lexical([text], 100)[0]
+        t_fts.append(1000 * (time.perf_counter() - t))
+        differ += [s for _, s in hits] != [s for _, s in plain]
         ranked = list(dict.fromkeys(faq_of[i] for i, _ in hits))[:10]
         rr.append(reciprocal_rank(ranked, gold))
         r1.append(bool(ranked) and ranked[0] in gold)
-    store.close()
-    return 100 * np.mean(rr), 100 * np.mean(r1), np.percentile(times, 50), np.percentile(times, 99)
+    for st in stores:
+        st.close()
+    pct = lambda xs: f"{np.percentile(xs, 50):.2f} / {np.percentile(xs, 99):.2f}"  # noqa: E731
+    return 100 * np.mean(rr), 100 * np.mean(r1), pct(t_ours), pct(t_fts), differ
 
 
 def run_bm25s(faqs, queries, mode):
@@ -72,7 +96,7 @@ def run_bm25s(faqs, queries, mode):
 
 
 def hybrid_table(tmp: str) -> list[str]:
-    import faqsearch.lexical as lexical
+    import faqsearch.defaults as defaults
     from common import CachingEncoder
 
     from faqsearch import FAQSearch
@@ -84,16 +108,16 @@ def hybrid_table(tmp: str) -> list[str]:
             ("sample_data zh", os.path.join(SAMPLE, "faq_zh.csv"), os.path.join(SAMPLE, "queries_zh.csv"))]
     out = ["", "Hybrid mode (USE multilingual + FTS5, default weight 0.1), MRR@10 / Recall@1:", "",
            "| set | " + " | ".join(CJK_MODES) + " |", "|---|" + "---|" * len(CJK_MODES)]
-    default = lexical.DEFAULT_CJK
+    default = defaults.CJK
     for name, corpus, qfile in sets:
         queries = read_labelled_queries(qfile)
         cells = []
         for mode in CJK_MODES:
-            lexical.DEFAULT_CJK = mode  # what a new store records
+            defaults.CJK = mode  # what a new store records
             try:
                 e = FAQSearch.build(corpus, os.path.join(tmp, "ix"), encoder=use, self_fusion=False, force=True)
             finally:
-                lexical.DEFAULT_CJK = default
+                defaults.CJK = default
             assert e.store.cjk == mode
             r = evaluate(e, queries, mode="hybrid")
             cells.append(f"{100 * r['mrr@10']:.2f} / {100 * r['recall@1']:.2f}")
@@ -113,15 +137,20 @@ def main() -> None:
     sets.append(("sample_data zh", read_corpus(os.path.join(SAMPLE, "faq_zh.csv")),
                  [(q.text, q.gold) for q in sample_q]))
     lines = [f"Measured {machine()}", "",
-             "| set | CJK tokens | faqsearch FTS5 MRR@10 / R@1 | p50 / p99 ms per query | bm25s MRR@10 / R@1 |",
-             "|---|---|---|---|---|"]
+             "| set | CJK tokens | faqsearch MRR@10 / R@1 | p50 / p99 ms, postings arrays (default) "
+             "| p50 / p99 ms, FTS5 alone | score lists differing | bm25s MRR@10 / R@1 |",
+             "|---|---|---|---|---|---|---|"]
+    twice = [FAQ(f"{f.id}#2", f.answer, list(f.questions)) for f in sets[0][1]]  # timing at ~25k: every FAQ twice
+    sets.insert(1, ("zh-STS-B retrieval, every FAQ twice", sets[0][1] + twice, sets[0][2]))
     with tempfile.TemporaryDirectory() as tmp:
         for name, faqs, queries in sets:
             for mode in CJK_MODES:
-                mrr, r1, p50, p99 = run_store(faqs, queries, mode, tmp)
-                bm, br1 = run_bm25s(faqs, queries, mode)
+                mrr, r1, t_ours, t_fts, differ = run_store(faqs, queries, mode, tmp)
+                quality, peer = "timing only", ""
+                if "twice" not in name:
+                    quality, peer = f"{mrr:.2f} / {r1:.2f}", "{:.2f} / {:.2f}".format(*run_bm25s(faqs, queries, mode))
                 lines.append(f"| {name} ({sum(len(f.questions) for f in faqs)} questions, {len(queries)} queries) "
-                             f"| {mode} | {mrr:.2f} / {r1:.2f} | {p50:.2f} / {p99:.2f} | {bm:.2f} / {br1:.2f} |")
+                             f"| {mode} | {quality} | {t_ours} | {t_fts} | {differ} | {peer} |")
     if not args.no_hybrid:
         lines += hybrid_table(keep)
     emit(lines, args.out)

@@ -60,7 +60,8 @@ DELTA_MAX = 20_000
 # retrieval (MRR@10 83.09 vs 81.29) and sample_data zh (95.71 vs 94.44), and are faster
 CJK = "unigram"
 COMMON = 0.2  # query tokens found in more than this share of the questions are dropped
-LEXICAL_ARRAYS_MIN = 50_000  # versions this large also keep their BM25 postings as arrays (faqsearch/postings.py)
+LEXICAL_ARRAYS_MIN = 1  # versions this large keep their BM25 postings as arrays (faqsearch/postings.py): faster than
+# FTS5 at every size measured, 500 to 1M questions (docs/speed.md, "Chinese lexical search")
 KEEP_MIN = 2  # ... unless that would leave fewer than this many tokens (the rarest are kept)
 
 # -- tuning (docs/quality.md, "Evaluate and tune")

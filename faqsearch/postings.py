@@ -1,10 +1,12 @@
-"""BM25 of a large index's questions scored in numpy, from postings written with its version.
+"""BM25 of an index's questions scored in numpy, from postings written with its version.
 
 FTS5 ranks a query by calling ``bm25()`` on every row that shares a term with it: about 0.7 us a
-posting, so 240 ms a hybrid query and 72 s of threshold choice at ingest on a million questions
-(docs/speed.md). A version of at least :data:`MIN_QUESTIONS` questions therefore also holds its
-postings as arrays (``lexical/`` beside ``store.db``), read from FTS5's own tokens when the version is
-written: the rows of each term with the term's count in the row, and each row's token count. A query
+posting, so 240 ms a hybrid query and 72 s of threshold choice at ingest on a million questions, and
+6 ms a Chinese query at 12k questions, where each character is a term (docs/speed.md). A version of
+at least :data:`MIN_QUESTIONS` questions (every non-empty one; faster than FTS5 from 500 questions
+up, the smallest size measured) therefore also holds its postings as arrays (``lexical/`` beside
+``store.db``), read from FTS5's own tokens when the version is written: the rows of each term with
+the term's count in the row, and each row's token count. A query
 scores those rows with FTS5's formula and FTS5's statistics of the moment (rows, tokens, each term's
 row count, read from the store), adding terms in the order of the MATCH expression, so each score is
 the float FTS5 computes. Rows added since (in-place edits, ids above the arrays' last id) are scored
@@ -33,6 +35,7 @@ DIR = "lexical"
 FORMAT = 1
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
 _ARRAYS = ("ids", "doclen", "terms", "term_start", "starts", "rows", "tf")
+_MEMO = 100_000  # term numbers a Postings remembers
 
 
 def _varints(blob: bytes) -> list[int]:
@@ -162,8 +165,10 @@ class Postings:
     def __init__(self, path: str, meta: dict):
         self.meta = meta
         self.max_id = int(meta["max_id"])
-        for name in _ARRAYS:
-            setattr(self, name, np.load(os.path.join(path, name + ".npy"), mmap_mode="r"))
+        for name in _ARRAYS:  # plain views of the maps: a memmap's own slicing costs microseconds a call
+            setattr(self, name, np.load(os.path.join(path, name + ".npy"), mmap_mode="r").view(np.ndarray))
+        self._blob = memoryview(self.terms)
+        self._numbers: dict[str, int] = {}  # term -> number, for the terms asked so far (bounded below)
 
     @classmethod
     def open(cls, directory: str) -> "Postings | None":
@@ -180,18 +185,24 @@ class Postings:
             return None
 
     def term(self, text: str) -> int:
-        """The number of a term (binary search over the sorted UTF-8 terms), -1 if absent."""
-        key = text.encode("utf-8")
-        lo, hi = 0, len(self.term_start) - 1
+        """The number of a term (binary search over the sorted UTF-8 terms), -1 if absent; the terms
+        asked so far are remembered (up to :data:`_MEMO` of them), as queries repeat their words."""
+        j = self._numbers.get(text)
+        if j is not None:
+            return j
+        key, blob, start = text.encode("utf-8"), self._blob, self.term_start
+        lo, hi = 0, len(start) - 1
         while lo < hi:
             mid = (lo + hi) // 2
-            if bytes(self.terms[self.term_start[mid]:self.term_start[mid + 1]]) < key:
+            if bytes(blob[start[mid]:start[mid + 1]]) < key:
                 lo = mid + 1
             else:
                 hi = mid
-        if lo < len(self.term_start) - 1 and bytes(self.terms[self.term_start[lo]:self.term_start[lo + 1]]) == key:
-            return lo
-        return -1
+        j = lo if lo < len(start) - 1 and bytes(blob[start[lo]:start[lo + 1]]) == key else -1
+        if len(self._numbers) >= _MEMO:
+            self._numbers.clear()
+        self._numbers[text] = j
+        return j
 
     def doc_freq(self, text: str) -> int:
         """Rows of the arrays that hold the term."""
@@ -229,8 +240,8 @@ class Postings:
         if len(hit) > n:
             cut = np.partition(s[hit], len(hit) - n)[len(hit) - n]
             hit = hit[s[hit] >= cut]  # ties at the cut all kept, then cut by id below
-        order = np.lexsort((self.ids[hit], -s[hit]))[:n]
-        return [(int(self.ids[hit[i]]), float(s[hit[i]])) for i in order]
+        best = hit[np.lexsort((self.ids[hit], -s[hit]))[:n]]
+        return list(zip(self.ids[best].tolist(), s[best].tolist()))
 
 
 def search(store, conn: sqlite3.Connection, texts: Sequence[str], n: int,

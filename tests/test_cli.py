@@ -32,7 +32,7 @@ def test_ingest_stores_rows_and_config(run, tmp_path, small_corpus):
     cfg = json.loads((version(ix) / "config.json").read_text())
     assert cfg["encoder"]["name"] == "fake" and cfg["counts"]["questions"] == 6
     assert set(os.listdir(version(ix))) == {"config.json", "store.db", "index.faiss", "whitening.npz", "vectors.npy",
-                                            "ids.npy"}
+                                            "ids.npy", "lexical"}
     assert sorted(os.listdir(ix)) == ["CURRENT", "LOCK", version(ix).name]  # one real directory, nothing beside it
     assert sorted(os.listdir(tmp_path)) == sorted(["ix", os.path.basename(small_corpus)])
 

@@ -95,6 +95,7 @@ def test_edits_in_place_and_rewrites_keep_fts5_scores(big, tmp_path):
 
 
 def test_small_versions_and_damaged_arrays_use_fts5(tmp_path, monkeypatch):
+    monkeypatch.setattr(postings, "MIN_QUESTIONS", 10_000)
     e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "ix"), encoder=FakeEncoder())
     try:
         store = _store(e)
@@ -194,3 +195,20 @@ def test_accented_and_joined_words_match_as_fts5_stores_them(tmp_path, monkeypat
     _same(store.lexical(texts, 5), plain)
     assert store._postings_memo[1] is not None
     store.close()
+
+
+def test_every_version_keeps_arrays_even_one_without_words(tmp_path):
+    """Small indexes are served from arrays too (faster than FTS5 at every size measured), and a
+    store whose questions hold no word at all still writes them and answers nothing lexically."""
+    with FAQSearch.build(os.path.join(SAMPLE, "faq_zh.csv"), str(tmp_path / "zh"), encoder=FakeEncoder()) as e:
+        store = _store(e)
+        assert os.path.isfile(os.path.join(os.path.dirname(store.path), postings.DIR, "meta.json"))
+        texts = ["我的银行卡丢了怎么办", "转账多久到账", "信用卡额度", "password"]
+        _same(store.lexical(texts, 20), _fts_only(store, tmp_path, texts, 20))
+        assert store._postings_memo[1] is not None  # served from the arrays
+    corpus = tmp_path / "symbols.csv"
+    corpus.write_text("id,question,answer\na,???,first\nb,!!!,second\n", encoding="utf-8")
+    with FAQSearch.build(str(corpus), str(tmp_path / "sym"), encoder=FakeEncoder()) as e:
+        store = _store(e)
+        assert store.lexical(["???", "anything"], 5) == [[], []]
+        assert [a.faq_id for a in e.ask("???", mode="dense", threshold=-1).answers][:1] in (["a"], ["b"])

@@ -122,6 +122,7 @@ def make_legacy(path: str, layout: str) -> None:
     import shutil
 
     real = str(version(path))
+    shutil.rmtree(os.path.join(real, "lexical"), ignore_errors=True)  # both layouts predate the postings arrays
     config = json.load(open(os.path.join(real, "config.json")))
     config["files"] = {k: v["bytes"] for k, v in config["files"].items()}
     config.pop("index_id", None)
