@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 
-from .conftest import SAMPLE  # noqa: F401
 
 
 def test_indexes_rename_and_drop(tmp_path, run, small_corpus):
