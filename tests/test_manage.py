@@ -6,7 +6,6 @@ import json
 import os
 
 
-
 def test_indexes_rename_and_drop(tmp_path, run, small_corpus):
     home = tmp_path / "home"
     for name in ("support", "sales"):
