@@ -1,9 +1,11 @@
 """Tokenising for the lexical (FTS5 / BM25) side: words for Latin scripts, character n-grams for CJK."""
 from __future__ import annotations
 
+import functools
 import re
+import threading
 import unicodedata
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -14,11 +16,42 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-
 
 
 CJK_MODES = ("unigram", "unigram+bigram")  # defaults.CJK is what new stores use
+STEMMERS = ("none", "english")  # a new store chooses by its first questions (choose_stemmer)
+# frequent English function words: their share of a corpus's Latin words tells English text apart
+_ENGLISH = frozenset("the a an is are was were be been do does did i me my you your we our us they their it its "
+                     "how what when where why which who can could should would will to of in on for with from at by "
+                     "this that and or not if".split())
+_STEM_LOCK = threading.Lock()
 
 
-def tokenize(text: str, cjk: str = "unigram+bigram") -> list[str]:
-    """Lower-cased words; runs of CJK characters become character unigrams (plus bigrams with
-    ``cjk='unigram+bigram'``).
+@functools.lru_cache(maxsize=1)
+def _snowball():
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _english_stem(word: str) -> str:
+    with _STEM_LOCK:  # a Snowball stemmer object keeps its word in itself: one thread at a time
+        return _snowball().stemWord(word)
+
+
+def _word(word: str, stem: str) -> str:
+    return _english_stem(word) if stem == "english" and word.isascii() and word.isalpha() else word
+
+
+def choose_stemmer(texts: Iterable[str]) -> str:
+    """'english' where at least 15% of the Latin words of ``texts`` are frequent English function
+    words (English questions: 30-60%; French, Spanish or German ones: about none), else 'none'."""
+    words = [w for t in texts for w in _WORD.findall(t.lower()) if not _CJK.search(w) and not w.isdigit()]
+    return "english" if words and sum(w in _ENGLISH for w in words) >= 0.15 * len(words) else "none"
+
+
+def tokenize(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:
+    """Lower-cased words (with ``stem='english'``, ASCII words reduced to their Snowball English
+    stem: 'cards' and 'card', 'arrival' and 'arrive' match); runs of CJK characters become character
+    unigrams (plus bigrams with ``cjk='unigram+bigram'``).
 
     Chinese has no spaces, so a whole sentence would otherwise be one token; characters (and
     character pairs) give BM25 the overlap that word segmentation would, without a dictionary.
@@ -26,7 +59,7 @@ def tokenize(text: str, cjk: str = "unigram+bigram") -> list[str]:
     out: list[str] = []
     for word in _WORD.findall(text.lower()):
         if not _CJK.search(word):
-            out.append(word)
+            out.append(_word(word, stem))
             continue
         run = ""
         for ch in word + " ":  # split mixed words into CJK runs and other runs
@@ -38,11 +71,8 @@ def tokenize(text: str, cjk: str = "unigram+bigram") -> list[str]:
                 if cjk != "unigram":
                     out.extend(run[i:i + 2] for i in range(len(run) - 1))
                 run = ""
-        rest = _CJK.sub(" ", word).split()
-        out.extend(rest)
+        out.extend(_word(w, stem) for w in _CJK.sub(" ", word).split())
     return out
-
-
 
 
 _LATIN = re.compile(r"[\u00c0-\u024f\u1e00-\u1eff]")
@@ -52,32 +82,32 @@ def _unaccented(ch: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFD", ch) if not unicodedata.combining(c))
 
 
-def fts_words(text: str, cjk: str = "unigram+bigram") -> list[str]:
+def fts_words(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:
     """The tokens of ``text`` in the form FTS5 stores them, in order: its unicode61 tokenizer (over
     the stored column, made by :func:`tokenize`) also splits at '_' and removes the accents of Latin
     letters ('café' is stored as 'cafe'; 'ø', 'ł', 'ß' stay)."""
     out = []
-    for token in tokenize(text, cjk):
+    for token in tokenize(text, cjk, stem):
         if _LATIN.search(token):
             token = "".join(_unaccented(c) if _LATIN.match(c) else c for c in token)
         out.extend(p for p in token.split("_") if p)
     return out
 
 
-def fts_tokens(text: str, cjk: str = "unigram+bigram") -> list[str]:
+def fts_tokens(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:
     """The distinct tokens of ``text`` as FTS5 stores them (:func:`fts_words`), sorted: the form in
     which a query token is looked up and matched."""
-    return sorted(set(fts_words(text, cjk)))
+    return sorted(set(fts_words(text, cjk, stem)))
 
 
 def query_terms(text: str, doc_freq: dict[str, int] | None = None, n_docs: int = 0,
-                cjk: str = "unigram+bigram") -> list[str]:
+                cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:
     """The distinct tokens of ``text`` a lexical query searches for (:func:`fts_tokens`), sorted.
 
     With document frequencies, tokens in more than COMMON of the questions are left out: BM25
     gives them little weight, yet they are what makes an OR query score most of the index.
     """
-    tokens = fts_tokens(text, cjk)
+    tokens = fts_tokens(text, cjk, stem)
     if doc_freq is not None and n_docs > 0:
         tokens = [t for t in tokens if doc_freq.get(t, 0) > 0]  # unknown tokens match nothing anyway
         rare = [t for t in tokens if doc_freq[t] <= COMMON * n_docs]

@@ -91,3 +91,12 @@ def m006_generations(db: Database) -> None:
     db.execute("create index questions_gen on questions(gen)")
     db.execute("create index questions_dead_gen on questions(dead, gen)")  # counts visible rows from the index alone
 
+
+
+@migrations()
+def m007_stemming(db: Database) -> None:
+    """``stem`` setting: how Latin words are reduced before BM25 (faqsearch.lexical.STEMMERS). A store
+    that already holds questions keeps its words as they are ('none'); a new one chooses by its first
+    questions ('auto': 'english' for English text)."""
+    existing = db.execute("select count(*) from questions").fetchone()[0]
+    db.execute("insert or ignore into settings (key, value) values ('stem', ?)", ["none" if existing else "auto"])

@@ -271,13 +271,13 @@ def _one(store, conn: sqlite3.Connection, text: str, n: int, filter_sql: tuple[s
     where, fargs = filter_sql
     g = int(store._g)
     arrays = None if where else _arrays(store, conn)
-    tokens = fts_tokens(text, store.cjk)
+    tokens = fts_tokens(text, store.cjk, store.stem)
     if arrays is not None:  # fts5vocab counts a term's rows by reading its postings: 19 ms a query at 1M
         df = {t: c for t in tokens if (c := _doc_freq(conn, arrays, t))}
     else:
         df = dict(conn.execute(f"select term, doc from questions_fts_vocab where term in ({','.join('?' * len(tokens))})",
                                tokens).fetchall()) if tokens else {}
-    terms = query_terms(text, df, store._n_docs(), store.cjk)
+    terms = query_terms(text, df, store._n_docs(), store.cjk, store.stem)
     q = fts_query(terms)
     if q is None:
         return []

@@ -19,14 +19,14 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from .corpus import FAQ, faq_hash
-from .lexical import tokenize
+from .lexical import choose_stemmer, tokenize
 
 BLOCK = 2000  # corpus records written per step of a build
 SOURCES = ("corpus", "generated", "added", "feedback", "approved")
 # names of every migration in migrations.py (a test keeps them equal): a store that has them all is
 # opened without importing sqlite-utils
 MIGRATIONS = ("m001_initial", "m002_content_hash", "m003_lexical", "m004_lexical_vocab", "m005_settings",
-              "m006_generations")
+              "m006_generations", "m007_stemming")
 ALIVE = 1 << 62  # ``dead`` of a row no edit has removed
 
 
@@ -59,6 +59,12 @@ class Store:
                 with self._conn:
                     self._conn.execute("update settings set value = ? where key = 'cjk'", [cjk])
             self.cjk = str(self._conn.execute("select value from settings where key = 'cjk'").fetchone()[0])
+            self._stem = str(self._conn.execute("select value from settings where key = 'stem'").fetchone()[0])
+
+    @property
+    def stem(self) -> str:
+        """How Latin words are stemmed for BM25 ('none' or 'english'; a store still empty: 'none')."""
+        return "none" if self._stem == "auto" else self._stem
 
     def _vis(self, alias: str) -> str:
         """SQL: the row ``alias`` is visible at this store's generation (an int literal, never user input)."""
@@ -204,8 +210,12 @@ class Store:
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}")
         start = max(first_id, (self._conn.execute("select coalesce(max(id), 0) from questions").fetchone()[0]) + 1)
+        if self._stem == "auto":  # the first questions of a new store choose its stemmer
+            self._stem = choose_stemmer(q for _, q in pairs[:5000])
+            self._conn.execute("update settings set value = ? where key = 'stem'", [self._stem])
+        cjk, stem = self.cjk, self.stem
         self.db["questions"].insert_all(
-            ({"id": start + i, "faq_id": fid, "text": q, "source": source, "lex": " ".join(tokenize(q, self.cjk)),
+            ({"id": start + i, "faq_id": fid, "text": q, "source": source, "lex": " ".join(tokenize(q, cjk, stem)),
               "gen": gen or 0} for i, (fid, q) in enumerate(pairs)), batch_size=1000)  # rows made as they are written
         return [(start + i, q) for i, (_, q) in enumerate(pairs)]
 

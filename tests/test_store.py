@@ -10,7 +10,7 @@ def test_migrations_create_schema_once(tmp_path):
     s = Store(path)
     names = [m.name for m in migrations.applied(s.db)]
     assert names == ["m001_initial", "m002_content_hash", "m003_lexical", "m004_lexical_vocab", "m005_settings",
-                     "m006_generations"]
+                     "m006_generations", "m007_stemming"]
     assert set(s.db.table_names()) >= {"faqs", "questions"}
     assert {c.name for c in s.db["questions"].columns} == {"id", "faq_id", "text", "source", "lex", "gen", "dead"}
     s.close()
@@ -60,9 +60,9 @@ def test_older_store_gets_lexical_index_for_existing_rows(tmp_path):
     db["questions"].insert({"id": 1, "faq_id": "a", "text": "信用卡丢了怎么办", "source": "corpus"})
     db.close()
     s = Store(path)
-    assert [m.name for m in migrations.applied(s.db)][-1] == "m006_generations"
+    assert [m.name for m in migrations.applied(s.db)][-1] == "m007_stemming"
     assert s.faq("a")["answer"] == "A" and [f["id"] for f in s.list_faqs()] == ["a"]  # faqs rebuilt by m006
-    assert s.cjk == "unigram+bigram"  # its rows were tokenised that way by m003
+    assert s.cjk == "unigram+bigram" and s.stem == "none"  # its rows were tokenised that way by m003
     assert s.lexical(["信用卡丢了"], 5)[0][0][0] == 1
     s.insert_faqs([FAQ("b", "B", ["reset my password"])])  # new rows are indexed by the triggers
     assert s.lexical(["password reset"], 5)[0][0][0] == 2
@@ -95,7 +95,7 @@ def test_cjk_tokenisation_is_a_store_setting(tmp_path):
     s.close()
     conn = sqlite3.connect(old)  # as written before m005: no settings table, no record of it
     conn.execute("drop table settings")
-    conn.execute("delete from _sqlite_migrations where name = 'm005_settings'")
+    conn.execute("delete from _sqlite_migrations where name in ('m005_settings', 'm007_stemming')")
     conn.commit()
     conn.close()
     s = Store(old)
@@ -143,3 +143,37 @@ def test_generations_a_reader_sees_its_own_generation_only(tmp_path):
     c = Store(copy, generation=2)
     c.keep_only(2)
     assert c.hidden() == 0 and c.dead_rows() == 0 and [f["id"] for f in c.list_faqs()] == ["b"]
+
+def test_english_stemming_is_a_store_setting_chosen_by_the_first_questions(tmp_path):
+    """A new store of English questions stems them (Snowball English: 'cards' finds 'card', 'arrival'
+    finds 'arrive'); one of French questions does not; a store that had questions before the setting
+    existed keeps its words as written, and queries are read the same way as its rows."""
+    s = Store(str(tmp_path / "en.db"))
+    assert s.stem == "none"  # empty: nothing chosen yet
+    s.insert_faqs([FAQ("a", "x", ["When will my new card arrive?"]), FAQ("b", "y", ["How do I top up by transfer?"])])
+    assert s.stem == "english"
+    assert s.db.execute("select lex from questions where faq_id = 'a'").fetchone()[0] == "when will my new card arriv"
+    assert [h[0] for h in s.lexical(["cards arrival"], 5)[0]] == [1]
+    s.add_questions("b", ["Transferring money in"], first_id=3)  # later rows follow the store's choice
+    assert s.db.execute("select lex from questions where id = 3").fetchone()[0] == "transfer money in"
+    s.close()
+    assert Store(str(tmp_path / "en.db")).stem == "english"
+    s = Store(str(tmp_path / "fr.db"))
+    s.insert_faqs([FAQ("a", "x", ["Comment réinitialiser mon mot de passe ?"]),
+                   FAQ("b", "y", ["Où est ma commande ?"])])
+    assert s.stem == "none" and "commande" in s.db.execute("select lex from questions where faq_id = 'b'").fetchone()[0]
+    s.close()
+    old = str(tmp_path / "old.db")
+    s = Store(old)
+    s.insert_faqs([FAQ("a", "x", ["When will my cards arrive?"])])
+    s.close()
+    conn = sqlite3.connect(old)  # as written before m007, its rows unstemmed
+    conn.execute("delete from settings where key = 'stem'")
+    conn.execute("delete from _sqlite_migrations where name = 'm007_stemming'")
+    conn.execute("update questions set lex = 'when will my cards arrive'")
+    conn.execute("insert into questions_fts(questions_fts) values('rebuild')")
+    conn.commit()
+    conn.close()
+    s = Store(old)
+    assert s.stem == "none" and s.lexical(["cards"], 5)[0] and not s.lexical(["card"], 5)[0]
+    s.close()

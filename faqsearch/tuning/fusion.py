@@ -84,8 +84,8 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
     faq_docs: dict[str, list[int]] = {}
     for d, f in enumerate(doc_faq):
         faq_docs.setdefault(f, []).append(d)
-    cjk = getattr(snap.store, "cjk", "unigram+bigram")
-    bm25 = bm25_scorer([fts_words(rows[i][2], cjk) for i in keep])  # the words as FTS5 holds them
+    cjk, stem = getattr(snap.store, "cjk", "unigram+bigram"), getattr(snap.store, "stem", "none")
+    bm25 = bm25_scorer([fts_words(rows[i][2], cjk, stem) for i in keep])  # the words as FTS5 holds them
     cands, gold = [], []
     with progress_bar(len(held), progress, "self-supervised fusion") as bar:
         for start in range(0, len(held), 256):
@@ -95,7 +95,7 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
                 best: dict[str, float] = {}
                 for d in topk(dense, FUSION_POOL * 8):
                     best.setdefault(doc_faq[d], float(dense[d]))
-                lex_scores = bm25(fts_words(rows[qi][2], cjk))
+                lex_scores = bm25(fts_words(rows[qi][2], cjk, stem))
                 lex: dict[str, float] = {}
                 for d in topk(lex_scores, LEXICAL_POOL * 4):
                     if lex_scores[d] <= 0:
