@@ -37,8 +37,13 @@ def _english_stem(word: str) -> str:
         return _snowball().stemWord(word)
 
 
-def _word(word: str, stem: str) -> str:
-    return _english_stem(word) if stem == "english" and word.isascii() and word.isalpha() else word
+def _words(word: str, stem: str) -> list[str]:
+    """A Latin-script word as the stored column holds it. Stemmed, it is first put in the form FTS5
+    would store (accents of Latin letters removed, split at '_': :func:`fts_words`), so 'résumés',
+    'resumes' and 'card_holders' stem as the words FTS5 would index; unstemmed, FTS5 does that."""
+    if stem != "english":
+        return [word]
+    return [_english_stem(p) if p.isascii() and p.isalpha() else p for p in _fold(word).split("_") if p]
 
 
 def choose_stemmer(texts: Iterable[str]) -> str:
@@ -59,7 +64,7 @@ def tokenize(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list
     out: list[str] = []
     for word in _WORD.findall(text.lower()):
         if not _CJK.search(word):
-            out.append(_word(word, stem))
+            out.extend(_words(word, stem))
             continue
         run = ""
         for ch in word + " ":  # split mixed words into CJK runs and other runs
@@ -71,7 +76,7 @@ def tokenize(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list
                 if cjk != "unigram":
                     out.extend(run[i:i + 2] for i in range(len(run) - 1))
                 run = ""
-        out.extend(_word(w, stem) for w in _CJK.sub(" ", word).split())
+        out.extend(p for w in _CJK.sub(" ", word).split() for p in _words(w, stem))
     return out
 
 
@@ -82,16 +87,15 @@ def _unaccented(ch: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFD", ch) if not unicodedata.combining(c))
 
 
+def _fold(token: str) -> str:
+    return "".join(_unaccented(c) if _LATIN.match(c) else c for c in token) if _LATIN.search(token) else token
+
+
 def fts_words(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:
     """The tokens of ``text`` in the form FTS5 stores them, in order: its unicode61 tokenizer (over
     the stored column, made by :func:`tokenize`) also splits at '_' and removes the accents of Latin
     letters ('café' is stored as 'cafe'; 'ø', 'ł', 'ß' stay)."""
-    out = []
-    for token in tokenize(text, cjk, stem):
-        if _LATIN.search(token):
-            token = "".join(_unaccented(c) if _LATIN.match(c) else c for c in token)
-        out.extend(p for p in token.split("_") if p)
-    return out
+    return [p for token in tokenize(text, cjk, stem) for p in _fold(token).split("_") if p]
 
 
 def fts_tokens(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:

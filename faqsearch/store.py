@@ -64,6 +64,8 @@ class Store:
     @property
     def stem(self) -> str:
         """How Latin words are stemmed for BM25 ('none' or 'english'; a store still empty: 'none')."""
+        if self._stem == "auto":  # not chosen yet, or chosen since by another connection or a committed insert
+            self._stem = str(self._conn.execute("select value from settings where key = 'stem'").fetchone()[0])
         return "none" if self._stem == "auto" else self._stem
 
     def _vis(self, alias: str) -> str:
@@ -210,10 +212,10 @@ class Store:
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}")
         start = max(first_id, (self._conn.execute("select coalesce(max(id), 0) from questions").fetchone()[0]) + 1)
-        if self._stem == "auto":  # the first questions of a new store choose its stemmer
-            self._stem = choose_stemmer(q for _, q in pairs[:5000])
-            self._conn.execute("update settings set value = ? where key = 'stem'", [self._stem])
         cjk, stem = self.cjk, self.stem
+        if self._stem == "auto" and pairs:  # the first questions of a new store choose its stemmer
+            stem = choose_stemmer(q for _, q in pairs[:5000])  # recorded with the rows (a rollback undoes both)
+            self._conn.execute("update settings set value = ? where key = 'stem' and value = 'auto'", [stem])
         self.db["questions"].insert_all(
             ({"id": start + i, "faq_id": fid, "text": q, "source": source, "lex": " ".join(tokenize(q, cjk, stem)),
               "gen": gen or 0} for i, (fid, q) in enumerate(pairs)), batch_size=1000)  # rows made as they are written

@@ -1,5 +1,7 @@
 import sqlite3
 
+import pytest
+
 from faqsearch.corpus import FAQ
 from faqsearch.migrations import migrations
 from faqsearch.store import Store
@@ -177,3 +179,39 @@ def test_english_stemming_is_a_store_setting_chosen_by_the_first_questions(tmp_p
     s = Store(old)
     assert s.stem == "none" and s.lexical(["cards"], 5)[0] and not s.lexical(["card"], 5)[0]
     s.close()
+
+
+def test_stemmed_words_match_whatever_accents_or_underscores_they_carry(tmp_path):
+    """Stemming applies to words in the form FTS5 stores them (accents removed, split at '_'): a
+    query typed without the accents, or a part of a '_'-joined word, still finds the row."""
+    s = Store(str(tmp_path / "s.db"))
+    s.insert_faqs([FAQ("cv", "x", ["Where do I upload my résumés?"]), FAQ("ch", "y", ["How do I add card_holders?"]),
+                   FAQ("nv", "z", ["Is this safe for a naïve user?"])])
+    assert s.stem == "english"
+    for query, faq in (("resumes", "cv"), ("résumé", "cv"), ("holders", "ch"), ("card holder", "ch"),
+                       ("naive users", "nv")):
+        found = s.lexical([query], 5)[0]
+        assert found and s.question_rows([found[0][0]])[0][1] == faq, query
+    s.close()
+
+
+def test_a_failed_first_insert_leaves_the_stemmer_unchosen(tmp_path, monkeypatch):
+    """The choice is written with the rows: a first insert that fails records nothing, and a store
+    opened by a second connection follows the choice the first one committed."""
+    import faqsearch.store as store_module
+
+    path = str(tmp_path / "s.db")
+    s, other = Store(path), Store(path)
+    real = store_module.tokenize
+    monkeypatch.setattr(store_module, "tokenize", lambda *a: (_ for _ in ()).throw(RuntimeError("disk gone")))
+    with pytest.raises(RuntimeError):
+        s.insert_faqs([FAQ("a", "x", ["How do I order cards?"])])
+    monkeypatch.setattr(store_module, "tokenize", real)
+    assert s.db.execute("select value from settings where key = 'stem'").fetchone()[0] == "auto"
+    s.insert_faqs([FAQ("a", "x", ["How do I order cards?"])])
+    assert s.stem == "english" and other.stem == "english"
+    assert other.lexical(["card"], 5)[0] and other.lexical(["cards"], 5)[0]
+    other.insert_faqs([FAQ("b", "y", ["Où est ma commande ?"])])  # the store has chosen: no second choice
+    assert other.db.execute("select value from settings where key = 'stem'").fetchone()[0] == "english"
+    s.close()
+    other.close()
