@@ -49,6 +49,28 @@ def resolve_index_path(index: str | os.PathLike | None) -> str:
     return os.path.join(home(), index)
 
 
+def lexical_settings(directory: str) -> dict[str, str] | None:
+    """How the store of the version ``directory`` tokenises for BM25 ({'cjk': ..., 'stem': ...}, a
+    store still empty reading 'none'), read without changing the file; None where it has no such
+    settings (a Milvus index keeps its tokens in the collection)."""
+    import sqlite3
+
+    path = os.path.join(directory, FILES["store"])
+    if not os.path.isfile(path):
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            found = dict(conn.execute("select key, value from settings where key in ('cjk', 'stem')").fetchall())
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    if "cjk" not in found:
+        return None
+    return {"cjk": found["cjk"], "stem": "none" if found.get("stem", "none") == "auto" else found.get("stem", "none")}
+
+
 def new_config(**fields: Any) -> dict[str, Any]:
     from .files import now
 

@@ -114,8 +114,9 @@ def test_eval_and_info(run, tmp_path, small_corpus):
     result = run("eval", unknown, "--index", ix, "-q")
     assert result.exit_code == 1 and "999" in result.output
     info = json.loads(run("info", "--index", ix, "--json").output)
-    assert info["counts"]["faqs"] == 4
-    assert "transform:" in run("info", "--index", ix).output
+    assert info["counts"]["faqs"] == 4 and info["lexical"] == {"cjk": "unigram", "stem": "english"}
+    text = run("info", "--index", ix).output
+    assert "transform:" in text and "lexical:    BM25 over words stemmed (Snowball English)" in text
     extra = tmp_path / "extra.csv"
     extra.write_text("id,question,answer\nx1,how do I close my account?,Write to us.\n")
     assert run("add", extra, "--index", ix, "-q").exit_code == 0

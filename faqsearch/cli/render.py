@@ -148,6 +148,11 @@ def info(path: str, config: dict[str, Any]) -> None:
     click.echo(f"contents:   {config['counts']['faqs']} FAQs, {config['counts']['questions']} questions")
     click.echo(f"matching:   {config.get('mode', 'hybrid')}"
                + (f", BM25 weight {config.get('hybrid_weight', 0.1):g}" if config.get("mode", "hybrid") == "hybrid" else ""))
+    lexical = config.get("lexical")
+    if lexical:
+        click.echo("lexical:    BM25 over " + ("words stemmed (Snowball English)" if lexical["stem"] == "english" else
+                                               "words as written") + ", CJK text as " +
+                   ("single characters" if lexical["cjk"] == "unigram" else "characters and character pairs"))
     delta = config.get("delta")
     if delta:
         base = config["counts"]["questions"] - delta["added"] + delta["removed"]

@@ -139,7 +139,7 @@ def upsert(corpus, index, columns, fmt, out, threads):
 @output_options(quiet=False)
 @handles_errors
 def info(index, out):
-    """Show how an index was built: encoder, transform, storage, counts, threshold, versions.
+    """Show how an index was built: encoder, transform, storage, counts, lexical tokens, threshold, versions.
 
     \b
     Example:
@@ -149,7 +149,10 @@ def info(index, out):
     from ...indexdir import resolve
 
     path = cfg.resolve_index_path(index)
-    config = cfg.load_config(resolve(path), path)
+    version = resolve(path)
+    config = cfg.load_config(version, path)
+    if (config.get("backend") or {}).get("kind") != "milvus":
+        config["lexical"] = cfg.lexical_settings(version)
     if out.json:
         click.echo(dump({"path": path, **config}))
     else:
