@@ -145,8 +145,7 @@ class FAQSearch:
         return self._current().raw.all()
 
     def info(self) -> dict[str, Any]:
-        snap = self._current()
-        return {"path": snap.path, **snap.config, "counts": snap.store.counts(), "vectors": len(snap.index)}
+        return self._current().info()
 
     def list(self, limit: int | None = None, offset: int = 0, category: str | None = None,
              contains: str | None = None) -> list[dict[str, Any]]:

@@ -57,6 +57,13 @@ class Snapshot:
         """The changes since the base files (embedded backend), None without any."""
         return getattr(self.index, "delta", None)
 
+    def info(self) -> dict[str, Any]:
+        """What `info` tells of this version: its config, counts, vectors, and how its store tokenises
+        for BM25 ('lexical': None for a Milvus index, whose tokens live in the collection)."""
+        lexical = {k: getattr(self.store, k, None) for k in ("cjk", "stem")}
+        return {"path": self.path, **self.config, "counts": self.store.counts(), "vectors": len(self.index),
+                "lexical": lexical if lexical["stem"] else None}
+
     def close(self) -> None:
         self.store.close()
 

@@ -29,6 +29,7 @@ def test_build_open_ask(tmp_path, small_corpus):
     e.close()
     with FAQSearch.open(str(tmp_path / "ix"), encoder=FakeEncoder()) as e2:
         assert e2.ask("I forgot my password").answers[0].question == "I forgot my password"
+        assert e2.info()["lexical"] == {"cjk": "unigram", "stem": "english"}  # as `faqsearch info` shows
 
 
 def test_grouping_keeps_best_question_and_k_distinct_faqs(tmp_path):

@@ -103,6 +103,7 @@ def test_edits_match_the_embedded_backend(pair):
     assert [q["text"] for q in mil.show("f1")["questions"]] == [q["text"] for q in emb.show("f1")["questions"]]
     assert [f["id"] for f in mil.list()] == [f["id"] for f in emb.list()]
     assert mil.info()["counts"] == emb.info()["counts"]
+    assert mil.info()["lexical"] is None and emb.info()["lexical"]["cjk"] == "unigram"  # Milvus: its own tokens
     assert mil.store.source_counts() == emb.store.source_counts()
     with pytest.raises(FAQSearchError):
         mil.remove(["f2"])
