@@ -30,7 +30,8 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import DATA, SAMPLE, CachingEncoder, emit, machine, sts_retrieval_set  # noqa: E402
+from common import (DATA, SAMPLE, CachingEncoder, add_sets_option, emit, machine, sts_retrieval_set,  # noqa: E402
+                    wanted_sets)
 from quality import bm25_faq, st_faq, st_pairs  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
@@ -50,11 +51,18 @@ def queries_of(path: str, n: int) -> list[str]:
     return [q.text for q in read_labelled_queries(path)][:n]
 
 
+# the ranking sets, then the pairs sets (--sets names either)
+SETS = [(name,) for name in ("sample_data en", "sample_data zh (USE)", "CovidFAQ", "Banking77 faqs_1", "Banking77 faqs_5",
+                              "Banking77 faqs_all", "STSB-en retrieval", "zh-STS-B retrieval (USE)", "STSB-en test",
+                              "zh-STS-B test (USE)")]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out")
-    ap.add_argument("--sets", help="comma-separated names to run (default: all)")
+    add_sets_option(ap, SETS)
     args = ap.parse_args()
+    wanted = wanted_sets(ap, args, SETS)
     logging.basicConfig(level=logging.ERROR)
     minilm = CachingEncoder(load_encoder("minilm"))
     use = CachingEncoder(load_encoder("use-multilingual"))
@@ -79,9 +87,8 @@ def main() -> None:
         ("STSB-en retrieval", minilm, *sts_en, False, None),
         ("zh-STS-B retrieval (USE)", use, *sts_zh, True, None),
     ]
-    if args.sets:
-        wanted = {s.strip() for s in args.sets.split(",")}
-        sets = [s for s in sets if s[0] in wanted]
+    assert [s[0] for s in sets] == [n for n, in SETS[:len(sets)]]
+    sets = [s for s in sets if s[0] in wanted]
     rank = ["| set | metric | default | dense | lexical | raw encoder (peer) | bm25s (peer) | default >= both parts |",
             "|---|---|---|---|---|---|---|---|"]
     answer = ["| set | in-scope queries | out-of-scope | threshold chosen | right @ 0.5 | right @ chosen | "
@@ -112,7 +119,7 @@ def main() -> None:
                                      os.path.join(SAMPLE, "faq.csv")),
                                     ("zh-STS-B test (USE)", use, os.path.join(DATA, "zh-STS-B", "test.tsv"),
                                      os.path.join(SAMPLE, "faq_zh.csv"))):
-        if args.sets and name not in wanted:
+        if name not in wanted:
             continue
         a, b, y = read_pairs(path)
         e = FAQSearch.build(corpus, os.path.join(tmp, "pairs"), encoder=enc, force=True)
