@@ -68,7 +68,8 @@ def lexical_settings(directory: str) -> dict[str, str] | None:
         return None
     if "cjk" not in found:
         return None
-    return {"cjk": found["cjk"], "stem": "none" if found.get("stem", "none") == "auto" else found.get("stem", "none")}
+    stem = found.get("stem", "none")  # a store made before the setting: its words as written
+    return {"cjk": found["cjk"], "stem": "none" if stem == "auto" else stem}
 
 
 def new_config(**fields: Any) -> dict[str, Any]:

@@ -92,7 +92,6 @@ def m006_generations(db: Database) -> None:
     db.execute("create index questions_dead_gen on questions(dead, gen)")  # counts visible rows from the index alone
 
 
-
 @migrations()
 def m007_stemming(db: Database) -> None:
     """``stem`` setting: how Latin words are reduced before BM25 (faqsearch.lexical.STEMMERS). A store
