@@ -13,8 +13,6 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Sequence
 
-import numpy as np
-
 from . import config as cfg
 from .backends import backend_named
 from .corpus import FAQ, Columns, check_faq, read_corpus, read_texts
@@ -22,7 +20,7 @@ from .defaults import BATCH_SIZE, BETA, CHUNK, GAMMA, INDEX_TYPE, K, MAX_LENGTH,
 from .edits.plan import check_batch
 from .encoders import Encoder, load_encoder, model_for_corpus
 from .errors import FAQSearchError, InvalidOptionError
-from .files import NpyWriter
+from .files import NpyWriter, load_npy
 from .indexdir import Writer, check_target
 from .progress import progress_bar
 from .whitening import Moments, Whitening
@@ -158,7 +156,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             if fit_texts is not None:
                 moments = encode_stream(encoder, fit_texts, batch_size, progress)
             white, whiten = fit_transform(moments, wspec, encoder.dimension)
-            raw = np.load(vec_path, mmap_mode="r")
+            raw = load_npy(vec_path, mmap_mode="r")
             sections = backend.write_base(tmp, prepared, store, ids, raw, white, writer.generation + 1, progress)
             del raw
             white.save(os.path.join(tmp, cfg.FILES["whitening"]))

@@ -7,6 +7,7 @@ import errno
 import hashlib
 import os
 import shutil
+import threading
 from typing import Any, Iterator
 
 import numpy as np
@@ -175,12 +176,27 @@ class NpyWriter:
         self.close()
 
 
+# numpy parses a .npy header with ast.literal_eval, and CPython 3.11's AST constructor counts its
+# recursion depth in state that threads share (gh-106905): two threads parsing at once can fail with
+# "SystemError: AST constructor recursion depth mismatch" (seen with readers opening postings arrays
+# while a writer loaded a delta). faqsearch's own .npy / .npz reads take turns under this lock.
+NPY_LOCK = threading.RLock()
+
+
+def load_npy(path: str, **kwargs: Any) -> Any:
+    """``np.load`` under :data:`NPY_LOCK` (for .npy files; an .npz file parses its members' headers
+    as they are read, so read them inside ``with NPY_LOCK``)."""
+    with NPY_LOCK:
+        return np.load(path, **kwargs)
+
+
 def npy_chunks(path: str, chunk: int = 4096) -> Iterator[np.ndarray]:
     """The rows of a 2-d ``.npy`` file, ``chunk`` at a time, read (not mapped)."""
     with open(path, "rb") as fh:
         major, _ = np.lib.format.read_magic(fh)
         read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-        shape, fortran, dtype = read_header(fh)
+        with NPY_LOCK:
+            shape, fortran, dtype = read_header(fh)
         if fortran or len(shape) != 2:
             raise ValueError(f"{path}: expected a C-ordered 2-d array, found shape {shape}")
         width = shape[1] * dtype.itemsize

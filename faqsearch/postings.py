@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .defaults import LEXICAL_ARRAYS_MIN as MIN_QUESTIONS
-from .files import link_or_copy, preallocate
+from .files import link_or_copy, load_npy, preallocate
 from .lexical import fts_query, fts_tokens, query_terms
 
 DIR = "lexical"
@@ -166,7 +166,7 @@ class Postings:
         self.meta = meta
         self.max_id = int(meta["max_id"])
         for name in _ARRAYS:  # plain views of the maps: a memmap's own slicing costs microseconds a call
-            setattr(self, name, np.load(os.path.join(path, name + ".npy"), mmap_mode="r").view(np.ndarray))
+            setattr(self, name, load_npy(os.path.join(path, name + ".npy"), mmap_mode="r").view(np.ndarray))
         self._blob = memoryview(self.terms)
         self._numbers: dict[str, int] = {}  # term -> number, for the terms asked so far (bounded below)
 

@@ -14,6 +14,8 @@ from typing import Iterable
 
 import numpy as np
 
+from .files import NPY_LOCK
+
 log = logging.getLogger(__name__)
 
 # Eigenvalues below this fraction of the largest are treated as zero (numerical rank).
@@ -263,7 +265,7 @@ class Whitening:
 
     @classmethod
     def load(cls, path: str) -> "Whitening":
-        with np.load(path) as z:
+        with NPY_LOCK, np.load(path) as z:
             beta, gamma, k, rank = z["meta"].tolist()
             residual = "residual" in z.files  # transforms saved before residual norms load as they were
             return cls(z["kernel"].astype(np.float32), z["bias"].astype(np.float32), beta, gamma,

@@ -130,3 +130,14 @@ def test_module_sizes():
         if n > limit and name not in EXCEPTIONS:
             too_long.append(f"{name}: {n} lines (limit {limit})")
     assert not too_long, "\n".join(too_long)
+
+
+def test_npy_files_are_read_under_the_lock():
+    """numpy parses .npy headers with ast.literal_eval, which CPython 3.11 does not keep apart between
+    threads (gh-106905): every read in the package goes through files.load_npy or holds NPY_LOCK."""
+    bare = []
+    for name, path in modules().items():
+        for n, line in enumerate(open(path, encoding="utf-8"), 1):
+            if "np.load(" in line and name != "files" and "NPY_LOCK" not in line:
+                bare.append(f"{name}:{n}: {line.strip()}")
+    assert not bare, "\n".join(bare)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ... import config as cfg
 from ...errors import IndexFormatError
+from ...files import load_npy
 from ...store import Store
 from ...whitening import Moments
 from ..base import Opened
@@ -36,10 +37,10 @@ class RawVectors:
         if not os.path.exists(vec_path):
             raise IndexFormatError(cfg.damaged(path, "vectors", "missing"))
         try:
-            self.base_raw = np.load(vec_path, mmap_mode="r")
+            self.base_raw = load_npy(vec_path, mmap_mode="r")
             ids_path = os.path.join(version, IDS_FILE)
             self.has_ids = os.path.exists(ids_path)
-            self.base_ids = np.load(ids_path) if self.has_ids else None
+            self.base_ids = load_npy(ids_path) if self.has_ids else None
         except (ValueError, OSError) as exc:
             raise IndexFormatError(cfg.damaged(path, "vectors", f"{type(exc).__name__}: {exc}")) from None
         self._store, self._path = store, path

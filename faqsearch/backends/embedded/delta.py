@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...config import FILES
+from ...files import NPY_LOCK
 
 IDS_FILE = FILES["ids"]
 _DELTA = re.compile(r"^delta-(\d+)\.npz$")
@@ -71,7 +72,7 @@ class Delta:
 
     @classmethod
     def load(cls, path: str) -> "Delta":
-        with np.load(path, allow_pickle=False) as z:
+        with NPY_LOCK, np.load(path, allow_pickle=False) as z:
             moments = {k: z[k] for k in z.files if k.startswith("moments_")}  # Moments.to_arrays keys
             return cls(z["ids"].astype(np.int64), z["raw"].astype(np.float32), z["removed"].astype(np.int64),
                        moments or None)

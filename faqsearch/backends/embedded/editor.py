@@ -25,7 +25,7 @@ import numpy as np
 from ... import config as cfg
 from ...defaults import CHUNK
 from ...errors import FAQSearchError
-from ...files import preallocate, sample_digest
+from ...files import load_npy, preallocate, sample_digest
 from ...indexdir import Writer, share_file
 from ...postings import share as share_postings
 from ...store import Store
@@ -213,7 +213,7 @@ def write_live_vectors(snap: "Snapshot", directory: str, drop: np.ndarray | None
             share_file(snap.version, directory, name)
             if isinstance(files.get(name), dict) and files[name].get("sha256"):
                 records[name] = files[name]
-        return base_ids, np.load(vec_path, mmap_mode="r"), records
+        return base_ids, load_npy(vec_path, mmap_mode="r"), records
     keep = ~np.isin(base_ids, np.union1d(delta.removed, drop))
     dkeep = ~np.isin(delta.ids, drop)
     ids = np.concatenate([base_ids[keep], delta.ids[dkeep], extra_ids])
@@ -230,7 +230,7 @@ def write_live_vectors(snap: "Snapshot", directory: str, drop: np.ndarray | None
     out.flush()
     del out
     np.save(ids_path, ids)
-    return ids, np.load(vec_path, mmap_mode="r"), {}
+    return ids, load_npy(vec_path, mmap_mode="r"), {}
 
 
 def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray, source: str,

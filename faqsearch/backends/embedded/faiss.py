@@ -27,7 +27,7 @@ import numpy as np
 from ...defaults import (AUTO_FLAT_MAX, AUTO_HNSW_MAX, EF_SEARCH, PQ_TRAIN_SAMPLE, REFINE_FACTOR, SMALL_BATCH,
                          TRAIN_SAMPLE)
 from ...errors import FAQSearchError
-from ...files import npy_chunks, read_through
+from ...files import load_npy, npy_chunks, read_through
 from .flatfile import FlatWriter
 from .ivffile import IVFWriter, streams
 
@@ -335,7 +335,7 @@ def write_vector_index(white, ids: np.ndarray, factory: str, target: str, path: 
     if vindex.needs_training():
         rng = np.random.default_rng(0)
         pick = np.sort(rng.choice(len(ids), size=train_sample_size(factory, len(ids)), replace=False))
-        raw = np.load(path, mmap_mode="r")
+        raw = load_npy(path, mmap_mode="r")
         sample = np.empty((len(pick), white.dim_out), np.float32)  # filled a chunk at a time: the
         for at in range(0, len(pick), chunk):  # transform's temporaries stay a chunk's size
             sample[at:at + chunk] = white.transform(np.asarray(raw[pick[at:at + chunk]]))
