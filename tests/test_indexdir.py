@@ -100,7 +100,7 @@ def test_readers_hold_one_whole_version_while_reloads_swap_them(tmp_path):
             # every FAQ gets the answer "version n" and a question of that version, in one commit
             writer.update([FAQ(f"f{i}", f"version {n}", [f"question about subject{i}", f"marker {n} for {i}"])
                            for i in range(10)], replace=True)
-        stop.set()
+        written.set()
 
     def reload():
         while not stop.is_set():
@@ -114,7 +114,19 @@ def test_readers_hold_one_whole_version_while_reloads_swap_them(tmp_path):
             if len(r.answers) != 10 or len(labels) != 1:
                 problems.append(f"{len(r.answers)} answers from {sorted(labels)}")
 
-    threads = [threading.Thread(target=f) for f in (write, reload, ask, ask, ask)]
+    def reporting(f):  # an exception in any thread is a problem of the test, and the writer's end stops all
+        def run():
+            try:
+                f()
+            except Exception as exc:
+                problems.append(f"{f.__name__}: {exc!r}")
+            finally:
+                if f is write:
+                    stop.set()
+        return run
+
+    written = threading.Event()
+    threads = [threading.Thread(target=reporting(f)) for f in (write, reload, ask, ask, ask)]
     deadline = time.monotonic() + 120
     for t in threads:
         t.start()
@@ -124,4 +136,5 @@ def test_readers_hold_one_whole_version_while_reloads_swap_them(tmp_path):
     reader.close()
     writer.close()
     assert not problems, problems[:5]
+    assert written.is_set()  # all 15 commits went in
     assert len(seen) > 2  # the readers did see several versions go by
