@@ -161,12 +161,13 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             del raw
             white.save(os.path.join(tmp, cfg.FILES["whitening"]))
             counts = store.counts()
+            stem = getattr(store, "stem", "none")  # chosen by the first insert
         finally:
             store.close()
         fitted_on = (str(wspec.fit_on) if isinstance(wspec.fit_on, (str, os.PathLike)) else
                      ("texts" if wspec.fit_on is not None else "corpus questions"))
         config = cfg.new_config(
-            index_id=index_id, encoder=encoder.spec(), dim_in=encoder.dimension, dim_out=white.dim_out,
+            stem, index_id=index_id, encoder=encoder.spec(), dim_in=encoder.dimension, dim_out=white.dim_out,
             whitening=cfg.whitening_section(white, whiten, fitted_on, moments.n),
             threshold=THRESHOLD if threshold is None else float(threshold), counts=counts, corpus=source,
             calibration={"chosen_by": "default" if threshold is None else "given"},

@@ -11,7 +11,10 @@ from typing import Any
 
 from .errors import IndexFormatError, IndexNotFoundError
 
-FORMAT_VERSION = 1
+# config.json's format_version: 1, or 2 for an index whose store stems its words for BM25 (a faqsearch
+# that reads only 1 would search such a store with its query words unstemmed, missing every stemmed row)
+FORMAT_VERSION = 2  # the newest this faqsearch reads and writes
+READABLE = (1, 2)
 FILES = {
     "config": "config.json",
     "whitening": "whitening.npz",
@@ -72,10 +75,15 @@ def lexical_settings(directory: str) -> dict[str, str] | None:
     return {"cjk": found["cjk"], "stem": "none" if stem == "auto" else stem}
 
 
-def new_config(**fields: Any) -> dict[str, Any]:
+def format_version(stem: str) -> int:
+    """The oldest format that describes an index whose store stems with ``stem``."""
+    return 1 if stem in ("none", "auto") else 2
+
+
+def new_config(stem: str = "none", **fields: Any) -> dict[str, Any]:
     from .files import now
 
-    return {"format_version": FORMAT_VERSION, "created": now(), "versions": versions(), **fields}
+    return {"format_version": format_version(stem), "created": now(), "versions": versions(), **fields}
 
 
 def whitening_section(white, enabled: bool, fitted_on: str, fit_count: int, **extra: Any) -> dict[str, Any]:
@@ -105,12 +113,12 @@ def load_config(directory: str, path: str | None = None) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise IndexFormatError(f"{file} is damaged (not a JSON object); rebuild with faqsearch ingest --force")
     fv = config.get("format_version")
-    if fv != FORMAT_VERSION:
+    if fv not in READABLE or isinstance(fv, bool):
         built = (config.get("versions") or {}).get("faqsearch") if isinstance(config.get("versions"), dict) else None
         newer = isinstance(fv, int) and fv > FORMAT_VERSION
         raise IndexFormatError(
             f"index {where} has format version {fv} (built by faqsearch {built}); this faqsearch reads "
-            f"version {FORMAT_VERSION}. "
+            f"versions {' and '.join(map(str, READABLE))}. "
             + ("Upgrade faqsearch (pip install -U faqsearch)." if newer else "Re-run faqsearch ingest to rebuild it."))
     check_values(config, file)
     return config

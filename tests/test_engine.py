@@ -20,7 +20,7 @@ def test_build_open_ask(tmp_path, small_corpus):
     e = build(small_corpus, tmp_path / "ix", threshold=0.0)
     cfg = e.config
     assert cfg["counts"] == {"faqs": 4, "questions": 6, "max_questions_per_faq": 2}
-    assert cfg["format_version"] == 1 and cfg["versions"]["faiss-cpu"]
+    assert cfg["format_version"] == 2 and cfg["versions"]["faiss-cpu"]  # 2: its store stems English words
     # 6 questions: rank <= 5, but a rotation keeps k as asked (32 dims of the fake encoder)
     assert cfg["whitening"]["rank"] <= 5 and cfg["whitening"]["k_effective"] == cfg["dim_out"] == 32
     r = e.ask("I forgot my password", k=3)
@@ -104,6 +104,25 @@ def test_open_errors(tmp_path, small_corpus):
     (version(ix) / FILES["config"]).write_text(json.dumps(cfg))
     with pytest.raises(IndexFormatError, match="Upgrade faqsearch"):
         FAQSearch.open(str(ix), encoder=FakeEncoder())
+
+
+def test_format_version_says_whether_the_store_stems(tmp_path, small_corpus):
+    """An index whose store stems its words is format 2, so a faqsearch that reads only format 1
+    refuses it (asking for an upgrade) instead of searching it with unstemmed query words; an index
+    that does not stem stays format 1, and both open here."""
+    fr = tmp_path / "fr.csv"
+    fr.write_text("id,question,answer\na,Où est ma commande ?,Dans le suivi.\nb,Puis-je annuler ?,Oui.\n",
+                  encoding="utf-8")
+    for corpus, name, want in ((small_corpus, "en", 2), (str(fr), "fr", 1)):
+        build(corpus, tmp_path / name).close()
+        assert json.loads((version(tmp_path / name) / FILES["config"]).read_text())["format_version"] == want
+        with FAQSearch.open(str(tmp_path / name), encoder=FakeEncoder()) as e:
+            assert e.info()["lexical"]["stem"] == ("english" if want == 2 else "none")
+    cfg = json.loads((version(tmp_path / "en") / FILES["config"]).read_text())
+    cfg["format_version"] = True  # JSON true is not format 1
+    (version(tmp_path / "en") / FILES["config"]).write_text(json.dumps(cfg))
+    with pytest.raises(IndexFormatError, match="format version True"):
+        FAQSearch.open(str(tmp_path / "en"), encoder=FakeEncoder())
 
 
 def test_fit_on_other_texts(tmp_path, small_corpus):
