@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from .errors import IndexFormatError, IndexNotFoundError
+from .lexical import stem_in_use
 
 # config.json's format_version: 1, or 2 for an index whose store stems its words for BM25 (a faqsearch
 # that reads only 1 would search such a store with its query words unstemmed, missing every stemmed row)
@@ -72,12 +73,12 @@ def lexical_settings(directory: str) -> dict[str, str] | None:
     if "cjk" not in found:
         return None
     stem = found.get("stem", "none")  # a store made before the setting: its words as written
-    return {"cjk": found["cjk"], "stem": "none" if stem == "auto" else stem}
+    return {"cjk": found["cjk"], "stem": stem_in_use(stem)}
 
 
 def format_version(stem: str) -> int:
     """The oldest format that describes an index whose store stems with ``stem``."""
-    return 1 if stem in ("none", "auto") else 2
+    return 1 if stem_in_use(stem) == "none" else 2
 
 
 def new_config(stem: str = "none", **fields: Any) -> dict[str, Any]:

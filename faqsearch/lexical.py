@@ -46,6 +46,12 @@ def _words(word: str, stem: str) -> list[str]:
     return [_english_stem(p) if p.isascii() and p.isalpha() else p for p in _fold(word).split("_") if p]
 
 
+def stem_in_use(setting: str) -> str:
+    """The stemming a store's 'stem' setting means for its rows and queries: 'auto' (a new store
+    whose first questions have not come in yet) means none so far."""
+    return "none" if setting == "auto" else setting
+
+
 def choose_stemmer(texts: Iterable[str]) -> str:
     """'english' where at least 15% of the Latin words of ``texts`` are frequent English function
     words (English questions: 30-60%; French, Spanish or German ones: about none), else 'none'."""

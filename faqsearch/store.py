@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from .corpus import FAQ, faq_hash
-from .lexical import choose_stemmer, tokenize
+from .lexical import choose_stemmer, stem_in_use, tokenize
 
 BLOCK = 2000  # corpus records written per step of a build
 SOURCES = ("corpus", "generated", "added", "feedback", "approved")
@@ -66,7 +66,7 @@ class Store:
         """How Latin words are stemmed for BM25 ('none' or 'english'; a store still empty: 'none')."""
         if self._stem == "auto":  # not chosen yet, or chosen since by another connection or a committed insert
             self._stem = str(self._conn.execute("select value from settings where key = 'stem'").fetchone()[0])
-        return "none" if self._stem == "auto" else self._stem
+        return stem_in_use(self._stem)
 
     def _vis(self, alias: str) -> str:
         """SQL: the row ``alias`` is visible at this store's generation (an int literal, never user input)."""
