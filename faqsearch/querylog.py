@@ -9,16 +9,19 @@ Used by `faqsearch gaps` and the service's traffic views.
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import sqlite3
 import threading
-from typing import Any, Iterable
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
 
 from sqlite_utils import Database, Migrations
 
 from .text import clean_text
 
 migrations = Migrations("faqsearch-querylog")
+log = logging.getLogger(__name__)
 
 
 @migrations()
@@ -41,6 +44,16 @@ def log_path(index_path: str) -> str:
     return os.path.join(index_path, "queries.db")
 
 
+def log_answered(qlog: "QueryLog", results: list[Any], mode: str, channel: str) -> list[int]:
+    """Log answered queries, where a failure to log (a full disk, a log locked past its timeout) is a
+    warning: the answers were found and are returned all the same. Returns the rows' ids ([] then)."""
+    try:
+        return qlog.record(results, mode, channel)
+    except sqlite3.Error as exc:
+        log.warning("query log %s: %d queries not logged (%s)", qlog.path, len(results), exc)
+        return []
+
+
 def mark_in_log(index_path: str, texts: Iterable[str], faq_id: str, assigned: bool = True) -> None:
     """Record (``assigned=False``: undo) an assignment of texts to an FAQ in the index's query log,
     when it has one (an edit outside the service never creates a log)."""
@@ -58,12 +71,15 @@ def mark_in_log(index_path: str, texts: Iterable[str], faq_id: str, assigned: bo
 
 
 class QueryLog:
-    """Append-only log of queries (thread-safe: one connection, one lock, WAL)."""
+    """Append-only log of queries (thread-safe: one connection, one lock, WAL; several processes,
+    such as servers of one index, write it each in turn)."""
+
+    TIMEOUT = 10.0  # seconds a write waits for another process's
 
     def __init__(self, path: str):
         self.path = path
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, timeout=10)
+        self._conn = sqlite3.connect(path, check_same_thread=False, timeout=self.TIMEOUT)
         self._conn.execute("pragma journal_mode=wal")
         self.db = Database(self._conn)
         self._lock = threading.Lock()
@@ -77,6 +93,20 @@ class QueryLog:
     def close(self) -> None:
         self._conn.close()
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write transaction that holds SQLite's write lock from its start (BEGIN IMMEDIATE): a
+        deferred one that reads first cannot wait for another process's write (SQLite answers 'database
+        is locked' at once rather than risk a deadlock), so servers sharing a log lost records."""
+        with self._lock:
+            self._conn.execute("begin immediate")  # waits up to the connection's timeout for the lock
+            try:
+                yield
+            except BaseException:
+                self._conn.execute("rollback")
+                raise
+            self._conn.execute("commit")
+
     def record(self, results: Iterable[Any], mode: str, channel: str = "api") -> list[int]:
         """Log results (``faqsearch.engine.Result``); returns their row ids."""
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
@@ -89,7 +119,7 @@ class QueryLog:
                          "feedback_faq": None})
         if not rows:
             return []
-        with self._lock, self.db.atomic():
+        with self._writing():
             start = self.db.execute("select coalesce(max(id), 0) from queries").fetchone()[0] + 1
             for i, row in enumerate(rows):
                 row["id"] = start + i
@@ -113,7 +143,7 @@ class QueryLog:
     def mark_assigned(self, texts: Iterable[str], faq_id: str, query_id: int | None = None) -> None:
         """Record that a person assigned these texts to an FAQ (feedback, approve): every row with one
         of them (and row ``query_id``) shows it as assigned, so gaps and other FAQs' suggestions skip them."""
-        with self._lock, self.db.atomic():
+        with self._writing():
             if query_id is not None:
                 self.db.execute("update queries set feedback_faq = ? where id = ?", [faq_id, query_id])
             for text in texts:  # logged as asked: cleaned, as every query is before it is answered
@@ -122,7 +152,7 @@ class QueryLog:
 
     def clear_feedback(self, query: str, faq_id: str) -> None:
         """Undo :meth:`mark_assigned` for a query that was taken out of an FAQ again (unassign)."""
-        with self._lock, self.db.atomic():
+        with self._writing():
             self.db.execute("update queries set feedback_faq = null where query = ? and feedback_faq = ?",
                             [clean_text(query), faq_id])
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from ..corpus import FAQ, check_faq
 from ..defaults import ASK_K, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..errors import CorpusError, FAQSearchError
+from ..querylog import log_answered
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn, FAQIn,
                      FAQsIn, FeedbackIn, ParaphraseIn, SuggestionsOut)
 
@@ -43,7 +44,7 @@ def _answer(request: Request, name: str, queries: list[str], body: AskOptions, c
     searcher = s.engine.searcher()
     results = searcher.answer(queries, k=body.k, threshold=body.threshold, mode=body.mode, filters=_filters(body))
     if s.querylog is not None:
-        ids = s.querylog.record(results, body.mode or searcher.snap.mode, channel)
+        ids = log_answered(s.querylog, results, body.mode or searcher.snap.mode, channel)
         if ids:
             response.headers["X-Query-Id"] = ",".join(map(str, ids))
     return results

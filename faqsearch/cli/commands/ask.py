@@ -72,10 +72,10 @@ def ask(text, index, top_k, threshold, model, mode, category, log_queries, parap
         # nothing matched at all: say whether the index is empty (a count only in that case)
         empty = results[0].best_score is None and searcher.snap.store.question_count() == 0
         if log_queries:
-            from ...querylog import QueryLog
+            from ...querylog import QueryLog, log_answered
 
             qlog = QueryLog.for_index(engine.path)
-            qlog.record([r for r in results if not is_blank(r.query)], mode or searcher.snap.mode, "cli")
+            log_answered(qlog, [r for r in results if not is_blank(r.query)], mode or searcher.snap.mode, "cli")
             qlog.close()
         similar: list[list] = [[] for _ in results]
         if paraphrases:
