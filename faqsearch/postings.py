@@ -29,6 +29,7 @@ import numpy as np
 
 from .defaults import LEXICAL_ARRAYS_MIN as MIN_QUESTIONS
 from .files import link_or_copy, load_npy, preallocate
+from .filters import filter_sql
 from .lexical import fts_query, fts_tokens, query_terms
 
 DIR = "lexical"
@@ -253,7 +254,7 @@ def search(store, conn: sqlite3.Connection, texts: Sequence[str], n: int,
     file, whatever other processes commit meanwhile."""
     if n <= 0:
         return [[] for _ in texts]
-    where = store.filter_sql(filters)
+    where = filter_sql(filters)
     out = []
     for text in texts:
         own = not conn.in_transaction  # inside a writer's transaction its reads are consistent already

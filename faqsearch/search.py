@@ -17,6 +17,7 @@ import numpy as np
 from . import config as cfg
 from .defaults import ASK_K, BATCH_SIZE, DENSE_BLOCK, DENSE_CANDIDATES, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE
 from .errors import IndexFormatError, InvalidOptionError
+from .filters import check_filters
 from .results import Answer, Result
 from .snapshot import Snapshot
 from .text import clean_text, is_blank
@@ -147,6 +148,7 @@ class Searcher:
         snap = self.snap
         mode = mode or snap.mode
         check_options(k, mode)
+        filters = check_filters(filters)
         thr = snap.threshold if threshold is None else float(threshold)
         if not np.isfinite(thr):
             raise InvalidOptionError(f"the threshold must be a number, got {threshold!r}")

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from .corpus import FAQ, faq_hash
+from .filters import filter_sql
 from .lexical import choose_stemmer, stem_in_use, tokenize
 
 BLOCK = 2000  # corpus records written per step of a build
@@ -408,25 +409,9 @@ class Store:
         with self._lock:
             return [{"id": r[0], "category": r[1], "answer": r[2], "questions": r[3]} for r in self._conn.execute(sql, args)]
 
-    @staticmethod
-    def filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
-        """SQL conditions on the FAQ (alias ``f``) for filters: ``category`` and metadata fields,
-        each a value or a list of accepted values."""
-        if not filters:
-            return "", []
-        parts, args = [], []
-        for key, value in filters.items():
-            values = list(value) if isinstance(value, (list, tuple, set)) else [value]
-            col = "f.category" if key == "category" else "json_extract(f.metadata, ?)"
-            if key != "category":
-                args.append(f'$."{key}"')
-            parts.append(f"{col} in ({','.join('?' * len(values))})")
-            args += [v if isinstance(v, (int, float)) else str(v) for v in values]
-        return " and ".join(parts), args
-
     def question_ids(self, filters: dict[str, Any]) -> list[int]:
         """Ids of the questions whose FAQ passes the filters."""
-        where, args = self.filter_sql(filters)
+        where, args = filter_sql(filters)
         with self._lock:
             return [r[0] for r in self._conn.execute(
                 f"select q.id from questions q join faqs f on f.id = q.faq_id and {self._vis('f')} "

@@ -8,7 +8,7 @@ import importlib.util
 import pytest
 
 from faqsearch import FAQ, FAQSearch
-from faqsearch.errors import CorpusError, DuplicateFAQError, FAQSearchError, UnknownFAQError
+from faqsearch.errors import CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError, UnknownFAQError
 from faqsearch.tuning import Setting
 
 from .conftest import FakeEncoder
@@ -44,6 +44,23 @@ def test_filters_apply_inside_the_search(engine):
     assert len(r.answers) == 3 and all(int(a.faq_id[1:]) % 2 == 0 for a in r.answers)
     r = engine.ask("question about topic1 variant0", k=3, filters={"product": ["p1"]}, mode="hybrid")
     assert r.answers and {a.metadata["product"] for a in r.answers} == {"p1"}
+
+
+def test_filters_on_any_key_and_bad_values_are_errors(engine):
+    """A metadata key holding '"' or '.' is filtered on as written; numbers and booleans compare as
+    JSON holds them; a value no backend can compare is an InvalidOptionError naming the field (an
+    integer past 64 bits was an OverflowError from SQLite, a 500 in the service)."""
+    engine.add([FAQ("odd-keys", "keys answer", ["do you sell quoted widgets"], None,
+                    {'a"b': "x", "a.b": "y", "n": 5, "flag": True})])
+    for filters in ({'a"b': "x"}, {"a.b": "y"}, {"n": 5}, {"n": [4, 5]}, {"flag": True}, {'a"b': ["z", "x"], "n": 5}):
+        assert ids(engine.ask("do you sell quoted widgets", k=1, filters=filters, mode="dense")) == ["odd-keys"], filters
+    for mode in ("lexical", "hybrid"):
+        assert ids(engine.ask("quoted widgets", k=1, filters={'a"b': "x"}, mode=mode)) == ["odd-keys"]
+    assert engine.ask("do you sell quoted widgets", filters={'a"b': "y"}, mode="dense").answers == []
+    for bad, words in (({"tier": 10 ** 30}, "64-bit"), ({"x": float("inf")}, "inf"), ({"x": []}, "at least one"),
+                       ({"x": {"y": 1}}, "strings, numbers or booleans"), ({"": "x"}, "non-empty string")):
+        with pytest.raises(InvalidOptionError, match=words):
+            engine.ask("do you sell quoted widgets", filters=bad)
 
 
 def test_edits(engine):

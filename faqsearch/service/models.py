@@ -7,6 +7,8 @@ from typing import Any, Optional
 from pydantic import BaseModel, Field, field_validator
 
 from ..defaults import ASK_K, MODES
+from ..errors import InvalidOptionError
+from ..filters import check_filters
 
 MAX_BODY = 1 << 20  # bytes per request body
 MAX_QUERY = 1000  # characters per query
@@ -34,8 +36,10 @@ def _check_filters(value: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
         for x in values:
             if not isinstance(x, (str, int, float, bool)) or (isinstance(x, str) and len(x) > MAX_ID):
                 raise ValueError(f"filter {key!r}: values are strings of at most {MAX_ID} characters or numbers")
-            if isinstance(x, float) and x != x:
-                raise ValueError(f"filter {key!r}: NaN is not a value")
+    try:
+        check_filters(value)  # the library's own rules (64-bit integers, finite numbers, ...)
+    except InvalidOptionError as exc:
+        raise ValueError(str(exc)) from None
     return value
 
 

@@ -1,0 +1,62 @@
+"""Search filters: ``{"category": "x", "product": ["a", "b"]}`` keeps the FAQs whose category or
+metadata field holds one of the given values. Checked once (:func:`check_filters`) before any
+backend sees them, so a value no backend can compare is an error naming the field, and turned into
+SQL for the embedded store here (the Milvus backend makes its own expression)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .errors import InvalidOptionError
+
+INT64 = (-(2 ** 63), 2 ** 63 - 1)  # what SQLite (and Milvus) can hold of an integer
+
+
+def check_filters(filters: dict[str, Any] | None) -> dict[str, list[Any]] | None:
+    """The filters with every field's accepted values as a list; InvalidOptionError for a field
+    that is not a non-empty string, or a value that is not a string, a finite number or a boolean
+    (integers within 64 bits). None or {} for no filter."""
+    if not filters:
+        return None
+    if not isinstance(filters, dict):
+        raise InvalidOptionError(f"filters must be a mapping of field to value(s), got {type(filters).__name__}")
+    out = {}
+    for key, value in filters.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidOptionError(f"a filter field must be a non-empty string, got {key!r}")
+        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+        if not values:
+            raise InvalidOptionError(f"filter {key!r}: give at least one accepted value")
+        for v in values:
+            if isinstance(v, bool) or isinstance(v, str):
+                continue
+            if isinstance(v, int):
+                if not INT64[0] <= v <= INT64[1]:
+                    raise InvalidOptionError(f"filter {key!r}: {v} is outside the 64-bit integers that metadata "
+                                             "values are compared as; give it as a string if it is an identifier")
+            elif isinstance(v, float):
+                if not math.isfinite(v):
+                    raise InvalidOptionError(f"filter {key!r}: {v} is not a value metadata can hold")
+            else:
+                raise InvalidOptionError(f"filter {key!r}: values are strings, numbers or booleans, "
+                                         f"got {type(v).__name__}")
+        out[key] = values
+    return out
+
+
+def filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
+    """SQL conditions on the FAQ (alias ``f``) and their arguments, for checked filters. A metadata
+    field is looked up by its key as written (json_each: a JSON path cannot quote a key holding '"')."""
+    if not filters:
+        return "", []
+    parts, args = [], []
+    for key, value in filters.items():
+        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+        if key == "category":
+            parts.append(f"f.category in ({','.join('?' * len(values))})")
+        else:
+            parts.append(f"(select m.value from json_each(f.metadata) m where m.key = ?) "
+                         f"in ({','.join('?' * len(values))})")
+            args.append(key)
+        args += [v if isinstance(v, (int, float)) else str(v) for v in values]
+    return " and ".join(parts), args
