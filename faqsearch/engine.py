@@ -27,7 +27,7 @@ from .errors import IndexFormatError, UnknownFAQError
 from .indexdir import Writer, stamp
 from .results import EditReport, Result
 from .search import QueryEncoder, Searcher
-from .snapshot import Snapshot, open_snapshot
+from .snapshot import ClosedSnapshot, Snapshot, open_snapshot
 from .tuning import FusionReport, Setting, ThresholdReport, needs_recalibration, refit_config, self_tune
 
 
@@ -117,6 +117,7 @@ class FAQSearch:
 
     def close(self) -> None:
         self._snap.close()
+        self._snap = ClosedSnapshot(self._snap.path)  # every later call but close() is a ClosedError
 
     def __enter__(self) -> "FAQSearch":
         return self

@@ -61,5 +61,9 @@ class InvalidOptionError(FAQSearchError):
     """An option outside its valid values (k below 1, an unknown mode or backend): the message lists them."""
 
 
+class ClosedError(FAQSearchError):
+    """The engine was closed: open the index again."""
+
+
 class StorageError(FAQSearchError):
     """A write failed for lack of space or permission: nothing was committed, the index is as it was."""

@@ -11,7 +11,7 @@ from typing import Any
 from . import config as cfg
 from .backends import backend_for
 from .defaults import HYBRID_WEIGHT, MODE, THRESHOLD
-from .errors import IndexFormatError
+from .errors import ClosedError, IndexFormatError
 from .indexdir import resolve, stamp
 from .whitening import Whitening
 
@@ -66,6 +66,21 @@ class Snapshot:
 
     def close(self) -> None:
         self.store.close()
+
+
+class ClosedSnapshot:
+    """What a closed engine holds instead of its snapshot: any use but its path and close() is a
+    ClosedError (reads used to fail with sqlite3's own error, and an edit reopened the engine)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __getattr__(self, name: str):
+        raise ClosedError(f"this FAQSearch of {self.path} was closed; open the index again with "
+                          f"FAQSearch.open({self.path!r})")
+
+    def close(self) -> None:
+        pass
 
 
 def open_snapshot(path: str, base: Snapshot | None = None) -> Snapshot:

@@ -4,7 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from faqsearch import FAQSearch
+from faqsearch import FAQ, FAQSearch
 from faqsearch.config import FILES
 from faqsearch.errors import CorpusError, EncoderMismatchError, IndexFormatError, IndexNotFoundError
 
@@ -104,6 +104,24 @@ def test_open_errors(tmp_path, small_corpus):
     (version(ix) / FILES["config"]).write_text(json.dumps(cfg))
     with pytest.raises(IndexFormatError, match="Upgrade faqsearch"):
         FAQSearch.open(str(ix), encoder=FakeEncoder())
+
+
+def test_a_closed_engine_refuses_every_call_with_one_error(tmp_path, small_corpus):
+    """After close(), reads and edits are a ClosedError (a FAQSearchError): reads used to fail with
+    sqlite3's own ProgrammingError, and an edit reopened the engine and committed."""
+    from faqsearch import ClosedError
+
+    e = build(small_corpus, tmp_path / "ix")
+    e.ask("I forgot my password")
+    e.close()
+    calls = [lambda: e.ask("I forgot my password"), e.info, e.list, lambda: e.show("1"), e.reload,
+             lambda: e.add([FAQ("9", "New answer.", ["a brand new question"])]), lambda: e.remove(["2"])]
+    for call in calls:
+        with pytest.raises(ClosedError, match="was closed; open the index again"):
+            call()
+    e.close()  # twice is fine
+    with FAQSearch.open(str(tmp_path / "ix"), encoder=FakeEncoder()) as again:
+        assert again.info()["counts"]["faqs"] == 4  # nothing was added or removed
 
 
 def test_format_version_says_whether_the_store_stems(tmp_path, small_corpus):
