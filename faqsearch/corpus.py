@@ -24,6 +24,7 @@ FORMATS = ("csv", "tsv", "jsonl")
 _EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 ID_ALIASES = ("id", "faq_id")
 FIELD_LIMIT = 64 * 1024 * 1024  # largest CSV/TSV field accepted (the csv module's default is 128 KiB)
+MAX_METADATA_DEPTH = 32  # levels of objects and lists in an FAQ's metadata
 _SIGNATURES = [  # (leading bytes, what the file is, what to do)
     (b"\x1f\x8b", "a gzip-compressed file", "decompress it first (gunzip FILE)"),
     (b"PK\x03\x04", "a ZIP archive (an Excel .xlsx or OpenDocument file is one)",
@@ -260,13 +261,28 @@ def check_faq(faq: FAQ) -> FAQ:
         raise CorpusError("<records>", None, f"{where}: needs at least one question with visible characters")
     if faq.category is not None and not isinstance(faq.category, str):
         raise CorpusError("<records>", None, f"{where}: the category must be a string")
-    try:
-        json.dumps(faq.metadata or {}, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise CorpusError("<records>", None, f"{where}: metadata must be plain JSON values ({exc}); NaN and "
-                                             "Infinity are not JSON") from None
+    if faq.metadata is not None and not isinstance(faq.metadata, dict):
+        raise CorpusError("<records>", None, f"{where}: metadata must be a JSON object (a dict)")
+    check_metadata(faq.metadata or {}, "<records>", None, where)
     return FAQ(clean_text(faq.id), clean_text(faq.answer, multiline=True), questions,
                clean_text(faq.category) if faq.category else None, dict(faq.metadata or {}), faq.line)
+
+
+def check_metadata(meta: dict[str, Any], path: str, line: int | None, where: str) -> None:
+    """Metadata is plain JSON (no NaN or Infinity) nested at most MAX_METADATA_DEPTH levels: deeper
+    values were stored, then every answer that carried them failed to serialise (RecursionError)."""
+    try:
+        json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise CorpusError(path, line, f"{where}: metadata must be plain JSON values ({type(exc).__name__}: "
+                                      f"{str(exc)[:120]}); NaN and Infinity are not JSON") from None
+    level = [meta]
+    for depth in range(MAX_METADATA_DEPTH + 1):
+        level = [v for x in level for v in (x.values() if isinstance(x, dict) else x) if isinstance(v, (dict, list))]
+        if not level:
+            return
+    raise CorpusError(path, line, f"{where}: metadata is nested more than {MAX_METADATA_DEPTH} levels deep; "
+                                  "flatten it")
 
 
 def _auto_id(answer: str) -> str:
@@ -333,6 +349,7 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
             meta = {k: v for k, v in row.items()
                     if k not in {cols.question, cols.answer, cols.category, cols.variants, id_col}
                     and v not in (None, "")}
+            check_metadata(meta, path, line, f"FAQ {faq_id!r}")
             faq = faqs[faq_id] = FAQ(faq_id, answer, [], category, meta, line)
             by_answer.setdefault(answer, faq_id)
         elif faq.answer != answer:

@@ -105,3 +105,26 @@ def test_read_texts(tmp_path):
     assert read_texts(write(tmp_path, "p.tsv", "sentence1\tsentence2\tscore\ns\tt\t1\n")) == ["s", "t"]
     with pytest.raises(CorpusError, match="no text column"):
         read_texts(write(tmp_path, "bad.csv", "foo\n1\n"))
+
+
+def test_metadata_nested_too_deep_is_refused_with_its_line(tmp_path):
+    """Metadata nested past 32 levels was stored, and every later answer carrying it failed to
+    serialise (RecursionError: a 500 in the service, a traceback from `ask --json`)."""
+    from faqsearch.corpus import FAQ, check_faq
+
+    deep: list = []
+    for _ in range(600):
+        deep = [deep]
+    p = tmp_path / "c.jsonl"
+    p.write_text(json.dumps({"id": "a", "question": "q one", "answer": "x"}) + "\n"
+                 + json.dumps({"id": "b", "question": "q two", "answer": "y", "extra": deep}) + "\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"c.jsonl:2: FAQ 'b': metadata is nested more than 32 levels"):
+        read_corpus(str(p))
+    with pytest.raises(CorpusError, match="nested more than 32 levels"):
+        check_faq(FAQ("d", "an answer", ["a question"], None, {"x": deep}))
+    with pytest.raises(CorpusError, match="must be a JSON object"):
+        check_faq(FAQ("d", "an answer", ["a question"], None, ["not", "a", "dict"]))  # type: ignore[arg-type]
+    nested: dict = {"leaf": 1}
+    for _ in range(30):
+        nested = {"x": nested}
+    assert check_faq(FAQ("d", "an answer", ["a question"], None, nested)).metadata == nested

@@ -124,6 +124,10 @@ def test_writes_need_the_key_compared_exactly(client):
     assert r.json()["added_faqs"] == ["6"]
     assert client.delete("/indexes/shop/faqs/6").status_code == 401
     assert client.delete("/indexes/shop/faqs/6", headers={"X-API-Key": KEY}).json()["removed_faqs"] == ["6"]
+    # metadata nested 40 levels was stored, then every answer carrying it was a 500 (RecursionError)
+    deep = {"faqs": [{"id": "7", "answer": "a", "questions": ["q"], "metadata": {"x": json.loads("[" * 40 + "]" * 40)}}]}
+    r = client.post("/indexes/shop/faqs", json=deep, headers={"X-API-Key": KEY})
+    assert r.status_code == 422 and "nested more than 32 levels" in r.json()["error"]
 
 
 def test_without_a_key_writes_are_off(fake_models, ix):
