@@ -20,7 +20,7 @@ from .errors import IndexFormatError, InvalidOptionError
 from .filters import check_filters
 from .results import Answer, Result
 from .snapshot import Snapshot
-from .text import clean_text, is_blank
+from .text import as_items, clean_text, is_blank
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ class Searcher:
         thr = snap.threshold if threshold is None else float(threshold)
         if not np.isfinite(thr):
             raise InvalidOptionError(f"the threshold must be a number, got {threshold!r}")
-        texts = [clean_text(t) for t in texts]
+        texts = [clean_text(t) for t in as_items(texts)]  # one string is one query
         asked = [i for i, t in enumerate(texts) if not is_blank(t)]
         out = [Result(t, [], None, thr) for t in texts]
         if not asked:

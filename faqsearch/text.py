@@ -17,6 +17,12 @@ _LINE_SPACES = re.compile(r"[^\S\n]+")
 _INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"}
 
 
+def as_items(value) -> list:
+    """A list of the items given: one string is one item (not its characters), so
+    ``remove("faq-1")`` or ``approve(faq, "a phrasing")`` mean what they say."""
+    return [value] if isinstance(value, str) else list(value)
+
+
 def clean_text(text: str, multiline: bool = False) -> str:
     """NFC, no control characters, single spaces, stripped; invalid UTF-8 shown as U+FFFD.
 

@@ -106,6 +106,17 @@ def test_open_errors(tmp_path, small_corpus):
         FAQSearch.open(str(ix), encoder=FakeEncoder())
 
 
+def test_one_string_where_a_list_is_taken_is_one_item(tmp_path, small_corpus):
+    """approve("1", "a phrasing") adds that phrasing (it added one question per character),
+    ask_many("text") answers one query, remove("4") removes FAQ 4 (it complained about ids '4')."""
+    e = build(small_corpus, tmp_path / "ix", threshold=0.0)
+    assert e.approve("1", "I cannot log in any more").to_dict()["added_questions"] == 1
+    assert [q["text"] for q in e.show("1")["questions"]][-1] == "I cannot log in any more"
+    assert [r.query for r in e.ask_many("how long does shipping take")] == ["how long does shipping take"]
+    assert e.remove("4").to_dict()["removed_faqs"] == ["4"]
+    e.close()
+
+
 def test_a_closed_engine_refuses_every_call_with_one_error(tmp_path, small_corpus):
     """After close(), reads and edits are a ClosedError (a FAQSearchError): reads used to fail with
     sqlite3's own ProgrammingError, and an edit reopened the engine and committed."""

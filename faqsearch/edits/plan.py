@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from ..corpus import FAQ, faq_hash
 from ..errors import CorpusError, DuplicateFAQError, FAQSearchError, UnknownFAQError
-from ..text import clean_text, is_blank
+from ..text import as_items, clean_text, is_blank
 
 EDITABLE = ("corpus", "added")  # sources a corpus file speaks for: questions it no longer lists are removed
 
@@ -94,7 +94,7 @@ def plan_update(store, faqs: Sequence[FAQ], remove_missing: bool = False, replac
 
 
 def plan_remove(store, faq_ids: Sequence[str]) -> Edit:
-    ids = list(dict.fromkeys(faq_ids))
+    ids = list(dict.fromkeys(as_items(faq_ids)))
     existing = store.faq_hashes()
     unknown = [i for i in ids if i not in existing]
     if unknown:
@@ -123,7 +123,7 @@ def plan_feedback(store, query: str, faq_id: str, source: str = "feedback") -> E
 
 def plan_approve(store, faq_id: str, texts: Sequence[str]) -> Edit:
     """Phrasings a person approved become questions of an FAQ (source 'approved'); texts it has are skipped."""
-    edits = [plan_feedback(store, t, faq_id, source="approved") for t in texts]
+    edits = [plan_feedback(store, t, faq_id, source="approved") for t in as_items(texts)]
     return Edit("approved", new_questions=list(dict.fromkeys(q for e in edits for q in e.new_questions)))
 
 
