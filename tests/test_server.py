@@ -124,6 +124,12 @@ def test_writes_need_the_key_compared_exactly(client):
     assert r.json()["added_faqs"] == ["6"]
     assert client.delete("/indexes/shop/faqs/6").status_code == 401
     assert client.delete("/indexes/shop/faqs/6", headers={"X-API-Key": KEY}).json()["removed_faqs"] == ["6"]
+    # an id ending in /suggestions is shown (the suggestions route took it for FAQ 'bar': 404)
+    r = client.post("/indexes/shop/faqs", headers={"X-API-Key": KEY},
+                    json={"faqs": [{"id": "bar/suggestions", "answer": "Suggested.", "questions": ["a suffix question"]}]})
+    assert r.status_code == 200
+    assert client.get("/indexes/shop/faqs/bar/suggestions").json()["answer"] == "Suggested."
+    assert client.get("/indexes/shop/faqs/1/suggestions").json()["faq_id"] == "1"  # FAQ 1's suggestions still
     # metadata nested 40 levels was stored, then every answer carrying it was a 500 (RecursionError)
     deep = {"faqs": [{"id": "7", "answer": "a", "questions": ["q"], "metadata": {"x": json.loads("[" * 40 + "]" * 40)}}]}
     r = client.post("/indexes/shop/faqs", json=deep, headers={"X-API-Key": KEY})

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
 
 from ..corpus import FAQ, check_faq
 from ..defaults import ASK_K, GAP_MIN_COUNT, GAP_SIMILARITY
@@ -158,6 +160,9 @@ def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20,
 
     s = service(request).served(name)
     searcher = s.engine.searcher()
+    store = searcher.snap.store
+    if store.faq(faq_id) is None and (whole := store.faq(f"{faq_id}/suggestions")) is not None:
+        return JSONResponse(jsonable_encoder(whole))  # GET of an FAQ whose own id ends in /suggestions
     spec = searcher.snap.config.get("generator")
     return suggest(searcher, faq_id, s.querylog, limit=limit, generate=generate, languages=spec_languages(spec),
                    load_generator=lambda: request.app.state.generators.get(spec)).to_dict()
