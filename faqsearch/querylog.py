@@ -18,6 +18,7 @@ from typing import Any, Iterable, Iterator
 
 from sqlite_utils import Database, Migrations
 
+from .errors import InvalidOptionError
 from .text import clean_text
 
 migrations = Migrations("faqsearch-querylog")
@@ -42,6 +43,26 @@ def log_path(index_path: str) -> str:
     if os.path.exists(legacy) or os.path.islink(index_path) or os.path.exists(os.path.join(index_path, "config.json")):
         return legacy
     return os.path.join(index_path, "queries.db")
+
+
+def log_time(when: datetime.datetime | None = None) -> str:
+    """A time as the log stores it (UTC, ISO 8601 to the millisecond), so times compare as strings."""
+    when = when or datetime.datetime.now(datetime.timezone.utc)
+    return when.astimezone(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def parse_since(since: str | None) -> str | None:
+    """A ``since`` bound as the log's times are written: '2026-11-01', '2026-11-01T08:00' (UTC) or
+    with an offset ('...T08:00+02:00'). Anything else is an InvalidOptionError (it used to be
+    compared as a string, so 'yesterday' silently matched nothing)."""
+    if since is None:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(str(since).strip())
+    except ValueError:
+        raise InvalidOptionError(f"since must be a date or time like 2026-11-01 or 2026-11-01T08:00 (UTC, or "
+                                 f"with an offset such as +02:00), got {since!r}") from None
+    return log_time(when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc))
 
 
 def log_answered(qlog: "QueryLog", results: list[Any], mode: str, channel: str) -> list[int]:
@@ -109,7 +130,7 @@ class QueryLog:
 
     def record(self, results: Iterable[Any], mode: str, channel: str = "api") -> list[int]:
         """Log results (``faqsearch.engine.Result``); returns their row ids."""
-        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+        now = log_time()
         rows = []
         for r in results:
             top = r.answers[0] if r.answers else getattr(r, "nearest", None)
@@ -158,6 +179,7 @@ class QueryLog:
 
     def candidates(self, margin: float, since: str | None = None, limit: int = 20000) -> list[dict[str, Any]]:
         """Unanswered and low-confidence queries (score below threshold + margin) without feedback, newest first."""
+        since = parse_since(since)
         sql = ("select id, time, query, score, threshold, answered, top_faq from queries where feedback_faq is null "
                "and (answered = 0 or score is null or score < threshold + ?)"
                + (" and time >= ?" if since else "") + " order by id desc limit ?")

@@ -52,3 +52,22 @@ def test_a_log_that_cannot_be_written_is_a_warning_not_a_failed_answer(tmp_path,
         other.close()
     assert log_answered(qlog, [Result("where is my parcel", [], None, 0.5)], "hybrid", "api") == [1]
     qlog.close()
+
+
+def test_since_is_a_date_or_time_and_anything_else_is_an_error(tmp_path):
+    """'yesterday' or '2026-13-45' was compared as a string and silently matched nothing (gaps: 'No
+    gaps', exit 0); a bound with an offset is compared in UTC, as the log's times are written."""
+    import pytest
+
+    from faqsearch.errors import InvalidOptionError
+    from faqsearch.querylog import parse_since
+
+    assert parse_since("2026-11-01") == "2026-11-01T00:00:00.000+00:00"
+    assert parse_since("2026-11-01T08:00+02:00") == "2026-11-01T06:00:00.000+00:00"
+    qlog = QueryLog(str(tmp_path / "queries.db"))
+    qlog.record([Result("an unanswered question", [], None, 0.5)], "hybrid")
+    assert len(qlog.candidates(0.05, since="2000-01-01")) == 1 and qlog.candidates(0.05, since="2999-01-01") == []
+    for bad in ("yesterday", "2026-13-45", ""):
+        with pytest.raises(InvalidOptionError, match="since must be a date or time"):
+            qlog.candidates(0.05, since=bad)
+    qlog.close()

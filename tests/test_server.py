@@ -155,6 +155,9 @@ def test_without_a_key_writes_are_off(fake_models, ix):
     (("post", "/indexes/shop/ask", {"content": b"x" * 5000, "headers": {"Content-Type": "application/json"}}), 413, "body"),
     (("get", "/indexes/shop/ask", {"params": {"q": "\x00\x01"}}), 200, "answers"),
     (("post", "/indexes/shop/ask", {"json": {"query": "ok", "filters": {"tier": 10 ** 23}}}), 422, "64-bit"),
+    (("get", "/indexes/shop/gaps", {"params": {"since": "notadate"}}), 422, "since must be a date"),
+    (("post", "/indexes/shop/feedback", {"json": {"query": "   ", "faq_id": "1"}, "headers": {"X-API-Key": KEY}}),
+     422, "blank"),
 ])
 def test_bad_input_is_a_json_4xx_never_a_traceback(client, request_args, status, words):
     method, url, kw = request_args

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..corpus import FAQ, faq_hash
-from ..errors import CorpusError, DuplicateFAQError, FAQSearchError, UnknownFAQError
+from ..errors import CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError, UnknownFAQError
 from ..text import as_items, clean_text, is_blank
 
 EDITABLE = ("corpus", "added")  # sources a corpus file speaks for: questions it no longer lists are removed
@@ -114,7 +114,7 @@ def plan_feedback(store, query: str, faq_id: str, source: str = "feedback") -> E
     already has is left alone (an empty plan)."""
     text = clean_text(query)
     if is_blank(text):
-        raise FAQSearchError("the query is blank; nothing to add")
+        raise InvalidOptionError("the query is blank (no visible characters); nothing to add")
     faq = _known(store, faq_id)
     if text in {q["text"] for q in faq["questions"]}:
         return Edit(source)
