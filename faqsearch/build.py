@@ -23,6 +23,7 @@ from .errors import FAQSearchError, InvalidOptionError
 from .files import NpyWriter, load_npy
 from .indexdir import Writer, check_target
 from .progress import progress_bar
+from .snapshot import open_version
 from .whitening import Moments, Whitening
 
 log = logging.getLogger(__name__)
@@ -108,11 +109,13 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
           encoder_spec: EncoderSpec | None = None, whitening: WhiteningSpec | None = None,
           storage: StorageSpec | None = None, threshold: float | None = None, columns: Columns | None = None,
           fmt: str | None = None, batch_size: int = BATCH_SIZE, progress: bool = False, force: bool = False,
-          source: str | None = None) -> Encoder:
+          source: str | None = None, calibrate: Callable[[Any, Encoder], dict[str, Any]] | None = None) -> Encoder:
     """Build the index at ``path`` and commit it as its next version; returns the encoder it used.
 
     Rebuilding an index that holds questions the corpus does not (from add, update, augment or
-    feedback) needs ``force=True``."""
+    feedback) needs ``force=True``. ``calibrate(snapshot, encoder)``: config changes measured on the
+    new version before it is committed (the self-tuned weight and threshold), committed with it, so
+    an interrupted ingest leaves the old version, never a new one without its calibration."""
     encoder_spec = encoder_spec or EncoderSpec()
     wspec = whitening or WhiteningSpec()
     storage = storage or StorageSpec()
@@ -172,6 +175,13 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             threshold=THRESHOLD if threshold is None else float(threshold), counts=counts, corpus=source,
             calibration={"chosen_by": "default" if threshold is None else "given"},
             next_question_id=int(ids.max()) + 1 if len(ids) else 1, **sections)
+        if calibrate is not None:  # measured on the version as it will be, and committed with it: one commit
+            writer.stage(config, tmp)
+            snap = open_version(path, tmp)
+            try:
+                config.update(calibrate(snap, encoder))
+            finally:
+                snap.close()
         writer.commit(config, tmp)
     backend.after_commit(config)
     log.info("built index %s: %d FAQs, %d questions, %d -> %d dims", path, counts["faqs"], counts["questions"],

@@ -28,7 +28,8 @@ from .indexdir import Writer, stamp
 from .results import EditReport, Result
 from .search import QueryEncoder, Searcher
 from .snapshot import ClosedSnapshot, Snapshot, open_snapshot
-from .tuning import FusionReport, Setting, ThresholdReport, needs_recalibration, refit_config, self_tune
+from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, needs_recalibration, refit_config,
+                     self_tune, self_tuned, threshold_changes)
 
 
 class FAQSearch:
@@ -97,10 +98,9 @@ class FAQSearch:
               force=force, threshold=threshold, source=source,
               encoder_spec=EncoderSpec(model, pooling, max_length, prefix, threads, gguf_file, quantize),
               whitening=WhiteningSpec(beta, gamma, k, whiten, fit_on),
-              storage=StorageSpec(backend, uri, collection, index_type))
-        engine = cls.open(path, encoder=encoder, threads=threads)
-        engine._self_tune(fusion=self_fusion and engine.mode == "hybrid", threshold=threshold is None)
-        return engine
+              storage=StorageSpec(backend, uri, collection, index_type),
+              calibrate=lambda snap, enc: self_tuned(snap, enc, fusion=self_fusion, threshold=threshold is None))
+        return cls.open(path, encoder=encoder, threads=threads)
 
     @classmethod
     def open(cls, index: str | os.PathLike | None = None, *, model: str | None = None,
@@ -277,18 +277,14 @@ class FAQSearch:
 
     def set_fusion(self, report: FusionReport) -> bool:
         """Store a chosen hybrid weight (and mode) when it wins held out; True when it was applied."""
-        if not (report.gain > 0 and report.chosen != report.current):
-            return False
-        self._set_config(mode="hybrid" if report.chosen > 0 else "dense", hybrid_weight=report.chosen,
-                         fusion={"chosen_by": report.chosen_by, "queries": report.n, "cv_current": report.cv_current,
-                                 "cv_tuned": report.cv_tuned})
-        report.applied = True
-        return True
+        changes = fusion_changes(report)
+        if changes is not None:
+            self._set_config(**changes)
+        return changes is not None
 
     def set_threshold(self, report: ThresholdReport) -> None:
         """Store a chosen threshold and how it was chosen (``info`` shows it)."""
-        self._set_config(threshold=report.threshold, calibration=report.section())
-        report.applied = True
+        self._set_config(**threshold_changes(report))
 
     def _set_config(self, **changes: Any) -> None:
         with self._writing() as (writer, snap):

@@ -434,6 +434,11 @@ class Writer:
         self._building.append(tmp)
         return tmp
 
+    def stage(self, config: dict[str, Any], version: str) -> None:
+        """Write ``config`` into a version being built, as :meth:`commit` will (generation G+1), so the
+        version can be opened and measured before it is committed; nothing becomes live."""
+        atomic_write(os.path.join(version, CONFIG), _config_bytes({**config, "generation": self.generation + 1}))
+
     def commit(self, config: dict[str, Any], version: str | None = None,
                records: dict[str, dict[str, Any]] | None = None) -> str:
         """Commit ``config`` as generation G+1: written into ``version`` (from :meth:`new_version`),

@@ -104,6 +104,12 @@ def open_snapshot(path: str, base: Snapshot | None = None) -> Snapshot:
     raise AssertionError("unreachable")
 
 
+def open_version(path: str, version: str) -> Snapshot:
+    """A snapshot of one version directory of the index at ``path`` (a version being built, staged
+    by :meth:`faqsearch.indexdir.Writer.stage`, to measure it before it is committed)."""
+    return _open_version(path, version, None, None)
+
+
 def _open_version(path: str, version: str, st: tuple | None, base: Snapshot | None) -> Snapshot:
     config = cfg.load_config(version, path)
     backend = backend_for(config)

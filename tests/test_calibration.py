@@ -110,6 +110,38 @@ def test_a_self_calibrated_threshold_follows_the_index_as_it_grows(tmp_path, sma
     assert given.threshold == 0.7 and given.config["calibration"]["chosen_by"] == "given"
 
 
+def test_ingest_commits_its_calibration_with_the_build_or_nothing(tmp_path, small_corpus, fake_encoder, monkeypatch):
+    """The self-tuned weight and threshold are measured on the new version before it is committed and
+    committed with it, in one commit: an ingest interrupted while calibrating leaves the old version
+    (it used to leave the new one live with the default threshold 0.5, after printing 'Aborted!'),
+    and two ingests one after the other never give one's contents with the other's threshold."""
+    import faqsearch.tuning.threshold as threshold_mod
+
+    ix = str(tmp_path / "ix")
+    e = FAQSearch.build(small_corpus, ix, encoder=fake_encoder)
+    assert e.config["generation"] == 1 and e.config["calibration"]["chosen_by"] == "self-calibrated"
+    before = (e.config["threshold"], e.config["counts"], e.config["index_id"])
+    e.close()
+    bigger = tmp_path / "bigger.csv"
+    bigger.write_text("id,question,answer\n" + "".join(f"{i},How do I reach desk number {i}?,Floor {i}.\n"
+                                                        for i in range(30)), encoding="utf-8")
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt()
+
+    monkeypatch.setattr(threshold_mod, "calibrate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        FAQSearch.build(str(bigger), ix, encoder=fake_encoder, force=True)
+    monkeypatch.undo()
+    with FAQSearch.open(ix, encoder=fake_encoder) as again:
+        assert (again.config["threshold"], again.config["counts"], again.config["index_id"]) == before
+        assert sorted(os.listdir(ix)) == ["CURRENT", "LOCK", "v00000001"]  # the half-built version is gone
+    e = FAQSearch.build(str(bigger), ix, encoder=fake_encoder, force=True)
+    assert e.config["generation"] == 2 and e.config["counts"]["faqs"] == 30
+    assert e.config["calibration"]["questions"] == 30  # chosen on its own rows
+    e.close()
+
+
 def test_labelled_threshold_maximises_right_minus_out_of_scope(tmp_path, small_corpus, fake_encoder):
     from faqsearch.evaluation import LabelledQuery
 

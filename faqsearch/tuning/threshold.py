@@ -13,7 +13,7 @@ same number means the same on every index of one encoder. Nothing here writes: t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -23,7 +23,7 @@ from ..errors import FAQSearchError, TooFewVariantsError
 from ..evaluation import LabelledQuery
 from ..search import fuse
 from ..text import non_latin_share
-from .fusion import self_fusion_candidates, tune_fusion
+from .fusion import FusionReport, self_fusion_candidates, tune_fusion
 from .transform import default_offtopic
 
 
@@ -127,6 +127,36 @@ def tune_threshold(searcher, queries: Sequence[LabelledQuery], offtopic: Sequenc
     return ThresholdReport(round(t, 4), "labelled", "maximises in-scope answered right minus out-of-scope answered",
                            len(queries), len(off), int(searcher.snap.config["counts"]["questions"]),
                            trade_off(right, len(queries), off), current=searcher.snap.threshold)
+
+
+def fusion_changes(report: FusionReport) -> dict[str, Any] | None:
+    """The config changes that store a chosen hybrid weight (and mode), or None where it does not
+    win held out (marks the report applied when it does)."""
+    if not (report.gain > 0 and report.chosen != report.current):
+        return None
+    report.applied = True
+    return {"mode": "hybrid" if report.chosen > 0 else "dense", "hybrid_weight": report.chosen,
+            "fusion": {"chosen_by": report.chosen_by, "queries": report.n, "cv_current": report.cv_current,
+                       "cv_tuned": report.cv_tuned}}
+
+
+def threshold_changes(report: ThresholdReport) -> dict[str, Any]:
+    """The config changes that store a chosen threshold and how it was chosen (marks the report applied)."""
+    report.applied = True
+    return {"threshold": report.threshold, "calibration": report.section()}
+
+
+def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
+    """What a version not yet committed learns about itself without labels (see :func:`self_tune`),
+    as config changes to commit with it (``faqsearch.build.build``'s ``calibrate``)."""
+    from ..search import QueryEncoder, Searcher
+
+    queries = QueryEncoder(lambda: encoder)
+    changes: dict[str, Any] = {}
+    self_tune(lambda: Searcher(replace(snap, config={**snap.config, **changes}), queries),
+              (lambda r: changes.update(fusion_changes(r) or {})) if fusion and snap.mode == "hybrid" else None,
+              (lambda r: changes.update(threshold_changes(r))) if threshold else None)
+    return changes
 
 
 def self_tune(searcher: Callable[[], Any], set_fusion: Callable | None, set_threshold: Callable | None) -> None:
