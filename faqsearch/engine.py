@@ -99,7 +99,8 @@ class FAQSearch:
               encoder_spec=EncoderSpec(model, pooling, max_length, prefix, threads, gguf_file, quantize),
               whitening=WhiteningSpec(beta, gamma, k, whiten, fit_on),
               storage=StorageSpec(backend, uri, collection, index_type),
-              calibrate=lambda snap, enc: self_tuned(snap, enc, fusion=self_fusion, threshold=threshold is None))
+              calibrate=(lambda snap, enc: self_tuned(snap, enc, fusion=self_fusion, threshold=threshold is None))
+              if self_fusion or threshold is None else None)
         return cls.open(path, encoder=encoder, threads=threads)
 
     @classmethod
