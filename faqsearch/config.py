@@ -9,7 +9,7 @@ import json
 import os
 from typing import Any
 
-from .errors import IndexFormatError, IndexNotFoundError
+from .errors import IndexFormatError, IndexNotFoundError, InvalidOptionError
 from .lexical import stem_in_use
 
 # config.json's format_version: 1, or 2 for an index whose store stems its words for BM25 (a faqsearch
@@ -42,15 +42,33 @@ def versions() -> dict[str, str | None]:
 
 
 def home() -> str:
-    return os.path.abspath(os.environ.get("FAQSEARCH_HOME", DEFAULT_HOME))
+    """$FAQSEARCH_HOME, or ./indexes where it is unset or empty."""
+    return os.path.abspath(os.environ.get("FAQSEARCH_HOME") or DEFAULT_HOME)
 
 
 def resolve_index_path(index: str | os.PathLike | None) -> str:
-    """A name ('default', 'support') lives under $FAQSEARCH_HOME or ./indexes; anything path-like is a path."""
-    index = str(index or DEFAULT_NAME)
-    if os.sep in index or "/" in index or index.startswith(".") or os.path.isdir(index):
+    """A name ('default', 'support') lives under $FAQSEARCH_HOME or ./indexes; anything path-like
+    (a '/', a leading '.') is a path. A bare name is read as a directory of the current directory
+    only where that directory is a faqsearch index and the home has none of that name (an index
+    built by path before): a user folder of that name never hides the index. None is 'default';
+    an empty name is an error (an unset shell variable must not mean the default index)."""
+    if index is None:
+        return os.path.join(home(), DEFAULT_NAME)
+    index = os.fspath(index)
+    if not str(index).strip():
+        raise InvalidOptionError("the index name is empty; give a name or a path (an unset shell variable?)")
+    if os.sep in index or "/" in index or index.startswith(".") or os.path.isabs(index):
         return os.path.abspath(index)
-    return os.path.join(home(), index)
+    named = os.path.join(home(), index)
+    if not os.path.lexists(named) and _looks_like_index(index):
+        return os.path.abspath(index)
+    return named
+
+
+def _looks_like_index(directory: str) -> bool:
+    """A faqsearch index of any layout: CURRENT (versions), config.json (plain), or a link to a version."""
+    return os.path.isdir(directory) and (os.path.islink(directory) or any(
+        os.path.isfile(os.path.join(directory, f)) for f in ("CURRENT", FILES["config"])))
 
 
 def lexical_settings(directory: str) -> dict[str, str] | None:

@@ -202,11 +202,19 @@ def _parse(path: str, fmt: str, stream) -> Iterator[tuple[int, dict[str, Any]]]:
     except StopIteration:
         return
     except csv.Error as exc:
-        raise CorpusError(path, 1, f"cannot parse the header ({exc})") from None
+        stream.seek(0)
+        jsonl = stream.readline().lstrip().startswith("{")
+        raise CorpusError(path, 1, f"cannot parse the header ({exc})" + (
+            "; it looks like JSONL (a JSON object per line): pass --format jsonl" if jsonl else "")) from None
     header = [h.strip() for h in header]
-    if len(set(header)) != len(header):
-        dup = sorted({h for h in header if header.count(h) > 1})
+    if header and header[0].startswith("{"):
+        raise CorpusError(path, 1, "this looks like JSONL (a JSON object per line), not a table: pass --format jsonl "
+                                   "(or name the file .jsonl)")
+    named = [h for h in header if h]  # a spreadsheet's export may end its header with empty cells
+    if len(set(named)) != len(named):
+        dup = sorted({h for h in named if named.count(h) > 1})
         raise CorpusError(path, 1, f"duplicate column name(s) {', '.join(dup)}; rename them")
+    unnamed = [i for i, h in enumerate(header) if not h]
     start = reader.line_num + 1
     while True:
         try:
@@ -225,7 +233,11 @@ def _parse(path: str, fmt: str, stream) -> Iterator[tuple[int, dict[str, Any]]]:
                     f"has {len(row)} fields but the header has {len(header)}; "
                     "quote fields that contain the delimiter or fix the row",
                 )
-            yield start, dict(zip(header, row))
+            filled = [i + 1 for i in unnamed if row[i].strip()]
+            if filled:
+                raise CorpusError(path, start, f"column {filled[0]} has a value but no name in the header; name "
+                                               "the column, or clear its cells")
+            yield start, {h: cell for h, cell in zip(header, row) if h}
         start = reader.line_num + 1
 
 
@@ -316,10 +328,15 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
             keys = list(row)
             missing = [c for c in (cols.question, cols.answer) if c not in row]
             if missing:
+                sep = next((c for c in (";", "\t", "|") if len(keys) == 1 and c in keys[0]), None)
                 raise CorpusError(
                     path, line,
                     f"missing column(s) {', '.join(missing)} (found: {', '.join(keys) or 'none'}); "
-                    "rename them or pass --question-column / --answer-column",
+                    + ("the header is one column holding tabs: pass --format tsv (or name the file .tsv)"
+                       if sep == "\t" else
+                       f"the header is one column holding {sep!r}: this file separates its fields with {sep!r}, not "
+                       "commas (a spreadsheet's regional CSV). Save it as CSV with commas, or as tab-separated .tsv"
+                       if sep else "rename them or pass --question-column / --answer-column"),
                 )
             id_col = cols.id
             if id_col is None:

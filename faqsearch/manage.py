@@ -40,14 +40,20 @@ def describe(path: str) -> dict[str, Any]:
 
 
 def list_indexes(home: str | None = None) -> list[dict[str, Any]]:
-    """Every index in a home folder (default $FAQSEARCH_HOME or ./indexes), by name."""
+    """Every index in a home folder (default $FAQSEARCH_HOME or ./indexes), by name. A folder given
+    that does not exist is an error; empty folders are not indexes and are left out."""
+    if home is not None and not os.path.isdir(home):
+        raise IndexNotFoundError(f"{home} is not a folder; give the folder that holds the indexes (--home)")
     home = home or cfg.home()
     if not os.path.isdir(home):
         return []
     out = []
     for name in sorted(os.listdir(home)):
         path = os.path.join(home, name)
-        if name.startswith(".") or layout(path) not in ("current", "plain", "link", "empty"):
+        kind = layout(path)
+        if name.startswith(".") or kind not in ("current", "plain", "link", "empty"):
+            continue
+        if kind == "empty" and not os.listdir(path):  # a folder of nothing: no ingest ever started there
             continue
         out.append(describe(path))
     return out
@@ -79,6 +85,10 @@ def rename_index(path: str, new_path: str) -> str:
         raise IndexNotFoundError(f"no index at {path}; see `faqsearch indexes`")
     if os.path.lexists(new_path):
         raise FAQSearchError(f"{new_path} exists already; choose another name or drop it first")
+    parent = os.path.dirname(os.path.abspath(new_path))
+    if not os.path.isdir(parent):
+        raise FAQSearchError(f"cannot move the index to {new_path}: the folder {parent} does not exist (a new name "
+                             "with a '/' is a path; give a plain name to keep it beside the others)")
     with Writer(path):  # moves an older layout to the directory layout first, so one rename moves it all
         os.rename(path, new_path)
     legacy_log = os.path.join(os.path.dirname(path), f"{os.path.basename(path)}.queries.db")

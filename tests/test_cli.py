@@ -123,3 +123,18 @@ def test_eval_and_info(run, tmp_path, small_corpus):
     text = run("info", "--index", ix).output
     assert "questions added / removed since the base files: 1 / 0 (a new base after 1,000 changes)" in text, text
     assert json.loads(run("info", "--index", ix, "--json").output)["delta"]["added"] == 1
+
+
+def test_a_reader_that_leaves_the_pipe_ends_the_command_quietly(tmp_path, run, small_corpus):
+    """`faqsearch list | head -1`: the write after the reader left is EPIPE. It printed 'Error:
+    Broken pipe; nothing was committed' and exited 1; now it stops quietly with 141 (128 + SIGPIPE),
+    as Unix tools do."""
+    import subprocess
+    import sys
+
+    assert run("ingest", small_corpus, "--index", tmp_path / "ix", "-q").exit_code == 0
+    proc = subprocess.Popen([sys.executable, "-m", "faqsearch.cli", "list", "--index", str(tmp_path / "ix")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first line is written
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141 and err.decode() == ""

@@ -41,6 +41,14 @@ def test_tsv_quotes_are_literal(tmp_path):
     assert read_corpus(p)[0].questions == ['"quoted" start']
 
 
+def test_a_spreadsheet_header_ending_in_empty_cells_is_read(tmp_path):
+    """Excel writes 'id,question,answer,,' when cells beyond the table were ever touched: the
+    unnamed columns are empty and ignored (it was 'duplicate column name(s) ; rename them')."""
+    p = write(tmp_path, "c.csv", "id,question,answer,,\r\n1,How do I reset?,Use the link.,,\r\n")
+    faqs = read_corpus(p)
+    assert [(f.id, f.questions, f.answer, f.metadata) for f in faqs] == [("1", ["How do I reset?"], "Use the link.", {})]
+
+
 def test_jsonl_with_question_list(tmp_path):
     p = write(tmp_path, "c.jsonl", json.dumps({"id": 1, "question": ["a", "b"], "answer": "x"}) + "\n\n"
               + json.dumps({"question": "c", "answer": "y", "variants": ["d"]}) + "\n")
@@ -60,6 +68,10 @@ def test_jsonl_with_question_list(tmp_path):
     ("c.jsonl", '{"question": "q", "answer": "a"}\n{"question": oops}\n', 2, "invalid JSON"),
     ("c.jsonl", '["q", "a"]\n', 1, "JSON object"),
     ("c.csv", 'question,answer\n"q1,a1\n', 2, "cannot parse"),
+    ("c.csv", "id,question,answer,,\n1,q,a,,oops\n", 2, "column 5 has a value but no name"),
+    ("c.csv", "id;question;answer\n1;q;a\n", 2, "separates its fields with ';'"),
+    ("c.csv", "id\tquestion\tanswer\n1\tq\ta\n", 2, "pass --format tsv"),
+    ("c.csv", '{"id": "a", "question": "q", "answer": "a"}\n', 1, "pass --format jsonl"),
 ])
 def test_errors_name_file_and_line(tmp_path, name, content, line, needle):
     p = write(tmp_path, name, content)

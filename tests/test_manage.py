@@ -48,3 +48,39 @@ def test_unassign_undoes_feedback_and_replace_means_replace(tmp_path, run, small
     assert run("update", corpus, "--replace", "--index", ix).exit_code == 0
     shown = json.loads(run("show", "4", "--index", ix, "--json").stdout)
     assert [q["text"] for q in shown["questions"]] == ["Do you ship abroad?"]
+
+
+def test_names_paths_and_homes_mean_what_they_say(tmp_path, run, small_corpus, monkeypatch):
+    """Found by a hostile run: `drop ""` dropped the default index; a user folder in the current
+    directory named like an index hid it (and `ingest --index NAME` built into that folder);
+    FAQSEARCH_HOME set but empty meant the current directory; an empty folder was listed as a
+    failed ingest; `indexes --home` of a missing folder said 'No indexes here'; `rename a/b` blamed
+    the index that exists; a NaN --beta and an empty --variant-sep were tracebacks."""
+    home = tmp_path / "home"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FAQSEARCH_HOME", str(home))
+    assert run("ingest", small_corpus, "-q").exit_code == 0
+    assert run("ingest", small_corpus, "--index", "support", "-q").exit_code == 0
+    res = run("drop", "", "--yes")
+    assert res.exit_code == 1 and "index name is empty" in res.output and (home / "default").is_dir()
+    (tmp_path / "support").mkdir()
+    (tmp_path / "support" / "notes.txt").write_text("mine", encoding="utf-8")
+    (tmp_path / "staging").mkdir()
+    assert json.loads(run("ask", "reset my password", "--index", "support", "--json").stdout)["answers"]
+    assert run("ingest", small_corpus, "--index", "staging", "-q").exit_code == 0
+    assert os.listdir(tmp_path / "staging") == [] and (home / "staging" / "CURRENT").is_file()
+    (home / "empty").mkdir()
+    listed = json.loads(run("indexes", "--json").stdout)["indexes"]
+    assert sorted(i["name"] for i in listed) == ["default", "staging", "support"]
+    res = run("indexes", "--home", tmp_path / "missing")
+    assert res.exit_code == 1 and "is not a folder" in res.output
+    res = run("rename", "archive/old", "--index", "support")
+    assert res.exit_code == 1 and "archive does not exist" in res.output and (home / "support").is_dir()
+    monkeypatch.setenv("FAQSEARCH_HOME", "")
+    (tmp_path / "indexes").mkdir()
+    assert run("ingest", small_corpus, "--index", "here", "-q").exit_code == 0
+    assert (tmp_path / "indexes" / "here" / "CURRENT").is_file()  # empty = unset: ./indexes
+    for args, words in ((("refit", "--beta", "nan", "--index", home / "support"), "not a number between 0 and 1"),
+                        (("ingest", small_corpus, "--index", "v", "--variant-sep", ""), "must not be empty")):
+        res = run(*args)
+        assert res.exit_code == 2 and words in res.output

@@ -6,6 +6,7 @@ import functools
 import logging
 import os
 import sqlite3
+import sys
 from dataclasses import dataclass
 
 import click
@@ -17,19 +18,29 @@ POOLINGS = ("mean", "cls", "first-last-avg", "last-avg", "pooler", "last-token")
 INDEX_HELP = "Index name (under ./indexes or $FAQSEARCH_HOME) or a path to an index directory."
 
 
-class Score(click.FloatRange):
-    """A number in [-1, 1] (a cosine): NaN and infinities are refused, which FloatRange lets through."""
-
-    def __init__(self):
-        super().__init__(-1, 1)
+class Finite(click.FloatRange):
+    """A number in [lo, hi]: NaN and infinities are refused, which FloatRange lets through."""
 
     def convert(self, value, param, ctx):
         import math
 
         out = super().convert(value, param, ctx)
         if not math.isfinite(out):
-            self.fail(f"{value!r} is not a number between -1 and 1", param, ctx)
+            self.fail(f"{value!r} is not a number between {self.min:g} and {self.max:g}", param, ctx)
         return out
+
+
+class Score(Finite):
+    """A number in [-1, 1] (a cosine)."""
+
+    def __init__(self):
+        super().__init__(-1, 1)
+
+
+def _non_empty(ctx, param, value):
+    if value is not None and value == "":
+        raise click.BadParameter("must not be empty", ctx, param)
+    return value
 
 
 def _group(*decorators):
@@ -130,7 +141,7 @@ def corpus_options(fn):
         click.option("--category-column", default="category", show_default=True),
         click.option("--variants-column", default="variants", show_default=True,
                      help="Optional column with extra phrasings of the question, separated by --variant-sep."),
-        click.option("--variant-sep", default="|", show_default=True),
+        click.option("--variant-sep", default="|", show_default=True, callback=_non_empty),
     )(wrapper)
 
 
@@ -170,8 +181,8 @@ def whitening_options(fn):
         return fn(*args, whitening=spec, **kwargs)
 
     return _group(
-        click.option("--beta", type=click.FloatRange(0, 1), default=None, help="Whitening beta (mean removal), default 0."),
-        click.option("--gamma", type=click.FloatRange(0, 1), default=None,
+        click.option("--beta", type=Finite(0, 1), default=None, help="Whitening beta (mean removal), default 0."),
+        click.option("--gamma", type=Finite(0, 1), default=None,
                      help="Whitening gamma (variance scaling), default 0."),
         click.option("--dims", "k", type=click.IntRange(1), default=None,
                      help="Dimensions kept after the transform (default 256; clipped to what the data supports)."),
@@ -205,7 +216,7 @@ def sampling_options(fn):
     return _group(
         click.option("--candidates", type=click.IntRange(1), default=24, show_default=True,
                      help="Samples drawn in one batch before screening and re-ranking."),
-        click.option("--min-similarity", type=click.FloatRange(-1, 1), default=PARAPHRASE_MIN_SIMILARITY,
+        click.option("--min-similarity", type=Finite(-1, 1), default=PARAPHRASE_MIN_SIMILARITY,
                      show_default=True, help="Drop candidates whose similarity with the input (re-ranking encoder) "
                                              "is lower."),
         click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed (same seed, same output)."),
@@ -223,6 +234,9 @@ def handles_errors(fn):
             return fn(*args, **kwargs)
         except FAQSearchError as exc:
             raise click.ClickException(str(exc)) from None
+        except BrokenPipeError:  # `faqsearch list | head`: the reader left; stop quietly, as Unix tools do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+            sys.exit(141)  # 128 + SIGPIPE
         except OSError as exc:  # permissions, a vanished file: what happened and where, never a traceback
             where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
             raise click.ClickException(f"{exc.strerror or exc}{where}; nothing was committed") from None

@@ -6,8 +6,8 @@ import os
 import click
 
 from ...defaults import PARAPHRASE_ROUNDS
-from ..options import (device_option, generator_option, handles_errors, index_option, output_options, sampling_options,
-                       threads_option)
+from ..options import (Finite, device_option, generator_option, handles_errors, index_option, output_options,
+                       sampling_options, threads_option)
 from ..render import dump, edit
 
 languages_option = click.option(
@@ -202,7 +202,7 @@ def _base_model(base: str) -> str:
 @click.option("--pairs", "pairs_file", type=click.Path(dir_okay=False),
               help="A file of similar pairs (sentence1, sentence2[, label]).")
 @click.option("--mine", type=click.Path(dir_okay=False), help="Mine pairs from these questions by nearest neighbours.")
-@click.option("--mine-threshold", type=click.FloatRange(-1, 1), default=0.8, show_default=True)
+@click.option("--mine-threshold", type=Finite(-1, 1), default=0.8, show_default=True)
 @click.option("--teacher", metavar="NAME|DIR",
               help="Distillation: a generator ('smollm2' or any causal LM) writes N paraphrases of the first question "
                    "of every FAQ from --corpus/--from-index; the pairs are trained on and saved as OUT/teacher_pairs.csv.")

@@ -6,7 +6,7 @@ import os
 import click
 
 from ...defaults import GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
-from ..options import device_option, handles_errors, index_option, output_options, threads_option
+from ..options import Finite, device_option, handles_errors, index_option, output_options, threads_option
 from ..render import dump
 
 
@@ -55,9 +55,9 @@ def serve(indexes, host, port, api_key, no_log, max_body, threads, quiet):
 
 @click.command()
 @index_option
-@click.option("--similarity", type=click.FloatRange(0, 1), default=GAP_SIMILARITY, show_default=True,
+@click.option("--similarity", type=Finite(0, 1), default=GAP_SIMILARITY, show_default=True,
               help="Cosine at which queries join a group.")
-@click.option("--margin", type=click.FloatRange(0, 1), default=GAP_MARGIN, show_default=True,
+@click.option("--margin", type=Finite(0, 1), default=GAP_MARGIN, show_default=True,
               help="Answered queries scoring within this of the threshold count as low-confidence.")
 @click.option("--min-count", type=click.IntRange(1), default=GAP_MIN_COUNT, show_default=True,
               help="Smallest group shown.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ...defaults import FOLDS
-from ..options import device_option, handles_errors, index_option, output_options, threads_option
+from ..options import Finite, device_option, handles_errors, index_option, output_options, threads_option
 from ..render import dump, fusion as print_fusion, threshold as print_threshold, tune as print_tune
 
 
@@ -93,8 +93,8 @@ def tune(queries, index, pairs, self_supervised, do_apply, fusion, pick_threshol
 
 @click.command()
 @index_option
-@click.option("--beta", type=click.FloatRange(0, 1), default=None, help="Default: the index's current beta.")
-@click.option("--gamma", type=click.FloatRange(0, 1), default=None, help="Default: the index's current gamma.")
+@click.option("--beta", type=Finite(0, 1), default=None, help="Default: the index's current beta.")
+@click.option("--gamma", type=Finite(0, 1), default=None, help="Default: the index's current gamma.")
 @click.option("--dims", "k", type=click.IntRange(1), default=None, help="Default: the index's current k.")
 @output_options()
 @handles_errors
