@@ -409,6 +409,12 @@ class Store:
         with self._lock:
             return [{"id": r[0], "category": r[1], "answer": r[2], "questions": r[3]} for r in self._conn.execute(sql, args)]
 
+    def categories(self) -> list[str]:
+        """The categories of the visible FAQs, sorted."""
+        with self._lock:
+            return [r[0] for r in self._conn.execute(
+                f"select distinct f.category from faqs f where f.category is not null and {self._vis('f')} order by 1")]
+
     def question_ids(self, filters: dict[str, Any]) -> list[int]:
         """Ids of the questions whose FAQ passes the filters."""
         where, args = filter_sql(filters)

@@ -95,6 +95,11 @@ def test_ask_from_stdin_gives_json_lines(run, tmp_path, small_corpus):
     assert [line["query"] for line in lines] == ["reset my password", "", "return policy"]
     assert lines[1]["answers"] == [] and lines[1]["best_score"] is None
     assert lines[2]["answers"][0]["faq_id"] == "3"
+    # a Windows-saved file's byte-order mark is no part of the first query; a line that is not UTF-8
+    # is answered (its bad bytes as U+FFFD) and named on stderr
+    result = run("ask", "--index", ix, "--threshold", "-1", input=b"\xef\xbb\xbfreset my password\r\ncaf\xe9 return\n")
+    assert [json.loads(line)["query"] for line in result.stdout.splitlines()] == ["reset my password", "caf\ufffd return"]
+    assert "stdin line(s) 2 are not UTF-8" in result.stderr
 
 
 def test_ask_missing_index(run, tmp_path):
@@ -138,3 +143,14 @@ def test_a_reader_that_leaves_the_pipe_ends_the_command_quietly(tmp_path, run, s
     proc.stdout.close()  # the reader is gone before the first line is written
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 141 and err.decode() == ""
+
+
+def test_a_category_no_faq_has_is_named_with_those_that_exist(run, tmp_path, small_corpus):
+    ix = tmp_path / "ix"
+    run("ingest", small_corpus, "--index", ix, "-q")
+    for args in (("ask", "return policy", "--category", "Returns"), ("list", "--category", "Returns")):
+        res = run(*args, "--index", ix)
+        assert res.exit_code == 0 and "no FAQ has category 'Returns'" in res.stderr
+        assert "account, returns, shipping" in res.stderr
+    res = run("ask", "return policy", "--category", "returns", "--index", ix)
+    assert "Note:" not in res.stderr

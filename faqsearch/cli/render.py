@@ -159,3 +159,12 @@ def info(path: str, config: dict[str, Any]) -> None:
         click.echo(f"edits:      generation {config.get('generation', 0)}; questions added / removed since the base "
                    f"files: {delta['added']} / {delta['removed']} (a new base after {delta_limit(base):,} changes)")
     click.echo(f"threshold:  {config.get('threshold'):.3g} ({threshold_origin(config)})")
+
+
+def unknown_category(store, category: str) -> None:
+    """A note on stderr where no FAQ has ``category`` (a typo, a wrong case), naming those that exist."""
+    known = store.categories()
+    if category not in known:
+        listed = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
+        click.echo(f"Note: no FAQ has category {category!r} (categories are matched exactly: "
+                   f"{listed or 'this index has none'}).", err=True)

@@ -8,17 +8,31 @@ import click
 from ...defaults import ASK_K
 from ..options import (Score, batch_size_option, device_option, generator_option, handles_errors, index_option,
                        mode_option, output_options, threads_option)
-from ..render import dump, result
+from ..render import dump, result, unknown_category
 
 
 def stdin_lines() -> list[bytes]:
-    """stdin as byte lines (a line that is not UTF-8 is answered with U+FFFD in place of its bad bytes)."""
+    """stdin as byte lines, without a leading byte-order mark (Windows-saved query files). A line that
+    is not UTF-8 is answered with U+FFFD in place of its bad bytes, and said on stderr with its number."""
     stream = click.get_binary_stream("stdin")
     data = stream.read()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the newline that ends the last line
-    return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+    lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+    bad = []
+    for n, ln in enumerate(lines, start=1):
+        try:
+            ln.decode("utf-8")
+        except UnicodeDecodeError:
+            bad.append(n)
+    if bad:
+        click.echo(f"Warning: stdin line(s) {', '.join(map(str, bad[:10]))}{' ...' if len(bad) > 10 else ''} "
+                   "are not UTF-8; their bad bytes are read as U+FFFD (convert with: iconv -f LATIN1 -t UTF-8)",
+                   err=True)
+    return lines
 
 
 @click.command()
@@ -71,6 +85,8 @@ def ask(text, index, top_k, threshold, model, mode, category, log_queries, parap
                                   filters={"category": category} if category else None)
         # nothing matched at all: say whether the index is empty (a count only in that case)
         empty = results[0].best_score is None and searcher.snap.store.question_count() == 0
+        if category and all(r.best_score is None for r in results):
+            unknown_category(searcher.snap.store, category)
         if log_queries:
             from ...querylog import QueryLog, log_answered
 

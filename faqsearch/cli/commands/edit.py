@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..options import corpus_options, device_option, handles_errors, index_option, output_options, threads_option
-from ..render import dump, edit, wrap
+from ..render import dump, edit, unknown_category, wrap
 from .index import corpus_argument, read_input
 
 
@@ -105,6 +105,8 @@ def list_(index, category, contains, limit, offset, out):
     store = _open_store(index)
     try:
         rows = store.list_faqs(limit, offset, category, contains)
+        if category and not rows:
+            unknown_category(store, category)
     finally:
         store.close()
     for row in rows:
