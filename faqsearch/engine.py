@@ -202,10 +202,8 @@ class FAQSearch:
         touched nothing), then let the backend apply and commit it."""
         with self._writing() as (writer, snap):
             plan = planner(snap)
-            report = EditReport(added_faqs=[f.id for f in plan.new_faqs],
-                                updated_faqs=[f.id for f in plan.changed_faqs], removed_faqs=list(plan.removed_faqs))
+            report = plans.report_for(plan, int((snap.config.get("counts") or {}).get("faqs", 0)))
             if plan.empty:
-                report.unchanged_faqs = int((snap.config.get("counts") or {}).get("faqs", 0))
                 return report
             snap.backend.check_faqs(plan.new_faqs + plan.changed_faqs, plan.new_questions)
             texts = plan.texts()
@@ -213,8 +211,6 @@ class FAQSearch:
                 np.empty((0, int(snap.config["dim_in"])), np.float32)
             report.added_questions, report.removed_questions = snap.backend.apply(writer, snap, plan, raw,
                                                                                   plan.source)
-            if plan.new_questions and not (plan.new_faqs or plan.changed_faqs):
-                report.updated_faqs = sorted({fid for fid, _ in plan.new_questions})
         if needs_recalibration(self._snap.config, int(self._snap.config["counts"]["questions"])):
             self._self_tune(fusion=False, threshold=True)  # grown or shrunk by a tenth since it was chosen
         return report

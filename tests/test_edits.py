@@ -342,3 +342,18 @@ def test_refit_does_not_commit_rows_a_killed_edit_left(engine, tmp_path):
     assert engine.config["generation"] == g + 1
     assert engine.store.faq("ghost") is None and engine.info()["counts"]["faqs"] == 20
     assert all(a.faq_id != "ghost" for a in engine.ask("a ghost question", k=20, threshold=-1, mode="lexical").answers)
+
+
+def test_reports_name_every_faq_an_edit_touches_and_count_the_rest(engine):
+    """unchanged_faqs is the FAQs an edit left alone (it was 0 whenever anything changed), and an FAQ
+    that only loses questions (unassign, removing generated ones) is updated (it was listed nowhere)."""
+    r = engine.feedback("my own words for topic three", "3").to_dict()
+    assert (r["updated_faqs"], r["added_questions"], r["unchanged_faqs"]) == (["3"], 1, 19)
+    r = engine.unassign("my own words for topic three", "3").to_dict()
+    assert (r["updated_faqs"], r["removed_questions"], r["unchanged_faqs"]) == (["3"], 1, 19)
+    r = engine.remove(["4", "5"]).to_dict()
+    assert (r["removed_faqs"], r["unchanged_faqs"]) == (["4", "5"], 18)
+    r = engine.add([FAQ("new", "new answer", ["a new question"])]).to_dict()
+    assert (r["added_faqs"], r["updated_faqs"], r["unchanged_faqs"]) == (["new"], [], 18)
+    r = engine.remove([]).to_dict()  # nothing to do: everything unchanged
+    assert r["unchanged_faqs"] == 19 and not r["updated_faqs"]

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from ..corpus import FAQ, faq_hash
 from ..errors import CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError, UnknownFAQError
+from ..results import EditReport
 from ..text import as_items, clean_text, is_blank
 
 EDITABLE = ("corpus", "added")  # sources a corpus file speaks for: questions it no longer lists are removed
@@ -27,6 +28,7 @@ class Edit:
     removed_questions: list[int] = field(default_factory=list)
     removed_faqs: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)  # merged into the committed config
+    touched_faqs: list[str] = field(default_factory=list)  # FAQs that only lose questions (for the report)
 
     def texts(self) -> list[str]:
         """New question texts in the order a backend stores them (new FAQs first, then added questions)."""
@@ -36,6 +38,16 @@ class Edit:
     def empty(self) -> bool:
         return not (self.new_faqs or self.changed_faqs or self.new_questions or self.removed_questions
                     or self.removed_faqs or self.config)
+
+
+def report_for(plan: Edit, faqs_before: int) -> EditReport:
+    """What the edit changes, as it will be reported: every FAQ that gains or loses a question or is
+    rewritten is updated; the FAQs it leaves alone are counted as unchanged."""
+    added = [f.id for f in plan.new_faqs]
+    others = {fid for fid, _ in plan.new_questions} | set(plan.touched_faqs)
+    updated = list(dict.fromkeys([f.id for f in plan.changed_faqs] + sorted(others - set(added))))
+    return EditReport(added_faqs=added, updated_faqs=updated, removed_faqs=list(plan.removed_faqs),
+                      unchanged_faqs=max(faqs_before - len(updated) - len(plan.removed_faqs), 0))
 
 
 def check_batch(faqs: Sequence[FAQ]) -> None:
@@ -137,10 +149,11 @@ def plan_unassign(store, query: str, faq_id: str) -> Edit:
         why = (f"it is one of its {', '.join(sorted(kinds))} questions; edit the FAQ to change those" if kinds
                else "the FAQ has no such question")
         raise FAQSearchError(f"{text!r} was not assigned to {faq_id} by feedback: {why}")
-    return Edit(removed_questions=gone)
+    return Edit(removed_questions=gone, touched_faqs=[faq_id])
 
 
 def plan_remove_source(store, source: str) -> Edit:
     """Every question of one source (``generated``: undo augment)."""
-    ids = [q["id"] for f in store.list_faqs() for q in store.faq(f["id"])["questions"] if q["source"] == source]
-    return Edit(removed_questions=ids)
+    found = [(f["id"], q["id"]) for f in store.list_faqs() for q in store.faq(f["id"])["questions"]
+             if q["source"] == source]
+    return Edit(removed_questions=[q for _, q in found], touched_faqs=sorted({f for f, _ in found}))
