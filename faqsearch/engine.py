@@ -267,10 +267,13 @@ class FAQSearch:
     # ------------------------------------------------------------------ tuning applied
     def refit(self, setting: Setting | None = None, threshold: float | None = None) -> None:
         """Rewrite the transform and the vector index for ``setting`` (default: the current one, from
-        the latest statistics), nothing re-encoded; ``threshold`` is stored with it when given."""
+        the latest statistics), nothing re-encoded; ``threshold`` is stored with it when given, and a
+        threshold the index chose itself is chosen again on the new scores."""
         with self._writing() as (writer, snap):
             white, config = refit_config(snap.config, snap.whitening.moments, setting, threshold)
             snap.backend.rebuild(writer, snap, white, config)
+        if threshold is None and (self._snap.config.get("calibration") or {}).get("chosen_by") == "self-calibrated":
+            self._self_tune(fusion=False, threshold=True)  # scores moved with the transform: choose it again
 
     def set_fusion(self, report: FusionReport) -> bool:
         """Store a chosen hybrid weight (and mode) when it wins held out; True when it was applied."""
