@@ -357,3 +357,19 @@ def test_reports_name_every_faq_an_edit_touches_and_count_the_rest(engine):
     assert (r["added_faqs"], r["updated_faqs"], r["unchanged_faqs"]) == (["new"], [], 18)
     r = engine.remove([]).to_dict()  # nothing to do: everything unchanged
     assert r["unchanged_faqs"] == 19 and not r["updated_faqs"]
+
+
+def test_feedback_for_another_faqs_question_moves_it_or_says_why_not(engine):
+    """A text that is already a question of FAQ A tied with itself when feedback added it to B (the
+    answer stayed A, by a rounding difference, and nothing said so): a question feedback put on A
+    moves to B; one of A's own is refused, naming A."""
+    engine.feedback("my own words for topic three", "3")
+    r = engine.feedback("my own words for topic three", "7").to_dict()
+    assert sorted(r["updated_faqs"]) == ["3", "7"] and (r["added_questions"], r["removed_questions"]) == (1, 1)
+    assert "my own words for topic three" not in [q["text"] for q in engine.show("3")["questions"]]
+    assert engine.ask("my own words for topic three", k=1).answers[0].faq_id == "7"
+    with pytest.raises(FAQSearchError, match="is a corpus question of FAQ 4"):
+        engine.feedback("question about topic4 number1", "7")
+    assert "question about topic4 number1" in [q["text"] for q in engine.show("4")["questions"]]
+    r = engine.approve("8", ["my own words for topic three", "fresh words for eight"]).to_dict()
+    assert sorted(r["updated_faqs"]) == ["7", "8"] and (r["added_questions"], r["removed_questions"]) == (2, 1)

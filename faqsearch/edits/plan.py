@@ -121,22 +121,37 @@ def _known(store, faq_id: str) -> dict[str, Any]:
     return faq
 
 
+MOVABLE = ("feedback", "approved", "generated")  # questions a person's feedback may move to another FAQ
+
+
 def plan_feedback(store, query: str, faq_id: str, source: str = "feedback") -> Edit:
     """"This query should have matched FAQ X": the query becomes a question of X. A text the FAQ
-    already has is left alone (an empty plan)."""
+    already has is left alone (an empty plan). Where the text is a question of another FAQ, it
+    would tie with itself there: one that feedback, an approval or a generator put there moves to
+    X (the latest judgement wins); one of that FAQ's own (corpus, added) is refused, naming it."""
     text = clean_text(query)
     if is_blank(text):
         raise InvalidOptionError("the query is blank (no visible characters); nothing to add")
     faq = _known(store, faq_id)
     if text in {q["text"] for q in faq["questions"]}:
         return Edit(source)
-    return Edit(source, new_questions=[(faq_id, text)])
+    elsewhere = [(f["id"], q) for f in store.list_faqs(contains=text) if f["id"] != faq_id
+                 for q in (store.faq(f["id"]) or {"questions": []})["questions"] if q["text"] == text]
+    fixed = [(fid, q["source"]) for fid, q in elsewhere if q["source"] not in MOVABLE]
+    if fixed:
+        raise FAQSearchError(f"{text!r} is a {fixed[0][1]} question of FAQ {fixed[0][0]}, so it would still match "
+                             f"{fixed[0][0]} as well as {faq_id}; edit {fixed[0][0]} to take it out first "
+                             "(faqsearch update ... --replace)")
+    return Edit(source, new_questions=[(faq_id, text)], removed_questions=[q["id"] for _, q in elsewhere],
+                touched_faqs=sorted({fid for fid, _ in elsewhere}))
 
 
 def plan_approve(store, faq_id: str, texts: Sequence[str]) -> Edit:
     """Phrasings a person approved become questions of an FAQ (source 'approved'); texts it has are skipped."""
     edits = [plan_feedback(store, t, faq_id, source="approved") for t in as_items(texts)]
-    return Edit("approved", new_questions=list(dict.fromkeys(q for e in edits for q in e.new_questions)))
+    return Edit("approved", new_questions=list(dict.fromkeys(q for e in edits for q in e.new_questions)),
+                removed_questions=list(dict.fromkeys(q for e in edits for q in e.removed_questions)),
+                touched_faqs=sorted({f for e in edits for f in e.touched_faqs}))
 
 
 def plan_unassign(store, query: str, faq_id: str) -> Edit:

@@ -159,7 +159,9 @@ def show(faq_id, index, out):
 @device_option("cpu")
 def feedback(query, faq_id, index, out):
     """Teach the index that QUERY should have matched FAQ_ID: the query becomes one of its questions
-    (source 'feedback'), through the normal atomic edit. `faqsearch unassign` undoes it.
+    (source 'feedback'), through the normal atomic edit. `faqsearch unassign` undoes it. Where QUERY
+    is already a question that feedback, an approval or a generator gave another FAQ, it moves to
+    FAQ_ID; one of another FAQ's own questions is refused, naming that FAQ.
 
     \b
     Example:
