@@ -168,7 +168,7 @@ class QueryLog:
             if query_id is not None:
                 self.db.execute("update queries set feedback_faq = ? where id = ?", [faq_id, query_id])
             for text in texts:  # logged as asked: cleaned, as every query is before it is answered
-                self.db.execute("update queries set feedback_faq = ? where query = ? and feedback_faq is null",
+                self.db.execute("update queries set feedback_faq = ? where query = ?",  # the latest assignment wins
                                 [faq_id, clean_text(text)])
 
     def clear_feedback(self, query: str, faq_id: str) -> None:
