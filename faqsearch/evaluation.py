@@ -9,6 +9,7 @@ import numpy as np
 
 from .corpus import _cell, read_rows
 from .errors import CorpusError
+from .text import is_blank
 
 QUERY_COLUMNS = ("query", "question", "text")
 GOLD_COLUMNS = ("faq_id", "gold", "id", "gold_id")
@@ -69,12 +70,21 @@ def read_pairs(path: str, fmt: str | None = None) -> tuple[list[str], list[str],
         try:
             score = float(_cell(row[cols[2]]))
         except ValueError:
+            score = math.nan
+        if not math.isfinite(score):
             raise CorpusError(path, line, f"score {row[cols[2]]!r} is not a number") from None
+        for col, what in ((cols[0], "first"), (cols[1], "second")):
+            if is_blank(_cell(row[col])):
+                raise CorpusError(path, line, f"the {what} sentence ({col!r}) is empty; every pair needs two "
+                                              "sentences (or remove the row)")
         a.append(_cell(row[cols[0]]).strip())
         b.append(_cell(row[cols[1]]).strip())
         y.append(score)
     if len(y) < 2:
         raise CorpusError(path, None, "need at least two sentence pairs")
+    if len(set(y)) < 2:
+        raise CorpusError(path, None, f"every pair has the score {y[0]:g}: a rank correlation needs scores that "
+                                      "differ")
     return a, b, np.asarray(y, dtype=np.float64)
 
 

@@ -140,3 +140,19 @@ def test_metadata_nested_too_deep_is_refused_with_its_line(tmp_path):
     for _ in range(30):
         nested = {"x": nested}
     assert check_faq(FAQ("d", "an answer", ["a question"], None, nested)).metadata == nested
+
+
+@pytest.mark.parametrize("rows,needle", [
+    ("a,b,5\nc,d,nan\n", "score 'nan' is not a number"),
+    ("a,b,5\nc,d,inf\n", "score 'inf' is not a number"),
+    ("a,,5\nc,d,1\n", "second sentence ('sentence2') is empty"),
+    ("a,b,1\nc,d,1\n", "every pair has the score 1"),
+])
+def test_pairs_that_give_no_honest_spearman_are_refused(tmp_path, rows, needle):
+    """A NaN score was ranked highest (the same file gave -50 instead of +100), constant scores gave
+    0.0 and empty sentences were scored."""
+    from faqsearch.evaluation import read_pairs
+
+    p = write(tmp_path, "p.csv", "sentence1,sentence2,score\n" + rows)
+    with pytest.raises(CorpusError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        read_pairs(p)
