@@ -373,3 +373,19 @@ def test_feedback_for_another_faqs_question_moves_it_or_says_why_not(engine):
     assert "question about topic4 number1" in [q["text"] for q in engine.show("4")["questions"]]
     r = engine.approve("8", ["my own words for topic three", "fresh words for eight"]).to_dict()
     assert sorted(r["updated_faqs"]) == ["7", "8"] and (r["added_questions"], r["removed_questions"]) == (2, 1)
+
+
+def test_an_update_without_a_category_column_keeps_the_stored_category(tmp_path):
+    """`update` from a file with no category (or metadata) column wiped the FAQ's category, silently
+    dropping it from `list --category` and `ask --category`; upsert (a whole export) and --replace
+    still take the file as given."""
+    corpus = tmp_path / "c.csv"
+    corpus.write_text("id,question,answer,category,owner\n1,How do I reset it?,Use the link.,account,team-a\n"
+                      "2,Where is my parcel?,Track it.,shipping,team-b\n", encoding="utf-8")
+    e = FAQSearch.build(str(corpus), str(tmp_path / "ix"), encoder=FakeEncoder(), threshold=-1)
+    e.update([FAQ("1", "Use the new link.", ["How do I reset it?"])])
+    shown = e.show("1")
+    assert (shown["answer"], shown["category"], shown["metadata"]) == ("Use the new link.", "account", {"owner": "team-a"})
+    e.update([FAQ("1", "Use the new link.", ["How do I reset it?"])], replace=True)
+    assert (e.show("1")["category"], e.show("1")["metadata"]) == (None, {})
+    e.close()

@@ -6,6 +6,7 @@ inconsistent (an id given twice in one batch, an unknown id), so a bad batch wri
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -73,8 +74,9 @@ def plan_add(store, faqs: Sequence[FAQ]) -> Edit:
 
 def plan_update(store, faqs: Sequence[FAQ], remove_missing: bool = False, replace: bool = False,
                 source: str = "added") -> Edit:
-    """New FAQs are added; listed FAQs get their answer, category and metadata, and the questions
-    the file gives (corpus and added questions it no longer lists are removed; feedback, approved
+    """New FAQs are added; listed FAQs get their answer, category and metadata (an update that gives
+    no category, or no metadata, keeps the stored ones; ``replace`` and upsert take them as given),
+    and the questions the file gives (corpus and added questions it no longer lists are removed; feedback, approved
     and generated ones stay, unless ``replace``: then the FAQ holds exactly the listed questions).
     ``remove_missing`` (upsert): ingested FAQs the batch does not list are removed."""
     check_batch(faqs)
@@ -85,10 +87,14 @@ def plan_update(store, faqs: Sequence[FAQ], remove_missing: bool = False, replac
             plan.new_faqs.append(f)
             continue
         stored = None
+        if not (replace or remove_missing) and (f.category is None or not f.metadata):
+            stored = store.faq(f.id)  # a file without a category (or metadata) column keeps the stored ones
+            f = dataclasses.replace(f, category=stored["category"] if f.category is None else f.category,
+                                    metadata=f.metadata or stored["metadata"] or {})
         if hashes[f.id] == faq_hash(f):
             if not replace:
                 continue
-            stored = store.faq(f.id)
+            stored = stored or store.faq(f.id)
             if sorted(q["text"] for q in stored["questions"]) == sorted(f.questions):
                 continue
         stored = stored or store.faq(f.id)

@@ -47,7 +47,8 @@ def add(corpus, index, columns, fmt, out, threads):
 def update(corpus, index, columns, fmt, replace, out, threads):
     """Update FAQs by id: new questions are encoded, questions the file no longer lists leave the
     index, changed answers are rewritten. FAQs not yet in the index are added; FAQs not in CORPUS are
-    left alone. Questions from feedback, approvals and augment stay unless --replace.
+    left alone. Questions from feedback, approvals and augment stay unless --replace, and so does a
+    category or metadata the file does not give (no such column).
 
     \b
     Example:
