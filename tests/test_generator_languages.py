@@ -204,3 +204,14 @@ def test_ask_with_paraphrases_answers_a_chinese_query_without_loading_the_englis
     assert res.exit_code == 0 and "no paraphrases" in res.stderr
     got = json.loads(res.stdout)
     assert got["answers"][0]["faq_id"] == "z1" and got["paraphrases"] == []
+
+
+def test_declared_languages_refuse_latin_text_too_and_blank_or_long_text_is_refused_before_loading(run):
+    """--generator-languages zh let English through to the model, contrary to its help; `paraphrase ""`
+    loaded the generator and sampled 72 invented candidates; a 64 KB text ran for minutes."""
+    with pytest.raises(UnsupportedLanguageError, match="mostly in Latin script"):
+        check_languages(["where is my parcel"], ("zh",), "some-generator")
+    check_languages(["where is my parcel"], ("zh", "en"), "some-generator")
+    for text, words in (("   ", "the text is blank"), ("reset my password " * 100, "at most 1000 are reworded")):
+        res = run("paraphrase", text, "--generator", "./not-loaded")  # refused before the generator is looked for
+        assert res.exit_code == 2 and words in res.output

@@ -253,3 +253,13 @@ def test_service_paraphrase_endpoint_uses_default_generator(tmp_path):
     assert 1 <= len(got) <= 3 and all(normal(p["text"]) != normal("where is my parcel?") for p in got)
     assert c.post("/indexes/shop/paraphrase", json={"text": "", "n": 3}).status_code == 422
     service.close()
+
+
+def test_an_encoder_directory_given_as_a_generator_is_refused_naming_what_it_is():
+    """It loaded as BertLMHeadModel and failed later with AttributeError inside the sampler."""
+    from faqsearch.encoders import _minilm_path
+    from faqsearch.errors import ModelNotFoundError
+    from faqsearch.generators.causal import CausalLMGenerator
+
+    with pytest.raises(ModelNotFoundError, match="is not a causal language model \\(it is a BertModel\\)"):
+        CausalLMGenerator(_minilm_path())

@@ -9,6 +9,8 @@ import sys
 import numpy as np
 import pytest
 
+from faqsearch.errors import InvalidOptionError
+
 pytest.importorskip("onnxruntime", reason="onnxruntime not installed")
 
 from faqsearch.encoders import _minilm_path, load_encoder  # noqa: E402
@@ -59,7 +61,7 @@ def test_failed_parity_is_remembered_and_torch_serves(tmp_path, monkeypatch):
 
 
 def test_runtime_choices(monkeypatch):
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidOptionError, match="must be auto, onnx or torch"):  # a one-line error, not a traceback
         load_encoder("minilm", runtime="tensorrt")
     assert isinstance(load_encoder("minilm", quantize=True), TransformerEncoder)  # int8 is a torch option
 

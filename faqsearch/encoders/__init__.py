@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..errors import EncoderMismatchError, FAQSearchError, ModelNotFoundError
+from ..errors import EncoderMismatchError, FAQSearchError, InvalidOptionError, ModelNotFoundError
 from .base import Encoder
 from .device import (DEVICES, DeviceError, available_cores, cpu_only, device_scope, requested_device, resolve_device,
                      resolve_threads, use_device)
@@ -102,7 +102,7 @@ def load_encoder(
     """
     runtime = (runtime or os.environ.get("FAQSEARCH_RUNTIME") or "auto").lower()
     if runtime not in ("auto", "onnx", "torch"):
-        raise ValueError(f"runtime must be auto, onnx or torch, not {runtime!r}")
+        raise InvalidOptionError(f"FAQSEARCH_RUNTIME (or runtime=) must be auto, onnx or torch, not {runtime!r}")
     key = (model or DEFAULT_MODEL).strip()
     low = key.lower()
     if low in ("use-multilingual", "use"):

@@ -15,6 +15,26 @@ PARITY_TEXTS = [
 ]
 
 
+def token_limit(config: Any) -> int | None:
+    """How many tokens a model takes (its position embeddings; RoBERTa-style models keep two for
+    padding offsets), from a transformers config or a config.json dict; None where it says nothing."""
+    get = config.get if isinstance(config, dict) else lambda k, d=None: getattr(config, k, d)
+    limit = get("max_position_embeddings") or get("n_positions")
+    if not isinstance(limit, int) or limit <= 0:
+        return None
+    return limit - 2 if "roberta" in str(get("model_type") or "") or "camembert" in str(get("model_type") or "") else limit
+
+
+def check_max_length(max_length: int, limit: int | None, name: str) -> None:
+    """A max_length above what the model takes is refused when the encoder loads (it was accepted,
+    and every longer text then failed inside the model)."""
+    from ..errors import InvalidOptionError
+
+    if limit is not None and max_length > limit:
+        raise InvalidOptionError(f"--max-length {max_length} is more than {name} takes ({limit} tokens); "
+                                 f"give {limit} or less")
+
+
 @runtime_checkable
 class Encoder(Protocol):
     """Turns texts into float32 vectors of a fixed dimension.

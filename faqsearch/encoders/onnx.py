@@ -25,7 +25,7 @@ import numpy as np
 
 from ..hub import cache_dir, file_digest
 from ..progress import progress_bar
-from .base import PARITY_TEXTS
+from .base import PARITY_TEXTS, check_max_length, token_limit
 from .device import configure_tokenizers, resolve_threads
 
 log = logging.getLogger(__name__)
@@ -214,6 +214,10 @@ def load(source: str, pooling: str, max_length: int, *, name: str | None = None,
     parity, export error)."""
     if pooling not in POOLINGS or not available():
         return None
+    config = os.path.join(source, "config.json")
+    if os.path.isfile(config):
+        with open(config, encoding="utf-8") as fh:
+            check_max_length(max_length, token_limit(json.load(fh)), name or source)
     dest = entry(source, pooling, max_length)
     if dest is None:
         return None

@@ -59,6 +59,13 @@ class CausalLMGenerator:
         self.source, self.gguf_file = source, gguf_file
         self.tokenizer, self.model = load_pretrained(source, AutoModelForCausalLM, gguf_file=gguf_file,
                                                      local_only=local_only, what="generator")
+        archs = list(getattr(self.model.config, "architectures", None) or [])
+        if archs and not any(a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")) for a in archs):
+            from ..errors import ModelNotFoundError
+
+            raise ModelNotFoundError(f"{self.name!r} is not a causal language model (it is a {', '.join(archs)}); a "
+                                     "generator is a causal LM with a chat template (a Hugging Face id or directory), "
+                                     "or a SimBERT model made by `faqsearch train`")
         self.model.eval()
         self.quantize = "int8" if quantize else None
         if quantize:  # opt-in: dynamic int8 weights in the decoder layers (the output head stays float)

@@ -76,11 +76,12 @@ def main_script(texts: Iterable[str]) -> str | None:
 
 def writes(languages: Sequence[str] | None, texts: Sequence[str]) -> bool:
     """Whether a generator writing ``languages`` (None: not known) can reword ``texts``: they are
-    mostly Latin script, or mostly in a script one of the languages is written in."""
-    if languages is None or non_latin_share(texts) <= 0.5:
+    mostly in a script one of the languages is written in (Latin for a language not listed in
+    ``_SCRIPTS``), or have no letters."""
+    if languages is None:
         return True
-    script = main_script(texts)
-    return any(script in _SCRIPTS.get(code, ("Latin",)) for code in languages)
+    script = "Latin" if non_latin_share(texts) <= 0.5 else main_script(texts)
+    return script is None or any(script in _SCRIPTS.get(code, ("Latin",)) for code in languages)
 
 
 def check_languages(texts: Sequence[str], languages: Sequence[str] | None, name: str | None = None) -> None:

@@ -9,7 +9,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..defaults import PARAPHRASE_MIN_SIMILARITY, PARAPHRASE_ROUNDS
+from ..defaults import PARAPHRASE_MAX_CHARS, PARAPHRASE_MIN_SIMILARITY, PARAPHRASE_ROUNDS
+from ..errors import InvalidOptionError
 from .base import Candidate, Generator
 
 # words whose change alone does not make a new wording ("How can I..." vs "How do I...")
@@ -252,6 +253,8 @@ def screen_rounds(generator: Generator, text: str, n: int, candidates: int = 24,
     before sampling (:class:`faqsearch.generators.UnsupportedLanguageError`)."""
     from .languages import checked
 
+    if len(text) > PARAPHRASE_MAX_CHARS:  # the prompt would outgrow the model's context: minutes for nothing
+        raise InvalidOptionError(f"the text is {len(text)} characters; at most {PARAPHRASE_MAX_CHARS} are reworded")
     checked(generator, [text])
     out: list[Screened] = []
     seen: set[str] = set(exclude or ())

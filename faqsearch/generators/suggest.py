@@ -73,7 +73,7 @@ def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: 
             out.append(s)
 
     if querylog is None:
-        notes.append("no query log (nothing was asked through the service yet, or it runs with --no-log)")
+        notes.append("no query log (nothing was asked through the service or `faqsearch ask --log` yet, or the service runs with --no-log)")
     else:
         rows = [r for r in _logged(querylog) if not is_blank(r["query"])
                 and r["feedback_faq"] in (None, faq_id)]

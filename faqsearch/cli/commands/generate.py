@@ -50,9 +50,16 @@ def paraphrase(text, generator, languages, gguf_file, index, n, candidates, min_
         faqsearch paraphrase "can I pay cash on delivery?" --rounds 1 --json
         faqsearch paraphrase "我的密码怎么重置？" --generator Qwen/Qwen2.5-0.5B-Instruct
     """
+    from ...defaults import PARAPHRASE_MAX_CHARS
     from ...generators import check_languages, diverse_top, generator_languages, load_generator
     from ...generators.recipe import encoder_scorer, screen_rounds
+    from ...text import clean_text, is_blank
 
+    text = clean_text(text)
+    if is_blank(text):  # refused before anything loads, as `ask` does
+        raise click.UsageError("the text is blank (no visible characters)")
+    if len(text) > PARAPHRASE_MAX_CHARS:
+        raise click.UsageError(f"the text is {len(text)} characters; at most {PARAPHRASE_MAX_CHARS} are reworded")
     check_languages([text], generator_languages(generator, languages), generator)  # before anything loads
     gen = load_generator(generator, gguf_file=gguf_file, threads=threads, languages=languages)
     if index:
@@ -77,7 +84,8 @@ def paraphrase(text, generator, languages, gguf_file, index, n, candidates, min_
         click.echo(dump(d))
         return
     if not got:
-        click.echo("No candidate passed the screen; try more --candidates, a lower --min-similarity or --all to see why.")
+        click.echo("No candidate passed the screen; try more --candidates or a lower --min-similarity"
+                   + ("." if show_all else ", or --all to see why."))
     for p in got:
         click.echo(f"[{p.score:.3f}] {p.text}")
     if show_all:
@@ -178,7 +186,7 @@ def suggest(faq_id, index, limit, generate, generator, languages, out, threads):
     for note in got.notes:
         click.echo(f"note: {note}", err=True)
     if not got.suggestions:
-        click.echo(f"No suggestions for {faq_id}; try --generate 5.")
+        click.echo(f"No suggestions for {faq_id}" + ("." if generate else "; try --generate 5."))
     for s in got.suggestions:
         score = "" if s.score is None else f"{s.score:.3f}"
         click.echo(f"{s.source:<9} {score:>6} {str(s.count) + 'x' if s.source != 'generated' else '':>4}  {s.text}")
