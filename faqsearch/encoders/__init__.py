@@ -1,6 +1,7 @@
 """Encoders: the protocol, the backends and ``load_encoder`` which resolves names and aliases."""
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -109,6 +110,9 @@ def load_encoder(
         from .use import USEEncoder
 
         cpu_only("the 'use-multilingual' encoder (numpy)", device)
+        if pooling not in (None, "use"):
+            logging.getLogger(__name__).warning("pooling %r is ignored: the use-multilingual encoder pools itself",
+                                                pooling)
         return USEEncoder(threads=threads, prefix=prefix)
     device = _device(device, runtime, quantize)
     if low == "smollm2":

@@ -55,6 +55,12 @@ class CausalLMGenerator:
         if source == "smollm2":
             from ..encoders import SMOLLM2_GGUF, _smollm2_dir
 
+            if gguf_file not in (None, SMOLLM2_GGUF):
+                import logging
+
+                logging.getLogger(__name__).warning("--gguf-file %r is ignored: the bundled smollm2 generator "
+                                                    "loads its own file", gguf_file)
+
             source, gguf_file, local_only = _smollm2_dir(), SMOLLM2_GGUF, True
         self.source, self.gguf_file = source, gguf_file
         self.tokenizer, self.model = load_pretrained(source, AutoModelForCausalLM, gguf_file=gguf_file,
