@@ -168,3 +168,12 @@ def unknown_category(store, category: str) -> None:
         listed = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
         click.echo(f"Note: no FAQ has category {category!r} (categories are matched exactly: "
                    f"{listed or 'this index has none'}).", err=True)
+
+
+def pad(text: str, width: int) -> str:
+    """``text`` left-aligned in ``width`` terminal columns (CJK and other wide characters take two)."""
+    import unicodedata
+
+    used = sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 0 if unicodedata.combining(ch) else 1
+               for ch in text)
+    return text + " " * max(width - used, 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..options import corpus_options, device_option, handles_errors, index_option, output_options, threads_option
-from ..render import dump, edit, unknown_category, wrap
+from ..render import dump, edit, pad, unknown_category, wrap
 from .index import corpus_argument, read_input
 
 
@@ -115,7 +115,7 @@ def list_(index, category, contains, limit, offset, out):
             click.echo(dump(row))
         else:
             answer = row["answer"].replace("\n", " ")
-            click.echo(f"{row['id']:<12} {row['category'] or '-':<14} {row['questions']:>3}q  "
+            click.echo(f"{pad(row['id'], 12)} {pad(row['category'] or '-', 14)} {row['questions']:>3}q  "
                        f"{answer[:70]}{'...' if len(answer) > 70 else ''}")
 
 
