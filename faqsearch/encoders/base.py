@@ -25,14 +25,19 @@ def token_limit(config: Any) -> int | None:
     return limit - 2 if "roberta" in str(get("model_type") or "") or "camembert" in str(get("model_type") or "") else limit
 
 
-def check_max_length(max_length: int, limit: int | None, name: str) -> None:
-    """A max_length above what the model takes is refused when the encoder loads (it was accepted,
-    and every longer text then failed inside the model)."""
-    from ..errors import InvalidOptionError
+def fit_max_length(max_length: int, limit: int | None, name: str) -> int:
+    """``max_length`` cut to what the model takes: above it every longer text failed inside the model
+    (a warning says so, unless it is the default asked of a model with fewer positions)."""
+    from ..defaults import MAX_LENGTH
 
-    if limit is not None and max_length > limit:
-        raise InvalidOptionError(f"--max-length {max_length} is more than {name} takes ({limit} tokens); "
-                                 f"give {limit} or less")
+    if limit is None or max_length <= limit:
+        return max_length
+    if max_length != MAX_LENGTH:
+        import logging
+
+        logging.getLogger(__name__).warning("--max-length %d is more than %s takes; using %d tokens", max_length,
+                                            name, limit)
+    return limit
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..hub import cache_dir, file_digest
 from ..progress import progress_bar
-from .base import PARITY_TEXTS, check_max_length, token_limit
+from .base import PARITY_TEXTS, fit_max_length, token_limit
 from .device import configure_tokenizers, resolve_threads
 
 log = logging.getLogger(__name__)
@@ -217,7 +217,7 @@ def load(source: str, pooling: str, max_length: int, *, name: str | None = None,
     config = os.path.join(source, "config.json")
     if os.path.isfile(config):
         with open(config, encoding="utf-8") as fh:
-            check_max_length(max_length, token_limit(json.load(fh)), name or source)
+            max_length = fit_max_length(max_length, token_limit(json.load(fh)), name or source)
     dest = entry(source, pooling, max_length)
     if dest is None:
         return None

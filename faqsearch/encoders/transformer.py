@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import FAQSearchError
 from ..progress import progress_bar
-from .base import check_max_length, token_limit
+from .base import fit_max_length, token_limit
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class TransformerEncoder:
 
         self.tokenizer, self.model = load_pretrained(model, AutoModel, gguf_file=gguf_file, local_only=local_only)
         self.model.eval()
-        check_max_length(max_length, token_limit(self.model.config), self.name)
+        self.max_length = fit_max_length(max_length, token_limit(self.model.config), self.name)
         self.quantize = "int8" if quantize else None
         if quantize:  # opt-in, lossy: dynamic int8 weights for every Linear layer (README, "Speed")
             import warnings
