@@ -9,6 +9,7 @@ query never mixes two versions; ``ask`` and ``ask_many`` may run on several thre
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -38,7 +39,7 @@ class FAQSearch:
     def __init__(self, snap: Snapshot, encoder: Encoder | None = None, threads: int | None = None):
         self._snap = snap
         self._threads = threads
-        self._queries = QueryEncoder(self._load_encoder)
+        self._queries = QueryEncoder(functools.partial(_encoder_for, snap.config, snap.path, threads))
         if encoder is not None:
             check_encoder(snap.config, encoder, snap.path)
             self._queries._encoder = encoder
@@ -63,11 +64,6 @@ class FAQSearch:
     def encoder(self) -> Encoder:
         """The index's encoder, loaded on first use (listing, showing and removing need none)."""
         return self._queries.encoder
-
-    def _load_encoder(self) -> Encoder:
-        enc = encoder_from_spec(self._snap.config["encoder"], threads=self._threads)
-        check_encoder(self._snap.config, enc, self._snap.path)
-        return enc
 
     def share_encoder(self, other: "FAQSearch") -> None:
         """Use ``other``'s encoder and query cache (one model for several indexes of one encoder)."""
@@ -293,3 +289,11 @@ class FAQSearch:
     def _self_tune(self, fusion: bool, threshold: bool) -> None:
         """What an index learns about itself without labels: the hybrid weight, then the threshold."""
         self_tune(self.searcher, self.set_fusion if fusion else None, self.set_threshold if threshold else None)
+
+
+def _encoder_for(config: dict[str, Any], path: str, threads: int | None) -> Encoder:
+    """The encoder of an index's config, checked against it (bound when the engine is made, so an
+    engine that shares its encoder may be closed before the encoder is first loaded)."""
+    enc = encoder_from_spec(config["encoder"], threads=threads)
+    check_encoder(config, enc, path)
+    return enc

@@ -16,6 +16,9 @@ class CorpusError(FAQSearchError):
         where = f"{self.path}:{line}" if line else self.path
         super().__init__(f"{where}: {message}")
 
+    def __reduce__(self):  # rebuilt from its three parts in another process (a worker's error)
+        return type(self), (self.path, self.line, self.message)
+
 
 class ModelNotFoundError(FAQSearchError):
     """An encoder could not be loaded from any place we tried."""
@@ -63,6 +66,10 @@ class InvalidOptionError(FAQSearchError):
 
 class ClosedError(FAQSearchError):
     """The engine was closed: open the index again."""
+
+
+class TextTypeError(InvalidOptionError, TypeError):
+    """A text (a query, an id) that is not a string: a FAQSearchError, and a TypeError as Python's own."""
 
 
 class StorageError(FAQSearchError):

@@ -166,7 +166,7 @@ def evaluate(searcher, queries: Sequence[LabelledQuery], batch_size: int = 32, p
             f"contain ({shown}{' ...' if len(unknown) > 5 else ''}); check the ids or the --index")
     mode = mode or snap.mode
     thr = snap.threshold if threshold is None else float(threshold)
-    results = searcher.answer([q.text for q in queries], k=10, threshold=-1e9, batch_size=batch_size,
+    results = searcher.answer([q.text for q in queries], k=10, threshold=-1.0, batch_size=batch_size,
                               progress=progress, mode=mode)
     ranked = [[a.faq_id for a in r.answers] for r in results]
     metrics = ranking_metrics(ranked, [q.gold for q in queries])

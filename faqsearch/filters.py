@@ -5,6 +5,7 @@ SQL for the embedded store here (the Milvus backend makes its own expression).""
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from .errors import InvalidOptionError
@@ -27,21 +28,26 @@ def check_filters(filters: dict[str, Any] | None) -> dict[str, list[Any]] | None
         values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
         if not values:
             raise InvalidOptionError(f"filter {key!r}: give at least one accepted value")
-        for v in values:
-            if isinstance(v, bool) or isinstance(v, str):
-                continue
-            if isinstance(v, int):
-                if not INT64[0] <= v <= INT64[1]:
-                    raise InvalidOptionError(f"filter {key!r}: {v} is outside the 64-bit integers that metadata "
-                                             "values are compared as; give it as a string if it is an identifier")
-            elif isinstance(v, float):
-                if not math.isfinite(v):
-                    raise InvalidOptionError(f"filter {key!r}: {v} is not a value metadata can hold")
-            else:
-                raise InvalidOptionError(f"filter {key!r}: values are strings, numbers or booleans, "
-                                         f"got {type(v).__name__}")
-        out[key] = values
+        out[key] = [_plain(key, v) for v in values]
     return out
+
+
+def _plain(key: str, v: Any) -> Any:
+    """A filter value as the plain Python value SQLite binds (numpy numbers become int or float)."""
+    if isinstance(v, (bool, str)):
+        return v
+    if type(v).__name__ == "bool_":  # numpy's
+        return bool(v)
+    if isinstance(v, numbers.Integral):
+        if not INT64[0] <= int(v) <= INT64[1]:
+            raise InvalidOptionError(f"filter {key!r}: {v} is outside the 64-bit integers that metadata "
+                                     "values are compared as; give it as a string if it is an identifier")
+        return int(v)
+    if isinstance(v, numbers.Real):
+        if not math.isfinite(float(v)):
+            raise InvalidOptionError(f"filter {key!r}: {v} is not a value metadata can hold")
+        return float(v)
+    raise InvalidOptionError(f"filter {key!r}: values are strings, numbers or booleans, got {type(v).__name__}")
 
 
 def filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:

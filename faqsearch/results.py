@@ -34,7 +34,7 @@ class Result:
     query: str
     answers: list[Answer]
     best_score: float | None  # the score of the best-ranked answer, even below the threshold
-    threshold: float
+    threshold: float | None  # None in lexical mode: BM25 scores are no cosines, and no threshold applies
     nearest: Answer | None = field(default=None, repr=False, compare=False)  # best-ranked, even below the threshold
     below_threshold: int = field(default=0, compare=False)  # answers within the top k left out for their score
 

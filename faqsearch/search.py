@@ -7,6 +7,7 @@ only sets how long the list of answers is.
 """
 from __future__ import annotations
 
+import numbers
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
@@ -98,7 +99,7 @@ class QueryEncoder:
 
 
 def check_options(k: int, mode: str) -> None:
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+    if not isinstance(k, numbers.Integral) or isinstance(k, (bool, np.bool_)) or k < 1:
         raise InvalidOptionError(f"k must be a whole number of at least 1, got {k!r}")
     if mode not in MODES:
         raise InvalidOptionError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -113,12 +114,14 @@ class Searcher:
 
     # -- vectors
     def embed(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False) -> np.ndarray:
-        """Query vectors: encoder, then the snapshot's transform, L2-normalised."""
-        return self.snap.whitening.transform(self.queries.encode(texts, batch_size, progress))
+        """Search vectors: encoder, then the snapshot's transform cut to k dimensions (norm at most 1:
+        the energy of the cut dimensions stays out); :meth:`embed_full` gives unit vectors whose dot
+        products are the scores."""
+        return self.snap.whitening.transform(self.queries.encode(as_items(texts), batch_size, progress))
 
     def vectors(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False) -> Queries:
         """Both vectors of each query: reduced (k dims, to find candidates) and full (to score them)."""
-        raw = self.queries.encode(texts, batch_size, progress)
+        raw = self.queries.encode(as_items(texts), batch_size, progress)
         return Queries(self.snap.whitening.transform(raw), self.snap.whitening.full(raw))
 
     def embed_full(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False) -> np.ndarray:
@@ -149,18 +152,21 @@ class Searcher:
         mode = mode or snap.mode
         check_options(k, mode)
         filters = check_filters(filters)
+        if threshold is not None and (not isinstance(threshold, numbers.Real) or isinstance(threshold, (bool, np.bool_))
+                                      or not -1.0 <= float(threshold) <= 1.0):  # NaN fails the range too
+            raise InvalidOptionError(f"the threshold is a calibrated cosine between -1 and 1, got {threshold!r}")
         thr = snap.threshold if threshold is None else float(threshold)
-        if not np.isfinite(thr):
-            raise InvalidOptionError(f"the threshold must be a number, got {threshold!r}")
+        k = int(k)
         texts = [clean_text(t) for t in as_items(texts)]  # one string is one query
         asked = [i for i, t in enumerate(texts) if not is_blank(t)]
         out = [Result(t, [], None, thr) for t in texts]
         if not asked:
             return out
         q = [texts[i] for i in asked]
-        if mode == "lexical":
+        if mode == "lexical":  # BM25 scores are no cosines: no threshold applies, and none is reported
+            out = [Result(t, [], None, None) for t in texts]
             for i, found in zip(asked, self.lexical(q, k, filters)):
-                out[i] = Result(texts[i], found, found[0].score if found else None, thr, found[0] if found else None)
+                out[i] = Result(texts[i], found, found[0].score if found else None, None, found[0] if found else None)
             return out
         vectors = self.vectors(q, batch_size=batch_size, progress=progress)
         # the answer is decided on candidates that do not depend on k (the nearest DENSE_CANDIDATES

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from .errors import TextTypeError
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SPACES = re.compile(r"\s+")
@@ -20,7 +22,12 @@ _INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"}
 def as_items(value) -> list:
     """A list of the items given: one string is one item (not its characters), so
     ``remove("faq-1")`` or ``approve(faq, "a phrasing")`` mean what they say."""
-    return [value] if isinstance(value, str) else list(value)
+    if isinstance(value, str):
+        return [value]
+    try:
+        return list(value)
+    except TypeError:
+        raise TextTypeError(f"expected a string or a list of them, got {type(value).__name__}") from None
 
 
 def clean_text(text: str, multiline: bool = False) -> str:
@@ -28,7 +35,7 @@ def clean_text(text: str, multiline: bool = False) -> str:
 
     ``multiline`` (answers) keeps line breaks (CRLF, CR, U+2028/2029 become \\n) and tabs."""
     if not isinstance(text, str):
-        raise TypeError(f"expected a string, got {type(text).__name__}")
+        raise TextTypeError(f"expected a string, got {type(text).__name__}")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: bytes that were not UTF-8

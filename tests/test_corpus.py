@@ -156,3 +156,12 @@ def test_pairs_that_give_no_honest_spearman_are_refused(tmp_path, rows, needle):
     p = write(tmp_path, "p.csv", "sentence1,sentence2,score\n" + rows)
     with pytest.raises(CorpusError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         read_pairs(p)
+
+
+def test_a_corpus_error_crosses_a_process_boundary_whole():
+    """It could not be unpickled (its __init__ takes three parts), so a worker's CorpusError broke a
+    ProcessPoolExecutor instead of arriving with its .path and .line."""
+    import pickle
+
+    err = pickle.loads(pickle.dumps(CorpusError("faq.csv", 7, "empty 'answer'")))
+    assert (str(err), err.path, err.line, err.message) == ("faq.csv:7: empty 'answer'", "faq.csv", 7, "empty 'answer'")

@@ -117,6 +117,38 @@ def test_one_string_where_a_list_is_taken_is_one_item(tmp_path, small_corpus):
     e.close()
 
 
+def test_what_an_embedding_chatbot_passes_is_taken_or_refused_as_a_faqsearch_error(tmp_path, small_corpus,
+                                                                                    monkeypatch):
+    """Found by a review of the library: numpy integers were refused as k and as filter values; a
+    threshold of 1.5, "0.3" or True was taken; lexical results reported a threshold that did not
+    apply; embed("text") encoded each character; ask(None) and remove(None) were bare TypeErrors; an
+    engine sharing another's encoder failed once the lender was closed before the first query."""
+    import faqsearch.engine as engine_mod
+    from faqsearch.errors import FAQSearchError, InvalidOptionError
+
+    FAQSearch.build(small_corpus, str(tmp_path / "a"), encoder=FakeEncoder(), threshold=0.0).close()
+    monkeypatch.setattr(engine_mod, "encoder_from_spec", lambda spec, threads=None: FakeEncoder())
+    borrower, lender = FAQSearch.open(str(tmp_path / "a")), FAQSearch.open(str(tmp_path / "a"))
+    borrower.share_encoder(lender)
+    lender.close()  # closed before anything loaded the shared encoder
+    assert borrower.ask("I forgot my password").answers[0].faq_id == "1"
+    e = FAQSearch.open(str(tmp_path / "a"))
+    r = e.ask("I forgot my password", k=np.int64(2), filters={"category": "account"})
+    assert [a.faq_id for a in r.answers] == ["1"]
+    for bad in (1.5, -5, "0.3", True, float("nan")):
+        with pytest.raises(InvalidOptionError, match="between -1 and 1"):
+            e.ask("I forgot my password", threshold=bad)
+    lex = e.ask("password", mode="lexical")
+    assert lex.answers and lex.threshold is None and lex.to_dict()["threshold"] is None
+    assert e.embed("one string").shape[0] == 1
+    for call in (lambda: e.ask(None), lambda: e.remove(None), lambda: e.feedback(None, "1")):
+        with pytest.raises(FAQSearchError) as err:
+            call()
+        assert isinstance(err.value, TypeError)
+    e.close()
+    borrower.close()
+
+
 def test_a_closed_engine_refuses_every_call_with_one_error(tmp_path, small_corpus):
     """After close(), reads and edits are a ClosedError (a FAQSearchError): reads used to fail with
     sqlite3's own ProgrammingError, and an edit reopened the engine and committed."""
