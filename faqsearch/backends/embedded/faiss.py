@@ -7,9 +7,9 @@ Index types, by name or as a FAISS factory string:
 | flat | Flat | 4d bytes | exact |
 | sq8 | SQ8 | d bytes | exact |
 | hnsw | HNSW32 | 4d + ~256 bytes of links | tombstones (FAISS cannot delete from HNSW) |
-| ivf | IVF{nlist},Flat | 4d bytes | exact |
-| ivf-sq8 | IVF{nlist},SQ8 | d bytes | exact |
-| ivf-pq | IVF{nlist},PQ{d/4} | d/4 bytes (+ the float vectors on disk) | exact |
+| ivf | IVF{nlist},Flat | 4d bytes | tombstones (IndexIDMap2 cannot renumber IVF lists) |
+| ivf-sq8 | IVF{nlist},SQ8 | d bytes | tombstones |
+| ivf-pq | IVF{nlist},PQ{d/4} | d/4 bytes (+ the float vectors on disk) | tombstones |
 
 Any PQ index re-scores REFINE_FACTOR x k candidates with exact vectors (the engine passes its
 memory-mapped ``vectors.npy``): the codes choose, the float vectors rank.
