@@ -154,3 +154,21 @@ def test_a_category_no_faq_has_is_named_with_those_that_exist(run, tmp_path, sma
         assert "account, returns, shipping" in res.stderr
     res = run("ask", "return policy", "--category", "returns", "--index", ix)
     assert "Note:" not in res.stderr
+
+
+def test_info_says_the_weight_it_answers_with_and_what_its_storage_keeps(run, tmp_path, small_corpus):
+    """ingest --json and info --json gave hybrid_weight null where the text said 0.1; the text left out
+    int8 weights and the tombstones an HNSW or IVF index keeps."""
+    ix = tmp_path / "ix"
+    built = json.loads(run("ingest", small_corpus, "--index", ix, "--index-type", "hnsw", "-q", "--json",
+                           "--no-self-fusion").stdout)
+    assert built["hybrid_weight"] == 0.1
+    import click
+
+    from faqsearch.cli.render import info as print_info
+
+    info = json.loads(run("info", "--index", ix, "--json").stdout)
+    assert info["hybrid_weight"] == 0.1
+    info["index"]["tombstones"] = 7  # as a new base of an HNSW index after removals records it
+    out = CliRunner().invoke(click.command()(lambda: print_info(str(ix), info)))
+    assert "7 removed vectors kept as tombstones until a refit" in out.output

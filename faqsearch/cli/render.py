@@ -139,12 +139,15 @@ def info(path: str, config: dict[str, Any]) -> None:
     backend = config.get("backend") or {}
     click.echo(f"index:      {path}")
     click.echo(f"created:    {config['created']}  (faqsearch {(config.get('versions') or {}).get('faqsearch')})")
-    click.echo(f"encoder:    {config['encoder']['name']} ({config['encoder'].get('pooling')}), {config['dim_in']} dims")
+    click.echo(f"encoder:    {config['encoder']['name']} ({config['encoder'].get('pooling')}), {config['dim_in']} dims"
+               + (f", {config['encoder']['quantize']} weights" if config["encoder"].get("quantize") else ""))
     click.echo("transform:  " + (f"beta={w['beta']:g} gamma={w['gamma']:g} k={w['k']} -> {config['dim_out']} dims "
                                   f"(fitted on {w['fit_count']} {w['fitted_on']})" if w["enabled"] else "none"))
     click.echo("storage:    " + (f"Milvus collection {backend.get('collection')} at {backend.get('uri')}"
                                   if backend.get("kind") == "milvus" else
-                                  f"embedded (FAISS {(config.get('index') or {}).get('factory', 'Flat')} + SQLite)"))
+                                  f"embedded (FAISS {(config.get('index') or {}).get('factory', 'Flat')} + SQLite)"
+                                  + (f"; {config['index']['tombstones']} removed vectors kept as tombstones until a "
+                                     "refit" if (config.get("index") or {}).get("tombstones") else "")))
     click.echo(f"contents:   {config['counts']['faqs']} FAQs, {config['counts']['questions']} questions")
     click.echo(f"matching:   {config.get('mode', 'hybrid')}"
                + (f", BM25 weight {config.get('hybrid_weight', 0.1):g}" if config.get("mode", "hybrid") == "hybrid" else ""))

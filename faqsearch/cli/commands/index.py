@@ -153,6 +153,10 @@ def info(index, out):
     config = cfg.load_config(version, path)
     if (config.get("backend") or {}).get("kind") != "milvus":
         config["lexical"] = cfg.lexical_settings(version)
+    if config.get("mode", "hybrid") == "hybrid" and config.get("hybrid_weight") is None:
+        from ...defaults import HYBRID_WEIGHT
+
+        config["hybrid_weight"] = HYBRID_WEIGHT  # the weight it answers with, as the text says
     if out.json:
         click.echo(dump({"path": path, **config}))
     else:
