@@ -51,18 +51,16 @@ def _plain(key: str, v: Any) -> Any:
 
 
 def filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
-    """SQL conditions on the FAQ (alias ``f``) and their arguments, for checked filters. A metadata
-    field is looked up by its key as written (json_each: a JSON path cannot quote a key holding '"')."""
-    if not filters:
-        return "", []
+    """SQL conditions on the FAQ (alias ``f``) and their arguments, for filters checked here (a
+    second check of filters already checked costs nothing). A metadata field is looked up by its key
+    as written (json_each: a JSON path cannot quote a key holding '"')."""
     parts, args = [], []
-    for key, value in filters.items():
-        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+    for key, values in (check_filters(filters) or {}).items():
         if key == "category":
             parts.append(f"f.category in ({','.join('?' * len(values))})")
         else:
             parts.append(f"(select m.value from json_each(f.metadata) m where m.key = ?) "
                          f"in ({','.join('?' * len(values))})")
             args.append(key)
-        args += [v if isinstance(v, (int, float)) else str(v) for v in values]
+        args += values
     return " and ".join(parts), args
