@@ -11,8 +11,8 @@ from ..options import (Score, batch_size_option, device_option, generator_option
 from ..render import dump, result, unknown_category
 
 
-def stdin_lines() -> list[bytes]:
-    """stdin as byte lines, without a leading byte-order mark (Windows-saved query files). A line that
+def stdin_lines() -> list[str]:
+    """stdin as text lines, without a leading byte-order mark (Windows-saved query files). A line that
     is not UTF-8 is answered with U+FFFD in place of its bad bytes, and said on stderr with its number."""
     stream = click.get_binary_stream("stdin")
     data = stream.read()
@@ -21,18 +21,19 @@ def stdin_lines() -> list[bytes]:
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the newline that ends the last line
-    lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
-    bad = []
+    texts, bad = [], []
     for n, ln in enumerate(lines, start=1):
+        ln = ln[:-1] if ln.endswith(b"\r") else ln
         try:
-            ln.decode("utf-8")
+            texts.append(ln.decode("utf-8"))
         except UnicodeDecodeError:
+            texts.append(ln.decode("utf-8", "replace"))
             bad.append(n)
     if bad:
         click.echo(f"Warning: stdin line(s) {', '.join(map(str, bad[:10]))}{' ...' if len(bad) > 10 else ''} "
                    "are not UTF-8; their bad bytes are read as U+FFFD (convert with: iconv -f LATIN1 -t UTF-8)",
                    err=True)
-    return lines
+    return texts
 
 
 @click.command()
@@ -74,7 +75,7 @@ def ask(text, index, top_k, threshold, model, mode, category, log_queries, parap
     batch = text is None or text == "-"
     if batch and sys.stdin.isatty():
         raise click.UsageError("give a question, or pipe queries on stdin (one per line)")
-    queries = [clean_text(line.decode("utf-8", "replace")) for line in stdin_lines()] if batch else [clean_text(text)]
+    queries = [clean_text(line) for line in stdin_lines()] if batch else [clean_text(text)]
     if not batch and is_blank(queries[0]):
         raise click.UsageError("the question is blank (no visible characters)")
     if batch and not queries:
