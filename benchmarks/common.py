@@ -21,6 +21,9 @@ class CachingEncoder:
         self.name = inner.name
         self.dimension = inner.dimension
         self._cache: dict[str, np.ndarray] = {}
+        self._tokens: dict[str, Any] = {}
+        if hasattr(inner, "token_states"):  # token matching (faqsearch.tokenmatch) where the encoder has it
+            self.token_states = self._token_states
 
     def encode(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
         todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
@@ -28,6 +31,13 @@ class CachingEncoder:
             for t, v in zip(todo, self.inner.encode(todo, batch_size=batch_size, progress=progress)):
                 self._cache[t] = v
         return np.stack([self._cache[t] for t in texts]) if texts else np.empty((0, self.dimension), np.float32)
+
+    def _token_states(self, texts: Sequence[str], batch_size: int = 32) -> list:
+        todo = list(dict.fromkeys(t for t in texts if t not in self._tokens))
+        if todo:
+            for t, v in zip(todo, self.inner.token_states(todo, batch_size=batch_size)):
+                self._tokens[t] = v
+        return [self._tokens[t] for t in texts]
 
     def spec(self) -> dict[str, Any]:
         return self.inner.spec()

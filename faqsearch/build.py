@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 from . import config as cfg
 from .backends import backend_named
 from .corpus import FAQ, Columns, check_faq, read_corpus, read_texts
-from .defaults import (BATCH_SIZE, BETA, CHUNK, GAMMA, HYBRID_WEIGHT, INDEX_TYPE, K, MAX_LENGTH, PROGRESS_STEP,
+from .defaults import (BATCH_SIZE, BETA, CHUNK, GAMMA, INDEX_TYPE, K, MAX_LENGTH, PROGRESS_STEP,
                        THRESHOLD)
 from .edits.plan import check_batch
 from .encoders import Encoder, load_encoder, model_for_corpus
@@ -232,6 +232,5 @@ def info_summary(config: dict[str, Any]) -> dict[str, Any]:
     return {"faqs": config["counts"]["faqs"], "questions": config["counts"]["questions"],
             "encoder": config["encoder"]["name"], "dim_in": config["dim_in"], "dim_out": config["dim_out"],
             "whitening": config["whitening"], "mode": config.get("mode", "hybrid"),
-            "hybrid_weight": config.get("hybrid_weight", HYBRID_WEIGHT if config.get("mode", "hybrid") == "hybrid"
-                                        else None), "fusion": config.get("fusion"),
+            **cfg.fusion_weights(config), "fusion": config.get("fusion"),
             "threshold": config.get("threshold"), "calibration": config.get("calibration")}

@@ -11,6 +11,7 @@ from typing import Any
 
 from .errors import IndexFormatError, IndexNotFoundError, InvalidOptionError
 from .lexical import stem_in_use
+from .tokenmatch import supported as tokens_supported
 
 # config.json's format_version: 1, or 2 for an index whose store stems its words for BM25 (a faqsearch
 # that reads only 1 would search such a store with its query words unstemmed, missing every stemmed row)
@@ -165,6 +166,9 @@ def check_values(config: dict[str, Any], file: str) -> None:
     if "hybrid_weight" in config and (not isinstance(config["hybrid_weight"], (int, float))
                                       or not 0.0 <= float(config["hybrid_weight"]) <= 100.0):
         raise bad("hybrid_weight", "a number between 0 and 100")
+    if "token_weight" in config and (not isinstance(config["token_weight"], (int, float))
+                                     or not 0.0 <= float(config["token_weight"]) <= 100.0):
+        raise bad("token_weight", "a number between 0 and 100")
     if "mode" in config and config["mode"] not in ("dense", "lexical", "hybrid"):
         raise bad("mode", "one of dense, lexical, hybrid")
     counts = config.get("counts")
@@ -219,3 +223,16 @@ def verify_files(directory: str, config: dict[str, Any], path: str, keys=("vecto
             if file_digest(full) != record["sha256"]:
                 raise IndexFormatError(damaged(path, key, "its SHA-256 differs from the one recorded when it was "
                                                           "written"))
+
+
+def fusion_weights(config: dict[str, Any]) -> dict[str, float | None]:
+    """The weights hybrid mode ranks with (None for both in another mode): BM25's ('hybrid_weight',
+    HYBRID_WEIGHT unless chosen) and token matching's ('token_weight', TOKEN_WEIGHT where the encoder
+    has token states and the store BM25 statistics, i.e. not USE and not Milvus, else 0)."""
+    from .defaults import HYBRID_WEIGHT, MODE, TOKEN_WEIGHT
+
+    if config.get("mode", MODE) != "hybrid":
+        return {"hybrid_weight": None, "token_weight": None}
+    usable = tokens_supported(config.get("encoder")) and (config.get("backend") or {}).get("kind") != "milvus"
+    return {"hybrid_weight": float(config.get("hybrid_weight", HYBRID_WEIGHT)),
+            "token_weight": float(config.get("token_weight", TOKEN_WEIGHT if usable else 0.0))}

@@ -301,6 +301,24 @@ def _one(store, conn: sqlite3.Connection, text: str, n: int, filter_sql: tuple[s
     return hits
 
 
+def doc_freqs(store, conn: sqlite3.Connection, tokens: Sequence[str]) -> tuple[dict[str, int], int]:
+    """(rows holding each token, visible rows), as a lexical query counts them, in one read."""
+    own = not conn.in_transaction
+    if own:
+        conn.execute("begin")
+    try:
+        arrays = _arrays(store, conn)
+        if arrays is not None:
+            df = {t: _doc_freq(conn, arrays, t) for t in tokens}
+        else:
+            df = dict(conn.execute(f"select term, doc from questions_fts_vocab where term in ({','.join('?' * len(tokens))})",
+                                   list(tokens)).fetchall()) if tokens else {}
+        return df, store._n_docs()
+    finally:
+        if own:
+            conn.execute("commit")
+
+
 def _doc_freq(conn: sqlite3.Connection, arrays: "tuple[Postings, np.ndarray, bool]", token: str) -> int:
     """Rows that hold ``token`` as an FTS5 term, as fts5vocab would count them. A token the arrays
     do not know (absent, or not in the form FTS5 stores: FTS5 folds accents, so 'café' is no term of

@@ -23,7 +23,8 @@ class Answer:
     metadata: dict[str, Any] = field(default_factory=dict)
     dense: float | None = None  # cosine of the best question (dense and hybrid modes)
     lexical: float | None = None  # BM25 of the best lexical question match (lexical and hybrid modes)
-    fused: float | None = None  # hybrid ranking score: cosine + weight * normalised BM25
+    fused: float | None = None  # hybrid ranking score: cosine + token weight * token match + weight * normalised BM25
+    token: float | None = None  # token match of query and question (hybrid mode; faqsearch.tokenmatch)
 
 
 @dataclass

@@ -16,12 +16,14 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import config as cfg
-from .defaults import ASK_K, BATCH_SIZE, DENSE_BLOCK, DENSE_CANDIDATES, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE
+from .defaults import (ASK_K, BATCH_SIZE, DENSE_BLOCK, DENSE_CANDIDATES, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE,
+                       TOKEN_BLOCK, TOKEN_CACHE, TOKEN_POOL)
 from .errors import IndexFormatError, InvalidOptionError
 from .filters import check_filters
 from .results import Answer, Result
 from .snapshot import Snapshot
 from .text import as_items, clean_text, is_blank
+from .tokenmatch import scores as token_scores
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class QueryEncoder:
         self._encoder = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._tokens: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._cache_lock = threading.Lock()
         self.size = size
 
@@ -93,9 +96,32 @@ class QueryEncoder:
             return np.empty((0, int(getattr(self.encoder, "dimension", 0))), np.float32)
         return out
 
+    def tokens(self, texts: Sequence[str], batch_size: int = BATCH_SIZE) -> "dict[str, tuple[np.ndarray, np.ndarray]] | None":
+        """Token states and spans of each distinct text (an LRU of the last TOKEN_CACHE texts); None
+        where the encoder gives none (USE)."""
+        if not hasattr(self.encoder, "token_states"):
+            return None
+        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        with self._cache_lock:
+            for t in texts:
+                hit = self._tokens.get(t)
+                if hit is not None:
+                    self._tokens.move_to_end(t)
+                    out[t] = hit
+        todo = [t for t in dict.fromkeys(texts) if t not in out]
+        if todo:
+            got = self.encoder.token_states(todo, batch_size=batch_size)
+            with self._cache_lock:
+                for t, v in zip(todo, got):
+                    out[t] = self._tokens[t] = v
+                while len(self._tokens) > TOKEN_CACHE:
+                    self._tokens.popitem(last=False)
+        return out
+
     def clear(self) -> None:
         with self._cache_lock:
             self._cache.clear()
+            self._tokens.clear()
 
 
 def check_options(k: int, mode: str) -> None:
@@ -266,7 +292,8 @@ class Searcher:
         Every candidate from either side gets its exact cosine (lexical-only candidates from their
         stored vectors), so the score stays a calibrated confidence and BM25 only re-ranks."""
         w = self.snap.hybrid_weight if weight is None else float(weight)
-        return [fuse(c, w, max(k, FUSION_POOL)) for c in self.candidates(texts, vectors, max(k, FUSION_POOL), filters)]
+        t = self.snap.token_weight
+        return [fuse(c, w, max(k, FUSION_POOL), t) for c in self.candidates(texts, vectors, max(k, FUSION_POOL), filters)]
 
     def candidates(self, texts: Sequence[str], vectors: "Queries", pool: int = FUSION_POOL,
                    filters: dict[str, Any] | None = None) -> list[list[Answer]]:
@@ -287,7 +314,35 @@ class Searcher:
             for fid, a in cands.items():
                 a.lexical = lex.get(fid)
             out.append(list(cands.values()))
-        return out
+        return self.add_token_scores(texts, out)
+
+    def add_token_scores(self, texts: Sequence[str], candidates: list[list[Answer]]) -> list[list[Answer]]:
+        """Set ``.token`` (:mod:`faqsearch.tokenmatch`) on the TOKEN_POOL candidates of each query that
+        rank first by cosine and BM25, from their questions, where the index uses token matching (the
+        others keep None and rank below them); queries are taken TOKEN_BLOCK at a time (bounded memory)."""
+        snap = self.snap
+        if snap.token_weight <= 0.0 or not candidates:
+            return candidates
+        stem = getattr(snap.store, "stem", "none")
+        for start in range(0, len(texts), TOKEN_BLOCK):
+            block = range(start, min(start + TOKEN_BLOCK, len(texts)))
+            pools = {i: _token_pool(candidates[i], snap.hybrid_weight) for i in block}
+            states = self.queries.tokens([texts[i] for i in block] + [a.question for i in block for a in pools[i]])
+            if states is None:  # an encoder without token states
+                return candidates
+            for i in block:
+                got = token_scores(texts[i], states[texts[i]], [states[a.question][0] for a in pools[i]],
+                                   snap.store.doc_freqs, stem)
+                for a, v in zip(pools[i], got):
+                    a.token = v
+        return candidates
+
+
+def _token_pool(candidates: list[Answer], weight: float) -> list[Answer]:
+    """The candidates token matching re-ranks: the first TOKEN_POOL by cosine + weight * BM25 / max BM25
+    (each new question costs an encoder pass: this bounds the work of a query)."""
+    top = max((a.lexical or 0.0 for a in candidates), default=0.0) or 1.0
+    return sorted(candidates, key=lambda a: -(a.dense + weight * (a.lexical or 0.0) / top))[:TOKEN_POOL]
 
 
 def _thresholded(text: str, ranked: list[Answer], thr: float) -> Result:
@@ -303,12 +358,14 @@ def _thresholded(text: str, ranked: list[Answer], thr: float) -> Result:
     return Result(text, kept, score, thr, best, below_threshold=len(ranked) - len(kept))
 
 
-def fuse(candidates: Sequence[Answer], weight: float, k: int) -> list[Answer]:
-    """Rank candidates by cosine + weight * BM25 / max BM25 (new Answer objects; inputs untouched).
+def fuse(candidates: Sequence[Answer], weight: float, k: int, token_weight: float = 0.0) -> list[Answer]:
+    """Rank candidates by cosine + token_weight * token match + weight * BM25 / max BM25 (new Answer
+    objects; inputs untouched; a candidate without a token score counts 0 for it).
 
     ``score`` stays the cosine, the calibrated confidence the threshold applies to; ``fused`` orders."""
     top = max((a.lexical or 0.0 for a in candidates), default=0.0) or 1.0
-    scored = sorted(((float(a.dense + weight * (a.lexical or 0.0) / top), i) for i, a in enumerate(candidates)),
+    scored = sorted(((float(a.dense + token_weight * (a.token or 0.0) + weight * (a.lexical or 0.0) / top), i)
+                     for i, a in enumerate(candidates)),
                     key=lambda x: -x[0])[:k]  # stable: ties keep the candidates' order
     return [replace(candidates[i], score=candidates[i].dense, fused=f) for f, i in scored]
 

@@ -45,6 +45,13 @@ class Snapshot:
         return float(self.config.get("hybrid_weight", HYBRID_WEIGHT))
 
     @property
+    def token_weight(self) -> float:
+        """Weight of token matching in hybrid mode (:func:`faqsearch.config.fusion_weights`)."""
+        if "token_weight" in self.config:
+            return float(self.config["token_weight"])
+        return float(cfg.fusion_weights({**self.config, "mode": "hybrid"})["token_weight"])
+
+    @property
     def max_per_faq(self) -> int:
         return max(1, int((self.config.get("counts") or {}).get("max_questions_per_faq", 1)))
 

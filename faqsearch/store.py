@@ -431,6 +431,13 @@ class Store:
         with self._lock:
             return search(self, self._conn, texts, n, filters)
 
+    def doc_freqs(self, tokens: Sequence[str]) -> tuple[dict[str, int], int]:
+        """Rows holding each lexical token, and the visible rows (BM25's statistics)."""
+        from .postings import doc_freqs
+
+        with self._lock:
+            return doc_freqs(self, self._conn, tokens)
+
     def write_postings(self, directory: str, previous: str | None = None) -> bool:
         """The BM25 postings arrays of this store's rows for the version ``directory``, when it is
         large (:func:`faqsearch.postings.write`); those of ``previous`` shared instead where they

@@ -82,12 +82,14 @@ def fusion(report, as_json: bool, do_apply: bool) -> None:
         return
     for row in report.rows:
         mark = (" <- current" if row["current"] else "") + (" <- chosen" if row["chosen"] else "")
-        click.echo(f"hybrid weight {row['weight']:<5g} mrr@10 {100 * row['mrr@10']:6.2f}{mark}")
+        click.echo(f"BM25 weight {row['weight']:<5g} token match weight {row['token_weight']:<4g} "
+                   f"mrr@10 {100 * row['mrr@10']:6.2f}{mark}")
     click.echo(f"lexical alone  mrr@10 {100 * report.lexical:6.2f}")
     click.echo(f"\n{report.n} queries; mrr@10 x100 held out (cross-validated): current {100 * report.cv_current:.2f}, "
                f"tuned {100 * report.cv_tuned:.2f} ({100 * report.gain:+.2f})")
     if report.applied:
-        click.echo(f"applied: mode {'hybrid' if report.chosen else 'dense'}, weight {report.chosen:g}.")
+        click.echo(f"applied: mode {'hybrid' if report.chosen or report.token_weight else 'dense'}, BM25 weight "
+                   f"{report.chosen:g}, token match weight {report.token_weight:g}.")
     elif do_apply:
         click.echo("not applied: the held-out score does not improve on the current setting.")
 
@@ -113,7 +115,9 @@ def built(summary: dict[str, Any], path: str) -> None:
                + (f"(beta={w['beta']:g}, gamma={w['gamma']:g})" if w["enabled"] else "(no transform)"))
     if summary.get("fusion"):
         f = summary["fusion"]
-        click.echo(f"Hybrid weight {summary['hybrid_weight']:g}, chosen by {f['chosen_by']} ({f['queries']} held "
+        how = ("dense mode" if summary["hybrid_weight"] is None else
+               f"BM25 weight {summary['hybrid_weight']:g}, token match weight {summary['token_weight']:g}")
+        click.echo(f"{how[0].upper() + how[1:]}, chosen by {f['chosen_by']} ({f['queries']} held "
                    f"out: MRR@10 {100 * f['cv_tuned']:.2f} vs {100 * f['cv_current']:.2f} at the default)")
     if summary.get("threshold") is not None:
         click.echo(f"Threshold {summary['threshold']:.3g}, {threshold_origin(summary)}")
@@ -150,7 +154,8 @@ def info(path: str, config: dict[str, Any]) -> None:
                                      "refit" if (config.get("index") or {}).get("tombstones") else "")))
     click.echo(f"contents:   {config['counts']['faqs']} FAQs, {config['counts']['questions']} questions")
     click.echo(f"matching:   {config.get('mode', 'hybrid')}"
-               + (f", BM25 weight {config.get('hybrid_weight', 0.1):g}" if config.get("mode", "hybrid") == "hybrid" else ""))
+               + (f", BM25 weight {config['hybrid_weight']:g}, token match weight {config['token_weight']:g}"
+                  if config.get("mode", "hybrid") == "hybrid" else ""))
     lexical = config.get("lexical")
     if lexical:
         click.echo("lexical:    BM25 over " + ("words stemmed (Snowball English)" if lexical["stem"] == "english" else

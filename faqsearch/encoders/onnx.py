@@ -31,7 +31,7 @@ from .device import configure_tokenizers, resolve_threads
 log = logging.getLogger(__name__)
 
 PARITY = 0.9999  # minimum cosine between torch and ONNX Runtime vectors, per text
-FORMAT = 1  # bump when the export changes
+FORMAT = 2  # bump when the export changes (2: token states as a second output)
 POOLINGS = ("mean", "cls", "first-last-avg", "last-avg", "pooler")
 
 
@@ -99,7 +99,7 @@ def export(source: str, pooling: str, max_length: int, dest: str) -> dict[str, A
         def forward(self, input_ids, attention_mask, token_type_ids=None):
             kw = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
             out = self.inner(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=hidden, **kw)
-            return _pool(pooling, out, attention_mask)
+            return _pool(pooling, out, attention_mask), out.last_hidden_state
 
     wrapped = Pooled(model).eval()
     sample = tokenizer(["a short one", "a somewhat longer sentence to pad against"], padding=True,
@@ -114,8 +114,9 @@ def export(source: str, pooling: str, max_length: int, dest: str) -> dict[str, A
 
         with torch.inference_mode(), warnings.catch_warnings():  # tracer warnings about shapes: expected
             warnings.simplefilter("ignore")
-            torch.onnx.export(wrapped, args, onnx_path, input_names=names, output_names=["sentence"],
-                              dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names} | {"sentence": {0: "batch"}},
+            torch.onnx.export(wrapped, args, onnx_path, input_names=names, output_names=["sentence", "tokens"],
+                              dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names}
+                              | {"sentence": {0: "batch"}, "tokens": {0: "batch", 1: "sequence"}},
                               opset_version=17, dynamo=False)
         tokenizer.backend_tokenizer.save(os.path.join(tmp, "tokenizer.json"))
         meta = {"format": FORMAT, "source": os.path.abspath(source), "pooling": pooling, "max_length": max_length,
@@ -202,8 +203,29 @@ class OnnxEncoder:
                     n = len(e.ids)
                     ids[r, :n], mask[r, :n], types[r, :n] = e.ids, e.attention_mask, e.type_ids
                 feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-                out[idx] = self.session.run(None, {k: feed[k] for k in self._inputs})[0]
+                out[idx] = self.session.run(["sentence"], {k: feed[k] for k in self._inputs})[0]
                 bar.update(len(idx))
+        return out
+
+    def token_states(self, texts: Sequence[str], batch_size: int = 32) -> list[tuple[np.ndarray, np.ndarray]]:
+        """As :meth:`faqsearch.encoders.transformer.TransformerEncoder.token_states`."""
+        from .transformer import _tokens
+
+        texts = list(texts)
+        with self._lock:
+            encs = self.tokenizer.encode_batch([self.prefix + t for t in texts])
+        out = []
+        for start in range(0, len(texts), batch_size):
+            chunk = encs[start:start + batch_size]
+            width = max(len(e.ids) for e in chunk)
+            feed = {n: np.zeros((len(chunk), width), dtype=np.int64) for n in ("input_ids", "attention_mask", "token_type_ids")}
+            feed["input_ids"][:] = self._pad
+            for r, e in enumerate(chunk):
+                n = len(e.ids)
+                feed["input_ids"][r, :n], feed["attention_mask"][r, :n], feed["token_type_ids"][r, :n] = \
+                    e.ids, e.attention_mask, e.type_ids
+            hidden = self.session.run(["tokens"], {k: feed[k] for k in self._inputs})[0]
+            out.extend(_tokens(hidden[r], e.offsets, e.special_tokens_mask, len(self.prefix)) for r, e in enumerate(chunk))
         return out
 
 

@@ -45,6 +45,15 @@ def _pool(pooling: str, outputs: Any, mask) -> "torch.Tensor":  # noqa: F821
     raise ValueError(pooling)
 
 
+def _tokens(hidden: np.ndarray, offsets, special, prefix: int) -> tuple[np.ndarray, np.ndarray]:
+    """One text's token states (unit rows, float16) and spans, without special or prefix tokens."""
+    keep = [j for j, ((s, e), sp) in enumerate(zip(offsets, special)) if not sp and e > s and s >= prefix]
+    states = hidden[keep]
+    states = states / np.maximum(np.linalg.norm(states, axis=1, keepdims=True), 1e-12)
+    spans = np.array([(offsets[j][0] - prefix, offsets[j][1] - prefix) for j in keep], dtype=np.int32).reshape(-1, 2)
+    return states.astype(np.float16), spans
+
+
 class TransformerEncoder:
     """Sentence vectors from a transformers model (encoder or decoder-only)."""
 
@@ -118,6 +127,31 @@ class TransformerEncoder:
 
             return gpu.encode(self, texts, batch_size, progress)
         return self.encode_on_cpu(texts, batch_size, progress)
+
+    def token_states(self, texts: Sequence[str], batch_size: int = 32) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each text's last-layer token states (unit rows, float16) and their character spans in the
+        text, special tokens and the prefix left out (token matching: :mod:`faqsearch.tokenmatch`)."""
+        import torch
+
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise FAQSearchError(f"{self.name} has no fast tokenizer: token spans are unknown")
+        texts = list(texts)
+        p = len(self.prefix)
+        with self._lock:
+            enc = self.tokenizer([self.prefix + t for t in texts], truncation=True, max_length=self.max_length,
+                                 return_offsets_mapping=True, return_special_tokens_mask=True)
+        keys = [k for k in enc.keys() if k not in ("offset_mapping", "special_tokens_mask")]
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        device = next(self.model.parameters()).device
+        with torch.inference_mode():
+            for start in range(0, len(texts), batch_size):
+                idx = range(start, min(start + batch_size, len(texts)))
+                with self._lock:
+                    batch = self.tokenizer.pad([{k: enc[k][i] for k in keys} for i in idx], return_tensors="pt")
+                hidden = self.model(**batch.to(device)).last_hidden_state.float().cpu().numpy()
+                for r, i in enumerate(idx):
+                    out.append(_tokens(hidden[r], enc["offset_mapping"][i], enc["special_tokens_mask"][i], p))
+        return out
 
     def encode_on_cpu(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
         """Vectors of ``texts`` (prefix added) with the model on the CPU."""

@@ -1,4 +1,4 @@
-"""Choose the weight of BM25 in hybrid mode (0 = dense only), from labelled queries or from the
+"""Choose the weights of BM25 and of token matching in hybrid mode (0 and 0 = dense only), from labelled queries or from the
 index's own question variants, by 5-fold cross-validated MRR@10. Nothing here writes: the engine
 stores a chosen weight (:meth:`faqsearch.engine.FAQSearch.set_fusion`)."""
 from __future__ import annotations
@@ -8,7 +8,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..defaults import FOLDS, FUSION_POOL, FUSION_WEIGHTS, LEXICAL_POOL, SELF_FUSION_DOCS, SELF_FUSION_MAX
+from ..defaults import (FOLDS, FUSION_POOL, FUSION_WEIGHTS, LEXICAL_POOL, SELF_FUSION_DOCS, SELF_FUSION_MAX,
+                        TOKEN_WEIGHTS)
 from ..errors import FAQSearchError, TooFewVariantsError
 from ..evaluation import LabelledQuery, reciprocal_rank
 from ..lexical import bm25_scorer, fts_words, topk
@@ -20,7 +21,7 @@ from .transform import cross_validate, held_out_variants
 
 @dataclass
 class FusionReport:
-    """Cross-validated choice of the hybrid weight (0 = dense only)."""
+    """Cross-validated choice of the hybrid (BM25) weight; 0 = no BM25."""
 
     rows: list[dict[str, Any]]
     current: float
@@ -31,6 +32,8 @@ class FusionReport:
     lexical: float  # MRR@10 of lexical mode alone, for reference
     applied: bool = False
     chosen_by: str = "labelled queries"
+    token_weight: float = 0.0  # the chosen weight of token matching (0 where the index has none)
+    current_token: float = 0.0  # the index's token matching weight
 
     @property
     def gain(self) -> float:
@@ -40,6 +43,7 @@ class FusionReport:
         return {"metric": "mrr@10", "n": self.n, "current_weight": self.current, "chosen_weight": self.chosen,
                 "cv_current": self.cv_current, "cv_tuned": self.cv_tuned, "gain": self.gain,
                 "lexical_mrr@10": self.lexical, "applied": self.applied, "chosen_by": self.chosen_by,
+                "current_token_weight": self.current_token, "chosen_token_weight": self.token_weight,
                 "rows": self.rows}
 
 
@@ -86,29 +90,35 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
         faq_docs.setdefault(f, []).append(d)
     cjk, stem = getattr(snap.store, "cjk", "unigram+bigram"), getattr(snap.store, "stem", "none")
     bm25 = bm25_scorer([fts_words(rows[i][2], cjk, stem) for i in keep])  # the words as FTS5 holds them
-    cands, gold = [], []
+    cands, gold, texts = [], [], []
     with progress_bar(len(held), progress, "self-supervised fusion") as bar:
         for start in range(0, len(held), 256):
             block = queries[start:start + 256] @ docs.T
             for j, qi in enumerate(held[start:start + 256]):
                 dense = block[j]
                 best: dict[str, float] = {}
+                where: dict[str, int] = {}  # the question each candidate FAQ is matched by
                 for d in topk(dense, FUSION_POOL * 8):
-                    best.setdefault(doc_faq[d], float(dense[d]))
+                    if doc_faq[d] not in best:
+                        best[doc_faq[d]], where[doc_faq[d]] = float(dense[d]), int(d)
                 lex_scores = bm25(fts_words(rows[qi][2], cjk, stem))
                 lex: dict[str, float] = {}
+                lex_at: dict[str, int] = {}
                 for d in topk(lex_scores, LEXICAL_POOL * 4):
                     if lex_scores[d] <= 0:
                         break
-                    lex.setdefault(doc_faq[d], float(lex_scores[d]))
+                    if doc_faq[d] not in lex:
+                        lex[doc_faq[d]], lex_at[doc_faq[d]] = float(lex_scores[d]), int(d)
                 pool = list(best)[:FUSION_POOL] + [f for f in list(lex)[:LEXICAL_POOL] if f not in best]
                 for f in pool:
                     if f not in best:  # a lexical-only candidate gets its FAQ's best cosine
-                        best[f] = float(dense[faq_docs[f]].max())
-                cands.append([Answer(f, "", best[f], "", -1, dense=best[f], lexical=lex.get(f)) for f in pool])
+                        best[f], where[f] = float(dense[faq_docs[f]].max()), lex_at[f]
+                cands.append([Answer(f, "", best[f], rows[keep[where[f]]][2], -1, dense=best[f], lexical=lex.get(f))
+                              for f in pool])
                 gold.append({rows[qi][1]})
+                texts.append(rows[qi][2])
                 bar.update(1)
-    return cands, gold
+    return searcher.add_token_scores(texts, cands), gold
 
 
 def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds: int = FOLDS,
@@ -129,12 +139,16 @@ def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds:
         texts = [q.text for q in queries]
         gold = [q.gold for q in queries]
         cands = searcher.candidates(texts, searcher.vectors(texts, progress=progress), FUSION_POOL)
-    weights = list(FUSION_WEIGHTS)
     cur_w = snap.hybrid_weight if snap.mode == "hybrid" else 0.0
-    if cur_w not in weights:
-        weights.append(cur_w)
-    per = [np.array([reciprocal_rank([a.faq_id for a in fuse(c, w, 10)], g) for c, g in zip(cands, gold)])
-           for w in weights]
+    cur_t = snap.token_weight if snap.mode == "hybrid" else 0.0
+    tokens = [0.0] + ([t for t in TOKEN_WEIGHTS if t > 0] if any(a.token is not None for c in cands for a in c) else [])
+    if cur_t not in tokens:
+        tokens.append(cur_t)
+    weights = [(w, t) for t in tokens for w in FUSION_WEIGHTS]  # (BM25 weight, token match weight)
+    if (cur_w, cur_t) not in weights:
+        weights.append((cur_w, cur_t))
+    per = [np.array([reciprocal_rank([a.faq_id for a in fuse(c, w, 10, t)], g) for c, g in zip(cands, gold)])
+           for w, t in weights]
     if texts is None:  # lexical alone, from the candidates' BM25
         lexical = float(np.mean([reciprocal_rank([a.faq_id for a in sorted((a for a in c if a.lexical),
                                                                             key=lambda a: -a.lexical)], g)
@@ -142,7 +156,7 @@ def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds:
     else:
         lex = searcher.lexical(texts, 10)
         lexical = float(np.mean([reciprocal_rank([a.faq_id for a in found], g) for found, g in zip(lex, gold)]))
-    current = weights.index(cur_w)
+    current = weights.index((cur_w, cur_t))
     n = len(gold)
 
     def score(s, idx):
@@ -151,10 +165,11 @@ def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds:
     full = [score(i, np.arange(n)) for i in range(len(weights))]
     chosen = max(range(len(weights)), key=lambda i: (full[i], i == current))
     cv_cur, cv_tuned = cross_validate(score, n, len(weights), current, folds)
-    cv_dense, _ = cross_validate(score, n, len(weights), weights.index(0.0), folds)
+    cv_dense, _ = cross_validate(score, n, len(weights), weights.index((0.0, 0.0)), folds)
     if cv_tuned < cv_dense:  # the choice procedure loses to dense alone held out: keep (or choose) dense
-        chosen, cv_tuned = weights.index(0.0), cv_dense
-    rows = [{"weight": w, "mrr@10": full[i], "current": i == current, "chosen": i == chosen}
-            for i, w in enumerate(weights)]
-    return FusionReport(rows, cur_w, weights[chosen], cv_cur, cv_tuned, n, lexical,
-                        chosen_by="self-supervised (question variants)" if self_supervised else "labelled queries")
+        chosen, cv_tuned = weights.index((0.0, 0.0)), cv_dense
+    rows = [{"weight": w, "token_weight": t, "mrr@10": full[i], "current": i == current, "chosen": i == chosen}
+            for i, (w, t) in enumerate(weights)]
+    return FusionReport(rows, cur_w, weights[chosen][0], cv_cur, cv_tuned, n, lexical,
+                        chosen_by="self-supervised (question variants)" if self_supervised else "labelled queries",
+                        token_weight=weights[chosen][1], current_token=cur_t)

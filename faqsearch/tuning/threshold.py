@@ -92,7 +92,7 @@ def calibrate(searcher, candidates: tuple[list, list] | None = None, offtopic: S
         except TooFewVariantsError:
             candidates = ([], [])
     weight = snap.hybrid_weight if snap.mode == "hybrid" else 0.0
-    tops = [fuse(c, weight, 1)[0] for c in candidates[0] if c]
+    tops = [fuse(c, weight, 1, snap.token_weight if snap.mode == "hybrid" else 0.0)[0] for c in candidates[0] if c]
     right = np.array([a.dense for a, gold in zip(tops, candidates[1]) if a.faq_id in gold], dtype=np.float64)
     if len(right) >= SELF_THRESHOLD_MIN:
         t = (np.quantile(off, 0.95) + np.quantile(right, 0.05)) / 2
@@ -132,10 +132,11 @@ def tune_threshold(searcher, queries: Sequence[LabelledQuery], offtopic: Sequenc
 def fusion_changes(report: FusionReport) -> dict[str, Any] | None:
     """The config changes that store a chosen hybrid weight (and mode), or None where it does not
     win held out (marks the report applied when it does)."""
-    if not (report.gain > 0 and report.chosen != report.current):
+    if not (report.gain > 0 and (report.chosen, report.token_weight) != (report.current, report.current_token)):
         return None
     report.applied = True
-    return {"mode": "hybrid" if report.chosen > 0 else "dense", "hybrid_weight": report.chosen,
+    return {"mode": "hybrid" if report.chosen > 0 or report.token_weight > 0 else "dense", "hybrid_weight": report.chosen,
+            "token_weight": report.token_weight,
             "fusion": {"chosen_by": report.chosen_by, "queries": report.n, "cv_current": report.cv_current,
                        "cv_tuned": report.cv_tuned}}
 

@@ -153,10 +153,7 @@ def info(index, out):
     config = cfg.load_config(version, path)
     if (config.get("backend") or {}).get("kind") != "milvus":
         config["lexical"] = cfg.lexical_settings(version)
-    if config.get("mode", "hybrid") == "hybrid" and config.get("hybrid_weight") is None:
-        from ...defaults import HYBRID_WEIGHT
-
-        config["hybrid_weight"] = HYBRID_WEIGHT  # the weight it answers with, as the text says
+    config.update({k: v for k, v in cfg.fusion_weights(config).items() if v is not None})  # what it answers with
     if out.json:
         click.echo(dump({"path": path, **config}))
     else:
