@@ -2,6 +2,8 @@
 and an index that uses it ranks by it (and one that does not, does not)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,8 @@ from faqsearch import FAQSearch
 from faqsearch.results import Answer
 from faqsearch.search import fuse
 from faqsearch.tokenmatch import score, supported, weights, word_tokens
+
+from .conftest import ROOT
 
 TEXTS = ["How do I reset my passwords?", "Can my dog catch COVID-19?", "退货需要多长时间？", "",
          "résumé upload_limit for card_holders"]
@@ -87,4 +91,24 @@ def test_an_index_ranks_by_token_match(tmp_path, minilm):
     assert r.nearest.faq_id == "pets" and r.nearest.token == pytest.approx(best.token)
     e._set_config(token_weight=0.0)  # an index told not to: no token states computed at all
     assert all(a.token is None for a in e.searcher().candidates(q, e.searcher().vectors(q))[0])
+    e.close()
+
+
+def test_tuning_ranks_as_the_index_answers_with_token_matching(tmp_path, minilm):
+    """tune (transform) and tune --fusion measure the ranking `ask` gives, token matching included."""
+    from faqsearch.evaluation import evaluate, read_labelled_queries
+    from faqsearch.tuning import tune, tune_fusion
+
+    e = FAQSearch.build(os.path.join(ROOT, "sample_data", "faq.csv"), str(tmp_path / "ix"), encoder=minilm)
+    s = e.searcher()
+    assert e.mode == "hybrid" and s.snap.token_weight > 0
+    queries = read_labelled_queries(os.path.join(ROOT, "sample_data", "queries.csv"))
+    asked = evaluate(s, queries)["mrr@10"]
+    row = next(r for r in tune(s, queries).rows if r["current"])
+    assert row["mrr@10"] == pytest.approx(asked, abs=1e-9)
+    fusion = tune_fusion(s, queries)
+    current = next(r for r in fusion.rows if r["current"])
+    assert (current["weight"], current["token_weight"]) == (e.hybrid_weight, s.snap.token_weight)
+    assert current["mrr@10"] == pytest.approx(asked, abs=1e-9)
+    assert {r["token_weight"] for r in fusion.rows} == {0.0, 0.5, 1.0}
     e.close()

@@ -93,10 +93,13 @@ def transform_for(setting: Setting, moments: Moments, dim: int) -> Whitening:
 
 def _reciprocal_ranks(docs: np.ndarray, doc_faq: np.ndarray, queries: np.ndarray,
                       gold: Sequence[set[str]], cutoff: int = 10, lexical: Sequence[dict[str, float]] | None = None,
-                      weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+                      weight: float = 0.0, tokens: Sequence[dict[str, float]] | None = None,
+                      token_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Per-query reciprocal rank of the first gold FAQ among the top distinct FAQs (0 past the cutoff),
     and per-query best score. ``lexical`` (per query: FAQ -> BM25) ranks as hybrid mode does: each
-    FAQ's best cosine + ``weight`` x BM25 / the query's best BM25, over the dense and lexical candidates."""
+    FAQ's best cosine + ``token_weight`` x its token match (``tokens``: per query, FAQ -> score, of the
+    candidates the index re-ranks; the transform does not change them) + ``weight`` x BM25 / the
+    query's best BM25, over the dense and lexical candidates."""
     scores = queries @ docs.T
     depth = min(scores.shape[1], cutoff * 20)
     top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth] if depth < scores.shape[1] else \
@@ -114,7 +117,9 @@ def _reciprocal_ranks(docs: np.ndarray, doc_faq: np.ndarray, queries: np.ndarray
         if lexical is not None:
             dense = {f: float(faq_best[i, column[f]]) for f in ranked + [f for f in lexical[i] if f in column]}
             best = max(lexical[i].values(), default=0.0) or 1.0
-            ranked = sorted(dense, key=lambda f: -(dense[f] + weight * lexical[i].get(f, 0.0) / best))
+            tok = tokens[i] if tokens is not None else {}
+            ranked = sorted(dense, key=lambda f: -(dense[f] + token_weight * tok.get(f, 0.0)
+                                                   + weight * lexical[i].get(f, 0.0) / best))
         out[i] = reciprocal_rank(ranked, gold[i], cutoff)
     return out, scores.max(axis=1)
 
@@ -179,7 +184,7 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
     moments = snap.whitening.moments
     notes = []
     metric = "mrr@10"
-    lexical = None
+    lexical = tokens = None
     if pairs is not None:
         metric = "spearman"
         a, b, y = pairs
@@ -206,7 +211,12 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
         if snap.mode == "hybrid":  # measured in the mode the index answers in
             lexical = [{a.faq_id: a.lexical or 0.0 for a in found}
                        for found in searcher.lexical([q.text for q in queries], LEXICAL_POOL)]
-            notes.append(f"ranked as the index answers: hybrid, BM25 weight {snap.hybrid_weight:g}")
+            if snap.token_weight > 0:
+                texts = [q.text for q in queries]
+                tokens = [{a.faq_id: a.token for a in c if a.token is not None}
+                          for c in searcher.candidates(texts, searcher.vectors(texts))]
+            notes.append(f"ranked as the index answers: hybrid, BM25 weight {snap.hybrid_weight:g}, token match "
+                         f"weight {snap.token_weight:g}")
     if pairs is None and not self_supervised:
         raw_docs = np.asarray(raw)
     settings = grid(dim, moments_rank(moments))
@@ -225,7 +235,8 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
                 per_item.append((w.full(qa) * w.full(qb)).sum(axis=1))
             else:
                 rr, best = _reciprocal_ranks(w.full(raw_docs), doc_faq, w.full(q_raw), gold, lexical=lexical,
-                                             weight=snap.hybrid_weight)
+                                             weight=snap.hybrid_weight, tokens=tokens,
+                                             token_weight=snap.token_weight)
                 per_item.append(rr)
                 bests.append(best)
             bar.update(1)
