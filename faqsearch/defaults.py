@@ -78,6 +78,7 @@ FUSION_WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0)
 # held-out variants searched at most by the self-supervised fusion (a seeded sample beyond): at 1M
 # questions all of them took over an hour
 SELF_FUSION_MAX = 2_000
+SELF_TOKEN_MAX = 300  # held-out variants the choice uses where token matching is on (their candidates are encoded again)
 # ... among at most this many questions (BM25 postings and vectors of every question took 10 GB at 1M)
 SELF_FUSION_DOCS = 50_000
 

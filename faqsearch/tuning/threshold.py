@@ -70,11 +70,12 @@ def offtopic_for(searcher, offtopic: Sequence[str] | None = None) -> list[str]:
     return [t for t in default_offtopic() if (non_latin_share([t]) > 0.5) == non_latin]
 
 
-def best_scores(searcher, texts: Sequence[str]) -> np.ndarray:
-    """The score of the best-ranked answer of each text, as `ask` ranks it (any threshold)."""
+def best_scores(searcher, texts: Sequence[str], mode: str | None = None) -> np.ndarray:
+    """The score of the best-ranked answer of each text, as `ask` ranks it (any threshold) in ``mode``
+    (default: the index's)."""
     texts = list(texts)
     found = [r for start in range(0, len(texts), 32)  # blocks: each re-scores its candidates' raw vectors at once
-             for r in searcher.answer(texts[start:start + 32], k=1, threshold=-1.0)]
+             for r in searcher.answer(texts[start:start + 32], k=1, threshold=-1.0, mode=mode)]
     return np.array([r.best_score if r.best_score is not None else -1.0 for r in found], dtype=np.float64)
 
 
@@ -83,7 +84,11 @@ def calibrate(searcher, candidates: tuple[list, list] | None = None, offtopic: S
     """Choose the index's threshold without labels (see the module docstring).
     ``candidates``: :func:`self_fusion_candidates`' result when the caller has it already."""
     snap = searcher.snap
-    off = best_scores(searcher, offtopic_for(searcher, offtopic))
+    # with token matching, the negatives' best cosine (dense mode) stands in for the cosine of their
+    # fused first answer, which is at most that (bar a lexical-only candidate): it errs towards not
+    # answering them, and spares an encoder pass over 20 candidate questions per negative
+    tokens = snap.mode == "hybrid" and snap.token_weight > 0
+    off = best_scores(searcher, offtopic_for(searcher, offtopic), mode="dense" if tokens else None)
     if not len(off):
         raise FAQSearchError("no out-of-scope questions to calibrate the threshold on")
     if candidates is None:

@@ -36,7 +36,8 @@ def read_input(corpus: str, columns, fmt):
 @click.option("--force", is_flag=True, help="Rebuild even if the index holds questions this corpus lacks (from add, "
                                             "update, augment or feedback): they are dropped.")
 @click.option("--no-self-fusion", "no_self_fusion", is_flag=True,
-              help="Keep the default hybrid weight even when the corpus's question variants could choose one.")
+              help="Keep the default hybrid weights (BM25, token matching) even when the corpus's question "
+                   "variants could choose them.")
 @click.option("--upsert", is_flag=True, hidden=True, help="Deprecated: use `faqsearch upsert`.")
 @click.option("--augment", type=click.IntRange(0), default=0, hidden=True, help="Deprecated: use `faqsearch augment`.")
 @generator_option

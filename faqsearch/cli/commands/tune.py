@@ -17,8 +17,9 @@ from ..render import dump, fusion as print_fusion, threshold as print_threshold,
 @click.option("--apply", "do_apply", is_flag=True,
               help="Rewrite the transform and vector index (atomically, no re-encoding) if the held-out score "
                    "improves.")
-@click.option("--fusion", is_flag=True, help="Tune the weight of BM25 in hybrid mode instead (with QUERIES, or --self: "
-                                             "the index's own question variants).")
+@click.option("--fusion", is_flag=True,
+              help="Tune the weights of BM25 and of token matching in hybrid mode instead (with QUERIES, or "
+                   "--self: the index's own question variants).")
 @click.option("--threshold", "pick_threshold", is_flag=True,
               help="Choose the threshold instead: with QUERIES and --offtopic FILE (labelled in-scope and "
                    "out-of-scope queries), or --self (no labels: the index's own question variants and the "
