@@ -17,7 +17,7 @@ from . import config as cfg
 from .backends import backend_named
 from .corpus import FAQ, Columns, check_faq, read_corpus, read_texts
 from .defaults import (BATCH_SIZE, BETA, CHUNK, GAMMA, INDEX_TYPE, K, MAX_LENGTH, PROGRESS_STEP,
-                       THRESHOLD)
+                       THRESHOLD, TOKEN_STORE_MAX)
 from .edits.plan import check_batch
 from .encoders import Encoder, load_encoder, model_for_corpus
 from .errors import FAQSearchError, InvalidOptionError
@@ -25,6 +25,9 @@ from .files import NpyWriter, load_npy
 from .indexdir import Writer, check_target
 from .progress import progress_bar
 from .snapshot import open_version
+from .tokenmatch import supported as tokens_supported
+from .tokenstates import TokenWriter, encode_with_tokens
+from .tokenstates import remove as remove_token_states
 from .whitening import Moments, Whitening
 
 log = logging.getLogger(__name__)
@@ -83,10 +86,12 @@ def as_faqs(corpus: str | os.PathLike | Sequence[FAQ], columns: Columns | None =
 
 
 def encode_stream(encoder: Encoder, texts: Sequence[str] | Callable[[int], Iterable[list[str]]], batch_size: int,
-                  progress: bool, out: NpyWriter | None = None, total: int | None = None) -> Moments:
-    """Encode texts chunk by chunk, accumulating moments (and appending raw vectors to ``out``).
-    ``texts``: the texts, or a function giving them in chunks of a size it is passed (a store's
-    rows, read as they are encoded: then ``total`` is their number)."""
+                  progress: bool, out: NpyWriter | None = None, total: int | None = None,
+                  tokens: TokenWriter | None = None) -> Moments:
+    """Encode texts chunk by chunk, accumulating moments (and appending raw vectors to ``out``, and
+    their token states, from the same encoder run, to ``tokens``). ``texts``: the texts, or a function
+    giving them in chunks of a size it is passed (a store's rows, read as they are encoded: then
+    ``total`` is their number)."""
     moments = Moments(encoder.dimension)
     # a bar that moves from the first texts; a GPU encoder gets whole chunks (its tokenising overlaps
     # the GPU within one call) and is fast enough for the bar to move anyway
@@ -98,7 +103,11 @@ def encode_stream(encoder: Encoder, texts: Sequence[str] | Callable[[int], Itera
         total, chunks = len(texts), (texts[i:i + step] for i in range(0, len(texts), step))
     with progress_bar(total, progress, "encoding") as bar:
         for chunk in chunks:
-            vecs = encoder.encode(chunk, batch_size=batch_size)
+            if tokens is not None:
+                vecs, states = encode_with_tokens(encoder, chunk, batch_size)
+                tokens.write(chunk, states)
+            else:
+                vecs = encoder.encode(chunk, batch_size=batch_size)
             moments.update(vecs)
             if out is not None:
                 out.write(vecs)
@@ -155,8 +164,17 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             store.set_setting("index_id", index_id)
             ids = store.insert_corpus(faqs)  # empties faqs: from here on the rows live in the store only
             vec_path = os.path.join(tmp, cfg.FILES["vectors"])
-            with NpyWriter(vec_path, len(ids), encoder.dimension) as out:  # a full disk fails here, at once
-                moments = encode_stream(encoder, store.iter_texts, batch_size, progress, out=out, total=len(ids))
+            tokens = keep_token_states(encoder, backend, tmp, len(ids))
+            try:
+                with NpyWriter(vec_path, len(ids), encoder.dimension) as out:  # a full disk fails here, at once
+                    moments = encode_stream(encoder, store.iter_texts, batch_size, progress, out=out, total=len(ids),
+                                            tokens=tokens)
+                if tokens is not None:
+                    tokens.finish()
+            except BaseException:
+                if tokens is not None:
+                    tokens.discard()
+                raise
             if fit_texts is not None:
                 moments = encode_stream(encoder, fit_texts, batch_size, progress)
             white, whiten = fit_transform(moments, wspec, encoder.dimension)
@@ -183,11 +201,23 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
                 config.update(calibrate(snap, encoder))
             finally:
                 snap.close()
+        if not cfg.fusion_weights({**config, "mode": "hybrid"})["token_weight"]:
+            remove_token_states(tmp)  # hybrid mode does not read them: no disk spent on them
         writer.commit(config, tmp)
     backend.after_commit(config)
     log.info("built index %s: %d FAQs, %d questions, %d -> %d dims", path, counts["faqs"], counts["questions"],
              encoder.dimension, white.dim_out)
     return encoder
+
+
+def keep_token_states(encoder: Encoder, backend, directory: str, n: int) -> TokenWriter | None:
+    """A writer of the questions' token states into the version ``directory``, where hybrid mode can
+    use them (:mod:`faqsearch.tokenstates`): an encoder with token states that token matching
+    supports, the embedded backend, at most TOKEN_STORE_MAX questions."""
+    if (backend.kind != "embedded" or n > TOKEN_STORE_MAX or not tokens_supported(encoder.spec())
+            or not hasattr(encoder, "token_states")):
+        return None
+    return TokenWriter(directory, encoder.spec(), encoder.dimension)
 
 
 def fit_transform(moments: Moments, wspec: WhiteningSpec, dim: int) -> tuple[Whitening, bool]:

@@ -13,7 +13,7 @@ import logging
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from .errors import CorpusError
 from .text import clean_text, is_blank
@@ -259,8 +259,31 @@ def _variants(value: Any, sep: str, path: str = "", line: int = 0, column: str =
     return [c for c in (clean_text(v) for v in _cell(value, path, line, column).split(sep)) if not is_blank(c)]
 
 
-def check_faq(faq: FAQ) -> FAQ:
-    """Validate and normalise an FAQ given as a record (library use), like a corpus row."""
+_RECORD_KEYS = ("id", "answer", "questions", "question", "category", "metadata")
+
+
+def _from_mapping(record: Mapping[str, Any]) -> FAQ:
+    """An FAQ from a dict: id, answer, questions (a list) and/or question (one text), category, metadata."""
+    unknown = sorted(str(k) for k in record if k not in _RECORD_KEYS)
+    if unknown:
+        raise CorpusError("<records>", None, f"FAQ {record.get('id')!r}: unknown field(s) {', '.join(unknown)}; "
+                                             f"an FAQ record has {', '.join(_RECORD_KEYS)}")
+    questions = record.get("questions") or []
+    questions = [questions] if isinstance(questions, str) else questions
+    if record.get("question") is not None:
+        questions = [record["question"], *questions] if isinstance(questions, (list, tuple)) else questions
+    return FAQ(record.get("id"), record.get("answer"), questions, record.get("category"),  # type: ignore[arg-type]
+               record.get("metadata") or {})
+
+
+def check_faq(faq: FAQ | Mapping[str, Any]) -> FAQ:
+    """Validate and normalise an FAQ given as a record (library use), like a corpus row: an
+    :class:`FAQ`, or a dict with its fields ('question' for one text, 'questions' for a list)."""
+    if isinstance(faq, Mapping):
+        faq = _from_mapping(faq)
+    elif not isinstance(faq, FAQ):
+        raise CorpusError("<records>", None, f"an FAQ record is a faqsearch.FAQ or a dict, got {type(faq).__name__} "
+                                             f"{str(faq)[:60]!r}")
     where = f"FAQ {faq.id!r}"
     if not isinstance(faq.id, str) or is_blank(clean_text(faq.id)):
         raise CorpusError("<records>", None, f"{where}: the id must be a non-blank string")

@@ -28,6 +28,7 @@ TOKEN_WEIGHTS = (0.0, 0.5, 1.0)  # token matching weights `tune --fusion` compar
 TOKEN_POOL = 20  # candidates per query that token matching re-ranks (the first by cosine and BM25)
 TOKEN_CACHE = 4096  # token states of recent texts (questions and queries) kept for token matching
 TOKEN_BLOCK = 64  # queries whose candidates' token states are computed together (bounded memory)
+TOKEN_STORE_MAX = 100_000  # versions of at most this many questions keep their token states (~10 KB a question)
 FUSION_POOL = 20  # FAQs taken from the dense side before ranking (enough for a top 10)
 LEXICAL_POOL = 50  # FAQs taken from the lexical side (cheap, and its tail still re-ranks dense hits)
 DENSE_CANDIDATES = 256  # nearest questions (k dims) re-scored per query: they decide the answer, whatever k is

@@ -65,8 +65,13 @@ class QueryEncoder:
     def loaded(self) -> bool:
         return self._encoder is not None
 
-    def encode(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False) -> np.ndarray:
+    def encode(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False,
+               tokens: bool = False) -> np.ndarray:
+        """Raw vectors of ``texts`` (cached). ``tokens``: their token states are wanted next (token
+        matching): texts new to either cache are encoded once for both, where the encoder can."""
         texts = list(texts)
+        if tokens and hasattr(self.encoder, "encode_with_tokens"):
+            self._fill_both(texts, batch_size)
         out: np.ndarray | None = None
         missing: dict[str, list[int]] = {}
         hits: list[tuple[int, np.ndarray]] = []
@@ -95,6 +100,22 @@ class QueryEncoder:
         if out is None:  # no texts at all
             return np.empty((0, int(getattr(self.encoder, "dimension", 0))), np.float32)
         return out
+
+    def _fill_both(self, texts: Sequence[str], batch_size: int) -> None:
+        """Put the vectors and token states of the texts missing from either cache into both, from
+        one encoder run (a hybrid query with token matching used to run the encoder twice)."""
+        with self._cache_lock:
+            todo = [t for t in dict.fromkeys(texts) if t not in self._cache or t not in self._tokens]
+        if not todo:
+            return
+        vecs, states = self.encoder.encode_with_tokens(todo, batch_size=batch_size)
+        with self._cache_lock:
+            for t, v, st in zip(todo, np.asarray(vecs, dtype=np.float32), states):
+                self._cache[t], self._tokens[t] = v, st
+            while len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+            while len(self._tokens) > TOKEN_CACHE:
+                self._tokens.popitem(last=False)
 
     def tokens(self, texts: Sequence[str], batch_size: int = BATCH_SIZE) -> "dict[str, tuple[np.ndarray, np.ndarray]] | None":
         """Token states and spans of each distinct text (an LRU of the last TOKEN_CACHE texts); None
@@ -145,9 +166,11 @@ class Searcher:
         products are the scores."""
         return self.snap.whitening.transform(self.queries.encode(as_items(texts), batch_size, progress))
 
-    def vectors(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False) -> Queries:
-        """Both vectors of each query: reduced (k dims, to find candidates) and full (to score them)."""
-        raw = self.queries.encode(as_items(texts), batch_size, progress)
+    def vectors(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False,
+                tokens: bool = False) -> Queries:
+        """Both vectors of each query: reduced (k dims, to find candidates) and full (to score them).
+        ``tokens``: the queries' token states are wanted too (one encoder run for both)."""
+        raw = self.queries.encode(as_items(texts), batch_size, progress, tokens=tokens)
         return Queries(self.snap.whitening.transform(raw), self.snap.whitening.full(raw))
 
     def embed_full(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False) -> np.ndarray:
@@ -194,7 +217,8 @@ class Searcher:
             for i, found in zip(asked, self.lexical(q, k, filters)):
                 out[i] = Result(texts[i], found, found[0].score if found else None, None, found[0] if found else None)
             return out
-        vectors = self.vectors(q, batch_size=batch_size, progress=progress)
+        vectors = self.vectors(q, batch_size=batch_size, progress=progress,
+                               tokens=mode == "hybrid" and snap.token_weight > 0.0 and len(q) <= TOKEN_BLOCK)
         # the answer is decided on candidates that do not depend on k (the nearest DENSE_CANDIDATES
         # questions; for hybrid, a pool of max(k, FUSION_POOL) FAQs from them): k changes the length
         # of the list, never the answer
@@ -327,11 +351,14 @@ class Searcher:
         for start in range(0, len(texts), TOKEN_BLOCK):
             block = range(start, min(start + TOKEN_BLOCK, len(texts)))
             pools = {i: _token_pool(candidates[i], snap.hybrid_weight) for i in block}
-            states = self.queries.tokens([texts[i] for i in block] + [a.question for i in block for a in pools[i]])
+            questions = [a.question for i in block for a in pools[i]]
+            kept = snap.tokens.get(questions) if snap.tokens is not None else {}  # written at ingest
+            states = self.queries.tokens([texts[i] for i in block] + [q for q in questions if q not in kept])
             if states is None:  # an encoder without token states
                 return candidates
+            kept.update((q, states[q][0]) for q in questions if q not in kept)
             for i in block:
-                got = token_scores(texts[i], states[texts[i]], [states[a.question][0] for a in pools[i]],
+                got = token_scores(texts[i], states[texts[i]], [kept[a.question] for a in pools[i]],
                                    snap.store.doc_freqs, stem)
                 for a, v in zip(pools[i], got):
                     a.token = v

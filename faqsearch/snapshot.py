@@ -13,6 +13,7 @@ from .backends import backend_for
 from .defaults import HYBRID_WEIGHT, MODE, THRESHOLD
 from .errors import ClosedError, IndexFormatError
 from .indexdir import resolve, stamp
+from .tokenstates import TokenStates
 from .whitening import Whitening
 
 
@@ -27,6 +28,7 @@ class Snapshot:
     raw: Any  # the raw encoder vectors: .get(ids), .all()
     backend: Any  # backends.Backend
     stamp: tuple | None = None  # indexdir.stamp() when it was opened
+    tokens: Any = None  # tokenstates.TokenStates: the questions' token states it keeps, None without
 
     @property
     def generation(self) -> int:
@@ -65,11 +67,13 @@ class Snapshot:
         return getattr(self.index, "delta", None)
 
     def info(self) -> dict[str, Any]:
-        """What `info` tells of this version: its config, counts, vectors, and how its store tokenises
-        for BM25 ('lexical': None for a Milvus index, whose tokens live in the collection)."""
+        """What `info` tells of this version: its config, counts, vectors, how its store tokenises
+        for BM25 ('lexical': None for a Milvus index, whose tokens live in the collection) and the
+        question token states it keeps ('token_states': texts and bytes, None without)."""
         lexical = {k: getattr(self.store, k, None) for k in ("cjk", "stem")}
+        kept = None if self.tokens is None else self.tokens.summary()
         return {"path": self.path, **self.config, "counts": self.store.counts(), "vectors": len(self.index),
-                "lexical": lexical if lexical["stem"] else None}
+                "lexical": lexical if lexical["stem"] else None, "token_states": kept}
 
     def close(self) -> None:
         self.store.close()
@@ -135,7 +139,9 @@ def _open_version(path: str, version: str, st: tuple | None, base: Snapshot | No
         raise IndexFormatError(f"index {path} is inconsistent (transform {whitening.dim_in}->{whitening.dim_out}, "
                                f"config {config['dim_in']}->{config['dim_out']}); re-run faqsearch ingest")
     opened = backend.open(path, version, config, whitening, reuse)
-    return Snapshot(path, version, config, opened.whitening, opened.index, opened.store, opened.raw, backend, st)
+    tokens = reuse.tokens if reuse is not None else TokenStates.open(version, config.get("encoder"))
+    return Snapshot(path, version, config, opened.whitening, opened.index, opened.store, opened.raw, backend, st,
+                    tokens)
 
 
 def open_store(path: str):

@@ -165,3 +165,18 @@ def test_a_corpus_error_crosses_a_process_boundary_whole():
 
     err = pickle.loads(pickle.dumps(CorpusError("faq.csv", 7, "empty 'answer'")))
     assert (str(err), err.path, err.line, err.message) == ("faq.csv:7: empty 'answer'", "faq.csv", 7, "empty 'answer'")
+
+
+def test_records_may_be_dicts_and_anything_else_is_named():
+    from faqsearch.corpus import FAQ, check_faq
+
+    faq = check_faq({"id": "ax", "question": " Feed an axolotl? ", "questions": ["What do axolotls eat?"],
+                     "answer": "Worms.", "category": "pets"})
+    assert faq == FAQ("ax", "Worms.", ["Feed an axolotl?", "What do axolotls eat?"], "pets", {})
+    assert check_faq({"id": "ax", "questions": "one text", "answer": "a"}).questions == ["one text"]
+    with pytest.raises(CorpusError, match="unknown field.*questoin"):
+        check_faq({"id": "ax", "questoin": "typo", "answer": "a"})
+    with pytest.raises(CorpusError, match="a faqsearch.FAQ or a dict, got str"):
+        check_faq("ax")  # type: ignore[arg-type]
+    with pytest.raises(CorpusError, match="at least one question"):
+        check_faq({"id": "ax", "answer": "a"})

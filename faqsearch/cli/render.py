@@ -156,6 +156,11 @@ def info(path: str, config: dict[str, Any]) -> None:
     click.echo(f"matching:   {config.get('mode', 'hybrid')}"
                + (f", BM25 weight {config['hybrid_weight']:g}, token match weight {config['token_weight']:g}"
                   if config.get("mode", "hybrid") == "hybrid" else ""))
+    kept = config.get("token_states")
+    if config.get("mode", "hybrid") == "hybrid" and config.get("token_weight"):
+        click.echo(f"tokens:     states of {kept['texts']} question texts kept ({kept['bytes'] / 1e6:.1f} MB); others "
+                   "encoded when first matched" if kept else "tokens:     question states encoded when first matched "
+                   "(none kept with this version)")
     lexical = config.get("lexical")
     if lexical:
         click.echo("lexical:    BM25 over " + ("words stemmed (Snowball English)" if lexical["stem"] == "english" else

@@ -183,14 +183,28 @@ class OnnxEncoder:
                 "gguf_file": None, "quantize": None, **self._spec_extra, "runtime": "onnx"}
 
     def encode(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
+        return self._run(texts, batch_size, progress, tokens=False)[0]
+
+    def encode_with_tokens(self, texts: Sequence[str], batch_size: int = 32
+                           ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+        """Sentence vectors and each text's token states and spans (as :meth:`token_states`) from
+        one run of the graph: its two outputs."""
+        return self._run(texts, batch_size, False, tokens=True)
+
+    def _run(self, texts: Sequence[str], batch_size: int, progress: bool, tokens: bool
+             ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+        from .transformer import _tokens
+
         texts = [self.prefix + t for t in texts]
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        states: list[tuple[np.ndarray, np.ndarray]] = [None] * len(texts) if tokens else []  # type: ignore[list-item]
         if not texts:
-            return out
+            return out, states
         with self._lock:
             encs = self.tokenizer.encode_batch(texts)
         lengths = np.array([len(e.ids) for e in encs])
         order = np.argsort(lengths, kind="stable")[::-1]
+        outputs = ["sentence", "tokens"] if tokens else ["sentence"]
         with progress_bar(len(texts), progress, "encoding") as bar:
             for start in range(0, len(texts), batch_size):
                 idx = order[start:start + batch_size]
@@ -203,9 +217,13 @@ class OnnxEncoder:
                     n = len(e.ids)
                     ids[r, :n], mask[r, :n], types[r, :n] = e.ids, e.attention_mask, e.type_ids
                 feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-                out[idx] = self.session.run(["sentence"], {k: feed[k] for k in self._inputs})[0]
+                got = self.session.run(outputs, {k: feed[k] for k in self._inputs})
+                out[idx] = got[0]
+                if tokens:
+                    for r, i in enumerate(idx.tolist()):
+                        states[i] = _tokens(got[1][r], encs[i].offsets, encs[i].special_tokens_mask, len(self.prefix))
                 bar.update(len(idx))
-        return out
+        return out, states
 
     def token_states(self, texts: Sequence[str], batch_size: int = 32) -> list[tuple[np.ndarray, np.ndarray]]:
         """As :meth:`faqsearch.encoders.transformer.TransformerEncoder.token_states`."""

@@ -153,19 +153,33 @@ class TransformerEncoder:
                     out.append(_tokens(hidden[r], enc["offset_mapping"][i], enc["special_tokens_mask"][i], p))
         return out
 
-    def encode_on_cpu(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False) -> np.ndarray:
-        """Vectors of ``texts`` (prefix added) with the model on the CPU."""
+    def encode_with_tokens(self, texts: Sequence[str], batch_size: int = 32
+                           ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+        """Sentence vectors and each text's token states and spans (as :meth:`token_states`): one
+        forward pass on the CPU; on a GPU, the two calls."""
+        if self.device == "cuda" or not getattr(self.tokenizer, "is_fast", False):
+            return self.encode(texts, batch_size=batch_size), self.token_states(texts, batch_size)
+        states: list[tuple[np.ndarray, np.ndarray]] = []
+        return self.encode_on_cpu([self.prefix + t for t in texts], batch_size, states=states), states
+
+    def encode_on_cpu(self, texts: Sequence[str], batch_size: int = 32, progress: bool = False,
+                      states: list[tuple[np.ndarray, np.ndarray]] | None = None) -> np.ndarray:
+        """Vectors of ``texts`` (prefix added) with the model on the CPU; ``states``: a list filled
+        with each text's token states and spans from the same pass (needs a fast tokenizer)."""
         import torch
 
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
+        extra = {"return_offsets_mapping": True, "return_special_tokens_mask": True} if states is not None else {}
         with self._lock:
-            enc = self.tokenizer(texts, truncation=True, max_length=self.max_length)
+            enc = self.tokenizer(texts, truncation=True, max_length=self.max_length, **extra)
         ids = enc["input_ids"]
         order = np.argsort([len(x) for x in ids], kind="stable")[::-1]  # longest first: OOM shows up early
-        keys = list(enc.keys())
+        keys = [k for k in enc.keys() if k not in ("offset_mapping", "special_tokens_mask")]
         want_hidden = self.pooling == "first-last-avg"
+        if states is not None:
+            states[:] = [None] * len(texts)
         with progress_bar(len(texts), progress, "encoding") as bar, torch.inference_mode():
             for start in range(0, len(texts), batch_size):
                 idx = order[start:start + batch_size]
@@ -173,5 +187,10 @@ class TransformerEncoder:
                     batch = self.tokenizer.pad([{k: enc[k][i] for k in keys} for i in idx], return_tensors="pt")
                 outputs = self.model(**batch, output_hidden_states=want_hidden)
                 out[idx] = _pool(self.pooling, outputs, batch["attention_mask"]).float().numpy()
+                if states is not None:
+                    hidden = outputs.last_hidden_state.float().numpy()
+                    for r, i in enumerate(idx.tolist()):
+                        states[i] = _tokens(hidden[r], enc["offset_mapping"][i], enc["special_tokens_mask"][i],
+                                            len(self.prefix))
                 bar.update(len(idx))
         return out

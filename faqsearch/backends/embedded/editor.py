@@ -29,6 +29,7 @@ from ...files import load_npy, preallocate, sample_digest
 from ...indexdir import Writer, share_file
 from ...postings import share as share_postings
 from ...store import Store
+from ...tokenstates import share as share_token_states
 from ...whitening import Moments
 from ..base import delta_limit
 from .delta import IDS_FILE, Delta, delta_file, remove_stale
@@ -246,6 +247,7 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
         store.keep_only(g)  # the copy holds generation G exactly: no rows of killed writers, none removed
         removed, rows = _write_rows(store, plan, source, first_id, None)
         store.write_postings(tmp, previous=snap.version)  # shared where rows were only added
+        share_token_states(snap.version, tmp)  # keyed by text: right for any rows (new questions are encoded)
         new_ids = np.array([r[0] for r in rows], dtype=np.int64)
         gone = np.array(removed, dtype=np.int64)
         white = replace(snap.whitening, moments=_moments(snap, gone, raw_new))
@@ -287,6 +289,7 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> 
         store.close()
     share_file(snap.version, tmp, cfg.FILES["store"])
     share_postings(snap.version, tmp)  # the same rows: the same postings
+    share_token_states(snap.version, tmp)  # the same questions and encoder
     ids, raw, records = write_live_vectors(snap, tmp)
     ixc = dict(snap.config.get("index") or {})
     factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)

@@ -148,12 +148,14 @@ def info(index, out):
     """
     from ... import config as cfg
     from ...indexdir import resolve
+    from ...tokenstates import summary as token_states
 
     path = cfg.resolve_index_path(index)
     version = resolve(path)
     config = cfg.load_config(version, path)
     if (config.get("backend") or {}).get("kind") != "milvus":
         config["lexical"] = cfg.lexical_settings(version)
+    config["token_states"] = token_states(version, config.get("encoder"))
     config.update({k: v for k, v in cfg.fusion_weights(config).items() if v is not None})  # what it answers with
     if out.json:
         click.echo(dump({"path": path, **config}))

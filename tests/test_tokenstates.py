@@ -1,0 +1,112 @@
+"""The questions' token states kept with a version: written by ingest from the same encoder run,
+read by token matching instead of encoding candidates, exactly the states it would compute, shared
+by refits and compactions, dropped where hybrid mode does not use them, refused when damaged."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from faqsearch import FAQSearch
+from faqsearch.build import build
+from faqsearch.tokenstates import DIR, TokenStates, encode_with_tokens
+
+from .conftest import ROOT, version
+
+FAQ = os.path.join(ROOT, "sample_data", "faq.csv")
+TEXTS = ["How do I reset my passwords?", "a", "", "退货需要多长时间？", "word " * 300, "Can my dog catch COVID-19?"]
+
+
+def _answers(e: FAQSearch, queries: list[str]) -> list[list[tuple[str, float, float | None]]]:
+    return [[(a.faq_id, a.fused, a.token) for a in r.answers] for r in e.ask_many(queries, k=5)]
+
+
+@pytest.mark.parametrize("runtime", ["onnx", "torch"])
+def test_one_encoder_run_gives_what_the_two_calls_give(minilm, runtime):
+    from faqsearch.encoders import load_encoder
+
+    enc = minilm if runtime == "onnx" else load_encoder("minilm", runtime="torch")
+    vecs, states = encode_with_tokens(enc, TEXTS, batch_size=4)
+    assert np.allclose(vecs, enc.encode(TEXTS, batch_size=4), atol=1e-5)
+    for (a, sa), (b, sb) in zip(states, enc.token_states(TEXTS, batch_size=4)):
+        assert np.array_equal(sa, sb) and a.dtype == np.float16 and a.shape == b.shape
+        assert np.abs(a.astype(np.float32) - b.astype(np.float32)).max(initial=0.0) < 2e-3
+
+
+def test_ingest_keeps_them_and_answers_do_not_change(tmp_path, minilm):
+    e = FAQSearch.build(FAQ, str(tmp_path / "ix"), encoder=minilm)
+    snap = e.searcher().snap
+    assert snap.token_weight > 0 and isinstance(snap.tokens, TokenStates)
+    questions = [t for chunk in snap.store.iter_texts() for t in chunk]
+    kept = snap.tokens.get(questions[:50])
+    assert len(kept) == 50 and len(snap.tokens) == len(set(questions))
+    for q, st in zip(kept, minilm.token_states(list(kept))):
+        assert kept[q].shape == st[0].shape
+        assert np.abs(kept[q].astype(np.float32) - st[0].astype(np.float32)).max(initial=0.0) < 2e-3
+    queries = ["how do I get my money back", "my parcel never came", "change the email on my account",
+               "can I pay with paypal", "where is my order"]
+    stored = _answers(e, queries)
+    computed = FAQSearch.open(str(tmp_path / "ix"))
+    object.__setattr__(computed.searcher().snap, "tokens", None)  # as an index without them: encoded at query time
+    for a, b in zip(stored, _answers(computed, queries)):
+        assert [x[0] for x in a] == [y[0] for y in b]
+        assert np.allclose([x[2] for x in a], [y[2] for y in b], atol=1e-3)
+    computed.close()
+    e.close()
+
+
+def test_a_query_runs_the_encoder_once_and_candidates_not_at_all(tmp_path, minilm):
+    e = FAQSearch.build(FAQ, str(tmp_path / "ix"), encoder=minilm)
+    calls: list[str] = []
+    enc = e.searcher().queries.encoder
+    for name in ("encode", "token_states", "encode_with_tokens"):
+        real = getattr(enc, name)
+        setattr(enc, name, (lambda real, name: lambda *a, **k: (calls.append(name), real(*a, **k))[1])(real, name))
+    try:
+        r = e.ask("how long until my refund arrives?")
+        assert r.nearest.token is not None and calls == ["encode_with_tokens"]
+    finally:
+        for name in ("encode", "token_states", "encode_with_tokens"):
+            delattr(enc, name)
+    e.close()
+
+
+def test_edits_encode_new_questions_and_new_versions_share_the_files(tmp_path, minilm):
+    path = str(tmp_path / "ix")
+    e = FAQSearch.build(FAQ, path, encoder=minilm)
+    first = version(path) / DIR / "states.f16"
+    inode = os.stat(first).st_ino
+    e.add([{"id": "axolotl", "question": "How do I feed my pet axolotl?", "answer": "Worms."}])
+    r = e.ask("what food should I give an axolotl")
+    assert r.nearest.faq_id == "axolotl" and r.nearest.token is not None  # not kept: encoded at query time
+    assert e.searcher().snap.tokens.get(["How do I feed my pet axolotl?"]) == {}
+    before = _answers(e, ["what food should I give an axolotl", "refund please"])
+    e.refit()  # a new base: the kept states come along as links, keyed by text
+    now = version(path) / DIR / "states.f16"
+    assert now != first and os.stat(now).st_ino == inode
+    assert [[x[0] for x in a] for a in _answers(e, ["what food should I give an axolotl", "refund please"])] == \
+        [[x[0] for x in a] for a in before]
+    e.close()
+
+
+def test_no_files_where_hybrid_mode_does_not_use_them(tmp_path, minilm, fake_encoder):
+    build(FAQ, str(tmp_path / "off"), encoder=minilm, calibrate=lambda snap, enc: {"token_weight": 0.0})
+    assert not (version(tmp_path / "off") / DIR).exists()
+    build(FAQ, str(tmp_path / "fake"), encoder=fake_encoder)  # no token states at all
+    assert not (version(tmp_path / "fake") / DIR).exists()
+
+
+def test_damaged_or_foreign_files_are_not_read(tmp_path, minilm):
+    path = str(tmp_path / "ix")
+    FAQSearch.build(FAQ, path, encoder=minilm).close()
+    directory = str(version(path))
+    spec = {"name": "minilm", "pooling": "mean", "max_length": 256, "prefix": "", "dimension": 384}
+    assert TokenStates.open(directory, {**spec, "backend": "transformers"}) is not None
+    assert TokenStates.open(directory, {**spec, "pooling": "first-last-avg"}) is None  # another encoder's states
+    with open(os.path.join(directory, DIR, "states.f16"), "r+b") as fh:
+        fh.truncate(1000)
+    assert TokenStates.open(directory, spec) is None
+    e = FAQSearch.open(path)
+    assert e.searcher().snap.tokens is None and e.ask("refund").nearest.token is not None  # encoded instead
+    e.close()
