@@ -11,7 +11,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import config as cfg
 from .backends import backend_named
@@ -80,6 +80,8 @@ def as_faqs(corpus: str | os.PathLike | Sequence[FAQ], columns: Columns | None =
     """FAQ records from a corpus file or from records (checked and normalised like a file's rows)."""
     if isinstance(corpus, (str, os.PathLike)):
         return read_corpus(str(corpus), columns, fmt)
+    if isinstance(corpus, (FAQ, Mapping)):  # one record
+        corpus = [corpus]
     faqs = [check_faq(f) for f in corpus]
     check_batch(faqs)
     return faqs

@@ -272,8 +272,14 @@ def _from_mapping(record: Mapping[str, Any]) -> FAQ:
     questions = [questions] if isinstance(questions, str) else questions
     if record.get("question") is not None:
         questions = [record["question"], *questions] if isinstance(questions, (list, tuple)) else questions
-    return FAQ(record.get("id"), record.get("answer"), questions, record.get("category"),  # type: ignore[arg-type]
-               record.get("metadata") or {})
+    faq_id, answer = record.get("id"), record.get("answer")
+    if isinstance(faq_id, int) and not isinstance(faq_id, bool):  # as a JSONL row's number
+        faq_id = str(faq_id)
+    elif faq_id is None and isinstance(answer, str) and not is_blank(clean_text(answer)):
+        faq_id = _auto_id(clean_text(answer, multiline=True))  # as a file row without an id
+    metadata = record.get("metadata")
+    return FAQ(faq_id, answer, questions, record.get("category"),  # type: ignore[arg-type]
+               {} if metadata is None else metadata)
 
 
 def check_faq(faq: FAQ | Mapping[str, Any]) -> FAQ:

@@ -28,12 +28,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .files import fsync_file, link_or_copy, load_npy
+from .files import fsync_dir, fsync_file, link_or_copy, load_npy
 
 DIR = "tokens"
 FORMAT = 1
 _FILES = ("keys.npy", "spans.npy", "states.f16")
-_IDENTITY = ("name", "pooling", "max_length", "prefix", "dimension")  # what makes two encoders' states equal
+# what makes two encoders' states equal (encoders.IDENTITY_KEYS and the token limit; not the runtime:
+# ONNX Runtime matches torch)
+_IDENTITY = ("backend", "name", "pooling", "max_length", "prefix", "dimension", "gguf_file", "quantize")
 
 
 def key(text: str) -> int:
@@ -42,7 +44,7 @@ def key(text: str) -> int:
 
 
 def identity(encoder_spec: dict[str, Any] | None) -> dict[str, Any]:
-    """What of an encoder's spec decides its token states (not its runtime: ONNX matches torch)."""
+    """What of an encoder's spec decides its token states."""
     return {k: (encoder_spec or {}).get(k) for k in _IDENTITY}
 
 
@@ -95,6 +97,9 @@ class TokenWriter:
                 "tokens": self._rows, "bytes": {n: os.path.getsize(os.path.join(self.path, n)) for n in _FILES}}
         with open(os.path.join(self.path, "meta.json"), "w", encoding="utf-8") as f:
             json.dump(meta, f)
+            f.flush()
+            os.fsync(f.fileno())
+        fsync_dir(self.path)
         return meta
 
     def discard(self) -> None:
@@ -120,18 +125,25 @@ class TokenStates:
         """The token states kept in the version ``directory``, or None where it keeps none, they do
         not match their meta (a damaged or half-copied file) or another encoder made them."""
         path = os.path.join(directory, DIR)
+        want = identity(encoder_spec)
         try:
             with open(os.path.join(path, "meta.json"), encoding="utf-8") as f:
                 meta = json.load(f)
-            if (meta.get("format") != FORMAT or meta.get("encoder") != identity(encoder_spec)
-                    or any(os.path.getsize(os.path.join(path, n)) != meta["bytes"][n] for n in _FILES)
-                    or meta["bytes"]["states.f16"] != 2 * int(meta["tokens"]) * int(meta["dimension"])):
+            if (not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("encoder") != want
+                    or meta.get("dimension") != want["dimension"] or not isinstance(meta.get("tokens"), int)
+                    or not isinstance(meta.get("texts"), int) or not isinstance(meta.get("bytes"), dict)
+                    or any(os.path.getsize(os.path.join(path, n)) != meta["bytes"].get(n) for n in _FILES)
+                    or meta["bytes"]["states.f16"] != 2 * meta["tokens"] * meta["dimension"]):
                 return None
             out = cls(path, meta)
-            if len(out.keys) != int(meta["texts"]) or out.spans.shape != (len(out.keys), 2):
-                return None
+            keys, spans = out.keys, out.spans
+            if (keys.dtype != np.int64 or keys.shape != (meta["texts"],) or spans.dtype != np.int64
+                    or spans.shape != (len(keys), 2) or np.any(keys[1:] <= keys[:-1])
+                    or (len(spans) and (spans.min() < 0 or spans.max() > meta["tokens"]
+                                        or np.any(spans[:, 1] < spans[:, 0])))):
+                return None  # damaged: every query would fail on them, or read the wrong rows
             return out
-        except (OSError, ValueError, KeyError, TypeError):
+        except Exception:  # noqa: BLE001 - a damaged optional file is ignored (the states are computed instead)
             return None
 
     def __len__(self) -> int:

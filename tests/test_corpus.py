@@ -180,3 +180,10 @@ def test_records_may_be_dicts_and_anything_else_is_named():
         check_faq("ax")  # type: ignore[arg-type]
     with pytest.raises(CorpusError, match="at least one question"):
         check_faq({"id": "ax", "answer": "a"})
+    assert check_faq({"id": 42, "question": "q", "answer": "a"}).id == "42"  # as a JSONL row's number
+    from faqsearch.build import as_faqs
+
+    assert [f.id for f in as_faqs({"id": "one", "question": "q", "answer": "a"})] == ["one"]  # one record
+    assert check_faq({"question": "q", "answer": "a"}).id.startswith("a")  # as a file row: from the answer
+    with pytest.raises(CorpusError, match="metadata must be a JSON object"):
+        check_faq({"id": "ax", "question": "q", "answer": "a", "metadata": []})

@@ -3,6 +3,7 @@ read by token matching instead of encoding candidates, exactly the states it wou
 by refits and compactions, dropped where hybrid mode does not use them, refused when damaged."""
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -101,12 +102,39 @@ def test_damaged_or_foreign_files_are_not_read(tmp_path, minilm):
     path = str(tmp_path / "ix")
     FAQSearch.build(FAQ, path, encoder=minilm).close()
     directory = str(version(path))
-    spec = {"name": "minilm", "pooling": "mean", "max_length": 256, "prefix": "", "dimension": 384}
-    assert TokenStates.open(directory, {**spec, "backend": "transformers"}) is not None
-    assert TokenStates.open(directory, {**spec, "pooling": "first-last-avg"}) is None  # another encoder's states
+    spec = json.loads((version(path) / "config.json").read_text())["encoder"]
+    assert TokenStates.open(directory, spec) is not None
+    for other in ({"pooling": "first-last-avg"}, {"quantize": "int8"}, {"max_length": 64}):  # another encoder's
+        assert TokenStates.open(directory, {**spec, **other}) is None
+    meta_path = os.path.join(directory, DIR, "meta.json")
+    meta = json.loads(open(meta_path).read())
+    spans_path = os.path.join(directory, DIR, "spans.npy")
+    spans = np.load(spans_path)
+    for damage in ("[1, 2]", "null", json.dumps({**meta, "dimension": 192, "tokens": 2 * meta["tokens"]}),
+                   json.dumps({**meta, "bytes": None})):
+        with open(meta_path, "w") as fh:
+            fh.write(damage)
+        assert TokenStates.open(directory, spec) is None, damage
+    with open(meta_path, "w") as fh:
+        json.dump(meta, fh)
+    bad = spans.copy()
+    bad[:, 1] = bad[:, 0] - 1  # spans that end before they start: every state would be empty
+    np.save(spans_path, bad)
+    assert TokenStates.open(directory, spec) is None
+    np.save(spans_path, spans)
+    assert TokenStates.open(directory, spec) is not None
     with open(os.path.join(directory, DIR, "states.f16"), "r+b") as fh:
         fh.truncate(1000)
     assert TokenStates.open(directory, spec) is None
     e = FAQSearch.open(path)
     assert e.searcher().snap.tokens is None and e.ask("refund").nearest.token is not None  # encoded instead
+    e.close()
+
+
+def test_a_new_version_leaves_them_behind_where_the_token_weight_is_now_0(tmp_path, minilm):
+    path = str(tmp_path / "ix")
+    e = FAQSearch.build(FAQ, path, encoder=minilm)
+    e._set_config(token_weight=0.0)  # what tune --fusion --apply commits when 0 wins
+    e.refit()
+    assert not (version(path) / DIR).exists() and e.info()["token_states"] is None
     e.close()

@@ -107,6 +107,7 @@ class TransformerEncoder:
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
         self.dimension = int(self.model.config.hidden_size)
         self._lock = threading.Lock()  # fast tokenizers are not safe to call from several threads at once
+        self.has_token_states = bool(getattr(self.tokenizer, "is_fast", False))  # token spans need a fast tokenizer
         if self.device == "cuda":
             from . import gpu
 
@@ -157,7 +158,7 @@ class TransformerEncoder:
                            ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
         """Sentence vectors and each text's token states and spans (as :meth:`token_states`): one
         forward pass on the CPU; on a GPU, the two calls."""
-        if self.device == "cuda" or not getattr(self.tokenizer, "is_fast", False):
+        if self.device == "cuda":
             return self.encode(texts, batch_size=batch_size), self.token_states(texts, batch_size)
         states: list[tuple[np.ndarray, np.ndarray]] = []
         return self.encode_on_cpu([self.prefix + t for t in texts], batch_size, states=states), states

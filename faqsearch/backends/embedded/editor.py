@@ -247,7 +247,6 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
         store.keep_only(g)  # the copy holds generation G exactly: no rows of killed writers, none removed
         removed, rows = _write_rows(store, plan, source, first_id, None)
         store.write_postings(tmp, previous=snap.version)  # shared where rows were only added
-        share_token_states(snap.version, tmp)  # keyed by text: right for any rows (new questions are encoded)
         new_ids = np.array([r[0] for r in rows], dtype=np.int64)
         gone = np.array(removed, dtype=np.int64)
         white = replace(snap.whitening, moments=_moments(snap, gone, raw_new))
@@ -272,8 +271,16 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
         config.update(counts=counts, index=ixc, next_question_id=max([first_id] + [r[0] + 1 for r in rows]))
     finally:
         store.close()
+    _keep_token_states(snap.version, tmp, config)  # keyed by text: right for any rows (new questions are encoded)
     writer.commit(config, tmp, records)
     return len(rows), len(removed)
+
+
+def _keep_token_states(old: str, new: str, config: dict[str, Any]) -> None:
+    """The question token states of version ``old`` into the new version, where its hybrid mode uses
+    token matching (a weight set to 0 since, by `tune --fusion --apply`, leaves them behind)."""
+    if cfg.fusion_weights({**config, "mode": "hybrid"})["token_weight"]:
+        share_token_states(old, new)
 
 
 def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> None:
@@ -289,7 +296,7 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> 
         store.close()
     share_file(snap.version, tmp, cfg.FILES["store"])
     share_postings(snap.version, tmp)  # the same rows: the same postings
-    share_token_states(snap.version, tmp)  # the same questions and encoder
+    _keep_token_states(snap.version, tmp, config)  # the same questions and encoder
     ids, raw, records = write_live_vectors(snap, tmp)
     ixc = dict(snap.config.get("index") or {})
     factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
