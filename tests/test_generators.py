@@ -174,7 +174,7 @@ def test_prompt_cache_and_preallocated_layers_change_no_logit():
         assert torch.allclose(last, full.logits[:, -1], atol=1e-3)
         again, last2, _ = gen._encode(text)  # the next batch for the same input reuses the prompt
         assert again is not cache and torch.equal(last2, last)
-        ref = full.past_key_values
+        ref = gen._kv(full)
         _preallocate(cache, 2)  # room for 2 tokens: the third step makes the buffers grow
         for c in (cache, ref):  # in sample()'s order: preallocate, then one row per candidate
             c.batch_repeat_interleave(3)
@@ -187,9 +187,9 @@ def test_prompt_cache_and_preallocated_layers_change_no_logit():
                 ref.batch_select_indices(keep)
                 nxt = nxt[keep]
             pos = torch.full((len(nxt), 1), length + step)
-            a = gen.model(input_ids=nxt, past_key_values=cache, use_cache=True, position_ids=pos)
-            b = gen.model(input_ids=nxt, past_key_values=ref, use_cache=True, position_ids=pos)
-            cache, ref = a.past_key_values, b.past_key_values
+            a = gen.model(input_ids=nxt, use_cache=True, position_ids=pos, **{gen._cache_arg: cache})
+            b = gen.model(input_ids=nxt, use_cache=True, position_ids=pos, **{gen._cache_arg: ref})
+            cache, ref = gen._kv(a), gen._kv(b)
             assert cache.get_seq_length() == ref.get_seq_length() == length + step + 1
             assert torch.allclose(a.logits, b.logits, atol=1e-3)
 

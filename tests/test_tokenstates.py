@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -17,6 +18,20 @@ from .conftest import ROOT, version
 
 FAQ = os.path.join(ROOT, "sample_data", "faq.csv")
 TEXTS = ["How do I reset my passwords?", "a", "", "退货需要多长时间？", "word " * 300, "Can my dog catch COVID-19?"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, minilm) -> str:
+    """sample_data ingested once for the module; tests that change it take a copy (:func:`_copy`)."""
+    path = str(tmp_path_factory.mktemp("tokenstates") / "ix")
+    FAQSearch.build(FAQ, path, encoder=minilm).close()
+    return path
+
+
+def _copy(built: str, tmp_path) -> str:
+    path = str(tmp_path / "ix")
+    shutil.copytree(built, path)
+    return path
 
 
 def _answers(e: FAQSearch, queries: list[str]) -> list[list[tuple[str, float, float | None]]]:
@@ -35,8 +50,8 @@ def test_one_encoder_run_gives_what_the_two_calls_give(minilm, runtime):
         assert np.abs(a.astype(np.float32) - b.astype(np.float32)).max(initial=0.0) < 2e-3
 
 
-def test_ingest_keeps_them_and_answers_do_not_change(tmp_path, minilm):
-    e = FAQSearch.build(FAQ, str(tmp_path / "ix"), encoder=minilm)
+def test_ingest_keeps_them_and_answers_do_not_change(built, minilm):
+    e = FAQSearch.open(built, encoder=minilm)
     snap = e.searcher().snap
     assert snap.token_weight > 0 and isinstance(snap.tokens, TokenStates)
     questions = [t for chunk in snap.store.iter_texts() for t in chunk]
@@ -48,7 +63,7 @@ def test_ingest_keeps_them_and_answers_do_not_change(tmp_path, minilm):
     queries = ["how do I get my money back", "my parcel never came", "change the email on my account",
                "can I pay with paypal", "where is my order"]
     stored = _answers(e, queries)
-    computed = FAQSearch.open(str(tmp_path / "ix"))
+    computed = FAQSearch.open(built)
     object.__setattr__(computed.searcher().snap, "tokens", None)  # as an index without them: encoded at query time
     for a, b in zip(stored, _answers(computed, queries)):
         assert [x[0] for x in a] == [y[0] for y in b]
@@ -57,8 +72,8 @@ def test_ingest_keeps_them_and_answers_do_not_change(tmp_path, minilm):
     e.close()
 
 
-def test_a_query_runs_the_encoder_once_and_candidates_not_at_all(tmp_path, minilm):
-    e = FAQSearch.build(FAQ, str(tmp_path / "ix"), encoder=minilm)
+def test_a_query_runs_the_encoder_once_and_candidates_not_at_all(built, minilm):
+    e = FAQSearch.open(built, encoder=minilm)
     calls: list[str] = []
     enc = e.searcher().queries.encoder
     for name in ("encode", "token_states", "encode_with_tokens"):
@@ -73,9 +88,9 @@ def test_a_query_runs_the_encoder_once_and_candidates_not_at_all(tmp_path, minil
     e.close()
 
 
-def test_edits_encode_new_questions_and_new_versions_share_the_files(tmp_path, minilm):
-    path = str(tmp_path / "ix")
-    e = FAQSearch.build(FAQ, path, encoder=minilm)
+def test_edits_encode_new_questions_and_new_versions_share_the_files(built, tmp_path, minilm):
+    path = _copy(built, tmp_path)
+    e = FAQSearch.open(path, encoder=minilm)
     first = version(path) / DIR / "states.f16"
     inode = os.stat(first).st_ino
     e.add([{"id": "axolotl", "question": "How do I feed my pet axolotl?", "answer": "Worms."}])
@@ -91,16 +106,17 @@ def test_edits_encode_new_questions_and_new_versions_share_the_files(tmp_path, m
     e.close()
 
 
-def test_no_files_where_hybrid_mode_does_not_use_them(tmp_path, minilm, fake_encoder):
-    build(FAQ, str(tmp_path / "off"), encoder=minilm, calibrate=lambda snap, enc: {"token_weight": 0.0})
+def test_no_files_where_hybrid_mode_does_not_use_them(tmp_path, minilm, fake_encoder, small_corpus):
+    build(small_corpus, str(tmp_path / "off"), encoder=minilm, calibrate=lambda snap, enc: {"token_weight": 0.0})
     assert not (version(tmp_path / "off") / DIR).exists()
-    build(FAQ, str(tmp_path / "fake"), encoder=fake_encoder)  # no token states at all
+    build(small_corpus, str(tmp_path / "on"), encoder=minilm, calibrate=lambda snap, enc: {"token_weight": 1.0})
+    assert (version(tmp_path / "on") / DIR).exists()
+    build(small_corpus, str(tmp_path / "fake"), encoder=fake_encoder)  # no token states at all
     assert not (version(tmp_path / "fake") / DIR).exists()
 
 
-def test_damaged_or_foreign_files_are_not_read(tmp_path, minilm):
-    path = str(tmp_path / "ix")
-    FAQSearch.build(FAQ, path, encoder=minilm).close()
+def test_damaged_or_foreign_files_are_not_read(built, tmp_path):
+    path = _copy(built, tmp_path)
     directory = str(version(path))
     spec = json.loads((version(path) / "config.json").read_text())["encoder"]
     assert TokenStates.open(directory, spec) is not None
@@ -131,9 +147,9 @@ def test_damaged_or_foreign_files_are_not_read(tmp_path, minilm):
     e.close()
 
 
-def test_a_new_version_leaves_them_behind_where_the_token_weight_is_now_0(tmp_path, minilm):
-    path = str(tmp_path / "ix")
-    e = FAQSearch.build(FAQ, path, encoder=minilm)
+def test_a_new_version_leaves_them_behind_where_the_token_weight_is_now_0(built, tmp_path, minilm):
+    path = _copy(built, tmp_path)
+    e = FAQSearch.open(path, encoder=minilm)
     e._set_config(token_weight=0.0)  # what tune --fusion --apply commits when 0 wins
     e.refit()
     assert not (version(path) / DIR).exists() and e.info()["token_states"] is None

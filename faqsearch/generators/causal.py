@@ -101,7 +101,10 @@ class CausalLMGenerator:
         self._stop = stop.to(self.device)
         self._lock = threading.Lock()
         self.prefix_cache = prefix_cache
-        self._keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        params = inspect.signature(self.model.forward).parameters
+        self._keeps_logits = "logits_to_keep" in params
+        # transformers 5.24 renamed the KV cache argument and output `cache` (`past_key_values` warns, and goes in 5.40)
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
         self._prefix: tuple[list[int], Any] | None = None  # shared prompt tokens and their KV cache
         self._last: tuple[str, Any, Any] | None = None  # last input, its prompt's KV cache, next-token logits
 
@@ -158,16 +161,20 @@ class CausalLMGenerator:
                 if not bool(keep.all()):  # drop stopped rows from the cache: later steps cost less
                     cache.batch_select_indices(keep.nonzero().squeeze(1))
                     live, nxt = live[keep], nxt[keep]
-                o = self.model(input_ids=nxt[:, None], past_key_values=cache, use_cache=True,
+                o = self.model(input_ids=nxt[:, None], use_cache=True, **{self._cache_arg: cache},
                                position_ids=torch.full((len(live), 1), length + step, device=self.device))
-                cache, logits = o.past_key_values, o.logits[:, -1]
+                cache, logits = self._kv(o), o.logits[:, -1]
         texts = tok.batch_decode(tokens, skip_special_tokens=True)
         return [Candidate(t.split("\n")[0].strip(), f) for t, f in zip(texts, finished)]
 
     def _forward(self, ids, cache=None):
         """Next-token logits of the last position only (the prompt's other logits are never used)."""
         keep = {"logits_to_keep": 1} if self._keeps_logits else {}  # older model classes lack the argument
-        return self.model(input_ids=ids, past_key_values=cache, use_cache=True, **keep)
+        return self.model(input_ids=ids, use_cache=True, **{self._cache_arg: cache}, **keep)
+
+    def _kv(self, output):
+        """The KV cache a forward pass returned (``cache`` since transformers 5.24)."""
+        return getattr(output, self._cache_arg)
 
     def _shared(self) -> str:
         """The prompt text every input shares: the common start of two prompts, cut after a line break."""
@@ -189,14 +196,14 @@ class CausalLMGenerator:
         if self.prefix_cache:
             if self._prefix is None:
                 shared = self.tokenizer(self._shared(), add_special_tokens=False)["input_ids"]
-                pre = self._forward(torch.tensor([shared], device=self.device)).past_key_values if shared else None
+                pre = self._kv(self._forward(torch.tensor([shared], device=self.device))) if shared else None
                 self._prefix = (shared, pre)
             shared, pre = self._prefix
             # the saved cache stands for the prompt's first tokens only if it tokenizes the same way
             if pre is not None and 0 < len(shared) < ids.shape[1] and ids[0, :len(shared)].tolist() == shared:
                 cache, ids = copy.deepcopy(pre), ids[:, len(shared):]
         out = self._forward(ids, cache)
-        cache, last = out.past_key_values, out.logits[:, -1]
+        cache, last = self._kv(out), out.logits[:, -1]
         self._last = (text, copy.deepcopy(cache), last)
         return cache, last, cache.get_seq_length()
 
