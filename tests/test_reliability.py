@@ -141,8 +141,10 @@ def make_legacy(path: str, layout: str) -> None:
         json.dump(config, open(os.path.join(path, "config.json"), "w"))
 
 
-@pytest.mark.parametrize("layout", ["current", "link", "plain"])
-@pytest.mark.parametrize("what", ["add", "remove"])
+# the older layouts with one edit: the first write of any edit moves them with the same steps (the
+# migration), and both edits' own steps are those of the current layout (each row ran both: 60 s more)
+@pytest.mark.parametrize("what,layout", [("add", "current"), ("remove", "current"), ("add", "link"),
+                                         ("remove", "plain")])
 def test_3_killed_at_every_step_an_index_answers_at_the_path(tmp_path, layout, what):
     """Every layout, the two older ones moved to the directory layout by this first write: killed at
     each file operation, the index at the path opens and answers, in the old state or the new."""
