@@ -146,6 +146,12 @@ class VectorIndex:
         import faiss
 
         inner = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+        pq = faiss.downcast_index(_ivf(inner) or inner)
+        if getattr(pq, "do_polysemous_training", False):
+            # the factory turns on polysemous training (a code order for Hamming filtering, which these
+            # indexes never use): 25 s of a 450-question IVF4,PQ16 ingest against 0.05 s, 143 s against
+            # 32 s to train IVF64,PQ64 on 20,000 vectors; the codes' distances are the same either way
+            pq.do_polysemous_training = False
         return cls(faiss.IndexIDMap2(inner), factory, nprobe, ef_search)
 
     def set_search_params(self, nprobe: int | None = None, ef_search: int | None = None) -> None:
