@@ -25,6 +25,7 @@ from .files import NpyWriter, load_npy
 from .indexdir import Writer, check_target
 from .progress import progress_bar
 from .snapshot import open_version
+from .tokenmatch import gives_states
 from .tokenmatch import supported as tokens_supported
 from .tokenstates import TokenWriter, encode_with_tokens
 from .tokenstates import remove as remove_token_states
@@ -217,7 +218,7 @@ def keep_token_states(encoder: Encoder, backend, directory: str, n: int) -> Toke
     use them (:mod:`faqsearch.tokenstates`): an encoder with token states that token matching
     supports, the embedded backend, at most TOKEN_STORE_MAX questions."""
     if (backend.kind != "embedded" or n > TOKEN_STORE_MAX or not tokens_supported(encoder.spec())
-            or not hasattr(encoder, "token_states")):
+            or not gives_states(encoder)):
         return None
     return TokenWriter(directory, encoder.spec(), encoder.dimension)
 

@@ -23,6 +23,7 @@ from .filters import check_filters
 from .results import Answer, Result
 from .snapshot import Snapshot
 from .text import as_items, clean_text, is_blank
+from .tokenmatch import gives_states
 from .tokenmatch import scores as token_scores
 
 
@@ -70,7 +71,7 @@ class QueryEncoder:
         """Raw vectors of ``texts`` (cached). ``tokens``: their token states are wanted next (token
         matching): texts new to either cache are encoded once for both, where the encoder can."""
         texts = list(texts)
-        if tokens and hasattr(self.encoder, "encode_with_tokens"):
+        if tokens and hasattr(self.encoder, "encode_with_tokens") and gives_states(self.encoder):
             self._fill_both(texts, batch_size)
         out: np.ndarray | None = None
         missing: dict[str, list[int]] = {}
@@ -91,8 +92,7 @@ class QueryEncoder:
                 for t, v in zip(todo, vecs):
                     out[missing[t]] = v
                     self._cache[t] = v
-                while len(self._cache) > self.size:
-                    self._cache.popitem(last=False)
+                self._trim()
         for i, v in hits:
             if out is None:
                 out = np.empty((len(texts), len(v)), np.float32)
@@ -112,15 +112,19 @@ class QueryEncoder:
         with self._cache_lock:
             for t, v, st in zip(todo, np.asarray(vecs, dtype=np.float32), states):
                 self._cache[t], self._tokens[t] = v, st
-            while len(self._cache) > self.size:
-                self._cache.popitem(last=False)
-            while len(self._tokens) > TOKEN_CACHE:
-                self._tokens.popitem(last=False)
+            self._trim()
+
+    def _trim(self) -> None:
+        """Drop the least recently used entries beyond each cache's size (the cache lock held)."""
+        while len(self._cache) > self.size:
+            self._cache.popitem(last=False)
+        while len(self._tokens) > TOKEN_CACHE:
+            self._tokens.popitem(last=False)
 
     def tokens(self, texts: Sequence[str], batch_size: int = BATCH_SIZE) -> "dict[str, tuple[np.ndarray, np.ndarray]] | None":
         """Token states and spans of each distinct text (an LRU of the last TOKEN_CACHE texts); None
         where the encoder gives none (USE)."""
-        if not hasattr(self.encoder, "token_states"):
+        if not gives_states(self.encoder):
             return None
         out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         with self._cache_lock:
@@ -135,8 +139,7 @@ class QueryEncoder:
             with self._cache_lock:
                 for t, v in zip(todo, got):
                     out[t] = self._tokens[t] = v
-                while len(self._tokens) > TOKEN_CACHE:
-                    self._tokens.popitem(last=False)
+                self._trim()
         return out
 
     def clear(self) -> None:

@@ -29,6 +29,12 @@ def supported(encoder_spec: dict[str, Any] | None) -> bool:
     return spec.get("backend") == "transformers" and spec.get("pooling") in TOKEN_POOLINGS
 
 
+def gives_states(encoder: Any) -> bool:
+    """Whether an encoder object gives token states (a transformers model with a slow tokenizer has
+    no token spans: it gives none)."""
+    return hasattr(encoder, "token_states") and bool(getattr(encoder, "has_token_states", True))
+
+
 def word_tokens(text: str, spans: np.ndarray, stem: str) -> list[list[str]]:
     """For each encoder token (its character span in ``text``), the store's lexical tokens of the
     word it belongs to (for CJK, of the characters it covers); [] for punctuation."""

@@ -154,3 +154,20 @@ def test_a_new_version_leaves_them_behind_where_the_token_weight_is_now_0(built,
     e.refit()
     assert not (version(path) / DIR).exists() and e.info()["token_states"] is None
     e.close()
+
+
+def test_an_encoder_without_token_spans_keeps_none_and_still_answers(tmp_path, small_corpus):
+    """A transformers model with a slow tokenizer has no token spans: ingest and ask go on without
+    token states (they used to fail inside the tokenizer)."""
+    from faqsearch.encoders import load_encoder
+    from faqsearch.errors import FAQSearchError
+
+    enc = load_encoder("minilm", runtime="torch")
+    enc.has_token_states = False  # as a slow tokenizer sets it
+    with pytest.raises(FAQSearchError, match="no fast tokenizer"):
+        encode_with_tokens(enc, ["a question"], batch_size=4)
+    e = FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=enc)
+    assert not (version(tmp_path / "ix") / DIR).exists()
+    r = e.ask("how do I reset my password")
+    assert r.nearest.faq_id == "1" and r.nearest.token is None
+    e.close()

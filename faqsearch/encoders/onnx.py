@@ -226,25 +226,9 @@ class OnnxEncoder:
         return out, states
 
     def token_states(self, texts: Sequence[str], batch_size: int = 32) -> list[tuple[np.ndarray, np.ndarray]]:
-        """As :meth:`faqsearch.encoders.transformer.TransformerEncoder.token_states`."""
-        from .transformer import _tokens
-
-        texts = list(texts)
-        with self._lock:
-            encs = self.tokenizer.encode_batch([self.prefix + t for t in texts])
-        out = []
-        for start in range(0, len(texts), batch_size):
-            chunk = encs[start:start + batch_size]
-            width = max(len(e.ids) for e in chunk)
-            feed = {n: np.zeros((len(chunk), width), dtype=np.int64) for n in ("input_ids", "attention_mask", "token_type_ids")}
-            feed["input_ids"][:] = self._pad
-            for r, e in enumerate(chunk):
-                n = len(e.ids)
-                feed["input_ids"][r, :n], feed["attention_mask"][r, :n], feed["token_type_ids"][r, :n] = \
-                    e.ids, e.attention_mask, e.type_ids
-            hidden = self.session.run(["tokens"], {k: feed[k] for k in self._inputs})[0]
-            out.extend(_tokens(hidden[r], e.offsets, e.special_tokens_mask, len(self.prefix)) for r, e in enumerate(chunk))
-        return out
+        """As :meth:`faqsearch.encoders.transformer.TransformerEncoder.token_states` (the graph's
+        second output, from the run that also gives the sentence vectors)."""
+        return self._run(texts, batch_size, False, tokens=True)[1]
 
 
 def load(source: str, pooling: str, max_length: int, *, name: str | None = None, prefix: str = "",

@@ -134,7 +134,7 @@ class TransformerEncoder:
         text, special tokens and the prefix left out (token matching: :mod:`faqsearch.tokenmatch`)."""
         import torch
 
-        if not getattr(self.tokenizer, "is_fast", False):
+        if not self.has_token_states:
             raise FAQSearchError(f"{self.name} has no fast tokenizer: token spans are unknown")
         texts = list(texts)
         p = len(self.prefix)
@@ -157,8 +157,9 @@ class TransformerEncoder:
     def encode_with_tokens(self, texts: Sequence[str], batch_size: int = 32
                            ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
         """Sentence vectors and each text's token states and spans (as :meth:`token_states`): one
-        forward pass on the CPU; on a GPU, the two calls."""
-        if self.device == "cuda":
+        forward pass on the CPU; on a GPU, the two calls (and :meth:`token_states`' error for a slow
+        tokenizer, which gives no token spans)."""
+        if self.device == "cuda" or not self.has_token_states:
             return self.encode(texts, batch_size=batch_size), self.token_states(texts, batch_size)
         states: list[tuple[np.ndarray, np.ndarray]] = []
         return self.encode_on_cpu([self.prefix + t for t in texts], batch_size, states=states), states

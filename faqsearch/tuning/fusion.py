@@ -54,7 +54,8 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
     snap = searcher.snap
     _, raw = snap.raw.all()
     qids, faq_keys = snap.store.question_faqs()  # 16 bytes a question; texts are read for the chosen rows only
-    # token matching encodes each candidate's question once more: fewer queries bound that work
+    # token matching encodes each candidate's question not kept with the version (tokenstates): fewer
+    # queries bound that work
     held = held_out_variants(faq_keys, limit=SELF_FUSION_MAX if snap.token_weight <= 0 else SELF_TOKEN_MAX)
     if len(held) < 10:
         raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
