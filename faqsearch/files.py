@@ -8,7 +8,7 @@ import hashlib
 import os
 import shutil
 import threading
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -101,6 +101,18 @@ def link_or_copy(src: str, dst: str) -> None:
         os.link(src, dst)
     except OSError:
         shutil.copy2(src, dst)
+
+
+def share_dir(src: str, dst: str, names: Sequence[str], meta: str = "meta.json") -> bool:
+    """Put the files ``names`` of the directory ``src`` and its ``meta`` (last: what readers check
+    first) into ``dst`` as hard links (copies where the filesystem has none); False where ``src``
+    holds no meta."""
+    if not os.path.isfile(os.path.join(src, meta)):
+        return False
+    os.makedirs(dst, exist_ok=True)
+    for name in [*names, meta]:
+        link_or_copy(os.path.join(src, name), os.path.join(dst, name))
+    return True
 
 
 def preallocate(path: str) -> None:

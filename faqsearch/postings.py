@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .defaults import LEXICAL_ARRAYS_MIN as MIN_QUESTIONS
-from .files import link_or_copy, load_npy, preallocate
+from .files import load_npy, preallocate, share_dir
 from .filters import filter_sql
 from .lexical import fts_query, fts_tokens, query_terms
 
@@ -383,10 +383,4 @@ def _rows_beside(conn: sqlite3.Connection, arrays: Postings) -> tuple[bool, int]
 def share(src_dir: str, dst_dir: str) -> bool:
     """Put the arrays of ``src_dir`` into the new version ``dst_dir`` as hard links (copies where the
     filesystem has none): for a version whose store holds the same rows up to their last id."""
-    src, dst = os.path.join(src_dir, DIR), os.path.join(dst_dir, DIR)
-    if not os.path.isfile(os.path.join(src, "meta.json")):
-        return False
-    os.makedirs(dst, exist_ok=True)
-    for name in [n + ".npy" for n in _ARRAYS] + ["meta.json"]:  # meta last: it is what open() reads first
-        link_or_copy(os.path.join(src, name), os.path.join(dst, name))
-    return True
+    return share_dir(os.path.join(src_dir, DIR), os.path.join(dst_dir, DIR), [n + ".npy" for n in _ARRAYS])

@@ -28,14 +28,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .files import fsync_dir, fsync_file, link_or_copy, load_npy
+from .encoders import IDENTITY_KEYS
+from .files import fsync_dir, fsync_file, load_npy, share_dir
 
 DIR = "tokens"
 FORMAT = 1
 _FILES = ("keys.npy", "spans.npy", "states.f16")
-# what makes two encoders' states equal (encoders.IDENTITY_KEYS and the token limit; not the runtime:
-# ONNX Runtime matches torch)
-_IDENTITY = ("backend", "name", "pooling", "max_length", "prefix", "dimension", "gguf_file", "quantize")
+# what makes two encoders' states equal: an index's encoder identity and the token limit (not the
+# runtime: ONNX Runtime matches torch)
+_IDENTITY = (*IDENTITY_KEYS, "max_length")
 
 
 def key(text: str) -> int:
@@ -172,13 +173,7 @@ def share(src_dir: str, dst_dir: str) -> bool:
     """Put the token states of ``src_dir`` into the new version ``dst_dir`` as hard links (copies
     where the filesystem has none): they are keyed by text, so any version of the same index and
     encoder may use them."""
-    src, dst = os.path.join(src_dir, DIR), os.path.join(dst_dir, DIR)
-    if not os.path.isfile(os.path.join(src, "meta.json")):
-        return False
-    os.makedirs(dst, exist_ok=True)
-    for name in _FILES + ("meta.json",):  # meta last: it is what open() reads first
-        link_or_copy(os.path.join(src, name), os.path.join(dst, name))
-    return True
+    return share_dir(os.path.join(src_dir, DIR), os.path.join(dst_dir, DIR), _FILES)
 
 
 def summary(directory: str, encoder_spec: dict[str, Any] | None) -> dict[str, int] | None:
