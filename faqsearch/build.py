@@ -266,4 +266,5 @@ def info_summary(config: dict[str, Any]) -> dict[str, Any]:
             "encoder": config["encoder"]["name"], "dim_in": config["dim_in"], "dim_out": config["dim_out"],
             "whitening": config["whitening"], "mode": config.get("mode", "hybrid"),
             **cfg.fusion_weights(config), "fusion": config.get("fusion"),
-            "threshold": config.get("threshold"), "calibration": config.get("calibration")}
+            "threshold": config.get("threshold"), "calibration": config.get("calibration"),
+            "confidence": config.get("confidence"), "min_confidence": config.get("min_confidence")}

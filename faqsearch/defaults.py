@@ -19,6 +19,15 @@ THRESHOLD = 0.5
 # right, within this range (docs/quality.md, "The threshold")
 SELF_THRESHOLD_MIN = 10
 THRESHOLD_RANGE = (0.3, 0.8)
+# the confidence (faqsearch/confidence.py, tuning/confidence.py; docs/quality.md, "Answer or abstain"):
+# learned from held-out variants where at least this many FAQs have several questions
+CONFIDENCE_MIN_VARIANTS = 30
+# the weight of in-scope queries, in-domain and general out-of-scope questions in the fit (its
+# calibration is for a stream that is mostly in scope; measured by benchmarks/decision.py)
+CONFIDENCE_MIX = (0.7, 0.15, 0.15)
+CONFIDENCE_SAMPLE = 300  # single-question FAQs (and pseudo-queries) the simulation searches at most
+# the share of in-domain unknowns among the out-of-scope questions the operating point is chosen for
+UNKNOWN_SHARE = 0.25
 ASK_K = 3  # answers per query, the same in the CLI, the library and the HTTP API
 MODES = ("dense", "lexical", "hybrid")
 MODE = "hybrid"  # measured at or above dense on every set (docs/hybrid.md)

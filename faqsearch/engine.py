@@ -20,6 +20,7 @@ import numpy as np
 
 from . import config as cfg
 from .build import EncoderSpec, StorageSpec, WhiteningSpec, as_faqs, build
+from .confidence import check_probability
 from .corpus import FAQ, Columns
 from .defaults import ASK_K, BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, MAX_LENGTH
 from .edits import plan as plans
@@ -85,18 +86,16 @@ class FAQSearch:
               quantize: bool = False, batch_size: int = BATCH_SIZE, progress: bool = False, force: bool = False,
               backend: str = "embedded", uri: str | None = None, collection: str | None = None,
               self_fusion: bool = True, source: str | None = None) -> "FAQSearch":
-        """Build an index from a corpus file (or FAQ records) and commit it as the index's next
-        version (see :func:`faqsearch.build.build`). ``self_fusion``: when at least 10 FAQs have
-        several questions, the hybrid weight is learned from them and kept only where it beats the
-        default held out; unless ``threshold`` is given, the index chooses its own."""
+        """Build an index from a corpus (file or FAQ records), committed as its next version
+        (:func:`faqsearch.build.build`); it learns its confidence, its threshold (unless given) and,
+        with ``self_fusion``, its hybrid weights (kept where they win held out)."""
         path = cfg.resolve_index_path(index)
         encoder = build(corpus, path, encoder=encoder, columns=columns, fmt=fmt, batch_size=batch_size, progress=progress,
               force=force, threshold=threshold, source=source,
               encoder_spec=EncoderSpec(model, pooling, max_length, prefix, threads, gguf_file, quantize),
               whitening=WhiteningSpec(beta, gamma, k, whiten, fit_on),
               storage=StorageSpec(backend, uri, collection, index_type),
-              calibrate=(lambda snap, enc: self_tuned(snap, enc, fusion=self_fusion, threshold=threshold is None))
-              if self_fusion or threshold is None else None)
+              calibrate=lambda snap, enc: self_tuned(snap, enc, fusion=self_fusion, threshold=threshold is None))
         return cls.open(path, encoder=encoder, threads=threads)
 
     @classmethod
@@ -129,14 +128,14 @@ class FAQSearch:
 
     def ask_many(self, texts: Sequence[str], k: int = ASK_K, threshold: float | None = None,
                  batch_size: int = BATCH_SIZE, progress: bool = False, mode: str | None = None,
-                 filters: dict[str, Any] | None = None) -> list[Result]:
+                 filters: dict[str, Any] | None = None, min_confidence: float | None = None) -> list[Result]:
         """Answer many queries with one encoder pass (see :meth:`faqsearch.search.Searcher.answer`)."""
-        return self.searcher().answer(texts, k, mode, threshold, filters, batch_size, progress)
+        return self.searcher().answer(texts, k, mode, threshold, filters, batch_size, progress, min_confidence)
 
     def ask(self, text: str, k: int = ASK_K, threshold: float | None = None, mode: str | None = None,
-            filters: dict[str, Any] | None = None) -> Result:
-        """Answer one query: up to k FAQs, best first; none when the best is below the threshold."""
-        return self.ask_many([text], k=k, threshold=threshold, mode=mode, filters=filters)[0]
+            filters: dict[str, Any] | None = None, min_confidence: float | None = None) -> Result:
+        """Answer one query: up to k FAQs, best first (see :meth:`faqsearch.search.Searcher.answer`)."""
+        return self.ask_many([text], k, threshold, mode=mode, filters=filters, min_confidence=min_confidence)[0]
 
     def raw_vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """(question ids, raw encoder vectors) of every question, in id order (for refit and tune)."""
@@ -262,9 +261,8 @@ class FAQSearch:
 
     # ------------------------------------------------------------------ tuning applied
     def refit(self, setting: Setting | None = None, threshold: float | None = None) -> None:
-        """Rewrite the transform and the vector index for ``setting`` (default: the current one, from
-        the latest statistics), nothing re-encoded; ``threshold`` is stored with it when given, and a
-        threshold the index chose itself is chosen again on the new scores."""
+        """Rewrite transform and vector index for ``setting`` (default: the current one), nothing re-encoded;
+        ``threshold`` is stored when given, one the index chose (and its confidence) is chosen again."""
         with self._writing() as (writer, snap):
             white, config = refit_config(snap.config, snap.whitening.moments, setting, threshold)
             snap.backend.rebuild(writer, snap, white, config)
@@ -279,8 +277,11 @@ class FAQSearch:
         return changes is not None
 
     def set_threshold(self, report: ThresholdReport) -> None:
-        """Store a chosen threshold and how it was chosen (``info`` shows it)."""
+        """Store a chosen threshold, how it was chosen and the confidence learned with it (``info`` shows them)."""
         self._set_config(**threshold_changes(report))
+
+    def set_min_confidence(self, value: float | None) -> None:  # the confidence `ask` answers at; None: the index's own
+        self._set_config(min_confidence=check_probability(value))
 
     def _set_config(self, **changes: Any) -> None:
         with self._writing() as (writer, snap):

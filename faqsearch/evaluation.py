@@ -166,21 +166,29 @@ def evaluate(searcher, queries: Sequence[LabelledQuery], batch_size: int = 32, p
             f"contain ({shown}{' ...' if len(unknown) > 5 else ''}); check the ids or the --index")
     mode = mode or snap.mode
     thr = snap.threshold if threshold is None else float(threshold)
+    # ask's own decision: the confidence against the operating point where the index has a model and
+    # no cosine threshold is given, else the cosine against the threshold
+    op = snap.min_confidence if threshold is None and mode != "lexical" else None
     results = searcher.answer([q.text for q in queries], k=10, threshold=-1.0, batch_size=batch_size,
                               progress=progress, mode=mode)
     ranked = [[a.faq_id for a in r.answers] for r in results]
     metrics = ranking_metrics(ranked, [q.gold for q in queries])
 
     def answered(r) -> bool:
-        return bool(r.answers) if mode == "lexical" else r.best_score is not None and r.best_score >= thr
+        if mode == "lexical":
+            return bool(r.answers)
+        if op is not None:
+            return r.nearest is not None and r.nearest.confidence is not None and r.nearest.confidence >= op
+        return r.best_score is not None and r.best_score >= thr
 
     decided = [answered(r) for r in results]
     metrics["answered"] = float(np.mean(decided))
     metrics["answered_right"] = float(np.mean([d and bool(ids) and ids[0] in q.gold
                                                for d, ids, q in zip(decided, ranked, queries)]))
-    out: dict[str, Any] = {"queries": len(queries), "mode": mode, "threshold": thr, **metrics}
+    out: dict[str, Any] = {"queries": len(queries), "mode": mode, "threshold": thr, "min_confidence": op, **metrics}
     if offtopic:
-        off = searcher.answer(list(offtopic), k=1, threshold=thr, batch_size=batch_size, mode=mode)
+        off = searcher.answer(list(offtopic), k=1, threshold=thr if op is None else None, batch_size=batch_size,
+                              mode=mode)
         out["offtopic"] = len(off)
         out["offtopic_answered"] = float(np.mean([bool(r.answers) for r in off]))
     if misses:

@@ -21,6 +21,8 @@ from .defaults import GAP_MARGIN as DEFAULT_MARGIN  # chosen on sample_data's he
 from .defaults import GAP_MIN_COUNT as DEFAULT_MIN_COUNT
 from .defaults import GAP_SIMILARITY as DEFAULT_SIMILARITY
 
+COVERED = 0.5  # a group whose distinct queries the index now answers at least this often is covered
+
 
 @dataclass
 class Gap:
@@ -34,6 +36,8 @@ class Gap:
     first_seen: str
     last_seen: str
     query_ids: list[int] = field(default_factory=list)
+    nearest_confidence: float | None = None  # the index's confidence in nearest_faq for these queries, now
+    answered_now: float = 0.0  # share of its distinct queries the index answers now (re-asked, not as logged)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,21 +89,33 @@ def find_gaps(engine, log, *, similarity: float = DEFAULT_SIMILARITY, margin: fl
     vecs = np.asarray(engine.encoder.encode(texts), dtype=np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True) + 1e-12
     labels = cluster(vecs, [len(groups[k]) for k in keys], similarity)
+    clusters = [[keys[i] for i in np.flatnonzero(labels == c)] for c in np.unique(labels)]
+    clusters = [m for m in clusters if sum(len(groups[k]) for k in m) >= min_count]
+    # each group is asked again of the index as it is now: one that an FAQ added since answers leaves the list
+    asked = [groups[k][0]["query"] for m in clusters for k in m]
+    now = dict(zip(asked, engine.searcher().answer(asked, k=1))) if asked else {}
     gaps = []
-    for c in np.unique(labels):
-        members = [keys[i] for i in np.flatnonzero(labels == c)]
+    for members in clusters:
         qrows = [r for m in members for r in groups[m]]
-        if len(qrows) < min_count:
+        results = [now[groups[m][0]["query"]] for m in members]
+        answered = float(np.mean([r.answered for r in results]))
+        if answered >= COVERED:
             continue
-        near: dict[str, list[float]] = {}
-        for r in qrows:
-            if r["top_faq"] is not None and r["score"] is not None:
-                near.setdefault(r["top_faq"], []).append(r["score"])
-        nearest = max(near, key=lambda f: (len(near[f]), max(near[f])), default=None)
+        near: dict[str, list[Any]] = {}
+        for r in results:
+            if r.nearest is not None:
+                near.setdefault(r.nearest.faq_id, []).append(r.nearest)
+        nearest = max(near, key=lambda f: (len(near[f]), max(_value(a) for a in near[f])), default=None)
+        best = max(near[nearest], key=_value) if nearest else None
         times = sorted(r["time"] for r in qrows)
         gaps.append(Gap(count=len(qrows), distinct=len(members),
                         examples=[groups[m][0]["query"] for m in members[:5]],
-                        nearest_faq=nearest, nearest_score=max(near[nearest]) if nearest else None,
-                        first_seen=times[0], last_seen=times[-1], query_ids=sorted(r["id"] for r in qrows)))
+                        nearest_faq=nearest, nearest_score=best.score if best else None,
+                        first_seen=times[0], last_seen=times[-1], query_ids=sorted(r["id"] for r in qrows),
+                        nearest_confidence=best.confidence if best else None, answered_now=round(answered, 4)))
     gaps.sort(key=lambda g: (-g.count, -g.distinct, g.last_seen))
     return gaps[:limit]
+
+
+def _value(a) -> float:
+    return a.confidence if a.confidence is not None else a.score

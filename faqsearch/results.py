@@ -10,8 +10,10 @@ from typing import Any
 class Answer:
     """One FAQ matched by a query: its answer and the best-matching stored question.
 
-    ``score`` is the cosine similarity in dense and hybrid modes (the threshold applies to it) and
-    the BM25 score in lexical mode."""
+    ``score`` is the cosine similarity in dense and hybrid modes (a ``--threshold`` applies to it) and
+    the BM25 score in lexical mode. ``confidence`` is the probability that this answer is the right
+    FAQ for the query (:mod:`faqsearch.confidence`), never rising down a list; None in lexical mode
+    and for indexes built before it existed."""
 
     faq_id: str
     answer: str
@@ -25,12 +27,15 @@ class Answer:
     lexical: float | None = None  # BM25 of the best lexical question match (lexical and hybrid modes)
     fused: float | None = None  # hybrid ranking score: cosine + token weight * token match + weight * normalised BM25
     token: float | None = None  # token match of query and question (hybrid mode; faqsearch.tokenmatch)
+    confidence: float | None = None  # P(this answer is right), 0-1 (faqsearch.confidence)
 
 
 @dataclass
 class Result:
-    """The answers to one query. A query is answered when its best-ranked answer reaches the
-    threshold, whatever ``k`` is; ``answers`` then lists the top k that reach it (empty otherwise)."""
+    """The answers to one query. A query is answered when its best-ranked answer's confidence reaches
+    the index's operating point (``min_confidence``), or, given a cosine ``threshold`` (or on an index
+    without a confidence model), when its cosine reaches it, whatever ``k`` is; ``answers`` then lists
+    the top k that reach it (empty otherwise), and ``nearest`` is the best-ranked answer either way."""
 
     query: str
     answers: list[Answer]
@@ -38,14 +43,20 @@ class Result:
     threshold: float | None  # None in lexical mode: BM25 scores are no cosines, and no threshold applies
     nearest: Answer | None = field(default=None, repr=False, compare=False)  # best-ranked, even below the threshold
     below_threshold: int = field(default=0, compare=False)  # answers within the top k left out for their score
+    min_confidence: float | None = None  # the confidence that decided (None: the cosine threshold did)
 
     @property
     def confident(self) -> bool:
         return bool(self.answers)
 
+    answered = confident
+
     def to_dict(self) -> dict[str, Any]:
-        return {"query": self.query, "answers": [asdict(a) for a in self.answers],
-                "best_score": self.best_score, "threshold": self.threshold}
+        """The JSON form: ``answered``, and ``nearest`` (the best guess, with its confidence) when not
+        answered, so a bot can offer "did you mean ...?"."""
+        return {"query": self.query, "answered": self.answered, "answers": [asdict(a) for a in self.answers],
+                "nearest": asdict(self.nearest) if self.nearest is not None and not self.answers else None,
+                "best_score": self.best_score, "threshold": self.threshold, "min_confidence": self.min_confidence}
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import config as cfg
+from .confidence import ConfidenceModel, check_probability
 from .defaults import (ASK_K, BATCH_SIZE, DENSE_BLOCK, DENSE_CANDIDATES, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE,
                        TOKEN_BLOCK, TOKEN_CACHE, TOKEN_POOL)
 from .errors import IndexFormatError, InvalidOptionError
@@ -195,11 +196,15 @@ class Searcher:
     # -- answering
     def answer(self, texts: Sequence[str], k: int = ASK_K, mode: str | None = None, threshold: float | None = None,
                filters: dict[str, Any] | None = None, batch_size: int = BATCH_SIZE,
-               progress: bool = False) -> list[Result]:
+               progress: bool = False, min_confidence: float | None = None) -> list[Result]:
         """Up to ``k`` answers per query. mode: 'dense' (vectors), 'lexical' (BM25; no threshold: any
         token match answers) or 'hybrid' (both fused); default: the index's. ``filters``:
         {"category": "x"} and metadata fields ({"product": ["a", "b"]}), applied inside the search.
-        Blank queries get an empty result without being encoded."""
+        Blank queries get an empty result without being encoded.
+
+        The decision: the first answer's confidence against ``min_confidence`` (default: the index's
+        operating point); given a cosine ``threshold`` instead, or on an index without a confidence
+        model, its cosine against the threshold."""
         snap = self.snap
         mode = mode or snap.mode
         check_options(k, mode)
@@ -207,7 +212,13 @@ class Searcher:
         if threshold is not None and (not isinstance(threshold, numbers.Real) or isinstance(threshold, (bool, np.bool_))
                                       or not -1.0 <= float(threshold) <= 1.0):  # NaN fails the range too
             raise InvalidOptionError(f"the threshold is a calibrated cosine between -1 and 1, got {threshold!r}")
+        min_confidence = check_probability(min_confidence)
+        if threshold is not None and min_confidence is not None:
+            raise InvalidOptionError("give a cosine threshold or a minimum confidence, not both")
         thr = snap.threshold if threshold is None else float(threshold)
+        model = snap.confidence if mode != "lexical" else None
+        op = None if model is None or threshold is not None else \
+            (min_confidence if min_confidence is not None else snap.min_confidence)
         k = int(k)
         texts = [clean_text(t) for t in as_items(texts)]  # one string is one query
         asked = [i for i, t in enumerate(texts) if not is_blank(t)]
@@ -225,10 +236,11 @@ class Searcher:
         # the answer is decided on candidates that do not depend on k (the nearest DENSE_CANDIDATES
         # questions; for hybrid, a pool of max(k, FUSION_POOL) FAQs from them): k changes the length
         # of the list, never the answer
-        ranked = (self.hybrid(q, vectors, max(k, FUSION_POOL), filters=filters) if mode == "hybrid" else
-                  self.dense(vectors, k, filters))
+        # one answer more than k: the k-th answer's confidence weighs its margin over the next
+        ranked = (self.hybrid(q, vectors, max(k + 1, FUSION_POOL), filters=filters) if mode == "hybrid" else
+                  self.dense(vectors, k + 1 if model is not None else k, filters))
         for i, found in zip(asked, ranked):
-            out[i] = _thresholded(texts[i], found[:k], thr)
+            out[i] = decided(texts[i], found[:k + 1], k, thr, model, op)
         return out
 
     def dense(self, vectors: "Queries | np.ndarray", k: int = ASK_K, filters: dict[str, Any] | None = None,
@@ -375,17 +387,30 @@ def _token_pool(candidates: list[Answer], weight: float) -> list[Answer]:
     return sorted(candidates, key=lambda a: -(a.dense + weight * (a.lexical or 0.0) / top))[:TOKEN_POOL]
 
 
-def _thresholded(text: str, ranked: list[Answer], thr: float) -> Result:
-    """The result of a ranked list: answered when the best-ranked answer reaches the threshold; then
-    the answers of the list that reach it."""
+def decided(text: str, ranked: list[Answer], k: int, thr: float, model: ConfidenceModel | None,
+            op: float | None) -> Result:
+    """The result of a ranked list (k answers, and one more whose score only informs the k-th
+    answer's confidence): each answer gets its confidence where the index has a model; answered when
+    the best-ranked answer's confidence reaches ``op`` (or, with ``op`` None, its cosine reaches
+    ``thr``); then the first k answers of the list that reach it."""
     if not ranked:
-        return Result(text, [], None, thr)
+        return Result(text, [], None, thr, min_confidence=op)
+    if model is not None:
+        for a, c in zip(ranked, model.confidences(ranked)):
+            a.confidence = c
+    ranked = ranked[:k]
     best = ranked[0]
-    score = best.dense if best.dense is not None else best.score
-    if score < thr:
-        return Result(text, [], score, thr, best)
-    kept = [a for a in ranked if (a.dense if a.dense is not None else a.score) >= thr]
-    return Result(text, kept, score, thr, best, below_threshold=len(ranked) - len(kept))
+    score = cosine(best)
+    if op is not None:
+        kept = [a for a in ranked if a.confidence >= op]  # a prefix: confidences never rise down a list
+    else:
+        kept = [a for a in ranked if cosine(a) >= thr] if score >= thr else []
+    return Result(text, kept, score, thr, best, below_threshold=len(ranked) - len(kept) if kept else 0,
+                  min_confidence=op)
+
+
+def cosine(a: Answer) -> float:
+    return a.dense if a.dense is not None else a.score
 
 
 def fuse(candidates: Sequence[Answer], weight: float, k: int, token_weight: float = 0.0) -> list[Answer]:

@@ -4,12 +4,14 @@ assignment, and a request holds one snapshot from start to end, so it never mixe
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, replace
 from typing import Any
 
 from . import config as cfg
 from .backends import backend_for
+from .confidence import ConfidenceModel
 from .defaults import HYBRID_WEIGHT, MODE, THRESHOLD
 from .errors import ClosedError, IndexFormatError
 from .indexdir import resolve, stamp
@@ -37,6 +39,24 @@ class Snapshot:
     @property
     def threshold(self) -> float:
         return float(self.config.get("threshold", THRESHOLD))
+
+    @functools.cached_property
+    def confidence(self) -> ConfidenceModel | None:
+        """The confidence model the index learned (None for an index without one: it answers by its
+        cosine threshold, and its answers carry no confidence)."""
+        return ConfidenceModel.from_dict(self.config.get("confidence"))
+
+    @property
+    def min_confidence(self) -> float | None:
+        """The confidence at or above which the first answer is given: one set by the user
+        (``min_confidence``), else the operating point the index chose; None without a model, and
+        where a cosine threshold was given at ingest (that threshold decides)."""
+        given = self.config.get("min_confidence")
+        if isinstance(given, (int, float)) and not isinstance(given, bool) and 0.0 <= given <= 1.0:
+            return float(given)
+        if (self.config.get("calibration") or {}).get("chosen_by") == "given":
+            return None
+        return self.confidence.operating_point if self.confidence is not None else None
 
     @property
     def mode(self) -> str:

@@ -76,14 +76,22 @@ def test_ask_text_json_and_no_answer(run, tmp_path, small_corpus):
     ix = tmp_path / "ix"
     run("ingest", small_corpus, "--index", ix, "-q", "--threshold", "0.3")
     result = run("ask", "I forgot my password", "--index", ix)
-    assert result.exit_code == 0 and result.output.startswith("1. [1.000] 1")
+    # #44: people read the confidence (the chance that the answer is right), not the cosine
+    assert result.exit_code == 0 and result.output.startswith("1. [>99%] 1"), result.output
     data = json.loads(run("ask", "I forgot my password", "--index", ix, "--json", "-k", "2").output)
     assert data["answers"][0]["faq_id"] == "1" and len(data["answers"]) <= 2
-    assert data["answers"][0]["source"] == "corpus"
+    assert data["answers"][0]["source"] == "corpus" and data["answered"] is True and data["nearest"] is None
+    assert data["answers"][0]["score"] == pytest.approx(1.0) and 0.99 < data["answers"][0]["confidence"] <= 1
     none = run("ask", "volcano eruption", "--index", ix, "--threshold", "0.999")
     assert "No confident answer" in none.output
     data = json.loads(run("ask", "volcano eruption", "--index", ix, "--threshold", "0.999", "--json").output)
     assert data["answers"] == [] and isinstance(data["best_score"], float)
+    # not answered: the best guess comes as `nearest`, with its confidence, so a bot can ask "did you mean"
+    assert data["answered"] is False and data["nearest"]["faq_id"] and 0 <= data["nearest"]["confidence"] <= 1
+    data = json.loads(run("ask", "volcano eruption", "--index", ix, "--min-confidence", "1", "--json").output)
+    assert data["answered"] is False and data["min_confidence"] == 1.0
+    both = run("ask", "volcano eruption", "--index", ix, "--min-confidence", "0.5", "--threshold", "0.5")
+    assert both.exit_code == 2 and "not both" in both.output
 
 
 def test_ask_from_stdin_gives_json_lines(run, tmp_path, small_corpus):

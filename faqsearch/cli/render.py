@@ -30,16 +30,28 @@ def result(r, empty_index: bool = False) -> None:
             click.echo("No answer: the index holds no FAQs (add some with `faqsearch add FILE`).")
         elif r.best_score is None:
             click.echo("No confident answer (nothing matched).")
+        elif r.min_confidence is not None:
+            click.echo(f"No confident answer (best guess {r.nearest.faq_id} at {percent(r.nearest.confidence)} confidence, "
+                       f"below the {percent(r.min_confidence)} this index answers at).")
         else:
             click.echo(f"No confident answer (best score {r.best_score:.3f} is below the threshold {r.threshold:.2f}).")
         return
     for n, a in enumerate(r.answers, 1):
-        click.echo(f"{n}. [{a.score:.3f}] {a.faq_id}  (matched: {a.question})")
+        shown = percent(a.confidence) if a.confidence is not None else f"{a.score:.3f}"
+        click.echo(f"{n}. [{shown}] {a.faq_id}  (matched: {a.question})")
         click.echo(wrap(a.answer, "   "))
         if n < len(r.answers):
             click.echo()
     if r.below_threshold:
-        click.echo(f"({r.below_threshold} more within -k scored below the threshold {r.threshold:.2f})")
+        click.echo(f"({r.below_threshold} more within -k below the {percent(r.min_confidence)} confidence this index "
+                   "answers at)" if r.min_confidence is not None else
+                   f"({r.below_threshold} more within -k scored below the threshold {r.threshold:.2f})")
+
+
+def percent(p: float) -> str:
+    """A confidence as people read it: 0.8123 -> '81%' (below 1% and above 99% say so)."""
+    v = 100 * p
+    return "<1%" if v < 1 else (">99%" if v > 99 else f"{v:.0f}%")
 
 
 def edit(report, as_json: bool) -> None:
@@ -121,6 +133,8 @@ def built(summary: dict[str, Any], path: str) -> None:
                    f"out: MRR@10 {100 * f['cv_tuned']:.2f} vs {100 * f['cv_current']:.2f} at the default)")
     if summary.get("threshold") is not None:
         click.echo(f"Threshold {summary['threshold']:.3g}, {threshold_origin(summary)}")
+    if summary.get("confidence"):
+        click.echo(f"Answers at a confidence of {confidence_origin(summary)}")
 
 
 def threshold_origin(config: dict[str, Any]) -> str:
@@ -171,7 +185,24 @@ def info(path: str, config: dict[str, Any]) -> None:
         base = config["counts"]["questions"] - delta["added"] + delta["removed"]
         click.echo(f"edits:      generation {config.get('generation', 0)}; questions added / removed since the base "
                    f"files: {delta['added']} / {delta['removed']} (a new base after {delta_limit(base):,} changes)")
-    click.echo(f"threshold:  {config.get('threshold'):.3g} ({threshold_origin(config)})")
+    click.echo(f"threshold:  {config.get('threshold'):.3g} ({threshold_origin(config)})"
+               + ("; applies with --threshold only" if config.get("confidence") else ""))
+    click.echo("confidence: " + (confidence_origin(config) if config.get("confidence") else
+                                 "none learned (an index built before faqsearch learned one, or lexical): answers by "
+                                 "its threshold; rebuild with `faqsearch ingest` to learn one"))
+
+
+def confidence_origin(config: dict[str, Any]) -> str:
+    """At what confidence an index answers, and where that comes from, in words."""
+    model = config["confidence"]
+    given = config.get("min_confidence")
+    learned = (f"learned from {model.get('positives')} {'pseudo-queries' if model.get('pseudo') else 'held-out question variants'}"
+               f", {model.get('in_domain')} in-domain and {model.get('general')} general out-of-scope questions"
+               if model.get("chosen_by") == "self-calibrated" else
+               f"learned from {model.get('positives')} labelled and {model.get('general')} out-of-scope queries")
+    if given is not None:
+        return f"{100 * given:.0f}% or more (given; the index's own operating point is {100 * model['operating_point']:.0f}%, {learned})"
+    return f"{100 * model['operating_point']:.0f}% or more ({model.get('rule')}; {learned})"
 
 
 def unknown_category(store, category: str) -> None:

@@ -24,9 +24,10 @@ NEAR_K = 3  # a logged query is near an FAQ that its search ranks in the top 3 (
 @dataclass
 class Suggestion:
     text: str
-    source: str  # 'answered' (logged, answered with this FAQ), 'near' (logged, ranked it near the top), 'generated'
+    source: str  # 'answered' (the index answers it with this FAQ now), 'near' (ranks it near the top), 'generated'
     score: float | None = None  # similarity with the FAQ (a logged query: its best question's cosine)
     count: int = 1  # times it was asked (logged suggestions)
+    confidence: float | None = None  # the confidence of this FAQ as the query's answer now (logged queries)
 
 
 @dataclass
@@ -77,21 +78,27 @@ def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: 
     else:
         rows = [r for r in _logged(querylog) if not is_blank(r["query"])
                 and r["feedback_faq"] in (None, faq_id)]
-        answered = sorted((r for r in rows if r["top_faq"] == faq_id and r["answered"]),
-                          key=lambda r: (-r["count"], -(r["score"] or 0.0)))
-        for r in answered[:limit]:
-            take(Suggestion(r["query"], "answered", r["score"], r["count"]))
-        others = [r for r in rows if not (r["top_faq"] == faq_id and r["answered"])][:NEAR_WINDOW]
-        if others and len(out) < limit:
-            near = []
-            for r, res in zip(others, searcher.answer([r["query"] for r in others], k=NEAR_K, threshold=-1)):
-                hit = next((a for a in res.answers if a.faq_id == faq_id), None)
-                if hit is not None:
-                    near.append((hit.score, r))
-            for score, r in sorted(near, key=lambda x: -x[0]):
-                if len(out) >= limit:
-                    break
-                take(Suggestion(r["query"], "near", float(score), r["count"]))
+        # every candidate is asked again of the index as it is now: the log holds what it answered then
+        logged_here = [r for r in rows if r["top_faq"] == faq_id]
+        others = [r for r in rows if r["top_faq"] != faq_id][:NEAR_WINDOW]
+        candidates = logged_here + others
+        answered, near = [], []
+        for r, res in zip(candidates, searcher.answer([r["query"] for r in candidates], k=NEAR_K) if candidates else []):
+            hit = next((a for a in _listed(res) if a.faq_id == faq_id), None)
+            if hit is None:
+                continue
+            if res.answers and res.answers[0].faq_id == faq_id:
+                answered.append((hit, r))
+            elif not res.answers:  # unanswered, this FAQ among the nearest; one answered with another FAQ is not offered
+                near.append((hit, r))
+        for hit, r in sorted(answered, key=lambda x: (-x[1]["count"], -_rank_value(x[0]))):
+            if len(out) >= limit:
+                break
+            take(Suggestion(r["query"], "answered", float(hit.score), r["count"], hit.confidence))
+        for hit, r in sorted(near, key=lambda x: -_rank_value(x[0])):
+            if len(out) >= limit:
+                break
+            take(Suggestion(r["query"], "near", float(hit.score), r["count"], hit.confidence))
     if generate > 0 and questions:
         if not writes(languages, questions[:1]):
             notes.append("the generator does not write this FAQ's language: no generated suggestions "
@@ -102,3 +109,12 @@ def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: 
             for p in paraphrase(load_generator(), questions[0], n=generate, scorer=searcher.embed_full, seed=seed):
                 take(Suggestion(p.text, "generated", p.score))
     return Suggestions(faq_id, out, notes)
+
+
+def _listed(res) -> list:
+    """A result's ranked answers, answered or not (the nearest alone when nothing was answered)."""
+    return res.answers or ([res.nearest] if res.nearest is not None else [])
+
+
+def _rank_value(a) -> float:
+    return a.confidence if a.confidence is not None else a.score

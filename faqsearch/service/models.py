@@ -46,6 +46,7 @@ def _check_filters(value: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
 class AskOptions(BaseModel):
     k: int = Field(ASK_K, ge=1, le=MAX_K)
     threshold: Optional[float] = Field(None, ge=-1, le=1, allow_inf_nan=False)
+    min_confidence: Optional[float] = Field(None, ge=0, le=1, allow_inf_nan=False)
     mode: Optional[str] = Field(None, pattern=MODE_PATTERN)
     category: Optional[str] = Field(None, max_length=MAX_ID)
     filters: Optional[dict[str, Any]] = None
@@ -112,10 +113,11 @@ class ApproveIn(BaseModel):
 
 class SuggestionOut(BaseModel):
     text: str
-    source: str = Field(..., description="answered (a logged query answered with this FAQ), near (a logged query "
-                                         "that ranked it in its top 3) or generated")
+    source: str = Field(..., description="answered (a logged query the index now answers with this FAQ), near (a "
+                                         "logged query it leaves unanswered with this FAQ in its top 3) or generated")
     score: Optional[float] = None
     count: int = 1
+    confidence: Optional[float] = None
 
 
 class SuggestionsOut(BaseModel):

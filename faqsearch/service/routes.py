@@ -44,7 +44,8 @@ def _answer(request: Request, name: str, queries: list[str], body: AskOptions, c
     """Answer from one snapshot, log the queries, return the results (their log ids in X-Query-Id)."""
     s = service(request).served(name)
     searcher = s.engine.searcher()
-    results = searcher.answer(queries, k=body.k, threshold=body.threshold, mode=body.mode, filters=_filters(body))
+    results = searcher.answer(queries, k=body.k, threshold=body.threshold, mode=body.mode, filters=_filters(body),
+                              min_confidence=body.min_confidence)
     if s.querylog is not None:
         ids = log_answered(s.querylog, results, body.mode or searcher.snap.mode, channel)
         if ids:
@@ -89,10 +90,12 @@ def ask(request: Request, name: str, body: AskIn, response: Response,
 @router.get("/indexes/{name}/ask", tags=["ask"])
 def ask_get(request: Request, name: str, response: Response, q: str = Query(..., min_length=1, max_length=MAX_QUERY),
             k: int = Query(ASK_K, ge=1, le=MAX_K), threshold: Optional[float] = Query(None, ge=-1, le=1),
+            min_confidence: Optional[float] = Query(None, ge=0, le=1),
             mode: Optional[str] = Query(None, pattern=MODE_PATTERN),
             category: Optional[str] = Query(None, max_length=MAX_ID)):
     """The same as POST, for curl: /indexes/NAME/ask?q=...&k=3."""
-    return ask(request, name, AskIn(query=q, k=k, threshold=threshold, mode=mode, category=category), response, None)
+    return ask(request, name, AskIn(query=q, k=k, threshold=threshold, min_confidence=min_confidence, mode=mode,
+                                    category=category), response, None)
 
 
 @router.post("/indexes/{name}/ask/batch", tags=["ask"])

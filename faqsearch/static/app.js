@@ -64,12 +64,22 @@ async function ask(event) {
   });
 }
 
+// A confidence as people read it: 0.8123 -> "81%" (below 1% and above 99% say so), as the CLI prints it.
+function percent(p) {
+  const v = 100 * p;
+  return v < 1 ? "<1%" : v > 99 ? ">99%" : `${Math.round(v)}%`;
+}
+
 // One card per answer: the stored question that matched, the answer, the score and where it comes from.
 function renderResult(out, result, queryId) {
   out.replaceChildren();
   if (!result.answers.length) {
+    const near = result.nearest;
     const best = result.best_score === null ? "nothing matched" :
-      `best score ${result.best_score.toFixed(3)} is below the threshold ${result.threshold.toFixed(2)}`;
+      result.min_confidence !== null && near && near.confidence !== null ?
+        `best guess ${near.faq_id} at ${percent(near.confidence)} confidence, below the ${percent(result.min_confidence)} ` +
+        "this index answers at" :
+        `best score ${result.best_score.toFixed(3)} is below the threshold ${result.threshold.toFixed(2)}`;
     out.append(el("div", { class: "no-answer" }, el("strong", { text: "No confident answer" }), ` (${best}).`,
       assignButton(result.query, queryId)));
     return;
@@ -78,8 +88,12 @@ function renderResult(out, result, queryId) {
     out.append(el("article", { class: "answer" },
       el("div", { class: "head" },
         el("span", { class: "matched", text: a.question }),
-        el("span", { class: "score", title: "similarity of the query to the matched question",
-          text: a.score.toFixed(3) })),
+        a.confidence === null ?
+          el("span", { class: "score", title: "similarity of the query to the matched question",
+            text: a.score.toFixed(3) }) :
+          el("span", { class: "score", title: `confidence: the chance that this is the right answer ` +
+            `(similarity of the query to the matched question ${a.score.toFixed(3)})`,
+            text: `${percent(a.confidence)} sure` })),
       el("div", { class: "answer-text", text: a.answer }),
       el("div", { class: "meta" },
         el("span", { class: "faq-id", text: a.faq_id }),
@@ -233,7 +247,11 @@ function suggestBox(id, questions) {
       const rows = body.suggestions.map((sg) => el("li", { class: "suggestion" }, el("label", {},
         el("input", { type: "checkbox", class: "suggest-check", value: sg.text }), " ",
         el("span", { class: "q-text", text: sg.text }), " ",
-        el("span", { class: `badge suggest-${sg.source}`, title: "where it comes from", text: sg.source }),
+        el("span", { class: `badge suggest-${sg.source}`, title: sg.source === "answered" ?
+          "the index answers it with this FAQ now" : sg.source === "near" ?
+          "the index leaves it unanswered, with this FAQ among the nearest" : "generated", text: sg.source }),
+        sg.confidence === null || sg.confidence === undefined ? "" :
+          el("span", { class: "muted", text: ` ${percent(sg.confidence)} sure` }),
         sg.count > 1 ? el("span", { class: "muted", text: ` asked ${sg.count}×` }) : "")));
       const form = writeForm("approve", "Approve selected", [], async (key) => {
         const ticked = rows.filter((r) => $(".suggest-check", r).checked);
@@ -264,7 +282,8 @@ async function listGaps() {
     out.replaceChildren(...body.gaps.map((g) => el("div", { class: "gap" },
       el("strong", { text: `${g.count} queries (${g.distinct} distinct)` }),
       g.nearest_faq ?
-        el("span", { class: "muted", text: ` · nearest FAQ ${g.nearest_faq} at ${g.nearest_score.toFixed(2)}` }) : "",
+        el("span", { class: "muted", text: ` · nearest FAQ ${g.nearest_faq} at ` + (g.nearest_confidence === null ?
+          g.nearest_score.toFixed(2) : `${percent(g.nearest_confidence)} confidence`) }) : "",
       el("ul", {}, ...g.examples.map((ex) => el("li", {}, ex, assignButton(ex, null)))))));
   });
 }

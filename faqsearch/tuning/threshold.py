@@ -18,11 +18,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..confidence import ConfidenceModel
 from ..defaults import SELF_THRESHOLD_MIN, THRESHOLD_RANGE
 from ..errors import FAQSearchError, TooFewVariantsError
 from ..evaluation import LabelledQuery
 from ..search import fuse
 from ..text import non_latin_share
+from . import confidence as conf
 from .fusion import FusionReport, self_fusion_candidates, tune_fusion
 from .transform import default_offtopic
 
@@ -40,6 +42,7 @@ class ThresholdReport:
     rows: list[dict[str, float]] = field(default_factory=list)  # threshold -> answered-right, out-of-scope answered
     current: float | None = None
     applied: bool = False
+    confidence: ConfidenceModel | None = None  # the confidence model learned with it (None where none could be)
 
     def section(self) -> dict[str, Any]:
         """What the index's config records (``calibration``)."""
@@ -48,7 +51,7 @@ class ThresholdReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "current": self.current, "applied": self.applied, **self.section(),
-                "rows": self.rows}
+                "confidence": self.confidence.to_dict() if self.confidence is not None else None, "rows": self.rows}
 
 
 def trade_off(right: np.ndarray, inscope: int, off: np.ndarray, grid: Sequence[float] | None = None
@@ -88,7 +91,8 @@ def calibrate(searcher, candidates: tuple[list, list] | None = None, offtopic: S
     # fused first answer, which is at most that (bar a lexical-only candidate): it errs towards not
     # answering them, and spares an encoder pass over 20 candidate questions per negative
     tokens = snap.mode == "hybrid" and snap.token_weight > 0
-    off = best_scores(searcher, offtopic_for(searcher, offtopic), mode="dense" if tokens else None)
+    offtopic = offtopic_for(searcher, offtopic)
+    off = best_scores(searcher, offtopic, mode="dense" if tokens else None)
     if not len(off):
         raise FAQSearchError("no out-of-scope questions to calibrate the threshold on")
     if candidates is None:
@@ -107,7 +111,20 @@ def calibrate(searcher, candidates: tuple[list, list] | None = None, offtopic: S
         rule = "99th percentile of out-of-scope scores (too few FAQs with several questions for positives)"
     t = float(np.clip(t, *THRESHOLD_RANGE))
     return ThresholdReport(round(t, 4), "self-calibrated", rule, len(right), len(off), int(snap.config["counts"]["questions"]),
-                           trade_off(right, len(tops), off), current=snap.threshold)
+                           trade_off(right, len(tops), off), current=snap.threshold,
+                           confidence=_confidence(searcher, lambda: conf.simulate(searcher, candidates, offtopic),
+                                                  round(t, 4), "self-calibrated"))
+
+
+def _confidence(searcher, simulation: Callable, threshold: float, chosen_by: str) -> ConfidenceModel | None:
+    """The confidence model learned from ``simulation()`` (None in lexical mode, whose BM25 scores
+    are no cosines, and where the data hold no right or no wrong first answer)."""
+    if searcher.snap.mode == "lexical":
+        return None
+    try:
+        return conf.fit(simulation(), threshold, chosen_by=chosen_by)
+    except ValueError:
+        return None
 
 
 def tune_threshold(searcher, queries: Sequence[LabelledQuery], offtopic: Sequence[str]) -> ThresholdReport:
@@ -131,7 +148,10 @@ def tune_threshold(searcher, queries: Sequence[LabelledQuery], offtopic: Sequenc
     t = float((lo + hi) / 2) if hi > lo else float(lo)
     return ThresholdReport(round(t, 4), "labelled", "maximises in-scope answered right minus out-of-scope answered",
                            len(queries), len(off), int(searcher.snap.config["counts"]["questions"]),
-                           trade_off(right, len(queries), off), current=searcher.snap.threshold)
+                           trade_off(right, len(queries), off), current=searcher.snap.threshold,
+                           confidence=_confidence(searcher, lambda: conf.labelled(searcher, [q.text for q in queries],
+                                                                                  [q.gold for q in queries], offtopic),
+                                                  round(t, 4), "labelled"))
 
 
 def fusion_changes(report: FusionReport) -> dict[str, Any] | None:
@@ -149,7 +169,8 @@ def fusion_changes(report: FusionReport) -> dict[str, Any] | None:
 def threshold_changes(report: ThresholdReport) -> dict[str, Any]:
     """The config changes that store a chosen threshold and how it was chosen (marks the report applied)."""
     report.applied = True
-    return {"threshold": report.threshold, "calibration": report.section()}
+    return {"threshold": report.threshold, "calibration": report.section(),
+            "confidence": report.confidence.to_dict() if report.confidence is not None else None}
 
 
 def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
@@ -159,9 +180,11 @@ def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
 
     queries = QueryEncoder(lambda: encoder)
     changes: dict[str, Any] = {}
+    # a threshold given at ingest stays (and decides); the confidence is learned all the same, to be shown
     self_tune(lambda: Searcher(replace(snap, config={**snap.config, **changes}), queries),
               (lambda r: changes.update(fusion_changes(r) or {})) if fusion and snap.mode == "hybrid" else None,
-              (lambda r: changes.update(threshold_changes(r))) if threshold else None)
+              (lambda r: changes.update(threshold_changes(r) if threshold else
+                                        {"confidence": threshold_changes(r)["confidence"]})))
     return changes
 
 

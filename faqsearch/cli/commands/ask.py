@@ -6,7 +6,7 @@ import sys
 import click
 
 from ...defaults import ASK_K
-from ..options import (Score, batch_size_option, device_option, generator_option, handles_errors, index_option,
+from ..options import (Finite, Score, batch_size_option, device_option, generator_option, handles_errors, index_option,
                        mode_option, output_options, threads_option)
 from ..render import dump, result, unknown_category
 
@@ -43,6 +43,9 @@ def stdin_lines() -> list[str]:
               help="Answers (distinct FAQs) to return at most; never changes whether a query is answered.")
 @click.option("--threshold", "-t", type=Score(), default=None,
               help="Minimum score of an answer (default: the index's, see `faqsearch info`).")
+@click.option("--min-confidence", type=Finite(0, 1), default=None,
+              help="Answer when the first answer's confidence (0-1) reaches this (default: the index's operating "
+                   "point, see `faqsearch info`).")
 @click.option("--model", "-m", help="Check that the index was built with this encoder.")
 @mode_option
 @click.option("--category", help="Only FAQs of this category (filtered inside the search).")
@@ -55,17 +58,21 @@ def stdin_lines() -> list[str]:
 @threads_option
 @handles_errors
 @device_option("cpu")
-def ask(text, index, top_k, threshold, model, mode, category, log_queries, paraphrases, generator, threads, out):
+def ask(text, index, top_k, threshold, min_confidence, model, mode, category, log_queries, paraphrases, generator, threads,
+        out):
     """Answer a question from an index. With no TEXT (or '-'), read one query per line from stdin
     and answer them in one batch as JSON lines (a blank line gets an empty result).
 
-    A query is answered when its best-ranked answer reaches the threshold; -k only sets how many
-    answers are listed. Queries are not logged unless --log (`faqsearch serve` logs its own).
+    A query is answered when its best-ranked answer's confidence (the chance that it is the right
+    FAQ, learned by the index at ingest) reaches the index's operating point, or --min-confidence;
+    with --threshold, when its score (cosine) reaches that instead. -k only sets how many answers are
+    listed. Queries are not logged unless --log (`faqsearch serve` logs its own).
 
     \b
     Example:
         faqsearch ask "can I change my delivery address?"
         faqsearch ask "refund for a damaged item" -k 5 --json
+        faqsearch ask "can I bring my dog?" --min-confidence 0.8
         cat queries.txt | faqsearch ask --index support
         faqsearch ask "error code E42 on my printer" --mode lexical
     """
@@ -80,9 +87,11 @@ def ask(text, index, top_k, threshold, model, mode, category, log_queries, parap
         raise click.UsageError("the question is blank (no visible characters)")
     if batch and not queries:
         raise click.UsageError("stdin held no queries")
+    if threshold is not None and min_confidence is not None:
+        raise click.UsageError("give --threshold (a cosine) or --min-confidence (a probability), not both")
     with FAQSearch.open(index, model=model, threads=threads) as engine:
         searcher = engine.searcher()
-        results = searcher.answer(queries, k=top_k, mode=mode, threshold=threshold,
+        results = searcher.answer(queries, k=top_k, mode=mode, threshold=threshold, min_confidence=min_confidence,
                                   filters={"category": category} if category else None)
         # nothing matched at all: say whether the index is empty (a count only in that case)
         empty = results[0].best_score is None and searcher.snap.store.question_count() == 0

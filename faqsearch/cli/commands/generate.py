@@ -8,7 +8,7 @@ import click
 from ...defaults import PARAPHRASE_ROUNDS
 from ..options import (Finite, device_option, generator_option, handles_errors, index_option, output_options,
                        sampling_options, threads_option)
-from ..render import dump, edit
+from ..render import dump, edit, percent
 
 languages_option = click.option(
     "--generator-languages", "languages", metavar="CODES",
@@ -188,7 +188,7 @@ def suggest(faq_id, index, limit, generate, generator, languages, out, threads):
     if not got.suggestions:
         click.echo(f"No suggestions for {faq_id}" + ("." if generate else "; try --generate 5."))
     for s in got.suggestions:
-        score = "" if s.score is None else f"{s.score:.3f}"
+        score = ("" if s.score is None else f"{s.score:.3f}") if s.confidence is None else percent(s.confidence)
         click.echo(f"{s.source:<9} {score:>6} {str(s.count) + 'x' if s.source != 'generated' else '':>4}  {s.text}")
 
 

@@ -7,7 +7,7 @@ import click
 
 from ...defaults import GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..options import Finite, device_option, handles_errors, index_option, output_options, threads_option
-from ..render import dump
+from ..render import dump, percent
 
 
 @click.command()
@@ -97,7 +97,9 @@ def gaps(index, similarity, margin, min_count, since, limit, out, threads):
     if not found:
         click.echo("No gaps: no group of unanswered queries is large enough.")
     for n, g in enumerate(found, 1):
-        near = f"; nearest FAQ {g.nearest_faq} at {g.nearest_score:.2f}" if g.nearest_faq else ""
+        near = (f"; nearest FAQ {g.nearest_faq} at {percent(g.nearest_confidence)} confidence"
+                if g.nearest_faq and g.nearest_confidence is not None else
+                f"; nearest FAQ {g.nearest_faq} at {g.nearest_score:.2f}" if g.nearest_faq else "")
         click.echo(f"{n}. {g.count} queries ({g.distinct} distinct){near}")
         for ex in g.examples:
             click.echo(f"     - {ex}")

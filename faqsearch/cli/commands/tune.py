@@ -24,6 +24,9 @@ from ..render import dump, fusion as print_fusion, threshold as print_threshold,
               help="Choose the threshold instead: with QUERIES and --offtopic FILE (labelled in-scope and "
                    "out-of-scope queries), or --self (no labels: the index's own question variants and the "
                    "shipped out-of-scope questions, as at ingest). --apply stores it.")
+@click.option("--min-confidence", "min_confidence", default=None, metavar="P|auto",
+              help="Store the confidence (0-1) at or above which `ask` answers, in place of the operating point the "
+                   "index chose ('auto' goes back to it). Needs no QUERIES.")
 @click.option("--folds", type=click.IntRange(2, 20), default=FOLDS, show_default=True, help="Cross-validation folds.")
 @click.option("--offtopic", type=click.Path(dir_okay=False),
               help="Questions the index must not answer (.txt lines); a new threshold never answers more of them "
@@ -34,8 +37,8 @@ from ..render import dump, fusion as print_fusion, threshold as print_threshold,
 @threads_option
 @handles_errors
 @device_option()
-def tune(queries, index, pairs, self_supervised, do_apply, fusion, pick_threshold, folds, offtopic, query_column,
-         gold_column, out, threads):
+def tune(queries, index, pairs, self_supervised, do_apply, fusion, pick_threshold, min_confidence, folds, offtopic,
+         query_column, gold_column, out, threads):
     """Choose whitening beta, gamma and k for an index from labelled data (or the BM25 weight).
 
     Every setting of beta, gamma in {0, 0.5, 1} and k in {64, 128, 256, all} (plus no transform)
@@ -50,6 +53,7 @@ def tune(queries, index, pairs, self_supervised, do_apply, fusion, pick_threshol
         faqsearch tune --pairs sts-dev.tsv --index sts --json
         faqsearch tune user_queries.csv --fusion --apply
         faqsearch tune user_queries.csv --threshold --offtopic not_ours.txt --apply
+        faqsearch tune --min-confidence 0.8 --index support
     """
     from ...corpus import read_texts
     from ...engine import FAQSearch
@@ -57,6 +61,11 @@ def tune(queries, index, pairs, self_supervised, do_apply, fusion, pick_threshol
     from ...tuning import tune as run_tune
     from ...tuning import tune_fusion
 
+    if min_confidence is not None:
+        if queries or pairs or self_supervised or fusion or pick_threshold:
+            raise click.UsageError("--min-confidence is a setting of its own: give it alone")
+        set_min_confidence(index, min_confidence, out.json)
+        return
     if sum(x is not None and x is not False for x in (queries, pairs, self_supervised)) != 1:
         raise click.UsageError("give exactly one of QUERIES, --pairs FILE or --self")
     if (fusion or pick_threshold) and pairs:
@@ -90,6 +99,28 @@ def tune(queries, index, pairs, self_supervised, do_apply, fusion, pick_threshol
             engine.refit(report.chosen, report.new_threshold)
             report.applied = True
     print_tune(report, out.json, do_apply)
+
+
+def set_min_confidence(index, value: str, as_json: bool) -> None:
+    """`tune --min-confidence P|auto`: store (or clear) the user's operating point."""
+    from ...engine import FAQSearch
+
+    given = None
+    if value.strip().lower() != "auto":
+        given = Finite(0, 1).convert(value, None, None)
+    with FAQSearch.open(index) as engine:
+        engine.set_min_confidence(given)
+        snap = engine.snapshot
+        result = {"index": engine.path, "min_confidence": snap.min_confidence, "given": given is not None,
+                  "learned": snap.confidence is not None}
+    if as_json:
+        click.echo(dump(result))
+    elif not result["learned"]:
+        click.echo("Stored, but this index has no confidence model (built before faqsearch learned one, or lexical): "
+                   "it answers by its cosine threshold. Rebuild it with `faqsearch ingest` to use it.")
+    else:
+        click.echo(f"ask now answers at a confidence of {100 * snap.min_confidence:.0f}% or more "
+                   f"({'given' if given is not None else 'the operating point the index chose'}).")
 
 
 @click.command()

@@ -1,0 +1,214 @@
+"""Answer or abstain (issue #44): the decision `ask` makes by default, before (the cosine threshold the
+index chose) and now (the confidence against the index's operating point), on every set we have.
+
+For each set an index is built with the defaults (`faqsearch ingest`), then every in-scope query and
+out-of-scope question is asked as `ask --json` would (``Result.to_dict()``, k=3), and scored the way
+../shared/tools/decision.py scores it: in-scope answered right, out-of-scope answered, the balanced
+score ((in-scope right share + out-of-scope refused share) / 2), the best balanced score of any single
+threshold chosen on these queries themselves (on the confidence, and on the cosine), the expected
+calibration error of the first answer's confidence (10 bins) and lists whose shown confidence rises.
+Banking77 faqs_5 is also built without 10 of its intents (three seeded choices): their queries are
+in-domain questions without an FAQ. A last table bins the confidence against the share right.
+
+Out of scope: sample_data/offtopic*.txt for the samples; for Banking77, CovidFAQ queries and STSB-en
+sentences; for CovidFAQ, Banking77 queries and STSB-en sentences (as benchmarks/calibration.py).
+
+    python benchmarks/decision.py [--out FILE] [--jsonl DIR] [--sets NAME,...]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import os
+import random
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import DATA, SAMPLE, CachingEncoder, add_sets_option, emit, machine, wanted_sets  # noqa: E402
+
+from faqsearch import FAQSearch  # noqa: E402
+from faqsearch.corpus import read_texts  # noqa: E402
+from faqsearch.encoders import load_encoder  # noqa: E402
+from faqsearch.evaluation import ranking_metrics, read_labelled_queries, read_pairs  # noqa: E402
+
+SETS = [(n,) for n in ("sample_data en", "sample_data zh (USE)", "CovidFAQ", "Banking77 faqs_1", "Banking77 faqs_5",
+                       "Banking77 faqs_all", "Banking77 faqs_5 without 10 intents")]
+LEFT_OUT = 10
+SEEDS = (0, 1, 2)
+
+
+def score(outs: list[dict], gold: list[set[str] | None]) -> dict:
+    """decision.py's figures for ask --json outputs (gold None: out of scope), plus the oracle thresholds."""
+    right = wrong = unans = oos = oos_ans = unsorted = 0
+    conf, cos, ok_first = [], [], []
+    for g, o in zip(gold, outs):
+        a = o.get("answers") or []
+        shown = [x.get("confidence", x.get("score")) for x in a]
+        unsorted += any(s2 > s1 + 1e-9 for s1, s2 in zip(shown, shown[1:]))
+        first = a[0] if a else (o.get("nearest") or {})
+        ok = g is not None and first.get("faq_id") in g
+        conf.append(first.get("confidence") if first.get("confidence") is not None else -1.0)
+        cos.append(first.get("score") if first.get("score") is not None else -1.0)
+        ok_first.append(ok)
+        if g is None:
+            oos += 1
+            oos_ans += bool(o["answered"])
+        elif not o["answered"]:
+            unans += 1
+        elif ok:
+            right += 1
+        else:
+            wrong += 1
+    ins = right + wrong + unans
+    conf, cos, okf = np.array(conf), np.array(cos), np.array(ok_first, dtype=float)
+    is_in = np.array([g is not None for g in gold])
+
+    def best(values):
+        cuts = np.unique(np.r_[values, values.max() + 1])
+        return max(50 * (np.mean((values[is_in] >= t) * okf[is_in]) + np.mean(values[~is_in] < t)) for t in cuts)
+
+    bins = [[] for _ in range(10)]
+    for c, k in zip(conf, okf):
+        if c >= 0:
+            bins[min(9, int(c * 10))].append((c, k))
+    n = sum(len(b) for b in bins)
+    ece = sum(abs(np.mean([c for c, _ in b]) - np.mean([k for _, k in b])) * len(b) for b in bins if b) / n if n else None
+    return {"in_scope": ins, "right": right, "oos": oos, "oos_answered": oos_ans,
+            "balanced": 100 * ((right / ins if ins else 0) + (1 - oos_ans / oos if oos else 1)) / 2,
+            "best_conf": best(conf) if n else None, "best_cos": best(cos), "ece": ece, "unsorted": unsorted,
+            "bins": [(len(b), np.mean([k for _, k in b]) if b else None) for b in bins]}
+
+
+def ask_all(e, texts: list[str], **kw) -> list[dict]:
+    return [r.to_dict() for r in e.ask_many(texts, k=3, **kw)]
+
+
+def without_intents(corpus: str, seed: int, out_dir: str) -> tuple[str, set[str]]:
+    with open(corpus, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    ids = sorted({r["id"] for r in rows})
+    drop = set(random.Random(seed).sample(ids, LEFT_OUT))
+    path = os.path.join(out_dir, f"without_{seed}.csv")
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(r for r in rows if r["id"] not in drop)
+    return path, drop
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out")
+    ap.add_argument("--jsonl", help="also write each set's ask --json lines and gold file here (for decision.py)")
+    add_sets_option(ap, SETS)
+    args = ap.parse_args()
+    wanted = wanted_sets(ap, args, SETS)
+    logging.basicConfig(level=logging.ERROR)
+    minilm = CachingEncoder(load_encoder("minilm"))
+    tmp = tempfile.mkdtemp()
+    bank, covid = os.path.join(DATA, "Banking77"), os.path.join(DATA, "CovidFAQ")
+    a, b, _ = read_pairs(os.path.join(DATA, "STSB-en", "sts-test.tsv"))
+    stsb = list(dict.fromkeys(a + b))
+    random.Random(0).shuffle(stsb)
+    stsb = stsb[:500]
+
+    def queries_of(path: str, n: int) -> list[str]:
+        return [q.text for q in read_labelled_queries(path)][:n]
+
+    bank_oos = queries_of(os.path.join(covid, "queries.csv"), 500) + stsb
+    sets = {
+        "sample_data en": (minilm, os.path.join(SAMPLE, "faq.csv"), os.path.join(SAMPLE, "queries.csv"),
+                           read_texts(os.path.join(SAMPLE, "offtopic.txt"))),
+        "CovidFAQ": (minilm, os.path.join(covid, "faqs.csv"), os.path.join(covid, "queries.csv"),
+                     queries_of(os.path.join(bank, "queries.csv"), 500) + stsb),
+        "Banking77 faqs_1": (minilm, os.path.join(bank, "faqs_1.csv"), os.path.join(bank, "queries.csv"), bank_oos),
+        "Banking77 faqs_5": (minilm, os.path.join(bank, "faqs_5.csv"), os.path.join(bank, "queries.csv"), bank_oos),
+        "Banking77 faqs_all": (minilm, os.path.join(bank, "faqs_all.csv"), os.path.join(bank, "queries.csv"), bank_oos),
+    }
+    if "sample_data zh (USE)" in wanted:
+        sets["sample_data zh (USE)"] = (CachingEncoder(load_encoder("use-multilingual")),
+                                        os.path.join(SAMPLE, "faq_zh.csv"), os.path.join(SAMPLE, "queries_zh.csv"),
+                                        read_texts(os.path.join(SAMPLE, "offtopic_zh.txt")))
+    table = ["| set | in scope / out of scope | operating point | in-scope right | out-of-scope answered | balanced | "
+             "best single threshold (confidence / cosine) | ECE | rising lists | before: right / out-of-scope answered / "
+             "balanced (cosine threshold) | MRR@10 / R@1 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    reliability: dict[str, list] = {}
+    for name in [n for n, in SETS if n in wanted and n in sets]:
+        print(name, "...", file=sys.stderr, flush=True)
+        enc, corpus, qfile, oos = sets[name]
+        queries = read_labelled_queries(qfile)
+        e = FAQSearch.build(corpus, os.path.join(tmp, "ix"), encoder=enc, force=True)
+        texts, gold = [q.text for q in queries] + list(oos), [q.gold for q in queries] + [None] * len(oos)
+        outs = ask_all(e, texts)
+        now = score(outs, gold)
+        then = score(ask_all(e, texts, threshold=e.threshold), gold)
+        ranked = [[a.faq_id for a in r.answers] for r in e.ask_many([q.text for q in queries], k=10, threshold=-1.0)]
+        m = ranking_metrics(ranked, [q.gold for q in queries])
+        reliability[name] = now["bins"]
+        if args.jsonl:
+            write_jsonl(args.jsonl, name, texts, gold, outs)
+        op = e.snapshot.min_confidence
+        table.append(
+            f"| {name} | {now['in_scope']} / {now['oos']} | {op:.2f} | {100 * now['right'] / now['in_scope']:.1f}% | "
+            f"{100 * now['oos_answered'] / now['oos']:.1f}% | {now['balanced']:.2f} | {now['best_conf']:.2f} / "
+            f"{now['best_cos']:.2f} | {now['ece']:.3f} | {now['unsorted']} | {100 * then['right'] / then['in_scope']:.1f}% / "
+            f"{100 * then['oos_answered'] / then['oos']:.1f}% / {then['balanced']:.2f} | "
+            f"{100 * m['mrr@10']:.2f} / {100 * m['recall@1']:.2f} |")
+        e.close()
+    unknown = ["| left out (seed) | kept intents' queries answered right | left-out intents' queries answered | "
+               "before: answered right / left-out answered (cosine threshold) | operating point |", "|---|---|---|---|---|"]
+    if "Banking77 faqs_5 without 10 intents" in wanted:
+        queries = read_labelled_queries(os.path.join(bank, "queries.csv"))
+        sums = np.zeros(4)
+        for seed in SEEDS:
+            print(f"without 10 intents, seed {seed} ...", file=sys.stderr, flush=True)
+            path, drop = without_intents(os.path.join(bank, "faqs_5.csv"), seed, tmp)
+            e = FAQSearch.build(path, os.path.join(tmp, "ix"), encoder=minilm, force=True)
+            kept = [q for q in queries if not q.gold & drop]
+            gone = [q.text for q in queries if q.gold & drop]
+            row = []
+            for kw in ({}, {"threshold": e.threshold}):
+                k_out = ask_all(e, [q.text for q in kept], **kw)
+                right = np.mean([o["answered"] and o["answers"][0]["faq_id"] in q.gold for o, q in zip(k_out, kept)])
+                answered = np.mean([o["answered"] for o in ask_all(e, gone, **kw)])
+                row += [100 * right, 100 * answered]
+            sums += row
+            unknown.append(f"| {', '.join(sorted(drop))[:60]}... ({seed}) | {row[0]:.1f}% | {row[1]:.1f}% | "
+                           f"{row[2]:.1f}% / {row[3]:.1f}% | {e.snapshot.min_confidence:.2f} |")
+            e.close()
+        sums /= len(SEEDS)
+        unknown.append(f"| mean of {len(SEEDS)} | {sums[0]:.1f}% | {sums[1]:.1f}% | {sums[2]:.1f}% / {sums[3]:.1f}% | |")
+    rel = ["| confidence | " + " | ".join(reliability) + " |", "|---|" + "---|" * len(reliability)]
+    for i in range(10):
+        cells = []
+        for bins in reliability.values():
+            n, share = bins[i]
+            cells.append(f"{100 * share:.0f}% right of {n}" if n else "-")
+        rel.append(f"| {i / 10:.1f}-{(i + 1) / 10:.1f} | " + " | ".join(cells) + " |")
+    emit([f"Measured {machine()} with `python benchmarks/decision.py`", "",
+          "Answer or abstain at the default operating point (k=3, as `ask --json`)", "", *table, "",
+          f"Banking77 faqs_5 built without {LEFT_OUT} intents: their queries have no FAQ", "", *unknown, "",
+          "Reliability: first answers binned by confidence, the share right in each bin (in-scope and out-of-scope "
+          "queries together)", "", *rel], args.out)
+
+
+def write_jsonl(folder: str, name: str, texts: list[str], gold: list, outs: list[dict]) -> None:
+    os.makedirs(folder, exist_ok=True)
+    stem = os.path.join(folder, name.replace(" ", "_").replace("(", "").replace(")", ""))
+    with open(stem + ".gold.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["query", "faq_id"])
+        for t, g in zip(texts, gold):
+            w.writerow([t, sorted(g)[0] if g else "none"])
+    with open(stem + ".jsonl", "w", encoding="utf-8") as fh:
+        for o in outs:
+            fh.write(json.dumps(o) + "\n")
+
+
+if __name__ == "__main__":
+    main()

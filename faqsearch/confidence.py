@@ -1,0 +1,130 @@
+"""The confidence of an answer: the probability that it is the right FAQ for the query, from a small
+logistic model each index learns about itself (:mod:`faqsearch.tuning.confidence` fits it; the
+config's ``confidence`` section stores it), and the operating point at or above which `ask` answers.
+
+Features of an answer in a ranked list (each a score the ranking already computed, nothing new to
+encode): its cosine, its margin over the next answer in the ranking (fused score), and its token
+match (the cosine where the index has none). Coefficients are kept non-negative, so the confidence
+rises with each piece of evidence. Down a list the confidence never rises: each answer's is at most
+the one above it, and, answers being mutually exclusive, at most 1 - the first one's.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import InvalidOptionError
+
+FEATURES = ("cosine", "margin", "token")
+NO_NEXT_MARGIN = 0.0  # the last answer of a list has no next one: no evidence of a margin
+
+
+def ranking_score(a) -> float:
+    """The score a list is ranked by: the fused score in hybrid mode, else the cosine."""
+    return float(a.fused if a.fused is not None else (a.dense if a.dense is not None else a.score))
+
+
+def features(ranked: Sequence[Any]) -> np.ndarray:
+    """One row of FEATURES per answer of a ranked list (answers with ``dense``, ``fused``, ``token``)."""
+    out = np.zeros((len(ranked), len(FEATURES)), np.float64)
+    for i, a in enumerate(ranked):
+        cos = float(a.dense if a.dense is not None else a.score)
+        nxt = ranking_score(ranked[i + 1]) if i + 1 < len(ranked) else None
+        out[i] = (cos, ranking_score(a) - nxt if nxt is not None else NO_NEXT_MARGIN,
+                  float(a.token) if a.token is not None else cos)
+    return out
+
+
+def top_features(ranked: Sequence[Any]) -> np.ndarray:
+    """FEATURES of the first answer of a ranked list (its margin over the second)."""
+    return features(ranked[:2])[0]
+
+
+def check_probability(value: Any, what: str = "min_confidence") -> float | None:
+    """``value`` as a confidence in [0, 1] (None stays None); anything else is an InvalidOptionError."""
+    if value is None:
+        return None
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)) or not 0.0 <= float(value) <= 1.0:
+        raise InvalidOptionError(f"{what} is a probability between 0 and 1, got {value!r}")  # NaN fails the range too
+    return float(value)
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
+
+
+@dataclass(frozen=True)
+class ConfidenceModel:
+    """P(right) = sigmoid(intercept + coef . FEATURES); ``operating_point``: the confidence at or above
+    which the first answer is given (``chosen_by`` says how it was set)."""
+
+    coef: tuple[float, ...]
+    intercept: float
+    operating_point: float
+    chosen_by: str = "self-calibrated"
+    stats: dict[str, Any] = field(default_factory=dict, compare=False)  # how it was learned, for info
+
+    def probability(self, rows: np.ndarray) -> np.ndarray:
+        return sigmoid(np.asarray(rows, np.float64) @ np.asarray(self.coef) + self.intercept)
+
+    def confidences(self, ranked: Sequence[Any]) -> list[float]:
+        """The confidence of each answer of a ranked list, never rising down the list."""
+        if not ranked:
+            return []
+        p = self.probability(features(ranked))
+        out = [float(p[0])]
+        for v in p[1:]:
+            out.append(min(out[-1], 1.0 - out[0], float(v)))
+        return [round(v, 4) for v in out]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"features": list(FEATURES), "coef": [float(c) for c in self.coef], "intercept": float(self.intercept),
+                "operating_point": float(self.operating_point), "chosen_by": self.chosen_by, **self.stats}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "ConfidenceModel | None":
+        """The model a config section describes; None where there is none or it is not usable (an older
+        index, a damaged section): the index then answers by its cosine threshold."""
+        if not isinstance(d, dict) or list(d.get("features") or []) != list(FEATURES):
+            return None
+        try:
+            coef = tuple(float(c) for c in d["coef"])
+            intercept, op = float(d["intercept"]), float(d["operating_point"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if len(coef) != len(FEATURES) or not all(math.isfinite(v) for v in (*coef, intercept, op)) \
+                or not 0.0 <= op <= 1.0 or min(coef) < 0:
+            return None
+        stats = {k: v for k, v in d.items() if k not in ("features", "coef", "intercept", "operating_point", "chosen_by")}
+        return cls(coef, intercept, op, str(d.get("chosen_by") or "self-calibrated"), stats)
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 1e-2, iters: int = 50
+                 ) -> tuple[np.ndarray, float]:
+    """Weighted logistic regression (Newton steps, a small L2 penalty on the coefficients) whose
+    coefficients are kept non-negative: a feature that comes out negative is dropped (its
+    coefficient 0) and the rest refitted."""
+    x, y, w = np.asarray(x, np.float64), np.asarray(y, np.float64), np.asarray(w, np.float64)
+    active = list(range(x.shape[1]))
+    while True:
+        z = np.c_[x[:, active], np.ones(len(x))]
+        b = np.zeros(z.shape[1])
+        pen = l2 * np.r_[np.ones(len(active)), 0.0]
+        for _ in range(iters):
+            p = sigmoid(z @ b)
+            grad = z.T @ (w * (p - y)) + pen * b
+            hess = (z * (w * p * (1 - p))[:, None]).T @ z + np.diag(pen) + 1e-9 * np.eye(len(b))
+            step = np.linalg.solve(hess, grad)
+            b -= step
+            if np.abs(step).max() < 1e-8:
+                break
+        negative = [active[i] for i in range(len(active)) if b[i] < 0]
+        if not negative:
+            coef = np.zeros(x.shape[1])
+            coef[active] = b[:-1]
+            return coef, float(b[-1])
+        active = [i for i in active if i not in negative]

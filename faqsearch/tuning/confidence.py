@@ -1,0 +1,170 @@
+"""Learn an index's confidence model (:mod:`faqsearch.confidence`) and its operating point without
+labels, from a simulation over its own data, or from labelled queries (``tune``).
+
+The simulation, all of it searched in the index's own mode and weights:
+
+- **in scope**: held-out question variants (one question of each FAQ with several, searched against
+  the other questions: :func:`faqsearch.tuning.fusion.self_fusion_candidates`). Right when the first
+  answer is its FAQ, a *confusion* when it is another FAQ.
+- **in-domain out of scope**: the same variants searched with their FAQ left out, and the only
+  question of FAQs that have one, searched against the index without it: the first answer is wrong
+  by construction, as it is for a user's question the FAQ does not cover.
+- **general out of scope**: the shipped general-domain questions (faqsearch/data/offtopic.txt).
+
+Where fewer than CONFIDENCE_MIN_VARIANTS FAQs have several questions there are too few variants
+to learn from: the positives are then each FAQ's first question with a third of its words dropped
+(easier than real queries, so only the cosine is used), and the operating point is the confidence at
+the cosine threshold chosen from the general negatives (:func:`faqsearch.tuning.threshold.calibrate`).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..confidence import FEATURES, ConfidenceModel, fit_logistic, sigmoid, top_features
+from ..defaults import (CONFIDENCE_MIN_VARIANTS, CONFIDENCE_MIX, CONFIDENCE_SAMPLE, FUSION_POOL,
+                        UNKNOWN_SHARE)
+from ..search import fuse
+
+Lists = list  # ranked answer lists (best first)
+
+
+@dataclass
+class Simulation:
+    """Feature rows (FEATURES of each list's first answer) of the simulation's kinds of query."""
+
+    positives: np.ndarray  # in-scope queries (held-out variants, or pseudo-queries)
+    right: np.ndarray  # 1 where the in-scope query's first answer is its FAQ
+    in_domain: np.ndarray  # in-domain out of scope (leave-FAQ-out)
+    general: np.ndarray  # general out of scope
+    pseudo: bool = False  # the positives are word-dropout pseudo-queries (too few variants)
+
+
+def ranked_lists(searcher, texts: Sequence[str], leave_out: Sequence[str | None] | None = None) -> Lists:
+    """Each text's ranked list as `ask` ranks it in the index's mode (hybrid: fused candidates; dense:
+    cosine), without the FAQ named in ``leave_out`` (the index without that FAQ)."""
+    snap = searcher.snap
+    texts = list(texts)
+    out: Lists = []
+    for start in range(0, len(texts), 64):
+        block = texts[start:start + 64]
+        vectors = searcher.vectors(block, tokens=snap.mode == "hybrid" and snap.token_weight > 0)
+        pools = (searcher.candidates(block, vectors, FUSION_POOL) if snap.mode == "hybrid" else
+                 searcher.dense(vectors, FUSION_POOL, widen=False))
+        for j, pool in enumerate(pools):
+            gone = leave_out[start + j] if leave_out is not None else None
+            if gone is not None:
+                pool = [a for a in pool if a.faq_id != gone]
+            out.append(rank(snap, pool))
+    return out
+
+
+def rank(snap, candidates: Sequence[Any], k: int = 2) -> list:
+    """The first k of candidates in the index's ranking (fused in hybrid mode, else by cosine)."""
+    if snap.mode == "hybrid":
+        return fuse(candidates, snap.hybrid_weight, k, snap.token_weight)
+    return sorted(candidates, key=lambda a: -(a.dense if a.dense is not None else a.score))[:k]
+
+
+def rows(lists: Lists) -> np.ndarray:
+    return np.array([top_features(lst) for lst in lists if lst], dtype=np.float64).reshape(-1, len(FEATURES))
+
+
+def simulate(searcher, candidates: tuple[list, list] | None, offtopic: Sequence[str]) -> Simulation:
+    """The simulation of the module docstring (``candidates``: the held-out variants' candidates,
+    :func:`faqsearch.tuning.fusion.self_fusion_candidates`, or None where there are too few)."""
+    snap = searcher.snap
+    cands, gold = candidates if candidates is not None else ([], [])
+    pairs = [(c, g) for c, g in zip(cands, gold) if c]
+    pos_lists = [rank(snap, c) for c, _ in pairs]
+    right = np.array([bool(lst) and lst[0].faq_id in g for lst, (_, g) in zip(pos_lists, pairs)], dtype=np.float64)
+    in_domain = [rank(snap, [a for a in c if a.faq_id not in g]) for c, g in pairs]
+    qids, keys = snap.store.question_faqs()
+    uniq, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    rng = random.Random(0)
+    singles = sorted(int(first[i]) for i in np.flatnonzero(counts == 1))
+    singles = sorted(rng.sample(singles, min(len(singles), CONFIDENCE_SAMPLE)))
+    if singles:
+        texts = snap.store.question_rows(qids[singles])
+        in_domain += ranked_lists(searcher, [r[2] for r in texts], [r[1] for r in texts])
+    general = ranked_lists(searcher, offtopic)
+    positives = rows(pos_lists)
+    pseudo = len(pairs) < CONFIDENCE_MIN_VARIANTS
+    if pseudo:  # too few variants: each FAQ's first question with a third of its words dropped
+        firsts = sorted(rng.sample(sorted(int(i) for i in first), min(len(first), CONFIDENCE_SAMPLE)))
+        made = [(r[1], dropped(r[2], rng)) for r in snap.store.question_rows(qids[firsts])]
+        made = [(f, t) for f, t in made if t]
+        lists = ranked_lists(searcher, [t for _, t in made])
+        positives = rows(lists)
+        right = np.array([bool(lst) and lst[0].faq_id == f for lst, (f, _) in zip(lists, made)], dtype=np.float64)
+    return Simulation(positives, right[:len(positives)], rows(in_domain), rows(general), pseudo)
+
+
+def dropped(text: str, rng: random.Random) -> str | None:
+    """``text`` with about a third of its words dropped (None for texts of fewer than three words)."""
+    words = text.split()
+    if len(words) < 3:
+        return None
+    keep = [w for w in words if rng.random() > 1 / 3]
+    if len(keep) < 2 or len(keep) == len(words):
+        keep = words[:-1]
+    return " ".join(keep)
+
+
+def fit(sim: Simulation, cosine_threshold: float | None = None, unknown_share: float = UNKNOWN_SHARE,
+        chosen_by: str = "self-calibrated") -> ConfidenceModel:
+    """The confidence model of a simulation (or of labelled queries in the same shape) and its operating
+    point: the one that maximises the balanced score (in-scope answered right + out-of-scope refused)
+    / 2, out of scope being general and in-domain queries in the proportion ``unknown_share``. With
+    pseudo-queries (``sim.pseudo``) only the cosine is used, and the operating point is the
+    confidence at ``cosine_threshold``."""
+    parts = [(sim.positives, sim.right, CONFIDENCE_MIX[0]), (sim.in_domain, None, CONFIDENCE_MIX[1]),
+             (sim.general, None, CONFIDENCE_MIX[2])]
+    parts = [(x, y if y is not None else np.zeros(len(x)), share) for x, y, share in parts if len(x)]
+    if not parts or not any(y.any() for _, y, _ in parts) or all(y.all() for _, y, _ in parts):
+        raise ValueError("the confidence needs both right and wrong first answers to learn from")
+    total = sum(share for _, _, share in parts)
+    x = np.concatenate([p[0] for p in parts])
+    y = np.concatenate([p[1] for p in parts])
+    w = np.concatenate([np.full(len(p[0]), p[2] / total / len(p[0])) for p in parts]) * len(x)
+    if sim.pseudo:
+        x = x * np.array([1.0, 0.0, 0.0])  # only the cosine: pseudo-queries are easier than real ones
+    coef, intercept = fit_logistic(x, y, w)
+    model = ConfidenceModel(tuple(float(c) for c in coef), intercept, 0.5, chosen_by)
+    conf = {name: model.probability(p) if len(p) else np.zeros(0)
+            for name, p in (("pos", sim.positives), ("in", sim.in_domain), ("gen", sim.general))}
+
+    def balanced(t: float) -> float:
+        right = float(np.mean((conf["pos"] >= t) * sim.right)) if len(sim.right) else 0.0
+        refused = [(share, float(np.mean(conf[k] < t))) for k, share in (("gen", 1 - unknown_share), ("in", unknown_share))
+                   if len(conf[k])]
+        out = sum(s * v for s, v in refused) / sum(s for s, _ in refused) if refused else 1.0
+        return (right + out) / 2
+
+    if sim.pseudo and cosine_threshold is not None:
+        op = float(sigmoid(np.array([coef[0] * cosine_threshold + intercept]))[0])
+        rule = "the confidence at the cosine threshold chosen from general out-of-scope questions (too few variants)"
+    else:
+        grid = np.round(np.arange(0.02, 0.981, 0.01), 2)
+        scores = np.array([balanced(t) for t in grid])
+        best = np.flatnonzero(scores >= scores.max() - 1e-12)
+        op = float(np.median(grid[best]))  # the middle of the best run: as far as the data allow from both errors
+        rule = (f"maximises the simulated balanced score (out of scope: {100 * (1 - unknown_share):.0f}% general, "
+                f"{100 * unknown_share:.0f}% in-domain)")
+    stats = {"rule": rule, "positives": int(len(sim.positives)), "right": int(sim.right.sum()),
+             "in_domain": int(len(sim.in_domain)), "general": int(len(sim.general)), "pseudo": sim.pseudo,
+             "simulated": {"balanced": round(100 * balanced(op), 2),
+                           "right": round(100 * float(np.mean((conf["pos"] >= op) * sim.right)), 2) if len(sim.right) else None,
+                           "in_domain_answered": round(100 * float(np.mean(conf["in"] >= op)), 2) if len(conf["in"]) else None,
+                           "general_answered": round(100 * float(np.mean(conf["gen"] >= op)), 2) if len(conf["gen"]) else None}}
+    return ConfidenceModel(model.coef, model.intercept, round(op, 4), chosen_by, stats)
+
+
+def labelled(searcher, texts: Sequence[str], gold: Sequence[set[str]], offtopic: Sequence[str]) -> Simulation:
+    """Labelled in-scope queries and out-of-scope ones in a simulation's shape (``tune``)."""
+    lists = ranked_lists(searcher, texts)
+    right = np.array([bool(lst) and lst[0].faq_id in g for lst, g in zip(lists, gold)], dtype=np.float64)
+    return Simulation(rows(lists), right, np.zeros((0, len(FEATURES))), rows(ranked_lists(searcher, offtopic)))

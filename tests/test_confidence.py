@@ -1,0 +1,171 @@
+"""The confidence of an answer and the answer-or-abstain decision (#44)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from faqsearch import FAQSearch
+from faqsearch.confidence import FEATURES, ConfidenceModel, fit_logistic
+from faqsearch.corpus import read_texts
+from faqsearch.evaluation import read_labelled_queries
+from faqsearch.querylog import QueryLog
+from faqsearch.results import Answer
+
+from .conftest import SAMPLE, FakeEncoder
+
+
+def _answer(faq, cos, fused=None, token=None):
+    return Answer(faq, "", cos, "q", 1, dense=cos, fused=fused, token=token)
+
+
+def test_confidences_never_rise_down_a_list_whatever_the_scores():
+    """Each answer's confidence is at most the one above it and at most 1 - the first one's, for any
+    model and any ranked list, margins that grow down the list included."""
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        model = ConfidenceModel(tuple(rng.uniform(0, 10, 3)), float(rng.uniform(-8, 2)), 0.5)
+        n = int(rng.integers(1, 12))
+        fused = np.sort(rng.uniform(-0.5, 2.5, n))[::-1]
+        ranked = [_answer(f"f{i}", float(rng.uniform(-1, 1)), float(fused[i]),
+                          None if rng.random() < 0.3 else float(rng.uniform(0, 1))) for i in range(n)]
+        c = model.confidences(ranked)
+        assert len(c) == n and all(0.0 <= v <= 1.0 for v in c)
+        assert all(b <= a for a, b in zip(c, c[1:])), c
+        assert all(v <= 1 - c[0] + 1e-9 for v in c[1:])
+
+
+def test_a_damaged_or_older_confidence_section_is_no_model():
+    good = ConfidenceModel((5.0, 2.0, 1.0), -3.0, 0.4).to_dict()
+    assert ConfidenceModel.from_dict(good) == ConfidenceModel((5.0, 2.0, 1.0), -3.0, 0.4)
+    for bad in (None, [], {}, {**good, "coef": [5.0, -2.0, 1.0]}, {**good, "coef": [5.0, 2.0]},
+                {**good, "intercept": float("nan")}, {**good, "operating_point": 1.5}, {**good, "features": ["x"]},
+                {**good, "coef": "abc"}):
+        assert ConfidenceModel.from_dict(bad) is None, bad
+
+
+def test_logistic_fit_keeps_the_evidence_positive():
+    """A feature whose fitted weight would be negative is dropped: the confidence only rises with evidence."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2000, 3))
+    y = (x[:, 0] - 0.8 * x[:, 1] + 0.3 * rng.normal(size=2000) > 0).astype(float)
+    coef, _ = fit_logistic(x, y, np.ones(len(y)))
+    assert coef[0] > 1 and coef[1] == 0 and coef.min() >= 0
+
+
+@pytest.fixture
+def sample_index(tmp_path):
+    """sample_data (150 FAQs of 3 questions) on the fake encoder: enough variants to learn from."""
+    e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "s"), encoder=FakeEncoder(64))
+    yield e
+    e.close()
+
+
+def _asked(e, **kw):
+    queries = [q.text for q in read_labelled_queries(os.path.join(SAMPLE, "queries.csv"))]
+    return e.ask_many(queries + read_texts(os.path.join(SAMPLE, "offtopic.txt")), **kw)
+
+
+def test_an_index_learns_its_confidence_and_answers_by_it(sample_index):
+    e = sample_index
+    model = e.snapshot.confidence
+    assert model is not None and model.chosen_by == "self-calibrated" and not model.stats["pseudo"]
+    assert model.stats["positives"] >= 100 and model.stats["in_domain"] >= 100 and model.stats["general"] >= 100
+    op = e.snapshot.min_confidence
+    assert op == model.operating_point and 0 < op < 1
+    for r in _asked(e, k=10):
+        shown = [a.confidence for a in r.answers]
+        assert all(b <= a for a, b in zip(shown, shown[1:]))  # no list shows a rising confidence
+        assert r.answered == (r.nearest.confidence >= op)
+        assert all(c >= op for c in shown)
+        d = r.to_dict()
+        assert d["answered"] == r.answered and d["min_confidence"] == op
+        assert (d["nearest"] is None) == r.answered
+        if not r.answered:
+            assert d["nearest"]["faq_id"] == r.nearest.faq_id and d["nearest"]["confidence"] == r.nearest.confidence
+    # a cosine threshold still decides when given; the confidence is shown all the same
+    r = e.ask("how do I return an item", threshold=-1.0)
+    assert r.answered and r.min_confidence is None and r.answers[0].confidence is not None
+
+
+def test_answers_keep_their_ranking(sample_index):
+    """The confidence decides and is shown; it never re-orders a list (ranking quality is unchanged)."""
+    e = sample_index
+    for r, plain in zip(_asked(e, k=5, threshold=-1.0), _asked(e, k=5, min_confidence=0.0)):
+        assert [a.faq_id for a in r.answers][:len(plain.answers)] == [a.faq_id for a in plain.answers]
+
+
+def test_min_confidence_is_stored_shown_and_undone(sample_index, run):
+    e = sample_index
+    path = e.path
+    e.close()
+    out = run("tune", "--min-confidence", "0.9", "--index", path, "--json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["min_confidence"] == 0.9
+    info = run("info", "--index", path).output
+    assert "confidence: 90% or more (given" in info
+    assert json.loads(run("info", "--index", path, "--json").output)["min_confidence"] == 0.9
+    with FAQSearch.open(path, encoder=FakeEncoder(64)) as again:
+        assert again.snapshot.min_confidence == 0.9
+        assert all(not r.answered or r.answers[0].confidence >= 0.9 for r in _asked(again))
+    run("tune", "--min-confidence", "auto", "--index", path)
+    with FAQSearch.open(path, encoder=FakeEncoder(64)) as again:
+        assert again.snapshot.min_confidence == again.snapshot.confidence.operating_point
+    bad = run("tune", "--min-confidence", "1.5", "--index", path)
+    assert bad.exit_code != 0 and "1.5" in bad.output
+
+
+def test_few_variants_fall_back_to_pseudo_queries_and_the_cosine_threshold(tmp_path, small_corpus):
+    """Under CONFIDENCE_MIN_VARIANTS FAQs with several questions, the positives are word-dropout
+    pseudo-queries, only the cosine counts, and the operating point is the confidence at the threshold
+    the index chose: the decision is the cosine threshold's."""
+    with FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=FakeEncoder()) as e:
+        model = e.snapshot.confidence
+        assert model is not None and model.stats["pseudo"] and model.coef[1:] == (0.0, 0.0)
+        for q in ["reset my password", "shipping time", "volcano eruption", "return an item please", "abroad"]:
+            r = e.ask(q)
+            assert r.answered == (r.best_score >= e.threshold - 1e-6)
+
+
+def test_a_threshold_given_at_ingest_decides(tmp_path, small_corpus):
+    with FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=FakeEncoder(), threshold=0.9) as e:
+        assert e.snapshot.confidence is not None and e.snapshot.min_confidence is None
+        r = e.ask("reset password")
+        assert r.min_confidence is None and r.answered == (r.best_score >= 0.9)
+
+
+def test_gaps_leave_out_a_group_an_added_faq_now_answers(tmp_path, small_corpus):
+    from faqsearch.gaps import find_gaps
+    from faqsearch.querylog import log_answered
+
+    path = str(tmp_path / "ix")
+    e = FAQSearch.build(small_corpus, path, encoder=FakeEncoder(), threshold=0.8)
+    qlog = QueryLog.for_index(path)
+    asked = ["opening hours on sunday", "sunday opening hours", "opening hours sunday please"]
+    log_answered(qlog, e.ask_many(asked), "hybrid", "api")
+    gaps = find_gaps(e, qlog, similarity=0.2)
+    assert gaps and gaps[0].answered_now == 0 and set(gaps[0].examples) == set(asked)
+    csv = tmp_path / "new.csv"
+    csv.write_text("id,question,answer\nhours,opening hours on sunday,Ten to four.\n", encoding="utf-8")
+    e.add(str(csv))
+    assert all(r.answered for r in e.ask_many(asked))
+    assert not any(set(g.examples) & set(asked) for g in find_gaps(e, qlog, similarity=0.2))  # covered now
+    qlog.close()
+    e.close()
+
+
+@pytest.mark.slow
+def test_no_rising_confidence_with_the_real_encoder(minilm, tmp_path):
+    """The bundled encoder on sample_data: every list, in-scope and off-topic, k=10."""
+    with FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "s"), encoder=minilm) as e:
+        assert e.snapshot.confidence is not None
+        for r in _asked(e, k=10, threshold=-1.0):  # every list whole, answered or not
+            shown = [a.confidence for a in r.answers]
+            assert len(shown) == 10 and all(b <= a for a, b in zip(shown, shown[1:]))
+        off = _asked(e)[-30:]
+        assert sum(r.answered for r in off) <= 1  # off-topic answered at most 1 of 30
+        assert all(math.isfinite(v) and v >= 0 for v in e.snapshot.confidence.coef)
+        assert list(FEATURES) == e.config["confidence"]["features"]
