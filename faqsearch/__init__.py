@@ -6,7 +6,7 @@ from .encoders import Encoder, load_encoder
 from .engine import FAQSearch
 from .errors import (ClosedError, CorpusError, DuplicateFAQError, EncoderMismatchError, FAQSearchError, IndexFormatError,
                      IndexNotFoundError, IndexPathError, InvalidOptionError, MissingExtraError, ModelNotFoundError,
-                     UnknownFAQError)
+                     UnknownFAQError, WouldDropError)
 from .results import Answer, EditReport, Result
 from .whitening import Moments, Whitening
 
@@ -20,4 +20,4 @@ except Exception:  # running from a source tree
 __all__ = ["FAQSearch", "Answer", "Result", "EditReport", "FAQ", "Columns", "read_corpus", "Encoder", "load_encoder",
            "Whitening", "Moments", "FAQSearchError", "CorpusError", "ModelNotFoundError", "MissingExtraError",
            "IndexNotFoundError", "IndexFormatError", "IndexPathError", "InvalidOptionError", "EncoderMismatchError",
-           "DuplicateFAQError", "UnknownFAQError", "ClosedError"]
+           "DuplicateFAQError", "UnknownFAQError", "ClosedError", "WouldDropError"]

@@ -7,10 +7,11 @@ interrupt leaves the previous index at the path as it was.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import config as cfg
@@ -20,7 +21,7 @@ from .defaults import (BATCH_SIZE, BETA, CHUNK, GAMMA, INDEX_TYPE, K, MAX_LENGTH
                        THRESHOLD, TOKEN_STORE_MAX)
 from .edits.plan import check_batch
 from .encoders import Encoder, load_encoder, model_for_corpus
-from .errors import FAQSearchError, InvalidOptionError
+from .errors import FAQSearchError, InvalidOptionError, WouldDropError
 from .files import NpyWriter, load_npy
 from .indexdir import Writer, check_target
 from .progress import progress_bar
@@ -122,13 +123,18 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
           encoder_spec: EncoderSpec | None = None, whitening: WhiteningSpec | None = None,
           storage: StorageSpec | None = None, threshold: float | None = None, columns: Columns | None = None,
           fmt: str | None = None, batch_size: int = BATCH_SIZE, progress: bool = False, force: bool = False,
-          source: str | None = None, calibrate: Callable[[Any, Encoder], dict[str, Any]] | None = None) -> Encoder:
+          replace: bool | None = None, source: str | None = None,
+          calibrate: Callable[[Any, Encoder], dict[str, Any]] | None = None) -> Encoder:
     """Build the index at ``path`` and commit it as its next version; returns the encoder it used.
 
-    Rebuilding an index that holds questions the corpus does not (from add, update, augment or
-    feedback) needs ``force=True``. ``calibrate(snapshot, encoder)``: config changes measured on the
-    new version before it is committed (the self-tuned weight and threshold), committed with it, so
-    an interrupted ingest leaves the old version, never a new one without its calibration."""
+    A rebuild never drops what the index holds silently (:func:`refuse_lossy_rebuild`): FAQs the
+    corpus lacks go only with ``replace=True`` (the index then holds exactly the corpus); questions
+    the corpus never had on the FAQs it keeps (from add, update, augment or feedback) go with
+    ``force=True`` or ``replace=True``. ``replace=None`` follows ``force``: before ``replace`` existed,
+    ``force=True`` was how a script rebuilt over whatever the index held, and it still does.
+    ``calibrate(snapshot, encoder)``: config changes measured on the new version before it is
+    committed (the self-tuned weight and threshold), committed with it, so an interrupted ingest
+    leaves the old version, never a new one without its calibration."""
     encoder_spec = encoder_spec or EncoderSpec()
     wspec = whitening or WhiteningSpec()
     storage = storage or StorageSpec()
@@ -145,12 +151,14 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
         raise FAQSearchError("no FAQs to index")
     backend.check_faqs(faqs)
     if encoder is None and encoder_spec.model is None:  # the corpus's script picks the default encoder
-        encoder_spec = replace(encoder_spec, model=model_for_corpus(q for f in faqs for q in f.questions))
+        encoder_spec = dataclasses.replace(encoder_spec, model=model_for_corpus(q for f in faqs for q in f.questions))
     fit_texts = None
     if wspec.fit_on is not None:
         fit_texts = read_texts(wspec.fit_on) if isinstance(wspec.fit_on, (str, os.PathLike)) else list(wspec.fit_on)
-    if not force:
-        refuse_lossy_rebuild(path, source)
+    replace = force if replace is None else replace
+    listed = {f.id for f in faqs}  # the store takes the records over: their ids are kept for the check under the lock
+    if not replace:
+        refuse_lossy_rebuild(path, source, listed, force)
     if encoder is None:
         encoder = encoder_spec.load()
     n_questions = sum(len(f.questions) for f in faqs)
@@ -158,8 +166,8 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
     backend.check_index_type(storage.index_type, n_questions,
                              min(wspec.k or encoder.dimension, encoder.dimension) if wspec.whiten else encoder.dimension)
     with Writer(path) as writer:
-        if not force:
-            refuse_lossy_rebuild(path, source)  # again under the lock: another writer may have added
+        if not replace:
+            refuse_lossy_rebuild(path, source, listed, force)  # again under the lock: another writer may have added
         tmp = writer.new_version()
         store = backend.new_store(tmp)
         try:
@@ -239,9 +247,11 @@ def fit_transform(moments: Moments, wspec: WhiteningSpec, dim: int) -> tuple[Whi
     return white, whiten
 
 
-def refuse_lossy_rebuild(path: str, source: str) -> None:
-    """Rebuilding from a corpus would drop questions the corpus never had (add, update, augment,
-    feedback): refuse unless forced, and say how to keep them."""
+def refuse_lossy_rebuild(path: str, source: str, listed: set[str], force: bool = False) -> None:
+    """Refuse a rebuild from a corpus (FAQ ids ``listed``) that would drop what the index at ``path``
+    holds: its FAQs the corpus lacks (always: ``replace`` is the caller's consent), or, unless
+    ``force``, questions the corpus never had (add, update, augment, feedback). The message says how
+    many, and the edit that keeps them."""
     from .snapshot import open_store
 
     try:
@@ -249,15 +259,31 @@ def refuse_lossy_rebuild(path: str, source: str) -> None:
     except FAQSearchError:
         return  # nothing there, or a damaged index: rebuilding it is the fix
     try:
-        extra = store.source_counts(exclude="corpus")
+        held = store.list_faqs()
+        gone = [f for f in held if f["id"] not in listed]
+        extra = {} if force or gone else store.source_counts(exclude="corpus")
     finally:
         store.close()
+    if gone:
+        questions = sum(int(f["questions"]) for f in gone)
+        names = ", ".join(f["id"] for f in gone[:5]) + (", ..." if len(gone) > 5 else "")
+        keep = "update" if len(held) > len(gone) else "add"  # add refuses ids the index holds; update adds the new and updates those
+        raise WouldDropError(
+            f"a rebuild of index {path} from {source} would drop {plural(len(gone), 'FAQ')} "
+            f"({plural(questions, 'question')}) that {source} does not list ({names}). Keep them with "
+            f"`faqsearch {keep} {source} --index {path}`, make the index match {source} as an edit with "
+            f"`faqsearch upsert {source} --index {path}` (FAQs from `add` stay), or pass --replace to rebuild "
+            f"from {source} alone")
     if extra:
         what = ", ".join(f"{n} from {src}" for src, n in sorted(extra.items()))
-        raise FAQSearchError(
+        raise WouldDropError(
             f"index {path} holds questions that a rebuild from {source} would drop ({what}). "
             f"Run `faqsearch upsert {source} --index {path}` to apply the corpus as an edit and keep them, or "
-            "pass --force to rebuild and drop them")
+            "pass --replace to rebuild and drop them")
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def info_summary(config: dict[str, Any]) -> dict[str, Any]:

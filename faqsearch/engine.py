@@ -84,14 +84,14 @@ class FAQSearch:
               fit_on: str | Sequence[str] | None = None, threshold: float | None = None,
               columns: Columns | None = None, fmt: str | None = None, index_type: str = INDEX_TYPE,
               quantize: bool = False, batch_size: int = BATCH_SIZE, progress: bool = False, force: bool = False,
-              backend: str = "embedded", uri: str | None = None, collection: str | None = None,
-              self_fusion: bool = True, source: str | None = None) -> "FAQSearch":
-        """Build an index from a corpus (file or FAQ records), committed as its next version
-        (:func:`faqsearch.build.build`); it learns its confidence, its threshold (unless given) and,
-        with ``self_fusion``, its hybrid weights (kept where they win held out)."""
+              replace: bool | None = None, backend: str = "embedded", uri: str | None = None,
+              collection: str | None = None, self_fusion: bool = True, source: str | None = None) -> "FAQSearch":
+        """Build an index from a corpus (file or records) as its next version (:func:`faqsearch.build.build`);
+        FAQs it lacks go only with ``replace=True`` (``force`` alone rebuilds over anything). It learns its
+        confidence, its threshold (unless given) and, with ``self_fusion``, its hybrid weights."""
         path = cfg.resolve_index_path(index)
         encoder = build(corpus, path, encoder=encoder, columns=columns, fmt=fmt, batch_size=batch_size, progress=progress,
-              force=force, threshold=threshold, source=source,
+              force=force, replace=replace, threshold=threshold, source=source,
               encoder_spec=EncoderSpec(model, pooling, max_length, prefix, threads, gguf_file, quantize),
               whitening=WhiteningSpec(beta, gamma, k, whiten, fit_on),
               storage=StorageSpec(backend, uri, collection, index_type),

@@ -56,6 +56,11 @@ class WritesDisabledError(FAQSearchError):
     """A write was asked of a service started without an API key."""
 
 
+class WouldDropError(FAQSearchError):
+    """A rebuild that would drop FAQs or questions the index holds and the corpus lacks: the message
+    says how many and how to keep them (an edit) or drop them (``replace``)."""
+
+
 class IndexPathError(FAQSearchError):
     """The path given for an index names something that is not a faqsearch index (never replaced)."""
 

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from faqsearch.cli import cli
 
-from .conftest import version
+from .conftest import index_files, version
 
 
 
@@ -180,3 +180,41 @@ def test_info_says_the_weight_it_answers_with_and_what_its_storage_keeps(run, tm
     info["index"]["tombstones"] = 7  # as a new base of an HNSW index after removals records it
     out = CliRunner().invoke(click.command()(lambda: print_info(str(ix), info)))
     assert "7 removed vectors kept as tombstones until a refit" in out.output
+
+
+def test_ingest_of_a_file_that_drops_faqs_is_refused_without_replace(run, tmp_path, small_corpus):
+    """#40.1: `ingest other.csv` over an index holding FAQs the file lacks replaced it silently (exit 0,
+    the FAQs gone). It is refused, nothing written, naming what would go and the edits that keep it;
+    --force (for damaged indexes) does not drop them either, --replace does."""
+    ix = tmp_path / "ix"
+    assert run("ingest", small_corpus, "--index", ix, "-q").exit_code == 0
+    before = index_files(ix)
+    other = tmp_path / "other.csv"
+    other.write_text("id,question,answer\n2,How long does shipping take?,Two to four days.\n"
+                     "9,Do you sell gift cards?,Yes.\n", encoding="utf-8")
+    for flags in ((), ("--force",)):
+        result = run("ingest", other, "--index", ix, "-q", *flags)
+        assert result.exit_code == 1, result.output
+        message = result.output.strip()
+        assert "would drop 3 FAQs (5 questions)" in message and "1, 3, 4" in message
+        assert f"faqsearch update {other}" in message and f"faqsearch upsert {other}" in message
+        assert "--replace" in message and len(message.splitlines()) == 1
+        assert index_files(ix) == before  # nothing written
+    assert [f["id"] for f in map(json.loads, run("list", "--index", ix, "--json").output.splitlines())] == \
+        ["1", "2", "3", "4"]
+    result = run("ingest", other, "--index", ix, "-q", "--replace")
+    assert result.exit_code == 0, result.output
+    assert [f["id"] for f in map(json.loads, run("list", "--index", ix, "--json").output.splitlines())] == ["2", "9"]
+
+
+def test_reingesting_a_file_that_keeps_every_faq_needs_no_flag(run, tmp_path, small_corpus):
+    """The same file again, or a superset (new FAQs, other questions for the same ids), rebuilds as before."""
+    ix = tmp_path / "ix"
+    assert run("ingest", small_corpus, "--index", ix, "-q").exit_code == 0
+    assert run("ingest", small_corpus, "--index", ix, "-q").exit_code == 0
+    bigger = tmp_path / "bigger.csv"
+    bigger.write_text(open(small_corpus, encoding="utf-8").read().replace("1,I forgot my password,", "1,Lost password,")
+                      + "5,Do you sell gift cards?,Yes.,shop\n", encoding="utf-8")
+    result = run("ingest", bigger, "--index", ix, "-q", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["faqs"] == 5

@@ -6,7 +6,8 @@ import pytest
 
 from faqsearch import FAQ, FAQSearch
 from faqsearch.config import FILES
-from faqsearch.errors import CorpusError, EncoderMismatchError, IndexFormatError, IndexNotFoundError
+from faqsearch.errors import (CorpusError, EncoderMismatchError, IndexFormatError, IndexNotFoundError,
+                              WouldDropError)
 
 from .conftest import FakeEncoder, index_entries, index_files, version
 
@@ -83,12 +84,23 @@ def test_failed_build_leaves_previous_index_untouched(tmp_path, small_corpus):
 
 
 def test_rebuild_replaces_index(tmp_path, small_corpus):
+    """A rebuild from a corpus that lacks the index's FAQs is refused unless replace=True (#40.1: it
+    replaced the index silently); force=True, as scripts written before `replace` pass it, still replaces."""
     ix = tmp_path / "ix"
     build(small_corpus, ix).close()
+    before = index_files(ix)
     other = tmp_path / "o.csv"
     other.write_text("question,answer\nonly one question here,only answer\nsecond,two\n")
-    e = build(str(other), ix)
+    with pytest.raises(WouldDropError, match=r"would drop 4 FAQs \(6 questions\).*`faqsearch add "):
+        build(str(other), ix)  # no id in common: its FAQs can be added
+    with pytest.raises(WouldDropError, match="would drop 4 FAQs"):
+        build(str(other), ix, force=True, replace=False)
+    assert index_files(ix) == before
+    e = build(str(other), ix, replace=True)
     assert e.config["counts"]["faqs"] == 2
+    e.close()
+    e = build(small_corpus, ix, force=True)
+    assert e.config["counts"]["faqs"] == 4
     e.close()
 
 

@@ -318,18 +318,34 @@ def test_8_edits_read_their_input_before_loading_the_model(built, tmp_path, monk
 
 
 # 9 ---------------------------------------------------------------------------------------------
-def test_9_reingest_refuses_to_drop_added_faqs_without_force(run, tmp_path):
+def test_9_reingest_refuses_to_drop_added_faqs_without_replace(run, tmp_path):
     ix, corpus = tmp_path / "ix", write_corpus(tmp_path)
     assert run("ingest", corpus, "--index", ix, "-q").exit_code == 0
     assert run("add", write_corpus(tmp_path, [("extra", "an added question", "added answer")], "n.csv"),
                "--index", ix, "-q").exit_code == 0
     result = run("ingest", corpus, "--index", ix, "-q")
-    assert result.exit_code == 1 and "1 from added" in result.output and "faqsearch upsert" in result.output
+    assert result.exit_code == 1 and "would drop 1 FAQ (1 question)" in result.output
+    assert "faqsearch upsert" in result.output
     assert "extra" in run("list", "--index", ix).output  # nothing dropped
     assert run("ingest", corpus, "--index", ix, "-q", "--upsert").exit_code == 0
     assert "extra" in run("list", "--index", ix).output
-    assert run("ingest", corpus, "--index", ix, "-q", "--force").exit_code == 0
+    assert run("ingest", corpus, "--index", ix, "-q", "--force").exit_code == 1  # #40.1: --force drops no FAQ
+    assert "extra" in run("list", "--index", ix).output
+    assert run("ingest", corpus, "--index", ix, "-q", "--replace").exit_code == 0
     assert "extra" not in run("list", "--index", ix).output
+
+
+def test_9_reingest_refuses_to_drop_feedback_questions_without_force_or_replace(run, tmp_path):
+    """The FAQs are all kept, one holds a feedback question the corpus lacks: refused, naming its
+    source; --force (its old meaning) or --replace drops it."""
+    ix, corpus = tmp_path / "ix", write_corpus(tmp_path)
+    assert run("ingest", corpus, "--index", ix, "-q").exit_code == 0
+    for flag in ("--force", "--replace"):
+        assert run("feedback", "a wording nobody wrote down", "f1", "--index", ix).exit_code == 0
+        result = run("ingest", corpus, "--index", ix, "-q")
+        assert result.exit_code == 1 and "(1 from feedback)" in result.output and "--replace" in result.output
+        assert run("ingest", corpus, "--index", ix, "-q", flag).exit_code == 0
+        assert "a wording nobody wrote down" not in run("show", "f1", "--index", ix).output
 
 
 # 10 --------------------------------------------------------------------------------------------

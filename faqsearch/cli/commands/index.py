@@ -33,8 +33,11 @@ def read_input(corpus: str, columns, fmt):
 @corpus_options
 @click.option("--threshold", type=Score(), default=None,
               help="Score threshold stored with the index (default: chosen from the index's own questions).")
-@click.option("--force", is_flag=True, help="Rebuild even if the index holds questions this corpus lacks (from add, "
-                                            "update, augment or feedback): they are dropped.")
+@click.option("--replace", is_flag=True, help="Replace the index's contents with CORPUS: FAQs it does not list, and "
+                                              "questions from add, update, augment or feedback, are dropped.")
+@click.option("--force", is_flag=True, help="Rebuild a damaged index, or one holding questions from add, update, augment "
+                                            "or feedback on the FAQs CORPUS lists (they are dropped); FAQs CORPUS "
+                                            "lacks still need --replace.")
 @click.option("--no-self-fusion", "no_self_fusion", is_flag=True,
               help="Keep the default hybrid weights (BM25, token matching) even when the corpus's question "
                    "variants could choose them.")
@@ -46,8 +49,8 @@ def read_input(corpus: str, columns, fmt):
 @output_options()
 @handles_errors
 @device_option()
-def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fmt, threshold, force, no_self_fusion,
-           upsert, augment, generator, tune_self, batch_size, out):
+def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fmt, threshold, replace, force,
+           no_self_fusion, upsert, augment, generator, tune_self, batch_size, out):
     """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns; '-'
     reads it from stdin).
 
@@ -55,10 +58,16 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
     index is built beside the live version and switched in at the end: a failed ingest leaves the
     previous index as it was. Only an index faqsearch made is ever replaced.
 
+    Ingesting again over an index rebuilds it from CORPUS. When the index holds FAQs that CORPUS
+    does not list, that is refused (nothing is written), saying how many would go: `faqsearch add`,
+    `update` or `upsert` apply a file as an edit instead, and --replace rebuilds from CORPUS alone.
+
     \b
     Example:
         faqsearch ingest sample_data/faq.csv
         faqsearch ingest faqs.csv --index support --id-column faq_id
+        faqsearch ingest faqs.csv --index support                  # again: same ids, or more
+        faqsearch ingest other.csv --index support --replace       # drop the FAQs other.csv lacks
         faqsearch ingest zh_faq.csv --index zh --model use-multilingual
         faqsearch ingest faqs.csv --fit-on user_queries.txt --dims 128
         faqsearch ingest faqs.csv --index support --backend milvus --uri ./faq.milvus.db
@@ -81,7 +90,7 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
         prefix=encoder_spec.prefix, threads=threads, gguf_file=encoder_spec.gguf_file, quantize=encoder_spec.quantize,
         beta=whitening.beta, gamma=whitening.gamma, k=whitening.k, whiten=whitening.whiten, fit_on=whitening.fit_on,
         threshold=threshold, index_type=storage.index_type, batch_size=batch_size, progress=out.progress,
-        force=force, backend=storage.backend, uri=storage.uri, collection=storage.collection,
+        force=force, replace=replace, backend=storage.backend, uri=storage.uri, collection=storage.collection,
         self_fusion=not no_self_fusion, source=corpus)
     with engine:
         if augment:
