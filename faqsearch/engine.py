@@ -217,15 +217,18 @@ class FAQSearch:
 
     def update(self, corpus, columns: Columns | None = None, fmt: str | None = None, progress: bool = False,
                replace: bool = False) -> EditReport:
-        """Update the given FAQs by id: new questions are encoded, dropped ones removed, answers
-        rewritten; FAQs not in the index are added, FAQs not listed are left alone. ``replace``:
-        each FAQ then holds exactly the given questions (feedback and generated ones too go)."""
+        """Update FAQs by id: answers rewritten, listed questions they lack added, the others kept (FAQs not in the
+        index added, those not listed left alone). ``replace``: each FAQ holds exactly the given questions."""
         faqs = as_faqs(corpus, columns, fmt)
         return self._edit(lambda s: plans.plan_update(s.store, faqs, replace=replace), progress)
 
+    def update_faq(self, faq_id: str, answer: str | None = None, category: str | None = None,
+                   questions: Sequence[str] | str = (), progress: bool = False) -> EditReport:
+        """One FAQ's new ``answer`` or ``category``, or ``questions`` added, by id; the rest stays."""
+        return self._edit(lambda s: plans.plan_update_faq(s.store, faq_id, answer, category, questions), progress)
+
     def upsert(self, corpus, columns: Columns | None = None, fmt: str | None = None, progress: bool = False) -> EditReport:
-        """Make the index match a whole corpus, touching only what differs (by content hash). FAQs
-        missing from the corpus are removed, except those created by `add` alone."""
+        """Make the index match a whole corpus export, touching only what differs; FAQs it lacks go, but not `add`'s."""
         faqs = as_faqs(corpus, columns, fmt)
         return self._edit(lambda s: plans.plan_update(s.store, faqs, remove_missing=True, source="corpus"), progress)
 
@@ -234,8 +237,7 @@ class FAQSearch:
         return self._edit(lambda s: plans.plan_remove(s.store, faq_ids))
 
     def feedback(self, query: str, faq_id: str) -> EditReport:
-        """"This query should have matched FAQ X": the query becomes a question of X (source
-        'feedback'). A query the FAQ already has is left alone; :meth:`unassign` undoes it."""
+        """"This query should have matched FAQ X": it becomes a question of X (source 'feedback'); see :meth:`unassign`."""
         return self._edit(lambda s: plans.plan_feedback(s.store, query, faq_id))
 
     def approve(self, faq_id: str, texts: Sequence[str]) -> EditReport:

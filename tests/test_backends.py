@@ -65,7 +65,8 @@ def test_filters_on_any_key_and_bad_values_are_errors(engine):
 
 def test_edits(engine):
     engine.add([FAQ("new", "new answer", ["brand new wording", "another new wording"])])
-    engine.update([FAQ("f1", "changed answer", ["question about topic1 variant0", "a fresh variant"], "odd")])
+    engine.update([FAQ("f1", "changed answer", ["question about topic1 variant0", "a fresh variant"], "odd")],
+                  replace=True)  # a question added and two removed in one edit
     engine.remove(["f2"])
     engine.feedback("user words for topic three", "f3")
     assert ids(engine.ask("brand new wording", mode="dense"))[0] == "new"

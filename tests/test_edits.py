@@ -9,7 +9,7 @@ from faqsearch import FAQSearch
 from faqsearch.cli import cli
 from faqsearch.config import FILES
 from faqsearch.corpus import FAQ
-from faqsearch.errors import FAQSearchError
+from faqsearch.errors import CorpusError, FAQSearchError, InvalidOptionError, UnknownFAQError
 from faqsearch.whitening import Moments
 
 from .conftest import FakeEncoder, index_entries, index_files, version
@@ -67,7 +67,8 @@ def test_remove_and_update(engine):
     with pytest.raises(FAQSearchError, match="unknown FAQ"):
         engine.remove(["nope"])
     engine.encoder.texts.clear()
-    report = engine.update([FAQ("4", "changed answer", ["question about topic4 number0", "fresh phrasing four"])])
+    report = engine.update([FAQ("4", "changed answer", ["question about topic4 number0", "fresh phrasing four"])],
+                           replace=True)  # exactly these questions (a plain update keeps the others: #40.3)
     assert report.updated_faqs == ["4"] and report.added_questions == 1 and report.removed_questions == 2
     assert engine.encoder.texts == ["fresh phrasing four"]
     faq = engine.show("4")
@@ -389,3 +390,75 @@ def test_an_update_without_a_category_column_keeps_the_stored_category(tmp_path)
     e.update([FAQ("1", "Use the new link.", ["How do I reset it?"])], replace=True)
     assert (e.show("1")["category"], e.show("1")["metadata"]) == (None, {})
     e.close()
+
+
+def test_an_update_with_one_row_keeps_the_faqs_other_questions(engine, tmp_path):
+    """#40.3: `update FILE` with one row for an FAQ, the natural way to change its answer, dropped its
+    other questions ("2 questions removed" the only hint). They stay; --replace still gives it
+    exactly the listed ones."""
+    report = engine.update(corpus_file(tmp_path, [(4, "question about topic4 number0", "changed answer")]))
+    assert report.updated_faqs == ["4"] and (report.added_questions, report.removed_questions) == (0, 0)
+    assert engine.encoder.texts == []  # an answer-only change encodes nothing
+    faq = engine.show("4")
+    assert faq["answer"] == "changed answer"
+    assert [q["text"] for q in faq["questions"]] == [f"question about topic4 number{j}" for j in range(3)]
+    report = engine.update([FAQ("4", "changed answer", ["fresh phrasing four"])])
+    assert (report.added_questions, report.removed_questions) == (1, 0) and engine.encoder.texts == ["fresh phrasing four"]
+    assert len(engine.show("4")["questions"]) == 4
+    assert engine.update([FAQ("4", "changed answer", ["question about topic4 number1"])]).changed is False
+    report = engine.update([FAQ("4", "changed answer", ["fresh phrasing four"])], replace=True)
+    assert report.removed_questions == 3
+    assert [q["text"] for q in engine.show("4")["questions"]] == ["fresh phrasing four"]
+
+
+def test_upsert_still_drops_the_questions_an_export_no_longer_lists(engine, tmp_path):
+    """upsert makes the index match an export: after an update that kept FAQ 4's questions, an export
+    listing one of them removes the other two (the stored content hash is of the questions FAQ 4 holds,
+    not of the one row the update gave, or the export would look unchanged)."""
+    engine.update(corpus_file(tmp_path, [(4, "question about topic4 number0", "changed answer")], "one.csv"))
+    rows = [r for r in BASE if r[0] != 4] + [(4, "question about topic4 number0", "changed answer")]
+    report = engine.upsert(corpus_file(tmp_path, rows, "export.csv"))
+    assert report.updated_faqs == ["4"] and report.removed_questions == 2 and report.removed_faqs == []
+    assert [q["text"] for q in engine.show("4")["questions"]] == ["question about topic4 number0"]
+
+
+def test_one_field_of_an_faq_is_edited_by_id(engine):
+    """update_faq: a new answer or category, or a question added, without restating the FAQ."""
+    engine.feedback("a wording from feedback", "6")
+    engine.encoder.texts.clear()
+    report = engine.update_faq("6", answer="a brand new answer")
+    assert report.updated_faqs == ["6"] and (report.added_questions, report.removed_questions) == (0, 0)
+    assert engine.encoder.texts == []
+    faq = engine.show("6")
+    assert faq["answer"] == "a brand new answer" and len(faq["questions"]) == 4  # feedback's question stays
+    engine.update_faq("6", category="billing", questions=["one more wording for six"])
+    faq = engine.show("6")
+    assert (faq["answer"], faq["category"]) == ("a brand new answer", "billing")
+    assert faq["questions"][-1] == {**faq["questions"][-1], "text": "one more wording for six", "source": "added"}
+    assert engine.ask("one more wording for six", threshold=-1).answers[0].faq_id == "6"
+    with pytest.raises(UnknownFAQError, match="unknown FAQ id 'nope'"):
+        engine.update_faq("nope", answer="x")
+    with pytest.raises(InvalidOptionError, match="nothing to change"):
+        engine.update_faq("6")
+    with pytest.raises(CorpusError, match="non-blank"):
+        engine.update_faq("6", answer="   ")
+
+
+def test_cli_update_keeps_questions_and_edits_one_field(run, tmp_path):
+    ix = tmp_path / "ix"
+    assert run("ingest", corpus_file(tmp_path, BASE), "--index", ix, "-q").exit_code == 0
+    one = corpus_file(tmp_path, [(4, "question about topic4 number0", "changed answer")], "one.csv")
+    result = run("update", one, "--index", ix)
+    assert result.exit_code == 0 and "0 questions removed" in result.output, result.output
+    shown = json.loads(run("show", "4", "--index", ix, "--json").output)
+    assert shown["answer"] == "changed answer" and len(shown["questions"]) == 3
+    result = run("update", "4", "--answer", "typed answer", "--category", "misc", "--question", "typed wording",
+                 "--index", ix, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["added_questions"] == 1
+    shown = json.loads(run("show", "4", "--index", ix, "--json").output)
+    assert (shown["answer"], shown["category"], len(shown["questions"])) == ("typed answer", "misc", 4)
+    result = run("update", "nope", "--answer", "x", "--index", ix)
+    assert result.exit_code == 1 and "unknown FAQ id 'nope'" in result.output
+    result = run("update", "4", "--answer", "x", "--replace", "--index", ix)
+    assert result.exit_code == 2 and "--replace" in result.output

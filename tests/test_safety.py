@@ -138,7 +138,6 @@ def _run_model(seed: int, edit, open_reader, steps: int = 24):
 
     rng = random.Random(seed)
     model = {f"f{i}": (f"answer {i}", [f"question about subject{i} variant{j}" for j in range(2)]) for i in range(6)}
-    feedback: set[str] = set()  # questions feedback added: an update keeps them
     counter = [1000]
     readers = []
 
@@ -157,9 +156,8 @@ def _run_model(seed: int, edit, open_reader, steps: int = 24):
             fid = rng.choice(sorted(model))
             qs = [model[fid][1][0], fresh_question()]
             edit("update", [FAQ(fid, f"answer {fid} v{step}", qs)])
-            old = model[fid][1]  # questions in id order: those kept, then the new ones
-            model[fid] = (f"answer {fid} v{step}", [q for q in old if q in qs or q in feedback] +
-                          [q for q in qs if q not in old])
+            old = model[fid][1]  # questions in id order: all kept (an update drops none: #40.3), then the new ones
+            model[fid] = (f"answer {fid} v{step}", old + [q for q in qs if q not in old])
         elif kind == "remove":
             fid = rng.choice(sorted(model) + ["unknown"])
             if fid == "unknown":
@@ -172,7 +170,6 @@ def _run_model(seed: int, edit, open_reader, steps: int = 24):
             fid = rng.choice(sorted(model))
             q = fresh_question()
             edit("feedback", (q, fid))
-            feedback.add(q)
             model[fid] = (model[fid][0], model[fid][1] + [q])
         else:  # a batch naming one id twice: refused whole
             with pytest.raises(CorpusError):

@@ -415,3 +415,26 @@ def test_cli_suggest_and_approve(fake_models, ix):
     assert "reset my password please" not in [s["text"] for s in json.loads(r.output)["suggestions"]]
     r = runner.invoke(cli, ["approve", "nope", "x", "--index", ix])
     assert r.exit_code == 1 and "unknown FAQ id" in r.output
+
+
+def test_one_field_of_an_faq_is_edited_over_http_and_upsert_keeps_questions(client):
+    """#40.3: PATCH .../faqs/ID changes an answer or category, or adds questions, keeping the rest;
+    POST .../faqs/upsert (add or update) keeps the questions a body does not list, as `update` does."""
+    r = client.patch("/indexes/shop/faqs/3", json={"answer": "Yes, within 60 days."})
+    assert r.status_code == 401
+    r = client.patch("/indexes/shop/faqs/3", json={"answer": "Yes, within 60 days."}, headers={"X-API-Key": KEY})
+    assert r.status_code == 200 and r.json()["updated_faqs"] == ["3"] and r.json()["removed_questions"] == 0
+    faq = client.get("/indexes/shop/faqs/3").json()
+    assert faq["answer"] == "Yes, within 60 days." and faq["category"] == "returns" and len(faq["questions"]) == 2
+    r = client.patch("/indexes/shop/faqs/3", json={"category": "policy", "questions": ["send it back?"]},
+                     headers={"X-API-Key": KEY})
+    assert r.status_code == 200 and r.json()["added_questions"] == 1
+    faq = client.get("/indexes/shop/faqs/3").json()
+    assert faq["category"] == "policy" and [q["text"] for q in faq["questions"]][-1] == "send it back?"
+    assert client.patch("/indexes/shop/faqs/nope", json={"answer": "x"}, headers={"X-API-Key": KEY}).status_code == 404
+    r = client.patch("/indexes/shop/faqs/3", json={}, headers={"X-API-Key": KEY})
+    assert r.status_code == 422 and "nothing to change" in r.json()["error"]
+    r = client.post("/indexes/shop/faqs/upsert", headers={"X-API-Key": KEY},
+                    json={"faqs": [{"id": "1", "answer": "Use the reset link.", "questions": ["How do I reset my password?"]}]})
+    assert r.status_code == 200 and r.json()["removed_questions"] == 0
+    assert len(client.get("/indexes/shop/faqs/1").json()["questions"]) == 2

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..corpus import FAQ, faq_hash
+from ..corpus import FAQ, check_faq, faq_hash
 from ..errors import CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError, UnknownFAQError
 from ..results import EditReport
 from ..text import as_items, clean_text, is_blank
@@ -75,22 +75,33 @@ def plan_add(store, faqs: Sequence[FAQ]) -> Edit:
 def plan_update(store, faqs: Sequence[FAQ], remove_missing: bool = False, replace: bool = False,
                 source: str = "added") -> Edit:
     """New FAQs are added; listed FAQs get their answer, category and metadata (an update that gives
-    no category, or no metadata, keeps the stored ones; ``replace`` and upsert take them as given),
-    and the questions the file gives (corpus and added questions it no longer lists are removed; feedback, approved
-    and generated ones stay, unless ``replace``: then the FAQ holds exactly the listed questions).
-    ``remove_missing`` (upsert): ingested FAQs the batch does not list are removed."""
+    no category, or no metadata, keeps the stored ones; ``replace`` and upsert take them as given)
+    and the listed questions they lack. What happens to the stored questions a batch does not list:
+
+    - an update keeps them: one row for an FAQ changes its answer without dropping its other
+      questions (a stored question is then removed only with ``replace``, or by `faqsearch remove`);
+    - ``remove_missing`` (upsert: the batch is a whole export) removes the corpus and added
+      questions it no longer lists (feedback, approved and generated ones stay), and the ingested
+      FAQs it does not list;
+    - ``replace``: each listed FAQ holds exactly the listed questions.
+
+    A changed FAQ's content hash is of the corpus and added questions it holds after the edit, so a
+    later upsert sees what really differs."""
     check_batch(faqs)
     hashes = store.faq_hashes()
     plan = Edit(source)
+    merge = not (replace or remove_missing)
     for f in faqs:
         if f.id not in hashes:
             plan.new_faqs.append(f)
             continue
-        stored = None
-        if not (replace or remove_missing) and (f.category is None or not f.metadata):
-            stored = store.faq(f.id)  # a file without a category (or metadata) column keeps the stored ones
+        listed = f.questions
+        stored = store.faq(f.id) if merge else None
+        if merge:  # what the batch does not give stays: category, metadata, questions
+            own = [q["text"] for q in stored["questions"] if q["source"] in EDITABLE]
             f = dataclasses.replace(f, category=stored["category"] if f.category is None else f.category,
-                                    metadata=f.metadata or stored["metadata"] or {})
+                                    metadata=f.metadata or stored["metadata"] or {},
+                                    questions=own + [q for q in listed if q not in own])
         if hashes[f.id] == faq_hash(f):
             if not replace:
                 continue
@@ -98,17 +109,33 @@ def plan_update(store, faqs: Sequence[FAQ], remove_missing: bool = False, replac
             if sorted(q["text"] for q in stored["questions"]) == sorted(f.questions):
                 continue
         stored = stored or store.faq(f.id)
-        keep = None if replace else EDITABLE
-        plan.removed_questions += [q["id"] for q in stored["questions"]
-                                   if (keep is None or q["source"] in keep) and q["text"] not in f.questions]
+        if not merge:
+            keep = None if replace else EDITABLE
+            plan.removed_questions += [q["id"] for q in stored["questions"]
+                                       if (keep is None or q["source"] in keep) and q["text"] not in listed]
         present = {q["text"] for q in stored["questions"]}
-        plan.new_questions += [(f.id, q) for q in f.questions if q not in present]
+        plan.new_questions += [(f.id, q) for q in listed if q not in present]
         plan.changed_faqs.append(f)
     if remove_missing:
-        listed = {f.id for f in faqs}
+        listed_ids = {f.id for f in faqs}
         ingested = store.faq_ids(source="corpus")
-        plan.removed_faqs = sorted(i for i in hashes if i not in listed and i in ingested)
+        plan.removed_faqs = sorted(i for i in hashes if i not in listed_ids and i in ingested)
     return plan
+
+
+def plan_update_faq(store, faq_id: str, answer: str | None = None, category: str | None = None,
+                    questions: Sequence[str] | str = ()) -> Edit:
+    """One FAQ changed by id without restating it: a new answer or category, questions added (source
+    'added'); what is not given stays. Planned as an update of that FAQ alone (:func:`plan_update`)."""
+    stored = _known(store, faq_id)
+    added = as_items(questions)
+    if answer is None and category is None and not added:
+        raise InvalidOptionError(f"nothing to change in FAQ {faq_id!r}: give a new answer, a category or questions "
+                                 "to add")
+    own = [q["text"] for q in stored["questions"] if q["source"] in EDITABLE] or \
+        [q["text"] for q in stored["questions"]]
+    faq = check_faq(FAQ(faq_id, stored["answer"] if answer is None else answer, own + added, category))
+    return plan_update(store, [faq])
 
 
 def plan_remove(store, faq_ids: Sequence[str]) -> Edit:

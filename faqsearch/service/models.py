@@ -43,6 +43,13 @@ def _check_filters(value: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
     return value
 
 
+def _short_questions(v: list[str]) -> list[str]:
+    for q in v:
+        if len(q) > 10_000:
+            raise ValueError("a question is over 10,000 characters")
+    return v
+
+
 class AskOptions(BaseModel):
     k: int = Field(ASK_K, ge=1, le=MAX_K)
     threshold: Optional[float] = Field(None, ge=-1, le=1, allow_inf_nan=False)
@@ -83,10 +90,20 @@ class FAQIn(BaseModel):
     @field_validator("questions")
     @classmethod
     def _question_length(cls, v: list[str]) -> list[str]:
-        for q in v:
-            if len(q) > 10_000:
-                raise ValueError("a question is over 10,000 characters")
-        return v
+        return _short_questions(v)
+
+
+class FAQEditIn(BaseModel):
+    """The fields of one FAQ to change (PATCH): what is left out stays."""
+
+    answer: Optional[str] = Field(None, min_length=1, max_length=100_000)
+    category: Optional[str] = Field(None, min_length=1, max_length=MAX_ID)
+    questions: list[str] = Field(default_factory=list, max_length=500, description="questions to add")
+
+    @field_validator("questions")
+    @classmethod
+    def _question_length(cls, v: list[str]) -> list[str]:
+        return _short_questions(v)
 
 
 class FAQsIn(BaseModel):

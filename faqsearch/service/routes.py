@@ -12,8 +12,8 @@ from ..corpus import FAQ, check_faq
 from ..defaults import ASK_K, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..errors import CorpusError, FAQSearchError
 from ..querylog import log_answered
-from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn, FAQIn,
-                     FAQsIn, FeedbackIn, ParaphraseIn, SuggestionsOut)
+from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn,
+                     FAQEditIn, FAQIn, FAQsIn, FeedbackIn, ParaphraseIn, SuggestionsOut)
 
 router = APIRouter()
 RANKED = 500  # at most this many FAQs of a listing search are ranked by the index's search; the rest follow
@@ -148,7 +148,8 @@ def add(request: Request, name: str, body: FAQsIn):
 
 @router.post("/indexes/{name}/faqs/upsert", tags=["faqs"], dependencies=[Depends(write_key)])
 def upsert(request: Request, name: str, body: FAQsIn):
-    """Add or update the listed FAQs by id; others are left alone. Needs the API key."""
+    """Add or update the listed FAQs by id (as `faqsearch update`): a listed FAQ gets the answer and
+    the questions it lacks, and keeps those the body does not list; others are left alone. Needs the API key."""
     return service(request).write(name, lambda e: e.update(_faqs(body.faqs))).to_dict()
 
 
@@ -188,6 +189,14 @@ def replace(request: Request, name: str, faq_id: str, body: FAQIn):
         return e.update(_faqs([body]), replace=True)
 
     return service(request).write(name, edit).to_dict()
+
+
+@router.patch("/indexes/{name}/faqs/{faq_id:path}", tags=["faqs"], dependencies=[Depends(write_key)])
+def edit_faq(request: Request, name: str, faq_id: str, body: FAQEditIn):
+    """Change one FAQ without restating it: a new answer or category, questions added (source added);
+    the rest stays (`faqsearch update ID --answer ...`). 404 if unknown. Needs the API key."""
+    return service(request).write(name, lambda e: e.update_faq(faq_id, answer=body.answer, category=body.category,
+                                                               questions=body.questions)).to_dict()
 
 
 @router.delete("/indexes/{name}/faqs/{faq_id:path}", tags=["faqs"], dependencies=[Depends(write_key)])

@@ -35,31 +35,51 @@ def add(corpus, index, columns, fmt, out, threads):
 
 
 @click.command()
-@corpus_argument
+@click.argument("target", metavar="CORPUS|ID")
 @index_option
 @corpus_options
 @click.option("--replace", is_flag=True,
               help="Each listed FAQ holds exactly the questions given (feedback, approved and generated ones go too).")
+@click.option("--answer", help="Edit FAQ ID alone: its new answer.")
+@click.option("--category", help="Edit FAQ ID alone: its new category.")
+@click.option("--question", "questions", multiple=True, metavar="TEXT",
+              help="Edit FAQ ID alone: add this question (repeat for several).")
 @output_options()
 @threads_option
 @handles_errors
 @device_option()
-def update(corpus, index, columns, fmt, replace, out, threads):
-    """Update FAQs by id: new questions are encoded, questions the file no longer lists leave the
-    index, changed answers are rewritten. FAQs not yet in the index are added; FAQs not in CORPUS are
-    left alone. Questions from feedback, approvals and augment stay unless --replace, and so does a
-    category or metadata the file does not give (no such column).
+def update(target, index, columns, fmt, replace, answer, category, questions, out, threads):
+    """Update FAQs by id from a file (CORPUS), or one FAQ's fields (ID with --answer, --category or
+    --question).
+
+    From a file, each listed FAQ gets the file's answer and the questions it lists that it lacks
+    (encoded); its questions the file does not list stay, so one row per FAQ is enough to change
+    answers. A category or metadata the file does not give (no such column) stays too. FAQs not
+    yet in the index are added; FAQs not in CORPUS are left alone. --replace: each listed FAQ then
+    holds exactly the file's questions (feedback, approved and generated ones go too). To make an
+    index match a whole export, dropping the questions it no longer lists, use `faqsearch upsert`.
 
     \b
     Example:
         faqsearch update edited_faqs.csv --index support
         faqsearch update acc-01.csv --index support --replace
+        faqsearch update ret-04 --answer "Refunds reach your card within 5 days." --index support
+        faqsearch update ret-04 --category returns --question "where is my refund?" --index support
     """
     from ...engine import FAQSearch
 
-    faqs = read_input(corpus, columns, fmt)
+    one = answer is not None or category is not None or bool(questions)
+    if one and replace:
+        raise click.UsageError("--replace applies to a CORPUS file; --answer, --category and --question edit one "
+                               "FAQ and keep its other questions")
+    faqs = None if one else read_input(target, columns, fmt)  # checked before the index (or the model) is loaded
     with FAQSearch.open(index, threads=threads) as engine:
-        edit(engine.update(faqs, progress=out.progress, replace=replace), out.json)
+        if one:
+            report = engine.update_faq(target, answer=answer, category=category, questions=list(questions),
+                                       progress=out.progress)
+        else:
+            report = engine.update(faqs, progress=out.progress, replace=replace)
+    edit(report, out.json)
 
 
 @click.command()
