@@ -438,3 +438,43 @@ def test_one_field_of_an_faq_is_edited_over_http_and_upsert_keeps_questions(clie
                     json={"faqs": [{"id": "1", "answer": "Use the reset link.", "questions": ["How do I reset my password?"]}]})
     assert r.status_code == 200 and r.json()["removed_questions"] == 0
     assert len(client.get("/indexes/shop/faqs/1").json()["questions"]) == 2
+
+
+def test_the_access_log_leaves_the_query_text_out(fake_models, ix):
+    """#40.2: uvicorn's access log printed `GET /indexes/NAME/ask?q=...`: every customer question in
+    the server's log. The line keeps the path and the status, never the query string."""
+    import logging
+    import socket
+    import time
+
+    import httpx
+    import uvicorn
+
+    service = Service({"shop": ix}, api_key=KEY, watch=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_level="info"))
+    records: list[logging.LogRecord] = []
+    collect = logging.Handler()
+    collect.emit = records.append
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        logging.getLogger("uvicorn.access").addHandler(collect)  # after uvicorn configured its logging
+        r = httpx.get(f"http://127.0.0.1:{port}/indexes/shop/ask", params={"q": "my secret medical question"})
+        assert r.status_code == 200
+        deadline = time.monotonic() + 10
+        while not records and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        logging.getLogger("uvicorn.access").removeHandler(collect)
+        server.should_exit = True
+        thread.join(timeout=10)
+        service.close()
+    lines = [rec.getMessage() for rec in records]
+    assert any("GET /indexes/shop/ask HTTP/1.1" in line and "200" in line for line in lines), lines
+    assert not any("secret" in line or "?q=" in line for line in lines), lines

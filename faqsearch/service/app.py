@@ -26,6 +26,26 @@ def status_for(exc: FAQSearchError) -> int:
     return next(code for cls, code in STATUS if isinstance(exc, cls))
 
 
+class NoQueryStrings(logging.Filter):
+    """uvicorn's access log line without the query string: `GET /indexes/NAME/ask?q=...` put every
+    customer question in the server's log. uvicorn logs (client, method, path with query, HTTP
+    version, status); the path keeps its part before '?'."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) and "?" in args[2]:
+            record.args = (*args[:2], args[2].split("?", 1)[0], *args[3:])
+        return True
+
+
+def hide_query_strings() -> None:
+    """Filter uvicorn's access log (once per process): a filter on a logger stays when uvicorn
+    configures its logging, whichever comes first."""
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, NoQueryStrings) for f in access.filters):
+        access.addFilter(NoQueryStrings())
+
+
 class Generators:
     """Paraphrase generators by spec, loaded once on first use."""
 
@@ -57,6 +77,7 @@ def create_app(service: Service, max_body: int = MAX_BODY):
 
     app = FastAPIOffline(title="faqsearch", version=__version__,
                          description="Semantic FAQ retrieval. Reads are open; writes need the X-API-Key header.")
+    hide_query_strings()
     app.state.service = service
     app.state.generators = Generators()
     app.include_router(router)
