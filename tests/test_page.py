@@ -1,6 +1,6 @@
 """The web page in a real browser: Debian's chromium driven by Playwright (no browser download),
 against `faqsearch serve`'s app in uvicorn on 127.0.0.1, real bundled encoder, sample_data: one
-server with an API key, one read-only (no key) over the same index.
+server with an API key and a read key, one read-only (no key) over the same index.
 
 Needs `apt-get install chromium` (CI does it). Set FAQSEARCH_SCREENSHOTS=DIR to save the page after
 a question at 1280 and 390 px wide as DIR/page-1280.png and DIR/page-390.png (docs/ holds them)."""
@@ -26,6 +26,8 @@ from .conftest import SAMPLE  # noqa: E402
 
 CHROMIUM = os.environ.get("FAQSEARCH_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 KEY = "page-test-key"
+READ_KEY = "page-read-key"  # staff who read FAQs, queries and gaps but never write
+STAFF = {"X-API-Key": KEY}
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -49,8 +51,8 @@ def index_dir(tmp_path_factory, minilm):
 
 
 @contextmanager
-def _serving(index, api_key):
-    service = Service({"support": index}, api_key=api_key)
+def _serving(index, api_key, read_key=None):
+    service = Service({"support": index}, api_key=api_key, read_key=read_key)
     port = _free_port()
     srv = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
@@ -69,7 +71,7 @@ def _serving(index, api_key):
 
 @pytest.fixture(scope="module")
 def server(index_dir):
-    with _serving(index_dir, KEY) as url:
+    with _serving(index_dir, KEY, READ_KEY) as url:
         yield url
 
 
@@ -130,6 +132,14 @@ def ask(page, text):
     page.wait_for_selector("#answers:not([aria-busy]) :is(.answer, .no-answer, .error)", timeout=15000)
 
 
+def unlock(page, key=READ_KEY):
+    """Enter the server's key in the page's key form: a server with a key shows its FAQs, queries and
+    gaps to its keys only (#40.2)."""
+    page.fill("#key-input", key)
+    page.click("#key-button")
+    page.wait_for_selector("#key-form", state="hidden", timeout=15000)
+
+
 def search_faqs(page, text):
     page.fill("#faq-search", text)
     page.click("#panel-faqs button[type=submit]")
@@ -144,7 +154,8 @@ def feedback(server, query, faq_id):
 
 
 def questions_of(server, faq_id):
-    return [q["text"] for q in httpx.get(f"{server}/indexes/support/faqs/{faq_id}", timeout=30).json()["questions"]]
+    return [q["text"] for q in httpx.get(f"{server}/indexes/support/faqs/{faq_id}", headers=STAFF,
+                                         timeout=30).json()["questions"]]
 
 
 def test_question_box_shows_the_answer(page):
@@ -196,6 +207,7 @@ def test_an_assignment_is_undone_from_the_faq(browser, server):
     query = "do you sell pet food"
     feedback(server, query, "sto-02")
     with _open(browser, server) as page:
+        unlock(page)
         page.click("#tab-faqs")
         search_faqs(page, "sto-02")
         card = page.locator("#faq-list .faq[data-id='sto-02']")
@@ -237,7 +249,8 @@ def test_an_assignment_is_undone_from_the_query_log_and_right_after(page, server
     done.locator(".unassign-status.ok").wait_for(timeout=30000)
     assert "taken out of sto-03" in done.inner_text()
     assert query not in questions_of(server, "sto-03")
-    logged = httpx.get(f"{server}/indexes/support/queries", params={"limit": 1000}, timeout=30).json()["queries"]
+    logged = httpx.get(f"{server}/indexes/support/queries", params={"limit": 1000}, headers=STAFF,
+                       timeout=30).json()["queries"]
     assert all(q["feedback_faq"] is None for q in logged if q["query"] == query)
 
 
@@ -248,6 +261,7 @@ def test_suggested_phrasings_are_approved_from_the_faq(browser, server):
     for t in texts + ["my refund has still not arrived"]:  # logged like any query the service answers
         assert httpx.get(f"{server}/indexes/support/ask", params={"q": t}, timeout=60).status_code == 200
     with _open(browser, server) as page:
+        unlock(page)
         page.click("#tab-faqs")
         search_faqs(page, "ret-04")
         card = page.locator("#faq-list .faq[data-id='ret-04']")
@@ -265,10 +279,11 @@ def test_suggested_phrasings_are_approved_from_the_faq(browser, server):
             card.locator(f".questions li:has-text('{t}') .source-approved").wait_for(timeout=5000)
             assert card.locator(f".suggestion:has-text('{t}')").count() == 0
         left = [t for t in shown if t not in texts]
-    questions = httpx.get(f"{server}/indexes/support/faqs/ret-04", timeout=30).json()["questions"]
+    questions = httpx.get(f"{server}/indexes/support/faqs/ret-04", headers=STAFF, timeout=30).json()["questions"]
     assert [q["source"] for q in questions if q["text"] in texts] == ["approved", "approved"]
     assert not set(left) & {q["text"] for q in questions}  # unticked suggestions are not indexed
     with _open(browser, server) as page:  # a fresh page lists them with the FAQ's questions
+        unlock(page)
         page.click("#tab-faqs")
         search_faqs(page, "ret-04")
         card = page.locator("#faq-list .faq[data-id='ret-04']")
@@ -296,6 +311,7 @@ def test_a_read_only_server_shows_no_write_controls(browser, server, readonly_se
         assert card.locator("button").count() == 0
     with _open(browser, server) as page:  # the same FAQ with writes on: there is the button
         assert "read-only" not in page.inner_text("#index-info")
+        unlock(page)
         page.click("#tab-faqs")
         search_faqs(page, "sto-05")
         card = page.locator("#faq-list .faq[data-id='sto-05']")
@@ -306,6 +322,7 @@ def test_a_read_only_server_shows_no_write_controls(browser, server, readonly_se
 def test_faqs_are_listed_by_question_and_search_ranks_question_matches_first(page):
     """#27.7a: each FAQ's title is its first question, its answer cut short until opened; a search
     ranks by the index's own search, so FAQs asking about refunds come before answers mentioning one."""
+    unlock(page)
     page.click("#tab-faqs")
     page.wait_for_selector("#faq-list:not([aria-busy]) .faq")
     assert page.locator("#faq-list .faq").count() == 150
@@ -332,6 +349,7 @@ def test_faqs_are_listed_by_question_and_search_ranks_question_matches_first(pag
 def test_gaps_tab_lists_groups_of_unanswered_queries(page):
     for q in ["do you sell concert tickets", "can I buy concert tickets here", "concert tickets on sale?"]:
         ask(page, q)
+    unlock(page)
     page.click("#tab-gaps")
     page.wait_for_selector("#gap-list .gap", timeout=30000)
     assert "concert tickets" in page.inner_text("#gap-list .gap >> nth=0")
@@ -353,6 +371,7 @@ def test_api_docs_work_offline_from_the_page_link(browser, server):
 def test_layout_at_desktop_and_phone_widths(browser, server, width, most):
     """#27.7c: a compact header (two short lines at most on a phone) and no sideways scrolling."""
     with _open(browser, server, width=width) as page:
+        unlock(page)
         ask(page, "how do I get my money back for a return?")
         header = page.locator("header").bounding_box()["height"]
         assert header < most, f"header {header:.0f} px high at {width} px"
@@ -365,6 +384,34 @@ def test_layout_at_desktop_and_phone_widths(browser, server, width, most):
             page.click(f"#tab-{tab}")
             page.wait_for_selector(f"{out}:not([aria-busy]) > *")
             assert page.evaluate(wide) == 0, tab
+
+
+def test_the_staff_tabs_need_the_key_and_the_page_asks_for_it(browser, server):
+    """#40.2: on a server with a key, the FAQs, gaps and queries tabs say they need it and the page
+    asks for it; asking needs none. The read key unlocks them (and reloads the tab shown), a wrong
+    one is named, and the read key cannot write."""
+    with _open(browser, server) as page:
+        assert page.is_visible("#key-form")
+        ask(page, "how do I get my money back for a return?")
+        assert page.locator("#answers .answer").count() > 0
+        for tab, out in (("faqs", "#faq-list"), ("gaps", "#gap-list"), ("queries", "#query-list")):
+            page.click(f"#tab-{tab}")
+            page.wait_for_selector(f"{out}:not([aria-busy]) .needs-key", timeout=15000)
+            assert "key" in page.inner_text(out)
+        page.fill("#key-input", "wrong")
+        page.click("#key-button")
+        page.wait_for_selector("#key-status:has-text('Wrong key')", timeout=15000)
+        assert page.is_visible("#key-form")
+        unlock(page, READ_KEY)
+        page.wait_for_selector("#query-list:not([aria-busy]) .query", timeout=15000)
+        assert "FAQs" in page.inner_text("#index-info")
+        page.click("#tab-ask")
+        ask(page, "what is the capital of australia")
+        page.click("#answers .assign-open")
+        page.fill("#answers .assign-faq", "sto-01")
+        page.click("#answers .assign-submit")  # the remembered read key fills the form: it may not write
+        page.wait_for_selector("#answers .assign-status.error:has-text('read key')", timeout=15000)
+    assert "what is the capital of australia" not in questions_of(server, "sto-01")
 
 
 def test_an_older_slower_answer_never_overwrites_a_newer_one(page):

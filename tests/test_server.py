@@ -15,6 +15,7 @@ from faqsearch.service import Service, create_app  # noqa: E402
 from .conftest import FakeEncoder  # noqa: E402
 
 KEY = "s3cret-key"
+STAFF = {"X-API-Key": KEY}  # a server with a key shows FAQs, queries and gaps to its keys only (#40.2)
 
 
 @pytest.fixture
@@ -57,34 +58,38 @@ def test_category_filter_is_applied_inside_the_search(client):
 
 
 def test_faq_listing_search_and_show(client):
-    assert [f["id"] for f in client.get("/indexes/shop/faqs").json()["faqs"]] == ["1", "2", "3", "4"]
-    assert [f["id"] for f in client.get("/indexes/shop/faqs", params={"q": "EU"}).json()["faqs"]] == ["4"]
-    assert client.get("/indexes/shop/faqs/3").json()["questions"][1]["text"] == "What is the return policy?"
-    r = client.get("/indexes/shop/faqs/nope")
+    assert [f["id"] for f in client.get("/indexes/shop/faqs", headers=STAFF).json()["faqs"]] == ["1", "2", "3", "4"]
+    assert [f["id"] for f in client.get("/indexes/shop/faqs", params={"q": "EU"},
+                                        headers=STAFF).json()["faqs"]] == ["4"]
+    assert client.get("/indexes/shop/faqs/3", headers=STAFF).json()["questions"][1]["text"] == \
+        "What is the return policy?"
+    r = client.get("/indexes/shop/faqs/nope", headers=STAFF)
     assert r.status_code == 404 and "unknown FAQ id" in r.json()["error"]
-    assert client.get("/indexes/other/faqs").status_code == 404
+    assert client.get("/indexes/other/faqs", headers=STAFF).status_code == 404
 
 
 def test_faq_listing_titles_and_search_ranked_by_the_index(client):
     """Each listed FAQ has its first question (the page's title); a search is ranked by the index's
     own search, not by position: "ship" matches FAQ 4's question word for word, FAQ 2 only "shipping"."""
-    listed = client.get("/indexes/shop/faqs").json()["faqs"]
+    listed = client.get("/indexes/shop/faqs", headers=STAFF).json()["faqs"]
     assert [f["question"] for f in listed] == ["How do I reset my password?", "How long does shipping take?",
                                                "Can I return an item?", "Do you ship abroad?"]
     assert all("matched" not in f for f in listed)
-    ranked = client.get("/indexes/shop/faqs", params={"q": "ship"}).json()["faqs"]
+    ranked = client.get("/indexes/shop/faqs", params={"q": "ship"}, headers=STAFF).json()["faqs"]
     assert [f["id"] for f in ranked] == ["4", "2"]
     assert ranked[0]["matched"] == "Do you ship abroad?" and ranked[0]["score"] > ranked[1]["score"]
-    assert [f["id"] for f in client.get("/indexes/shop/faqs", params={"q": "ship", "order": "index"}).json()["faqs"]] \
-        == ["2", "4"]
-    assert [f["id"] for f in client.get("/indexes/shop/faqs", params={"q": "ship", "offset": 1, "limit": 1}).json()[
-        "faqs"]] == ["2"]
-    assert client.get("/indexes/shop/faqs", params={"q": "4"}).json()["faqs"][0]["id"] == "4"  # an id: that FAQ first
-    r = client.get("/indexes/shop/faqs", params={"q": "return", "category": "shipping"})
+    assert [f["id"] for f in client.get("/indexes/shop/faqs", params={"q": "ship", "order": "index"},
+                                        headers=STAFF).json()["faqs"]] == ["2", "4"]
+    assert [f["id"] for f in client.get("/indexes/shop/faqs", params={"q": "ship", "offset": 1, "limit": 1},
+                                        headers=STAFF).json()["faqs"]] == ["2"]
+    # an id: that FAQ first
+    assert client.get("/indexes/shop/faqs", params={"q": "4"}, headers=STAFF).json()["faqs"][0]["id"] == "4"
+    r = client.get("/indexes/shop/faqs", params={"q": "return", "category": "shipping"}, headers=STAFF)
     assert r.json()["faqs"] == []  # the filter holds in ranked order too
-    assert client.get("/indexes/shop/faqs", params={"q": "ship", "order": "random"}).status_code == 422
+    assert client.get("/indexes/shop/faqs", params={"q": "ship", "order": "random"},
+                      headers=STAFF).status_code == 422
     # ranking a listing is not a query: nothing is logged
-    assert client.get("/indexes/shop/queries").json()["total"] == 0
+    assert client.get("/indexes/shop/queries", headers=STAFF).json()["total"] == 0
 
 
 def test_unassign_takes_a_feedback_question_back_out(client):
@@ -92,12 +97,12 @@ def test_unassign_takes_a_feedback_question_back_out(client):
     assert client.post("/indexes/shop/ask", json={"query": query, "threshold": 0.99}).status_code == 200
     body = {"query": query, "faq_id": "2"}
     assert client.post("/indexes/shop/feedback", json=body, headers={"X-API-Key": KEY}).status_code == 200
-    assert client.get("/indexes/shop/queries").json()["queries"][0]["feedback_faq"] == "2"
+    assert client.get("/indexes/shop/queries", headers=STAFF).json()["queries"][0]["feedback_faq"] == "2"
     assert client.post("/indexes/shop/unassign", json=body).status_code == 401
     r = client.post("/indexes/shop/unassign", json=body, headers={"X-API-Key": KEY})
     assert r.status_code == 200 and r.json()["removed_questions"] == 1
-    assert query not in [q["text"] for q in client.get("/indexes/shop/faqs/2").json()["questions"]]
-    assert client.get("/indexes/shop/queries").json()["queries"][0]["feedback_faq"] is None
+    assert query not in [q["text"] for q in client.get("/indexes/shop/faqs/2", headers=STAFF).json()["questions"]]
+    assert client.get("/indexes/shop/queries", headers=STAFF).json()["queries"][0]["feedback_faq"] is None
     r = client.post("/indexes/shop/unassign", json={"query": "How long does shipping take?", "faq_id": "2"},
                     headers={"X-API-Key": KEY})
     assert r.status_code == 400 and "corpus" in r.json()["error"]  # questions of the corpus stay
@@ -106,7 +111,7 @@ def test_unassign_takes_a_feedback_question_back_out(client):
 
 
 def test_writes_need_the_key_compared_exactly(client):
-    assert client.get("/indexes").json()["indexes"][0]["writable"] is True
+    assert client.get("/indexes", headers=STAFF).json()["indexes"][0]["writable"] is True
     body = {"faqs": [{"id": "5", "answer": "Open 9 to 5.", "questions": ["When are you open?"]}]}
     assert client.post("/indexes/shop/faqs", json=body).status_code == 401
     assert client.post("/indexes/shop/faqs", json=body, headers={"X-API-Key": KEY + "x"}).status_code == 401
@@ -128,8 +133,9 @@ def test_writes_need_the_key_compared_exactly(client):
     r = client.post("/indexes/shop/faqs", headers={"X-API-Key": KEY},
                     json={"faqs": [{"id": "bar/suggestions", "answer": "Suggested.", "questions": ["a suffix question"]}]})
     assert r.status_code == 200
-    assert client.get("/indexes/shop/faqs/bar/suggestions").json()["answer"] == "Suggested."
-    assert client.get("/indexes/shop/faqs/1/suggestions").json()["faq_id"] == "1"  # FAQ 1's suggestions still
+    assert client.get("/indexes/shop/faqs/bar/suggestions", headers=STAFF).json()["answer"] == "Suggested."
+    # FAQ 1's suggestions still
+    assert client.get("/indexes/shop/faqs/1/suggestions", headers=STAFF).json()["faq_id"] == "1"
     # metadata nested 40 levels was stored, then every answer carrying it was a 500 (RecursionError)
     deep = {"faqs": [{"id": "7", "answer": "a", "questions": ["q"], "metadata": {"x": json.loads("[" * 40 + "]" * 40)}}]}
     r = client.post("/indexes/shop/faqs", json=deep, headers={"X-API-Key": KEY})
@@ -155,7 +161,7 @@ def test_without_a_key_writes_are_off(fake_models, ix):
     (("post", "/indexes/shop/ask", {"content": b"x" * 5000, "headers": {"Content-Type": "application/json"}}), 413, "body"),
     (("get", "/indexes/shop/ask", {"params": {"q": "\x00\x01"}}), 200, "answers"),
     (("post", "/indexes/shop/ask", {"json": {"query": "ok", "filters": {"tier": 10 ** 23}}}), 422, "64-bit"),
-    (("get", "/indexes/shop/gaps", {"params": {"since": "notadate"}}), 422, "since must be a date"),
+    (("get", "/indexes/shop/gaps", {"params": {"since": "notadate"}, "headers": STAFF}), 422, "since must be a date"),
     (("post", "/indexes/shop/feedback", {"json": {"query": "   ", "faq_id": "1"}, "headers": {"X-API-Key": KEY}}),
      422, "blank"),
 ])
@@ -180,22 +186,21 @@ def test_query_log_feedback_and_gaps(client, ix):
               "do you sell gift vouchers", "gift vouchers available"]:
         client.get("/indexes/shop/ask", params={"q": q, "threshold": 0.8})
     client.get("/indexes/shop/ask", params={"q": "How do I reset my password?", "threshold": 0.8})
-    logged = client.get("/indexes/shop/queries", params={"unanswered": True}).json()
+    logged = client.get("/indexes/shop/queries", params={"unanswered": True}, headers=STAFF).json()
     assert logged["queries"] and all(q["answered"] == 0 for q in logged["queries"])
     assert "How do I reset my password?" not in [q["query"] for q in logged["queries"]]
-    gaps = client.get("/indexes/shop/gaps", params={"similarity": 0.2}).json()["gaps"]
+    gaps = client.get("/indexes/shop/gaps", params={"similarity": 0.2}, headers=STAFF).json()["gaps"]
     assert gaps and gaps[0]["count"] >= 2
     # feedback: the query becomes a question of FAQ 2 (source feedback) and now answers
     qid = next(q["id"] for q in logged["queries"] if q["query"] == "are you open on sundays")
     r = client.post("/indexes/shop/feedback", json={"query": "are you open on sundays", "faq_id": "2", "query_id": qid},
                     headers={"X-API-Key": KEY})
     assert r.status_code == 200 and r.json()["added_questions"] == 1
-    assert client.get("/indexes/shop/faqs/2").json()["questions"][-1] == {
-        "id": client.get("/indexes/shop/faqs/2").json()["questions"][-1]["id"], "text": "are you open on sundays",
-        "source": "feedback"}
+    last = client.get("/indexes/shop/faqs/2", headers=STAFF).json()["questions"][-1]
+    assert last == {"id": last["id"], "text": "are you open on sundays", "source": "feedback"}
     answered = client.get("/indexes/shop/ask", params={"q": "are you open on sundays", "threshold": 0.8}).json()
     assert answered["answers"][0]["faq_id"] == "2"
-    again = client.get("/indexes/shop/queries", params={"unanswered": True}).json()["queries"]
+    again = client.get("/indexes/shop/queries", params={"unanswered": True}, headers=STAFF).json()["queries"]
     assert next(q for q in again if q["id"] == qid)["feedback_faq"] == "2"
     assert os.path.exists(os.path.join(ix, "queries.db"))  # inside the index directory: it travels with it
 
@@ -203,7 +208,7 @@ def test_query_log_feedback_and_gaps(client, ix):
 def test_no_log_means_no_log(fake_models, ix):
     service, c = make_client([ix], log_queries=False)
     c.get("/indexes/shop/ask", params={"q": "hello"})
-    assert c.get("/indexes/shop/gaps").status_code == 400
+    assert c.get("/indexes/shop/gaps", headers=STAFF).status_code == 400
     assert not os.path.exists(os.path.join(ix, "queries.db"))
     service.close()
 
@@ -212,7 +217,7 @@ def test_several_indexes_by_name_and_openapi(fake_models, ix, tmp_path):
     other = str(tmp_path / "other")
     FAQSearch.build([FAQ("x", "Other answer.", ["an other question"])], other, encoder=FakeEncoder()).close()
     service, c = make_client([ix, other])
-    assert [i["name"] for i in c.get("/indexes").json()["indexes"]] == ["shop", "other"]
+    assert [i["name"] for i in c.get("/indexes", headers=STAFF).json()["indexes"]] == ["shop", "other"]
     assert c.get("/indexes/other/ask", params={"q": "an other question"}).json()["answers"][0]["faq_id"] == "x"
     paths = c.get("/openapi.json").json()["paths"]
     assert {"/indexes/{name}/ask", "/indexes/{name}/faqs", "/indexes/{name}/gaps", "/health"} <= set(paths)
@@ -323,22 +328,24 @@ def test_suggestions_from_the_log_are_approved_into_the_faq(client, monkeypatch)
     """#26: an FAQ author gets logged queries as suggestions, approves two, they become questions
     (source approved); nothing is indexed before."""
     _log_password_queries(client)
-    before = client.get("/indexes/shop/faqs/1").json()["questions"]
-    r = client.get("/indexes/shop/faqs/1/suggestions")
+    before = client.get("/indexes/shop/faqs/1", headers=STAFF).json()["questions"]
+    r = client.get("/indexes/shop/faqs/1/suggestions", headers=STAFF)
     assert r.status_code == 200, r.text
     got = r.json()["suggestions"]
     assert [(s["text"], s["source"], s["count"]) for s in got[:2]] == [
         ("reset my password please", "answered", 2), ("password reset how", "answered", 1)]
     assert all(s["source"] in ("answered", "near") for s in got)
-    assert client.get("/indexes/shop/faqs/1").json()["questions"] == before  # suggesting indexes nothing
-    assert client.get("/indexes/shop/faqs/nope/suggestions").status_code == 404
+    # suggesting indexes nothing
+    assert client.get("/indexes/shop/faqs/1", headers=STAFF).json()["questions"] == before
+    assert client.get("/indexes/shop/faqs/nope/suggestions", headers=STAFF).status_code == 404
     texts = [s["text"] for s in got[:2]]
     assert client.post("/indexes/shop/faqs/1/approve", json={"texts": texts}).status_code == 401
     r = client.post("/indexes/shop/faqs/1/approve", json={"texts": texts}, headers={"X-API-Key": KEY})
     assert r.status_code == 200 and r.json()["added_questions"] == 2
-    questions = client.get("/indexes/shop/faqs/1").json()["questions"]
+    questions = client.get("/indexes/shop/faqs/1", headers=STAFF).json()["questions"]
     assert [q["source"] for q in questions if q["text"] in texts] == ["approved", "approved"]
-    assert not set(texts) & {s["text"] for s in client.get("/indexes/shop/faqs/1/suggestions").json()["suggestions"]}
+    suggested = client.get("/indexes/shop/faqs/1/suggestions", headers=STAFF).json()["suggestions"]
+    assert not set(texts) & {s["text"] for s in suggested}
     # generate=N adds generated rewordings of the first question (a stand-in generator here)
     from faqsearch.generators import Candidate
     from faqsearch.service.app import Generators
@@ -356,7 +363,7 @@ def test_suggestions_from_the_log_are_approved_into_the_faq(client, monkeypatch)
             return {"kind": "fixed"}
 
     monkeypatch.setattr(Generators, "get", lambda self, spec: Fixed())
-    r = client.get("/indexes/shop/faqs/1/suggestions", params={"generate": 2, "limit": 1})
+    r = client.get("/indexes/shop/faqs/1/suggestions", params={"generate": 2, "limit": 1}, headers=STAFF)
     got = r.json()["suggestions"]
     assert len(got) <= 2 and got[-1] == {**got[-1], "source": "generated", "text": "How do I reset my password now?"}
 
@@ -366,22 +373,23 @@ def test_approve_through_the_api_marks_the_log_as_the_cli_does(client):
     """An approved logged query shows as assigned in the query log (as `faqsearch approve` and feedback
     leave it), so another FAQ no longer gets it as a suggestion; the text is matched as it was logged."""
     _log_password_queries(client)
-    before = client.get("/indexes/shop/faqs/1/suggestions").json()["suggestions"]
+    before = client.get("/indexes/shop/faqs/1/suggestions", headers=STAFF).json()["suggestions"]
     assert "password reset how" in [s["text"] for s in before]  # answered with FAQ 1 until approved into it
     # #44: a query the index answers with another FAQ is never offered (it ranks FAQ 3 in its top 3)
-    assert "password reset how" not in [s["text"] for s in client.get("/indexes/shop/faqs/3/suggestions").json()["suggestions"]]
+    third = client.get("/indexes/shop/faqs/3/suggestions", headers=STAFF).json()["suggestions"]
+    assert "password reset how" not in [s["text"] for s in third]
     r = client.post("/indexes/shop/faqs/1/approve", json={"texts": ["password  reset how\t", "reset my password please"]},
                     headers={"X-API-Key": KEY})
     assert r.status_code == 200 and r.json()["added_questions"] == 2
-    logged = client.get("/indexes/shop/queries").json()["queries"]
+    logged = client.get("/indexes/shop/queries", headers=STAFF).json()["queries"]
     assert {(q["query"], q["feedback_faq"]) for q in logged} == {
         ("reset my password please", "1"), ("password reset how", "1"), ("how long is shipping", None)}
-    after = client.get("/indexes/shop/faqs/1/suggestions").json()["suggestions"]
+    after = client.get("/indexes/shop/faqs/1/suggestions", headers=STAFF).json()["suggestions"]
     assert not {"password reset how", "reset my password please"} & {s["text"] for s in after}
     r = client.post("/indexes/shop/unassign", json={"query": "password reset how", "faq_id": "1"},
                     headers={"X-API-Key": KEY})
     assert r.status_code == 200
-    logged = client.get("/indexes/shop/queries").json()["queries"]
+    logged = client.get("/indexes/shop/queries", headers=STAFF).json()["queries"]
     assert {q["query"]: q["feedback_faq"] for q in logged}["password reset how"] is None
 
 def test_cli_suggest_and_approve(fake_models, ix):
@@ -424,12 +432,12 @@ def test_one_field_of_an_faq_is_edited_over_http_and_upsert_keeps_questions(clie
     assert r.status_code == 401
     r = client.patch("/indexes/shop/faqs/3", json={"answer": "Yes, within 60 days."}, headers={"X-API-Key": KEY})
     assert r.status_code == 200 and r.json()["updated_faqs"] == ["3"] and r.json()["removed_questions"] == 0
-    faq = client.get("/indexes/shop/faqs/3").json()
+    faq = client.get("/indexes/shop/faqs/3", headers=STAFF).json()
     assert faq["answer"] == "Yes, within 60 days." and faq["category"] == "returns" and len(faq["questions"]) == 2
     r = client.patch("/indexes/shop/faqs/3", json={"category": "policy", "questions": ["send it back?"]},
                      headers={"X-API-Key": KEY})
     assert r.status_code == 200 and r.json()["added_questions"] == 1
-    faq = client.get("/indexes/shop/faqs/3").json()
+    faq = client.get("/indexes/shop/faqs/3", headers=STAFF).json()
     assert faq["category"] == "policy" and [q["text"] for q in faq["questions"]][-1] == "send it back?"
     assert client.patch("/indexes/shop/faqs/nope", json={"answer": "x"}, headers={"X-API-Key": KEY}).status_code == 404
     r = client.patch("/indexes/shop/faqs/3", json={}, headers={"X-API-Key": KEY})
@@ -437,7 +445,84 @@ def test_one_field_of_an_faq_is_edited_over_http_and_upsert_keeps_questions(clie
     r = client.post("/indexes/shop/faqs/upsert", headers={"X-API-Key": KEY},
                     json={"faqs": [{"id": "1", "answer": "Use the reset link.", "questions": ["How do I reset my password?"]}]})
     assert r.status_code == 200 and r.json()["removed_questions"] == 0
-    assert len(client.get("/indexes/shop/faqs/1").json()["questions"]) == 2
+    assert len(client.get("/indexes/shop/faqs/1", headers=STAFF).json()["questions"]) == 2
+
+
+READ = "staff-read-key"
+
+
+def test_staff_reads_need_a_key_when_the_server_has_one(fake_models, ix):
+    """#40.2: with --api-key, anyone who reached the port read every customer question (/queries),
+    the gaps, suggestions, FAQ listing and /indexes. Now those need the API key or the read key
+    (--read-key: staff who read but never write); asking stays open, and so does /health, which says
+    what needs a key (the page reads it)."""
+    service, c = make_client([ix], read_key=READ)
+    assert c.get("/indexes/shop/ask", params={"q": "a customer's private question"}).status_code == 200
+    assert c.post("/indexes/shop/ask", json={"query": "another one"}).status_code == 200
+    assert c.post("/indexes/shop/ask/batch", json={"queries": ["and a third"]}).status_code == 200
+    staff = ["/indexes", "/indexes/shop", "/indexes/shop/queries", "/indexes/shop/gaps", "/indexes/shop/faqs",
+             "/indexes/shop/faqs/1", "/indexes/shop/faqs/1/suggestions"]
+    for url in staff:
+        r = c.get(url)
+        assert r.status_code == 401 and "X-API-Key" in r.json()["error"], url
+        assert "private question" not in r.text
+        assert c.get(url, headers={"X-API-Key": "wrong"}).status_code == 401, url
+        for key in (READ, KEY):
+            assert c.get(url, headers={"X-API-Key": key}).status_code == 200, (url, key)
+    logged = c.get("/indexes/shop/queries", headers={"Authorization": f"Bearer {READ}"}).json()
+    assert "a customer's private question" in [q["query"] for q in logged["queries"]]
+    r = c.post("/indexes/shop/faqs", json={"faqs": [{"id": "5", "answer": "a", "questions": ["q"]}]},
+               headers={"X-API-Key": READ})
+    assert r.status_code == 403 and "read key" in r.json()["error"] and "API key" in r.json()["error"]
+    assert c.get("/health").json() == {"status": "ok", "indexes": ["shop"],
+                                       "access": {"ask": "open", "read": "key", "write": "key"}}
+    service.close()
+    service, c = make_client([ix], api_key=None, read_key=READ)  # a read-only server for staff
+    assert c.get("/indexes/shop/queries").status_code == 401
+    assert c.get("/indexes/shop/queries", headers={"X-API-Key": READ}).status_code == 200
+    assert c.get("/indexes", headers={"X-API-Key": READ}).json()["indexes"][0]["writable"] is False
+    assert c.get("/health").json()["access"] == {"ask": "open", "read": "key", "write": "off"}
+    service.close()
+    service, c = make_client([ix], api_key=None)  # no key at all: reads open, as before
+    assert c.get("/indexes/shop/queries").status_code == 200
+    assert c.get("/health").json()["access"] == {"ask": "open", "read": "open", "write": "off"}
+    service.close()
+
+
+def test_a_private_server_answers_only_with_a_key(fake_models, ix):
+    from faqsearch.errors import InvalidOptionError
+
+    service, c = make_client([ix], read_key=READ, private=True)
+    calls = [("get", "/indexes/shop/ask", {"params": {"q": "where is my parcel"}}),
+             ("post", "/indexes/shop/ask", {"json": {"query": "where is my parcel"}}),
+             ("post", "/indexes/shop/ask/batch", {"json": {"queries": ["where is my parcel"]}})]
+    for method, url, kw in calls:
+        assert getattr(c, method)(url, **kw).status_code == 401, url
+        for key in (READ, KEY):
+            assert getattr(c, method)(url, headers={"X-API-Key": key}, **kw).status_code == 200, (url, key)
+    assert c.post("/indexes/shop/paraphrase", json={"text": "where is my parcel"}).status_code == 401
+    assert c.get("/health").json()["access"] == {"ask": "key", "read": "key", "write": "key"}
+    service.close()
+    with pytest.raises(InvalidOptionError, match="--private needs a key"):
+        Service({"shop": ix}, private=True, watch=False)
+
+
+def test_responses_name_indexes_never_server_paths(fake_models, ix, tmp_path):
+    """#40.2: /indexes showed each index's absolute path (and /indexes/NAME the corpus file's); an
+    error about an index named its directory. Responses give the index's name instead."""
+    service, c = make_client([ix])
+    staff = {"X-API-Key": KEY}
+    listed = c.get("/indexes", headers=staff)
+    assert listed.json()["indexes"][0]["name"] == "shop" and "path" not in listed.json()["indexes"][0]
+    info = c.get("/indexes/shop", headers=staff)
+    assert info.json()["name"] == "shop" and info.json()["corpus"] == "faq.csv" and "path" not in info.json()
+    for r in (listed, info):
+        assert str(tmp_path) not in r.text
+    os.rename(ix, ix + "-moved")  # renamed away under the server: a write cannot find it
+    r = c.post("/indexes/shop/feedback", json={"query": "hello there", "faq_id": "1"}, headers=staff)
+    assert r.status_code == 404 and "index" in r.json()["error"] and "shop" in r.json()["error"]
+    assert str(tmp_path) not in r.text
+    service.close()
 
 
 def test_the_access_log_leaves_the_query_text_out(fake_models, ix):
@@ -478,3 +563,17 @@ def test_the_access_log_leaves_the_query_text_out(fake_models, ix):
     lines = [rec.getMessage() for rec in records]
     assert any("GET /indexes/shop/ask HTTP/1.1" in line and "200" in line for line in lines), lines
     assert not any("secret" in line or "?q=" in line for line in lines), lines
+
+
+def test_serve_takes_the_read_key_and_private_from_its_options(fake_models, ix, monkeypatch):
+    from click.testing import CliRunner
+
+    import faqsearch.service as service_mod
+    from faqsearch.cli import cli
+
+    seen = {}
+    monkeypatch.setattr(service_mod, "serve", lambda *a, **k: seen.update(k))
+    monkeypatch.delenv("FAQSEARCH_API_KEY", raising=False)
+    monkeypatch.setenv("FAQSEARCH_READ_KEY", READ)
+    assert CliRunner().invoke(cli, ["serve", "--index", ix, "--private", "-q"]).exit_code == 0
+    assert (seen["read_key"], seen["api_key"], seen["private"]) == (READ, None, True)

@@ -12,14 +12,14 @@ from typing import Any
 from ..errors import (CorpusError, DuplicateFAQError, FAQSearchError, IndexFormatError, IndexNotFoundError,
                       InvalidOptionError, MissingExtraError, UnknownFAQError, WritesDisabledError)
 from .models import MAX_BODY
-from .service import Service, Unauthorized
+from .service import Forbidden, Service, Unauthorized
 
 log = logging.getLogger(__name__)
 
 STATIC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
-STATUS = [(Unauthorized, 401), (UnknownFAQError, 404), (IndexNotFoundError, 404), (DuplicateFAQError, 409),
-          (CorpusError, 422), (InvalidOptionError, 422), (WritesDisabledError, 403), (IndexFormatError, 503),
-          (FAQSearchError, 400)]
+STATUS = [(Unauthorized, 401), (Forbidden, 403), (UnknownFAQError, 404), (IndexNotFoundError, 404),
+          (DuplicateFAQError, 409), (CorpusError, 422), (InvalidOptionError, 422), (WritesDisabledError, 403),
+          (IndexFormatError, 503), (FAQSearchError, 400)]
 
 
 def status_for(exc: FAQSearchError) -> int:
@@ -76,7 +76,9 @@ def create_app(service: Service, max_body: int = MAX_BODY):
     from .routes import router
 
     app = FastAPIOffline(title="faqsearch", version=__version__,
-                         description="Semantic FAQ retrieval. Reads are open; writes need the X-API-Key header.")
+                         description="Semantic FAQ retrieval. Writes need the API key in the X-API-Key header; when "
+                                     "the server has a key, so do FAQ listings, the query log and gaps (the read key "
+                                     "too), and asking when it is private. GET /health says which.")
     hide_query_strings()
     app.state.service = service
     app.state.generators = Generators()
@@ -101,7 +103,7 @@ def create_app(service: Service, max_body: int = MAX_BODY):
     @app.exception_handler(FAQSearchError)
     async def domain_error(request: Request, exc: FAQSearchError):
         headers = {"WWW-Authenticate": "ApiKey"} if isinstance(exc, Unauthorized) else None
-        return JSONResponse({"error": str(exc)}, status_code=status_for(exc), headers=headers)
+        return JSONResponse({"error": service.redact(str(exc))}, status_code=status_for(exc), headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
@@ -140,13 +142,15 @@ def create_app(service: Service, max_body: int = MAX_BODY):
 
 
 def serve(indexes: dict[str, str], host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
-          log_queries: bool = True, threads: int | None = None, max_body: int = MAX_BODY) -> None:
-    """Run the service until interrupted."""
+          log_queries: bool = True, threads: int | None = None, max_body: int = MAX_BODY, read_key: str | None = None,
+          private: bool = False) -> None:
+    """Run the service until interrupted (see :class:`Service` for the keys)."""
     try:
         import uvicorn
     except ImportError as exc:
         raise MissingExtraError(f"faqsearch serve needs the server extra: pip install 'faqsearch[server]' ({exc})")
-    service = Service(indexes, api_key=api_key, log_queries=log_queries, threads=threads)
+    service = Service(indexes, api_key=api_key, log_queries=log_queries, threads=threads, read_key=read_key,
+                      private=private)
     try:
         uvicorn.run(create_app(service, max_body), host=host, port=port, log_level="info")
     finally:

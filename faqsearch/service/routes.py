@@ -2,6 +2,7 @@
 ``--json`` (``Result.to_dict()``, ``EditReport.to_dict()``, the FAQ dict of ``show``)."""
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -23,10 +24,26 @@ def service(request: Request):
     return request.app.state.service
 
 
+def _key(x_api_key: Optional[str], authorization: Optional[str]) -> Optional[str]:
+    return x_api_key or (authorization[7:] if authorization and authorization.lower().startswith("bearer ") else None)
+
+
 def write_key(request: Request, x_api_key: Optional[str] = Header(None),
               authorization: Optional[str] = Header(None)) -> None:
-    given = x_api_key or (authorization[7:] if authorization and authorization.lower().startswith("bearer ") else None)
-    service(request).check_key(given)
+    """Writes: the API key."""
+    service(request).check_access("write", _key(x_api_key, authorization))
+
+
+def read_key(request: Request, x_api_key: Optional[str] = Header(None),
+             authorization: Optional[str] = Header(None)) -> None:
+    """Staff reads (queries, gaps, suggestions, FAQs, indexes): the read or API key, when the server has one."""
+    service(request).check_access("read", _key(x_api_key, authorization))
+
+
+def ask_key(request: Request, x_api_key: Optional[str] = Header(None),
+            authorization: Optional[str] = Header(None)) -> None:
+    """Asking: open, unless the server is private (then the read or API key)."""
+    service(request).check_access("ask", _key(x_api_key, authorization))
 
 
 def _filters(body: AskOptions) -> dict[str, Any] | None:
@@ -55,29 +72,45 @@ def _answer(request: Request, name: str, queries: list[str], body: AskOptions, c
 
 @router.get("/health", tags=["service"])
 def health(request: Request):
-    return {"status": "ok", "indexes": service(request).names()}
+    """Always open: the indexes served, and what needs a key (ask, read, write: open, key or off)."""
+    return {"status": "ok", "indexes": service(request).names(), "access": service(request).access()}
 
 
-@router.get("/indexes", tags=["service"])
+@router.get("/indexes", tags=["service"], dependencies=[Depends(read_key)])
 def indexes(request: Request):
     svc = service(request)
     out = []
     for name in svc.names():
         s = svc.served(name)
         snap = s.engine.snapshot
-        out.append({"name": name, "path": snap.path, "faqs": snap.config["counts"]["faqs"],
+        out.append({"name": name, "faqs": snap.config["counts"]["faqs"],
                     "questions": snap.config["counts"]["questions"], "encoder": snap.config["encoder"]["name"],
                     "mode": snap.mode, "threshold": snap.threshold, "writable": bool(svc.api_key),
                     "logging": s.querylog is not None})
     return {"indexes": out}
 
 
-@router.get("/indexes/{name}", tags=["service"])
+@router.get("/indexes/{name}", tags=["service"], dependencies=[Depends(read_key)])
 def info(request: Request, name: str):
-    return {"name": name, **service(request).engine(name).info()}
+    """How the index was built (as `faqsearch info --json`), files named without the server's paths."""
+    about = service(request).engine(name).info()
+    del about["path"]
+    return {"name": name, **_no_paths(about)}
 
 
-@router.post("/indexes/{name}/ask", tags=["ask"])
+def _no_paths(value: Any) -> Any:
+    """``value`` with every absolute path in it cut to its last part (a corpus or model file, a Milvus
+    database): a response never shows where things live on the server."""
+    if isinstance(value, dict):
+        return {k: _no_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_paths(v) for v in value]
+    if isinstance(value, str) and os.path.isabs(value):
+        return os.path.basename(value.rstrip("/\\")) or value
+    return value
+
+
+@router.post("/indexes/{name}/ask", tags=["ask"], dependencies=[Depends(ask_key)])
 def ask(request: Request, name: str, body: AskIn, response: Response,
         x_faqsearch_channel: Optional[str] = Header(None, max_length=40)):
     """Answer one query: the same JSON as `faqsearch ask --json`. The logged query's id is in X-Query-Id.
@@ -87,7 +120,7 @@ def ask(request: Request, name: str, body: AskIn, response: Response,
     return _answer(request, name, [body.query], body, x_faqsearch_channel or "api", response)[0].to_dict()
 
 
-@router.get("/indexes/{name}/ask", tags=["ask"])
+@router.get("/indexes/{name}/ask", tags=["ask"], dependencies=[Depends(ask_key)])
 def ask_get(request: Request, name: str, response: Response, q: str = Query(..., min_length=1, max_length=MAX_QUERY),
             k: int = Query(ASK_K, ge=1, le=MAX_K), threshold: Optional[float] = Query(None, ge=-1, le=1),
             min_confidence: Optional[float] = Query(None, ge=0, le=1),
@@ -98,14 +131,14 @@ def ask_get(request: Request, name: str, response: Response, q: str = Query(...,
                                     category=category), response, None)
 
 
-@router.post("/indexes/{name}/ask/batch", tags=["ask"])
+@router.post("/indexes/{name}/ask/batch", tags=["ask"], dependencies=[Depends(ask_key)])
 def ask_batch(request: Request, name: str, body: BatchIn, response: Response):
     """Answer up to 100 queries in one encoder pass: {"results": [Result, ...]} in order (a blank query
     gets an empty result)."""
     return {"results": [r.to_dict() for r in _answer(request, name, body.queries, body, "api", response)]}
 
 
-@router.get("/indexes/{name}/faqs", tags=["faqs"])
+@router.get("/indexes/{name}/faqs", tags=["faqs"], dependencies=[Depends(read_key)])
 def list_faqs(request: Request, name: str, q: Optional[str] = Query(None, max_length=MAX_QUERY),
               category: Optional[str] = Query(None, max_length=MAX_ID), limit: int = Query(50, ge=1, le=1000),
               offset: int = Query(0, ge=0, le=MAX_OFFSET),
@@ -153,7 +186,8 @@ def upsert(request: Request, name: str, body: FAQsIn):
     return service(request).write(name, lambda e: e.update(_faqs(body.faqs))).to_dict()
 
 
-@router.get("/indexes/{name}/faqs/{faq_id:path}/suggestions", tags=["faqs"], response_model=SuggestionsOut)
+@router.get("/indexes/{name}/faqs/{faq_id:path}/suggestions", tags=["faqs"], response_model=SuggestionsOut,
+            dependencies=[Depends(read_key)])
 def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20, ge=1, le=200),
                 generate: int = Query(0, ge=0, le=20)):
     """Phrasings to approve for an FAQ: logged queries the index answered with it (most asked first),
@@ -172,7 +206,7 @@ def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20,
                    load_generator=lambda: request.app.state.generators.get(spec)).to_dict()
 
 
-@router.get("/indexes/{name}/faqs/{faq_id:path}", tags=["faqs"])
+@router.get("/indexes/{name}/faqs/{faq_id:path}", tags=["faqs"], dependencies=[Depends(read_key)])
 def show(request: Request, name: str, faq_id: str):
     return service(request).engine(name).show(faq_id)
 
@@ -235,7 +269,7 @@ def approve(request: Request, name: str, faq_id: str, body: ApproveIn):
     return report.to_dict()
 
 
-@router.get("/indexes/{name}/queries", tags=["traffic"])
+@router.get("/indexes/{name}/queries", tags=["traffic"], dependencies=[Depends(read_key)])
 def queries(request: Request, name: str, limit: int = Query(50, ge=1, le=1000), offset: int = Query(0, ge=0, le=MAX_OFFSET),
             unanswered: bool = False):
     """Logged queries, newest first."""
@@ -245,7 +279,7 @@ def queries(request: Request, name: str, limit: int = Query(50, ge=1, le=1000), 
     return {"queries": s.querylog.recent(limit, offset, unanswered), **s.querylog.count()}
 
 
-@router.get("/indexes/{name}/gaps", tags=["traffic"])
+@router.get("/indexes/{name}/gaps", tags=["traffic"], dependencies=[Depends(read_key)])
 def gaps(request: Request, name: str, similarity: float = Query(GAP_SIMILARITY, ge=0, le=1),
          min_count: int = Query(GAP_MIN_COUNT, ge=1, le=100_000), limit: int = Query(20, ge=1, le=200),
          since: Optional[str] = Query(None, max_length=40)):
@@ -259,7 +293,7 @@ def gaps(request: Request, name: str, similarity: float = Query(GAP_SIMILARITY, 
     return {"gaps": [g.to_dict() for g in found]}
 
 
-@router.post("/indexes/{name}/paraphrase", tags=["ask"])
+@router.post("/indexes/{name}/paraphrase", tags=["ask"], dependencies=[Depends(ask_key)])
 def paraphrase(request: Request, name: str, body: ParaphraseIn):
     """Rewordings of TEXT ('did you mean'), re-ranked by the index: from the generator the index was
     augmented with, else the default (SmolLM2). The generator is loaded once, on first use."""

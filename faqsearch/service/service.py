@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import FAQSearchError, IndexNotFoundError, WritesDisabledError
+from ..errors import FAQSearchError, IndexNotFoundError, InvalidOptionError, WritesDisabledError
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,14 @@ WATCH_EVERY = 0.25  # seconds between checks for another process's edit
 
 
 class Unauthorized(FAQSearchError):
-    """A write without the right API key."""
+    """A request without a key that the server takes for it."""
+
+
+class Forbidden(FAQSearchError):
+    """A write sent with the read key: it may read, never write."""
+
+
+ACCESS = ("ask", "read", "write")  # what a request does, for Service.check_access
 
 
 @dataclass
@@ -34,16 +41,26 @@ class Served:
 
 
 class Service:
-    """The indexes one process serves, by name; engines of one encoder share one model."""
+    """The indexes one process serves, by name; engines of one encoder share one model.
+
+    Who may do what: writes need ``api_key`` (none: writes are off). When the server has a key
+    (``api_key`` or ``read_key``), the staff reads (the query log, gaps, suggestions, FAQ listing,
+    index list and info) need one of them: ``read_key`` reads, never writes. Asking is open unless
+    ``private``: then it needs a key too."""
 
     def __init__(self, indexes: dict[str, str], api_key: str | None = None, log_queries: bool = True,
-                 threads: int | None = None, watch: bool = True):
+                 threads: int | None = None, watch: bool = True, read_key: str | None = None, private: bool = False):
         from ..engine import FAQSearch
         from ..querylog import QueryLog
 
         if not indexes:
             raise FAQSearchError("no index to serve; pass --index NAME (see faqsearch ingest)")
+        if private and not (api_key or read_key):
+            raise InvalidOptionError("--private needs a key: pass --api-key or --read-key (or set FAQSEARCH_API_KEY "
+                                     "or FAQSEARCH_READ_KEY)")
         self.api_key = api_key or None
+        self.read_key = read_key or None
+        self.private = private
         self.log_queries = log_queries
         self._served: dict[str, Served] = {}
         for name, path in indexes.items():
@@ -99,10 +116,37 @@ class Service:
             raise WritesDisabledError("writes are disabled: start the server with --api-key KEY or "
                                       "FAQSEARCH_API_KEY set")
 
-    def check_key(self, given: str | None) -> None:
-        self._writes_enabled()
-        if not given or not hmac.compare_digest(given.encode("utf-8"), self.api_key.encode("utf-8")):
+    def access(self) -> dict[str, str]:
+        """What needs a key here ('key'), what is open, and whether writes are 'off'."""
+        keyed = bool(self.api_key or self.read_key)
+        return {"ask": "key" if self.private else "open", "read": "key" if keyed else "open",
+                "write": "key" if self.api_key else "off"}
+
+    def check_access(self, what: str, given: str | None) -> None:
+        """Raise unless a request that does ``what`` (one of ACCESS) may, sending key ``given``."""
+        if what not in ACCESS:
+            raise InvalidOptionError(f"unknown access {what!r}; one of {', '.join(ACCESS)}")
+        if what == "write":
+            self._writes_enabled()
+            if _same(given, self.api_key):
+                return
+            if _same(given, self.read_key):
+                raise Forbidden("the read key cannot write: send the API key (--api-key) in the X-API-Key header")
             raise Unauthorized("missing or wrong API key: send it in the X-API-Key header")
+        if self.access()[what] == "open" or _same(given, self.api_key) or _same(given, self.read_key):
+            return
+        raise Unauthorized("missing or wrong key: this server needs its read key or API key in the X-API-Key header "
+                           f"to {'answer' if what == 'ask' else 'show FAQs, queries and gaps'}")
+
+    def check_key(self, given: str | None) -> None:
+        """A write's key (see :meth:`check_access`)."""
+        self.check_access("write", given)
+
+    def redact(self, text: str) -> str:
+        """``text`` with each served index's directory replaced by its name (responses show no server paths)."""
+        for s in sorted(self._served.values(), key=lambda s: -len(s.engine.path)):
+            text = text.replace(s.engine.path, s.name)
+        return text
 
     def close(self) -> None:
         self._stop.set()
@@ -112,3 +156,8 @@ class Service:
             s.engine.close()
             if s.querylog is not None:
                 s.querylog.close()
+
+
+def _same(given: str | None, key: str | None) -> bool:
+    """``given`` is ``key``, compared in constant time (never true without a key)."""
+    return bool(given and key) and hmac.compare_digest(given.encode("utf-8"), key.encode("utf-8"))

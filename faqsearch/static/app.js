@@ -11,16 +11,27 @@ const el = (tag, attrs = {}, ...children) => {
   return node;
 };
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
-const KEY = "faqsearch-key"; // the API key, remembered for this browser tab only
+const KEY = "faqsearch-key"; // the key (read key or API key), remembered for this browser tab only
 
 let index = null; // the selected index's name
 let writable = false; // whether the server takes writes (started with an API key)
+let access = { ask: "open", read: "open", write: "off" }; // what needs a key here (GET /health)
 
+// A call to the API. Reads and asks send the remembered key (a server with a key shows FAQs, queries
+// and gaps to its keys only); a write form sends its own. A 401 on a read opens the key form.
 async function api(path, options = {}) {
-  const res = await fetch(path, options);
+  const key = sessionStorage.getItem(KEY);
+  const write = Boolean(options.headers && options.headers["X-API-Key"]);
+  const headers = { ...(options.headers || {}), ...(key && !write ? { "X-API-Key": key } : {}) };
+  const res = await fetch(path, { ...options, headers });
   let body = null;
   try { body = await res.json(); } catch (e) { body = { error: res.statusText }; }
-  if (!res.ok) throw new Error(body && body.error ? body.error : `HTTP ${res.status}`);
+  if (!res.ok) {
+    const err = new Error(body && body.error ? body.error : `HTTP ${res.status}`);
+    err.needsKey = res.status === 401 && !write;
+    if (err.needsKey) $("#key-form").hidden = false;
+    throw err;
+  }
   return { body, headers: res.headers };
 }
 const base = () => `/indexes/${encodeURIComponent(index)}`;
@@ -29,7 +40,9 @@ const post = (path, key, payload) => api(`${base()}${path}`, {
 });
 
 function showError(target, err) {
-  target.replaceChildren(el("p", { class: "error", text: err.message || String(err) }));
+  const text = err.needsKey ? "This needs the server's key: enter its read key or API key at the top of the page." :
+    err.message || String(err);
+  target.replaceChildren(el("p", { class: err.needsKey ? "error needs-key" : "error", text }));
 }
 
 // Fill `out` by `work(latest)`: marked aria-busy until every call on it has finished (screen readers
@@ -325,29 +338,69 @@ function selectTab(name) {
   if (loaders[name]) loaders[name]();
 }
 
+// The index list: names from /health (always open), counts from /indexes where this page may read
+// them. Without the key a server that has one asks for it; asking stays usable unless it is private.
+// True when the counts could be read.
+async function loadIndexes(names) {
+  let details = null;
+  if (access.read === "open" || sessionStorage.getItem(KEY)) {
+    try {
+      details = (await api("/indexes")).body.indexes;
+    } catch (err) {
+      if (!err.needsKey) throw err;
+      sessionStorage.removeItem(KEY); // a key the server no longer takes
+    }
+  }
+  $("#key-form").hidden = details !== null || (access.read === "open" && access.ask === "open");
+  const select = $("#index-select");
+  const before = select.value;
+  select.replaceChildren(...names.map((name) => el("option", { value: name, text: name })));
+  if (names.includes(before)) select.value = before;
+  const show = () => {
+    index = select.value;
+    document.body.classList.toggle("read-only", !writable); // no write buttons where writes are refused
+    const i = details && details.find((x) => x.name === index);
+    const info = i ? `${i.faqs} FAQs · ${i.questions} questions · ${i.encoder} · ${i.mode}` : "";
+    const readOnly = el("span", { class: "badge", text: "read-only" });
+    $("#index-info").replaceChildren(info, ...(writable ? [] : [" ", readOnly]));
+    $("#index-info").title = writable ? info : `${info} · read-only: started without an API key`;
+  };
+  select.onchange = () => { show(); selectTab($("nav button.active").dataset.tab); };
+  show();
+  return details !== null;
+}
+
+// The key form: the read key (or the API key) unlocks the FAQs, gaps and queries for this tab.
+async function unlock(event) {
+  event.preventDefault();
+  const status = $("#key-status");
+  const key = $("#key-input").value;
+  if (!key) { status.textContent = "Enter the server's read key or API key."; return; }
+  sessionStorage.setItem(KEY, key); // loadIndexes sends it, and forgets it if the server refuses it
+  try {
+    if (!(await loadIndexes([...$("#index-select").options].map((o) => o.value)))) {
+      status.textContent = "Wrong key.";
+      return;
+    }
+    status.textContent = "";
+    $("#key-input").value = "";
+    selectTab($("nav button.active").dataset.tab);
+  } catch (err) { status.textContent = err.message; }
+}
+
 async function start() {
   $("#ask-form").addEventListener("submit", ask);
   $("#faq-form").addEventListener("submit", listFaqs);
+  $("#key-form").addEventListener("submit", unlock);
   $("#gaps-refresh").addEventListener("click", listGaps);
   $("#queries-refresh").addEventListener("click", listQueries);
   $("#only-unanswered").addEventListener("change", listQueries);
   document.querySelectorAll("nav button").forEach((b) => b.addEventListener("click", () => selectTab(b.dataset.tab)));
   try {
-    const { body } = await api("/indexes");
-    const select = $("#index-select");
-    select.replaceChildren(...body.indexes.map((i) => el("option", { value: i.name, text: i.name })));
-    const show = () => {
-      index = select.value;
-      const i = body.indexes.find((x) => x.name === index);
-      writable = i.writable; // without an API key the server refuses writes: no write buttons then
-      document.body.classList.toggle("read-only", !writable);
-      const info = `${i.faqs} FAQs · ${i.questions} questions · ${i.encoder} · ${i.mode}`;
-      const readOnly = el("span", { class: "badge", text: "read-only" });
-      $("#index-info").replaceChildren(info, ...(writable ? [] : [" ", readOnly]));
-      $("#index-info").title = writable ? info : `${info} · read-only: started without an API key`;
-    };
-    select.addEventListener("change", () => { show(); selectTab($("nav button.active").dataset.tab); });
-    show();
+    const { body } = await api("/health");
+    access = body.access || access;
+    writable = access.write === "key"; // without an API key the server refuses writes
+    await loadIndexes(body.indexes);
     document.body.dataset.ready = "1";
   } catch (err) { showError($("#answers"), err); }
 }

@@ -16,7 +16,11 @@ from ..render import dump, percent
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 exposes it).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @click.option("--api-key", envvar="FAQSEARCH_API_KEY", show_envvar=True,
-              help="Key that write calls must send (X-API-Key header); without one, writes are refused.")
+              help="Key that write calls must send (X-API-Key header); without one, writes are refused. It also "
+                   "reads what --read-key reads.")
+@click.option("--read-key", envvar="FAQSEARCH_READ_KEY", show_envvar=True,
+              help="Key for staff who read but never write: FAQ listings, the query log, gaps, suggestions.")
+@click.option("--private", is_flag=True, help="Asking needs a key too (the read key or the API key).")
 @click.option("--no-log", is_flag=True, help="Do not log queries (then no gaps and no traffic views).")
 @click.option("--max-body", type=click.IntRange(1024), default=1 << 20, show_default=True,
               help="Largest request body, bytes.")
@@ -24,17 +28,23 @@ from ..render import dump, percent
 @click.option("--quiet", "-q", "quiet", is_flag=True, help="No warnings.")
 @handles_errors
 @device_option()
-def serve(indexes, host, port, api_key, no_log, max_body, threads, quiet):
+def serve(indexes, host, port, api_key, read_key, private, no_log, max_body, threads, quiet):
     """Serve indexes over HTTP, with a web page at / and the API documented at /docs (offline).
 
-    Reads (ask, list, show, gaps) are open; writes (add, upsert, replace, remove, feedback,
-    unassign, approve) need the API key. Queries are logged in each index's query log unless --no-log.
+    Writes (add, upsert, update, replace, remove, feedback, unassign, approve) need the API key.
+    When the server has a key (--api-key or --read-key), the staff reads need one too: FAQ listing
+    and showing, the query log, gaps, suggestions and the index list (the page asks for it). Asking
+    stays open unless --private. Without any key, reads are open and writes refused. Queries are
+    logged in each index's query log unless --no-log; the access log shows paths without the query
+    text.
 
     \b
     Example:
         faqsearch serve
         FAQSEARCH_API_KEY=secret faqsearch serve --index support --index support-de --port 8080
+        FAQSEARCH_API_KEY=secret FAQSEARCH_READ_KEY=staff faqsearch serve --index support --private
         curl -s 'localhost:8000/indexes/default/ask?q=where+is+my+parcel'
+        curl -s -H 'X-API-Key: staff' 'localhost:8000/indexes/default/queries?unanswered=true'
     """
     from ...config import resolve_index_path
     from ...service import serve as run_serve
@@ -50,7 +60,8 @@ def serve(indexes, host, port, api_key, no_log, max_body, threads, quiet):
         named[name] = path
     if host not in ("127.0.0.1", "localhost", "::1") and not quiet:
         click.echo(f"Warning: binding {host}: the service is reachable from other machines.", err=True)
-    run_serve(named, host=host, port=port, api_key=api_key, log_queries=not no_log, threads=threads, max_body=max_body)
+    run_serve(named, host=host, port=port, api_key=api_key, log_queries=not no_log, threads=threads, max_body=max_body,
+              read_key=read_key, private=private)
 
 
 @click.command()
