@@ -86,9 +86,8 @@ class FAQSearch:
               quantize: bool = False, batch_size: int = BATCH_SIZE, progress: bool = False, force: bool = False,
               replace: bool | None = None, backend: str = "embedded", uri: str | None = None,
               collection: str | None = None, self_fusion: bool = True, source: str | None = None) -> "FAQSearch":
-        """Build an index from a corpus (file or records) as its next version (:func:`faqsearch.build.build`);
-        FAQs it lacks go only with ``replace=True`` (``force`` alone rebuilds over anything). It learns its
-        confidence, its threshold (unless given) and, with ``self_fusion``, its hybrid weights."""
+        """Build an index from a corpus as its next version (:func:`faqsearch.build.build`; FAQs it lacks go only
+        with ``replace``); it learns its confidence, threshold (unless given) and, with ``self_fusion``, weights."""
         path = cfg.resolve_index_path(index)
         encoder = build(corpus, path, encoder=encoder, columns=columns, fmt=fmt, batch_size=batch_size, progress=progress,
               force=force, replace=replace, threshold=threshold, source=source,
@@ -162,8 +161,7 @@ class FAQSearch:
         return self._snap
 
     def reload(self) -> None:
-        """Open the index's live version (after a commit by this or another process) and swap it in
-        with one assignment; unchanged base files are reused and the encoder is kept."""
+        """Open the live version (any process's last commit) and swap it in at once, reusing unchanged files."""
         with self._swap_lock:
             self._snap = open_snapshot(self._snap.path, base=self._snap)
 
