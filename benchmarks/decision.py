@@ -7,8 +7,9 @@ out-of-scope question is asked as `ask --json` would (``Result.to_dict()``, k=3)
 score ((in-scope right share + out-of-scope refused share) / 2), the best balanced score of any single
 threshold chosen on these queries themselves (on the confidence, and on the cosine), the expected
 calibration error of the first answer's confidence (10 bins) and lists whose shown confidence rises.
-Banking77 faqs_5 is also built without 10 of its intents (three seeded choices): their queries are
-in-domain questions without an FAQ. A last table bins the confidence against the share right.
+In-domain questions without an FAQ: Banking77 faqs_5 built without 10 of its intents, and small FAQs
+(20 of sample_data's FAQs, 20 of Banking77's intents), three seeded choices each: the queries of the
+FAQs left out have no FAQ in the index. A last table bins the confidence against the share right.
 
 Out of scope: sample_data/offtopic*.txt for the samples; for Banking77, CovidFAQ queries and STSB-en
 sentences; for CovidFAQ, Banking77 queries and STSB-en sentences (as benchmarks/calibration.py).
@@ -29,15 +30,17 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from calibration import queries_of, sentences  # noqa: E402
 from common import DATA, SAMPLE, CachingEncoder, add_sets_option, emit, machine, wanted_sets  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import read_texts  # noqa: E402
 from faqsearch.encoders import load_encoder  # noqa: E402
-from faqsearch.evaluation import ranking_metrics, read_labelled_queries, read_pairs  # noqa: E402
+from faqsearch.evaluation import ranking_metrics, read_labelled_queries  # noqa: E402
 
 SETS = [(n,) for n in ("sample_data en", "sample_data zh (USE)", "CovidFAQ", "Banking77 faqs_1", "Banking77 faqs_5",
-                       "Banking77 faqs_all", "Banking77 faqs_5 without 10 intents")]
+                       "Banking77 faqs_all", "Banking77 faqs_5 without 10 intents", "sample_data en 20 FAQs",
+                       "Banking77 faqs_5 20 intents")]
 LEFT_OUT = 10
 SEEDS = (0, 1, 2)
 
@@ -88,17 +91,20 @@ def ask_all(e, texts: list[str], **kw) -> list[dict]:
     return [r.to_dict() for r in e.ask_many(texts, k=3, **kw)]
 
 
-def without_intents(corpus: str, seed: int, out_dir: str) -> tuple[str, set[str]]:
+def subset(corpus: str, keep: int, seed: int, out_dir: str) -> tuple[str, set[str], int]:
+    """The corpus with ``keep`` of its FAQs (a negative number: all but that many), drawn by ``seed``;
+    returns its path, the ids left out and the number kept."""
     with open(corpus, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    ids = sorted({r["id"] for r in rows})
-    drop = set(random.Random(seed).sample(ids, LEFT_OUT))
-    path = os.path.join(out_dir, f"without_{seed}.csv")
+    key = "id" if "id" in rows[0] else "faq_id"
+    ids = sorted({r[key] for r in rows})
+    drop = set(random.Random(seed).sample(ids, -keep if keep < 0 else len(ids) - keep))
+    path = os.path.join(out_dir, f"subset_{seed}.csv")
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
-        w.writerows(r for r in rows if r["id"] not in drop)
-    return path, drop
+        w.writerows(r for r in rows if r[key] not in drop)
+    return path, drop, len(ids) - len(drop)
 
 
 def main() -> None:
@@ -112,14 +118,7 @@ def main() -> None:
     minilm = CachingEncoder(load_encoder("minilm"))
     tmp = tempfile.mkdtemp()
     bank, covid = os.path.join(DATA, "Banking77"), os.path.join(DATA, "CovidFAQ")
-    a, b, _ = read_pairs(os.path.join(DATA, "STSB-en", "sts-test.tsv"))
-    stsb = list(dict.fromkeys(a + b))
-    random.Random(0).shuffle(stsb)
-    stsb = stsb[:500]
-
-    def queries_of(path: str, n: int) -> list[str]:
-        return [q.text for q in read_labelled_queries(path)][:n]
-
+    stsb = sentences(os.path.join(DATA, "STSB-en", "sts-test.tsv"), 500)  # out of scope as benchmarks/calibration.py
     bank_oos = queries_of(os.path.join(covid, "queries.csv"), 500) + stsb
     sets = {
         "sample_data en": (minilm, os.path.join(SAMPLE, "faq.csv"), os.path.join(SAMPLE, "queries.csv"),
@@ -160,29 +159,40 @@ def main() -> None:
             f"{100 * then['oos_answered'] / then['oos']:.1f}% / {then['balanced']:.2f} | "
             f"{100 * m['mrr@10']:.2f} / {100 * m['recall@1']:.2f} |")
         e.close()
-    unknown = ["| left out (seed) | kept intents' queries answered right | left-out intents' queries answered | "
-               "before: answered right / left-out answered (cosine threshold) | operating point |", "|---|---|---|---|---|"]
-    if "Banking77 faqs_5 without 10 intents" in wanted:
-        queries = read_labelled_queries(os.path.join(bank, "queries.csv"))
-        sums = np.zeros(4)
+    unknown = ["| set (seed) | FAQs kept | kept FAQs' queries answered right | other FAQs' queries answered | "
+               "out-of-scope answered | before: right / other FAQs' answered / out-of-scope answered (cosine threshold) | "
+               "operating point |", "|---|---|---|---|---|---|---|"]
+    subsets = [  # name, corpus, queries, FAQs kept (negative: left out), out-of-scope questions
+        ("Banking77 faqs_5 without 10 intents", os.path.join(bank, "faqs_5.csv"), os.path.join(bank, "queries.csv"),
+         -LEFT_OUT, bank_oos),
+        ("sample_data en 20 FAQs", os.path.join(SAMPLE, "faq.csv"), os.path.join(SAMPLE, "queries.csv"), 20,
+         read_texts(os.path.join(SAMPLE, "offtopic.txt"))),
+        ("Banking77 faqs_5 20 intents", os.path.join(bank, "faqs_5.csv"), os.path.join(bank, "queries.csv"), 20, bank_oos),
+    ]
+    for name, corpus, qfile, keep, oos in subsets:
+        if name not in wanted:
+            continue
+        queries = read_labelled_queries(qfile)
+        sums = np.zeros(6)
         for seed in SEEDS:
-            print(f"without 10 intents, seed {seed} ...", file=sys.stderr, flush=True)
-            path, drop = without_intents(os.path.join(bank, "faqs_5.csv"), seed, tmp)
+            print(f"{name}, seed {seed} ...", file=sys.stderr, flush=True)
+            path, drop, kept_n = subset(corpus, keep, seed, tmp)
             e = FAQSearch.build(path, os.path.join(tmp, "ix"), encoder=minilm, force=True)
             kept = [q for q in queries if not q.gold & drop]
-            gone = [q.text for q in queries if q.gold & drop]
+            gone = [q.text for q in queries if q.gold <= drop]
             row = []
             for kw in ({}, {"threshold": e.threshold}):
                 k_out = ask_all(e, [q.text for q in kept], **kw)
                 right = np.mean([o["answered"] and o["answers"][0]["faq_id"] in q.gold for o, q in zip(k_out, kept)])
-                answered = np.mean([o["answered"] for o in ask_all(e, gone, **kw)])
-                row += [100 * right, 100 * answered]
+                row += [100 * right, 100 * np.mean([o["answered"] for o in ask_all(e, gone, **kw)]),
+                        100 * np.mean([o["answered"] for o in ask_all(e, list(oos), **kw)])]
             sums += row
-            unknown.append(f"| {', '.join(sorted(drop))[:60]}... ({seed}) | {row[0]:.1f}% | {row[1]:.1f}% | "
-                           f"{row[2]:.1f}% / {row[3]:.1f}% | {e.snapshot.min_confidence:.2f} |")
+            unknown.append(f"| {name} ({seed}) | {kept_n} | {row[0]:.1f}% | {row[1]:.1f}% | {row[2]:.1f}% | "
+                           f"{row[3]:.1f}% / {row[4]:.1f}% / {row[5]:.1f}% | {e.snapshot.min_confidence:.2f} |")
             e.close()
-        sums /= len(SEEDS)
-        unknown.append(f"| mean of {len(SEEDS)} | {sums[0]:.1f}% | {sums[1]:.1f}% | {sums[2]:.1f}% / {sums[3]:.1f}% | |")
+        m = sums / len(SEEDS)
+        unknown.append(f"| {name}: mean of {len(SEEDS)} | | {m[0]:.1f}% | {m[1]:.1f}% | {m[2]:.1f}% | "
+                       f"{m[3]:.1f}% / {m[4]:.1f}% / {m[5]:.1f}% | |")
     rel = ["| confidence | " + " | ".join(reliability) + " |", "|---|" + "---|" * len(reliability)]
     for i in range(10):
         cells = []
@@ -192,7 +202,8 @@ def main() -> None:
         rel.append(f"| {i / 10:.1f}-{(i + 1) / 10:.1f} | " + " | ".join(cells) + " |")
     emit([f"Measured {machine()} with `python benchmarks/decision.py`", "",
           "Answer or abstain at the default operating point (k=3, as `ask --json`)", "", *table, "",
-          f"Banking77 faqs_5 built without {LEFT_OUT} intents: their queries have no FAQ", "", *unknown, "",
+          "In-domain questions without an FAQ: each index holds some of a set's FAQs, and the queries of the others "
+          "are asked of it", "", *unknown, "",
           "Reliability: first answers binned by confidence, the share right in each bin (in-scope and out-of-scope "
           "queries together)", "", *rel], args.out)
 

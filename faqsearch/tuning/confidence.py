@@ -4,8 +4,9 @@ labels, from a simulation over its own data, or from labelled queries (``tune``)
 The simulation, all of it searched in the index's own mode and weights:
 
 - **in scope**: held-out question variants (one question of each FAQ with several, searched against
-  the other questions: :func:`faqsearch.tuning.fusion.self_fusion_candidates`). Right when the first
-  answer is its FAQ, a *confusion* when it is another FAQ.
+  the other questions: :func:`faqsearch.tuning.fusion.self_fusion_candidates`; a small FAQ holds out
+  another question of each FAQ in further rounds, up to CONFIDENCE_ROUNDS, until CONFIDENCE_SAMPLE
+  are found). Right when the first answer is its FAQ, a *confusion* when it is another FAQ.
 - **in-domain out of scope**: the same variants searched with their FAQ left out, and the only
   question of FAQs that have one, searched against the index without it: the first answer is wrong
   by construction, as it is for a user's question the FAQ does not cover.
@@ -25,9 +26,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..confidence import FEATURES, ConfidenceModel, fit_logistic, sigmoid, top_features
-from ..defaults import (CONFIDENCE_MIN_VARIANTS, CONFIDENCE_MIX, CONFIDENCE_SAMPLE, FUSION_POOL,
+from ..defaults import (CONFIDENCE_MIN_VARIANTS, CONFIDENCE_MIX, CONFIDENCE_ROUNDS, CONFIDENCE_SAMPLE, FUSION_POOL,
                         UNKNOWN_SHARE)
 from ..search import fuse
+from .fusion import self_fusion_candidates
 
 Lists = list  # ranked answer lists (best first)
 
@@ -79,6 +81,11 @@ def simulate(searcher, candidates: tuple[list, list] | None, offtopic: Sequence[
     snap = searcher.snap
     cands, gold = candidates if candidates is not None else ([], [])
     pairs = [(c, g) for c, g in zip(cands, gold) if c]
+    seed = 0
+    while pairs and len(pairs) < CONFIDENCE_SAMPLE and seed + 1 < CONFIDENCE_ROUNDS:
+        seed += 1  # a small FAQ: another round, holding out another question of each FAQ
+        more = self_fusion_candidates(searcher, seed=seed)
+        pairs += [(c, g) for c, g in zip(*more) if c]
     pos_lists = [rank(snap, c) for c, _ in pairs]
     right = np.array([bool(lst) and lst[0].faq_id in g for lst, (_, g) in zip(pos_lists, pairs)], dtype=np.float64)
     in_domain = [rank(snap, [a for a in c if a.faq_id not in g]) for c, g in pairs]

@@ -47,23 +47,24 @@ class FusionReport:
                 "rows": self.rows}
 
 
-def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[Answer]], list[set[str]]]:
+def self_fusion_candidates(searcher, progress: bool = False, seed: int = 0) -> tuple[list[list[Answer]], list[set[str]]]:
     """Hybrid candidates for the index's own held-out question variants, each searched against the
     other questions only (dense: the stored raw vectors and the index's transform; lexical: BM25 over
-    the store's tokens, FTS5's formula). Raises TooFewVariantsError below 10 such FAQs."""
+    the store's tokens, FTS5's formula). Raises TooFewVariantsError below 10 such FAQs. ``seed``
+    draws which question of each FAQ is held out."""
     snap = searcher.snap
     _, raw = snap.raw.all()
     qids, faq_keys = snap.store.question_faqs()  # 16 bytes a question; texts are read for the chosen rows only
     # token matching encodes each candidate's question not kept with the version (tokenstates): fewer
     # queries bound that work
-    held = held_out_variants(faq_keys, limit=SELF_FUSION_MAX if snap.token_weight <= 0 else SELF_TOKEN_MAX)
+    held = held_out_variants(faq_keys, seed, limit=SELF_FUSION_MAX if snap.token_weight <= 0 else SELF_TOKEN_MAX)
     if len(held) < 10:
         raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
                                   "give labelled queries instead (faqsearch tune QUERIES --fusion)")
     keys, counts = np.unique(faq_keys, return_counts=True)
     siblings = counts[np.searchsorted(keys, faq_keys[held])] - 1
     if siblings.sum() > SELF_FUSION_DOCS:  # FAQs with many questions: fewer queries, so the docs fit
-        order = np.random.default_rng(0).permutation(len(held))
+        order = np.random.default_rng(seed).permutation(len(held))
         fits = max(int(np.sum(np.cumsum(siblings[order]) <= SELF_FUSION_DOCS)), min(10, len(held)))
         held = np.sort(held[order[:fits]])
     keep = np.setdiff1d(np.arange(len(qids)), held)
@@ -71,7 +72,7 @@ def self_fusion_candidates(searcher, progress: bool = False) -> tuple[list[list[
         held_faqs = set(faq_keys[held].tolist())
         sizes = dict(zip(keys.tolist(), counts.tolist()))
         others = sorted(set(sizes) - held_faqs)
-        order = [others[i] for i in np.random.default_rng(0).permutation(len(others))]
+        order = [others[i] for i in np.random.default_rng(seed).permutation(len(others))]
         budget = SELF_FUSION_DOCS - sum(sizes[f] - 1 for f in held_faqs)
         chosen = set(held_faqs)
         for f in order:
