@@ -26,8 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..confidence import FEATURES, ConfidenceModel, fit_logistic, sigmoid, top_features
-from ..defaults import (CONFIDENCE_MIN_VARIANTS, CONFIDENCE_MIX, CONFIDENCE_ROUNDS, CONFIDENCE_SAMPLE, FUSION_POOL,
-                        UNKNOWN_SHARE)
+from ..defaults import (CONFIDENCE_MIN_VARIANTS, CONFIDENCE_MIX, CONFIDENCE_ROUNDS, CONFIDENCE_SAMPLE,
+                        CONFIDENCE_SINGLES, FUSION_POOL, UNKNOWN_SHARE)
 from ..search import fuse
 from .fusion import self_fusion_candidates
 
@@ -43,11 +43,14 @@ class Simulation:
     in_domain: np.ndarray  # in-domain out of scope (leave-FAQ-out)
     general: np.ndarray  # general out of scope
     pseudo: bool = False  # the positives are word-dropout pseudo-queries (too few variants)
+    general_best: np.ndarray | None = None  # each general question's best cosine (dense mode's best score)
 
 
-def ranked_lists(searcher, texts: Sequence[str], leave_out: Sequence[str | None] | None = None) -> Lists:
+def ranked_lists(searcher, texts: Sequence[str], leave_out: Sequence[str | None] | None = None,
+                 best: list[float] | None = None) -> Lists:
     """Each text's ranked list as `ask` ranks it in the index's mode (hybrid: fused candidates; dense:
-    cosine), without the FAQ named in ``leave_out`` (the index without that FAQ)."""
+    cosine), without the FAQ named in ``leave_out`` (the index without that FAQ). ``best``: gets the
+    best cosine of each text's candidates (its dense-mode best score: they hold its nearest FAQs)."""
     snap = searcher.snap
     texts = list(texts)
     out: Lists = []
@@ -60,6 +63,8 @@ def ranked_lists(searcher, texts: Sequence[str], leave_out: Sequence[str | None]
             gone = leave_out[start + j] if leave_out is not None else None
             if gone is not None:
                 pool = [a for a in pool if a.faq_id != gone]
+            if best is not None:
+                best.append(max((a.dense for a in pool), default=-1.0))
             out.append(rank(snap, pool))
     return out
 
@@ -93,21 +98,23 @@ def simulate(searcher, candidates: tuple[list, list] | None, offtopic: Sequence[
     uniq, first, counts = np.unique(keys, return_index=True, return_counts=True)
     rng = random.Random(0)
     singles = sorted(int(first[i]) for i in np.flatnonzero(counts == 1))
-    singles = sorted(rng.sample(singles, min(len(singles), CONFIDENCE_SAMPLE)))
+    singles = sorted(rng.sample(singles, min(len(singles), CONFIDENCE_SINGLES)))
     if singles:
         texts = snap.store.question_rows(qids[singles])
         in_domain += ranked_lists(searcher, [r[2] for r in texts], [r[1] for r in texts])
-    general = ranked_lists(searcher, offtopic)
+    general_best: list[float] = []
+    general = ranked_lists(searcher, offtopic, best=general_best)
     positives = rows(pos_lists)
     pseudo = len(pairs) < CONFIDENCE_MIN_VARIANTS
     if pseudo:  # too few variants: each FAQ's first question with a third of its words dropped
-        firsts = sorted(rng.sample(sorted(int(i) for i in first), min(len(first), CONFIDENCE_SAMPLE)))
+        firsts = sorted(rng.sample(sorted(int(i) for i in first), min(len(first), CONFIDENCE_SINGLES)))
         made = [(r[1], dropped(r[2], rng)) for r in snap.store.question_rows(qids[firsts])]
         made = [(f, t) for f, t in made if t]
         lists = ranked_lists(searcher, [t for _, t in made])
         positives = rows(lists)
         right = np.array([bool(lst) and lst[0].faq_id == f for lst, (f, _) in zip(lists, made)], dtype=np.float64)
-    return Simulation(positives, right[:len(positives)], rows(in_domain), rows(general), pseudo)
+    return Simulation(positives, right[:len(positives)], rows(in_domain), rows(general), pseudo,
+                      np.array([b for b, lst in zip(general_best, general) if lst], dtype=np.float64))
 
 
 def dropped(text: str, rng: random.Random) -> str | None:

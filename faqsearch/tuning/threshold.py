@@ -87,19 +87,22 @@ def calibrate(searcher, candidates: tuple[list, list] | None = None, offtopic: S
     """Choose the index's threshold without labels (see the module docstring).
     ``candidates``: :func:`self_fusion_candidates`' result when the caller has it already."""
     snap = searcher.snap
-    # with token matching, the negatives' best cosine (dense mode) stands in for the cosine of their
-    # fused first answer, which is at most that (bar a lexical-only candidate): it errs towards not
-    # answering them, and spares an encoder pass over 20 candidate questions per negative
+    # with token matching, the negatives' best cosine (dense mode's best score) stands in for the cosine
+    # of their fused first answer, which is at most that (bar a lexical-only candidate): it errs towards
+    # not answering them
     tokens = snap.mode == "hybrid" and snap.token_weight > 0
     offtopic = offtopic_for(searcher, offtopic)
-    off = best_scores(searcher, offtopic, mode="dense" if tokens else None)
-    if not len(off):
+    if not offtopic:
         raise FAQSearchError("no out-of-scope questions to calibrate the threshold on")
     if candidates is None:
         try:
             candidates = self_fusion_candidates(searcher)
         except TooFewVariantsError:
             candidates = ([], [])
+    # the confidence's simulation asks the same out-of-scope questions: their scores come from it
+    sim = conf.simulate(searcher, candidates, offtopic) if snap.mode != "lexical" else None
+    off = (best_scores(searcher, offtopic) if sim is None else
+           sim.general_best if tokens else sim.general[:, 0])
     weight = snap.hybrid_weight if snap.mode == "hybrid" else 0.0
     tops = [fuse(c, weight, 1, snap.token_weight if snap.mode == "hybrid" else 0.0)[0] for c in candidates[0] if c]
     right = np.array([a.dense for a, gold in zip(tops, candidates[1]) if a.faq_id in gold], dtype=np.float64)
@@ -112,8 +115,7 @@ def calibrate(searcher, candidates: tuple[list, list] | None = None, offtopic: S
     t = float(np.clip(t, *THRESHOLD_RANGE))
     return ThresholdReport(round(t, 4), "self-calibrated", rule, len(right), len(off), int(snap.config["counts"]["questions"]),
                            trade_off(right, len(tops), off), current=snap.threshold,
-                           confidence=_confidence(searcher, lambda: conf.simulate(searcher, candidates, offtopic),
-                                                  round(t, 4), "self-calibrated"))
+                           confidence=_confidence(searcher, lambda: sim, round(t, 4), "self-calibrated"))
 
 
 def _confidence(searcher, simulation: Callable, threshold: float, chosen_by: str) -> ConfidenceModel | None:
