@@ -77,7 +77,14 @@ def rank(snap, candidates: Sequence[Any], k: int = 2) -> list:
 
 
 def rows(lists: Lists) -> np.ndarray:
+    """FEATURES of each non-empty list's first answer."""
     return np.array([top_features(lst) for lst in lists if lst], dtype=np.float64).reshape(-1, len(FEATURES))
+
+
+def labelled_rows(lists: Lists, gold: Sequence[set[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rows`, and 1 where the list's first answer is a gold FAQ (empty lists left out of both)."""
+    right = np.array([lst[0].faq_id in g for lst, g in zip(lists, gold) if lst], dtype=np.float64)
+    return rows(lists), right
 
 
 def simulate(searcher, candidates: tuple[list, list] | None, offtopic: Sequence[str]) -> Simulation:
@@ -91,11 +98,10 @@ def simulate(searcher, candidates: tuple[list, list] | None, offtopic: Sequence[
         seed += 1  # a small FAQ: another round, holding out another question of each FAQ
         more = self_fusion_candidates(searcher, seed=seed)
         pairs += [(c, g) for c, g in zip(*more) if c]
-    pos_lists = [rank(snap, c) for c, _ in pairs]
-    right = np.array([bool(lst) and lst[0].faq_id in g for lst, (_, g) in zip(pos_lists, pairs)], dtype=np.float64)
+    positives, right = labelled_rows([rank(snap, c) for c, _ in pairs], [g for _, g in pairs])
     in_domain = [rank(snap, [a for a in c if a.faq_id not in g]) for c, g in pairs]
     qids, keys = snap.store.question_faqs()
-    uniq, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
     rng = random.Random(0)
     singles = sorted(int(first[i]) for i in np.flatnonzero(counts == 1))
     singles = sorted(rng.sample(singles, min(len(singles), CONFIDENCE_SINGLES)))
@@ -104,16 +110,13 @@ def simulate(searcher, candidates: tuple[list, list] | None, offtopic: Sequence[
         in_domain += ranked_lists(searcher, [r[2] for r in texts], [r[1] for r in texts])
     general_best: list[float] = []
     general = ranked_lists(searcher, offtopic, best=general_best)
-    positives = rows(pos_lists)
     pseudo = len(pairs) < CONFIDENCE_MIN_VARIANTS
     if pseudo:  # too few variants: each FAQ's first question with a third of its words dropped
         firsts = sorted(rng.sample(sorted(int(i) for i in first), min(len(first), CONFIDENCE_SINGLES)))
         made = [(r[1], dropped(r[2], rng)) for r in snap.store.question_rows(qids[firsts])]
         made = [(f, t) for f, t in made if t]
-        lists = ranked_lists(searcher, [t for _, t in made])
-        positives = rows(lists)
-        right = np.array([bool(lst) and lst[0].faq_id == f for lst, (f, _) in zip(lists, made)], dtype=np.float64)
-    return Simulation(positives, right[:len(positives)], rows(in_domain), rows(general), pseudo,
+        positives, right = labelled_rows(ranked_lists(searcher, [t for _, t in made]), [{f} for f, _ in made])
+    return Simulation(positives, right, rows(in_domain), rows(general), pseudo,
                       np.array([b for b, lst in zip(general_best, general) if lst], dtype=np.float64))
 
 
@@ -179,6 +182,5 @@ def fit(sim: Simulation, cosine_threshold: float | None = None, unknown_share: f
 
 def labelled(searcher, texts: Sequence[str], gold: Sequence[set[str]], offtopic: Sequence[str]) -> Simulation:
     """Labelled in-scope queries and out-of-scope ones in a simulation's shape (``tune``)."""
-    lists = ranked_lists(searcher, texts)
-    right = np.array([bool(lst) and lst[0].faq_id in g for lst, g in zip(lists, gold)], dtype=np.float64)
-    return Simulation(rows(lists), right, np.zeros((0, len(FEATURES))), rows(ranked_lists(searcher, offtopic)))
+    positives, right = labelled_rows(ranked_lists(searcher, texts), gold)
+    return Simulation(positives, right, np.zeros((0, len(FEATURES))), rows(ranked_lists(searcher, offtopic)))
