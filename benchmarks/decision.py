@@ -31,7 +31,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from calibration import queries_of, sentences  # noqa: E402
-from common import DATA, SAMPLE, CachingEncoder, add_sets_option, emit, machine, wanted_sets  # noqa: E402
+from common import (DATA, SAMPLE, CachingEncoder, add_sets_option, emit, machine, sts_retrieval_set,  # noqa: E402
+                    wanted_sets)
 
 from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import read_texts  # noqa: E402
@@ -39,8 +40,8 @@ from faqsearch.encoders import load_encoder  # noqa: E402
 from faqsearch.evaluation import ranking_metrics, read_labelled_queries  # noqa: E402
 
 SETS = [(n,) for n in ("sample_data en", "sample_data zh (USE)", "CovidFAQ", "Banking77 faqs_1", "Banking77 faqs_5",
-                       "Banking77 faqs_all", "Banking77 faqs_5 without 10 intents", "sample_data en 20 FAQs",
-                       "Banking77 faqs_5 20 intents")]
+                       "Banking77 faqs_all", "STSB-en retrieval", "zh-STS-B retrieval (USE)",
+                       "Banking77 faqs_5 without 10 intents", "sample_data en 20 FAQs", "Banking77 faqs_5 20 intents")]
 LEFT_OUT = 10
 SEEDS = (0, 1, 2)
 
@@ -72,6 +73,8 @@ def score(outs: list[dict], gold: list[set[str] | None]) -> dict:
     is_in = np.array([g is not None for g in gold])
 
     def best(values):
+        if is_in.all():  # no out-of-scope questions: no threshold to choose
+            return None
         cuts = np.unique(np.r_[values, values.max() + 1])
         return max(50 * (np.mean((values[is_in] >= t) * okf[is_in]) + np.mean(values[~is_in] < t)) for t in cuts)
 
@@ -85,6 +88,15 @@ def score(outs: list[dict], gold: list[set[str] | None]) -> dict:
             "balanced": 100 * ((right / ins if ins else 0) + (1 - oos_ans / oos if oos else 1)) / 2,
             "best_conf": best(conf) if n else None, "best_cos": best(cos), "ece": ece, "unsorted": unsorted,
             "bins": [(len(b), np.mean([k for _, k in b]) if b else None) for b in bins]}
+
+
+def pct(n: int, of: int) -> str:
+    return f"{100 * n / of:.1f}%" if of else "-"
+
+
+def num(v: float | None, of: int = 1) -> str:
+    """A balanced score, '-' where there is none (no out-of-scope questions)."""
+    return "-" if v is None or not of else f"{v:.2f}"
 
 
 def ask_all(e, texts: list[str], **kw) -> list[dict]:
@@ -129,10 +141,18 @@ def main() -> None:
         "Banking77 faqs_5": (minilm, os.path.join(bank, "faqs_5.csv"), os.path.join(bank, "queries.csv"), bank_oos),
         "Banking77 faqs_all": (minilm, os.path.join(bank, "faqs_all.csv"), os.path.join(bank, "queries.csv"), bank_oos),
     }
-    if "sample_data zh (USE)" in wanted:
-        sets["sample_data zh (USE)"] = (CachingEncoder(load_encoder("use-multilingual")),
-                                        os.path.join(SAMPLE, "faq_zh.csv"), os.path.join(SAMPLE, "queries_zh.csv"),
+    use = CachingEncoder(load_encoder("use-multilingual")) if wanted & {"sample_data zh (USE)",
+                                                                           "zh-STS-B retrieval (USE)"} else None
+    if use is not None:
+        sets["sample_data zh (USE)"] = (use, os.path.join(SAMPLE, "faq_zh.csv"), os.path.join(SAMPLE, "queries_zh.csv"),
                                         read_texts(os.path.join(SAMPLE, "offtopic_zh.txt")))
+    # retrieval sets made from STS pairs (benchmarks/calibration.py): in scope only
+    if "STSB-en retrieval" in wanted:
+        sets["STSB-en retrieval"] = (minilm, *sts_retrieval_set(
+            os.path.join(DATA, "STSB-en"), ["sts-train.tsv", "sts-dev.tsv", "sts-test.tsv"], tmp, "stsb-en"), [])
+    if "zh-STS-B retrieval (USE)" in wanted:
+        sets["zh-STS-B retrieval (USE)"] = (use, *sts_retrieval_set(
+            os.path.join(DATA, "zh-STS-B"), ["train.tsv", "dev.tsv", "test.tsv"], tmp, "zh-sts"), [])
     table = ["| set | in scope / out of scope | operating point | in-scope right | out-of-scope answered | balanced | "
              "best single threshold (confidence / cosine) | ECE | rising lists | before: right / out-of-scope answered / "
              "balanced (cosine threshold) | MRR@10 / R@1 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -154,10 +174,10 @@ def main() -> None:
         op = e.snapshot.min_confidence
         table.append(
             f"| {name} | {now['in_scope']} / {now['oos']} | {op:.2f} | {100 * now['right'] / now['in_scope']:.1f}% | "
-            f"{100 * now['oos_answered'] / now['oos']:.1f}% | {now['balanced']:.2f} | {now['best_conf']:.2f} / "
-            f"{now['best_cos']:.2f} | {now['ece']:.3f} | {now['unsorted']} | {100 * then['right'] / then['in_scope']:.1f}% / "
-            f"{100 * then['oos_answered'] / then['oos']:.1f}% / {then['balanced']:.2f} | "
-            f"{100 * m['mrr@10']:.2f} / {100 * m['recall@1']:.2f} |")
+            f"{pct(now['oos_answered'], now['oos'])} | {num(now['balanced'], now['oos'])} | "
+            f"{num(now['best_conf'])} / {num(now['best_cos'])} | {now['ece']:.3f} | {now['unsorted']} | "
+            f"{100 * then['right'] / then['in_scope']:.1f}% / {pct(then['oos_answered'], then['oos'])} / "
+            f"{num(then['balanced'], then['oos'])} | {100 * m['mrr@10']:.2f} / {100 * m['recall@1']:.2f} |")
         e.close()
     unknown = ["| set (seed) | FAQs kept | kept FAQs' queries answered right | other FAQs' queries answered | "
                "out-of-scope answered | before: right / other FAQs' answered / out-of-scope answered (cosine threshold) | "
