@@ -344,6 +344,8 @@ def _arrays(store, conn: sqlite3.Connection) -> "tuple[Postings, np.ndarray, boo
     whether the store has rows above the arrays' last id), remembered until a connection changes
     rows; None without arrays, or where the store's rows up to the arrays' last id are not the rows
     they were made of."""
+    if not getattr(store, "read_arrays", True):
+        return None
     key = (conn.total_changes, conn.execute("pragma data_version").fetchone()[0])
     memo = getattr(store, "_postings_memo", None)
     if memo is None or memo[0] != key:

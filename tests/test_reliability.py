@@ -124,7 +124,7 @@ def make_legacy(path: str, layout: str) -> None:
     real = str(version(path))
     shutil.rmtree(os.path.join(real, "lexical"), ignore_errors=True)  # both layouts predate the postings arrays
     config = json.load(open(os.path.join(real, "config.json")))
-    config["files"] = {k: v["bytes"] for k, v in config["files"].items()}
+    config["files"] = {k: v["bytes"] for k, v in config["files"].items() if "/" not in k}  # no lexical/ records then
     config.pop("index_id", None)
     json.dump(config, open(os.path.join(real, "config.json"), "w"))
     parent, name = os.path.split(path)
@@ -398,3 +398,40 @@ def test_11_ingest_progress_moves_before_4096_texts():
     enc = FakeEncoder()
     _encode_stream(enc, [f"text {i}" for i in range(600)], batch_size=64, progress=True)
     assert enc.calls == 3  # 256 + 256 + 88: the bar moves every 256 texts
+
+
+# the files of a version (#40.4, #40.8, #40.11) ------------------------------------------------------
+def _flip(file, at):
+    data = bytearray(open(file, "rb").read())
+    data[at] ^= 0x5A
+    open(file, "wb").write(bytes(data))
+
+
+def test_lexical_files_swapped_or_flipped_are_refused_at_open(tmp_path, run):
+    """lexical/rows.npy of an index of the same corpus in another row order (the same size) gave wrong
+    first answers with exit 0: every file under lexical/ is recorded at commit and checked at open."""
+    import shutil
+
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    FAQSearch.build(write_corpus(tmp_path), a, encoder=FakeEncoder(), self_fusion=False).close()
+    FAQSearch.build(write_corpus(tmp_path, ROWS[::-1], "r.csv"), b, encoder=FakeEncoder(), self_fusion=False).close()
+    va, vb = resolve(a), resolve(b)
+    files = json.load(open(os.path.join(va, "config.json")))["files"]
+    assert {n for n in os.listdir(os.path.join(va, "lexical"))} == {n[len("lexical/"):] for n in files
+                                                                    if n.startswith("lexical/")}
+    rows = os.path.join(va, "lexical", "rows.npy")
+    keep = open(rows, "rb").read()
+    assert os.path.getsize(os.path.join(vb, "lexical", "rows.npy")) == len(keep)
+    shutil.copy(os.path.join(vb, "lexical", "rows.npy"), rows)
+    with pytest.raises(IndexFormatError, match="lexical/rows.npy is damaged .*not the one this version recorded"):
+        FAQSearch.open(a, encoder=FakeEncoder())
+    result = run("ask", "question about subject3 variant1", "--index", a, "--mode", "lexical")
+    assert result.exit_code == 1 and "lexical/rows.npy is damaged" in result.output and "--force" in result.output
+    open(rows, "wb").write(keep)
+    _flip(rows, len(keep) - 5)
+    with pytest.raises(IndexFormatError, match="lexical/rows.npy is damaged"):
+        FAQSearch.open(a, encoder=FakeEncoder())
+    open(rows, "wb").write(keep)
+    with FAQSearch.open(a, encoder=FakeEncoder()) as e:
+        assert e.ask("question about subject3 variant1", mode="lexical").answers[0].faq_id == "f3"
+
