@@ -210,7 +210,8 @@ def recorded_dirs(config: dict[str, Any]) -> set[str]:
 
 def check_files(directory: str, config: dict[str, Any], path: str, required=("whitening", "faiss", "store")) -> None:
     """Every file of the version present with its recorded size and fingerprint (cheap checks: a
-    file from another index, a truncated or a replaced one is refused)."""
+    file from another index, a truncated or a replaced one is refused), and a record for every file
+    the version has (records emptied by hand would turn every check off)."""
     from .files import sample_digest
 
     for key in required:
@@ -218,6 +219,16 @@ def check_files(directory: str, config: dict[str, Any], path: str, required=("wh
             raise IndexFormatError(damaged(path, key, "missing"))
     records = config.get("files") or {}
     names = {v: k for k, v in FILES.items()}
+    if "next_question_id" in config:  # written by a faqsearch that records its files (since 2026-11-22)
+        kept = recorded_dirs(config)
+        for name in recorded_files(directory):
+            folder = name.split("/", 1)[0] if "/" in name else None
+            if name in records or (folder is not None and folder not in kept):
+                continue
+            raise IndexFormatError(
+                f"index {path}: {FILES['config']} keeps no record of {name} (its 'files' records are missing or "
+                f"incomplete), so that file cannot be checked. Restore {FILES['config']} or the index directory "
+                f"from a backup, or rebuild it with: faqsearch ingest CORPUS --index {path} --force")
     for name, record in records.items():
         if name not in names and name.split("/", 1)[0] not in RECORDED_DIRS:
             continue

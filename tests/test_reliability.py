@@ -435,3 +435,30 @@ def test_lexical_files_swapped_or_flipped_are_refused_at_open(tmp_path, run):
     with FAQSearch.open(a, encoder=FakeEncoder()) as e:
         assert e.ask("question about subject3 variant1", mode="lexical").answers[0].faq_id == "f3"
 
+
+def test_missing_or_incomplete_file_records_are_refused(built, run):
+    """Emptied `files` records turned every file check off (a swapped index.faiss then answered wrongly):
+    a version whose config.json lacks the record of a file it has is refused, naming the fix. A config
+    from before records were written (no `next_question_id` either: before 2026-11-22) still opens,
+    and folders whose files its config does not record are not read (BM25 from FTS5)."""
+    config_path = os.path.join(version(built.path), "config.json")
+    config = json.load(open(config_path))
+    records = config["files"]
+    assert "lexical/rows.npy" in records and "index.faiss" in records
+    for files in ({}, None, {k: v for k, v in records.items() if k != "index.faiss"},
+                  {k: v for k, v in records.items() if k != "lexical/rows.npy"}):
+        json.dump({**config, "files": files} if files is not None else
+                  {k: v for k, v in config.items() if k != "files"}, open(config_path, "w"))
+        with pytest.raises(IndexFormatError, match=r"keeps no record of (index\.faiss|whitening\.npz|lexical/rows\.npy) "
+                                                   r"\(its 'files' records are missing or incomplete\)"):
+            FAQSearch.open(built.path, encoder=FakeEncoder())
+    result = run("ask", "question about subject3 variant1", "--index", built.path)
+    assert result.exit_code == 1 and "keeps no record of lexical/rows.npy" in result.output
+    assert "Restore config.json" in result.output and "--force" in result.output
+    old = {k: v for k, v in config.items() if k not in ("files", "next_question_id", "index_id")}
+    json.dump(old, open(config_path, "w"))
+    with FAQSearch.open(built.path, encoder=FakeEncoder()) as e:
+        assert e.searcher().snap.store.read_arrays is False
+        assert e.ask("question about subject3 variant1", mode="lexical").answers[0].faq_id == "f3"
+    json.dump(config, open(config_path, "w"))
+
