@@ -462,3 +462,37 @@ def test_missing_or_incomplete_file_records_are_refused(built, run):
         assert e.ask("question about subject3 variant1", mode="lexical").answers[0].faq_id == "f3"
     json.dump(config, open(config_path, "w"))
 
+
+def test_a_damaged_posting_the_open_does_not_sample_is_a_clean_error(tmp_path, run, fake_models):
+    """A flipped byte of lexical/rows.npy outside the three blocks the open's fingerprint reads gave an
+    IndexError traceback on the command line and HTTP 500: it is a one-line error naming the file."""
+    import numpy as np
+    from fastapi.testclient import TestClient
+
+    from faqsearch.build import StorageSpec, build
+    from faqsearch.files import SAMPLE
+    from faqsearch.postings import Postings
+    from faqsearch.service import Service, create_app
+
+    rows = [(f"f{i}", f"alpha{i % 1009} beta{i % 1013} gamma{i % 1019} delta{i % 1021}", f"answer {i}")
+            for i in range(16000)]
+    path = str(tmp_path / "ix")
+    build(write_corpus(tmp_path, rows), path, encoder=FakeEncoder(), threshold=-1, storage=StorageSpec(index_type="flat"))
+    arrays = Postings.open(resolve(path))
+    file = os.path.join(resolve(path), "lexical", "rows.npy")
+    size = os.path.getsize(file)
+    header = size - 4 * len(arrays.rows)
+    at = header + (SAMPLE + 4096 - header) // 4 * 4  # a row between the first and the middle sampled block
+    assert SAMPLE < at and at + 4 < size // 2 - SAMPLE // 2
+    j = int(np.searchsorted(arrays.starts, (at - header) // 4, side="right")) - 1
+    term = bytes(arrays.terms[arrays.term_start[j]:arrays.term_start[j + 1]]).decode()
+    del arrays
+    data = bytearray(open(file, "rb").read())
+    data[at + 3] = 0x3F  # the high byte of a little-endian int32: a row far beyond the last
+    open(file, "wb").write(bytes(data))
+    result = run("ask", term, "--index", path, "--mode", "lexical")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "lexical/rows.npy is damaged (a posting names row" in result.output and "--force" in result.output
+    client = TestClient(create_app(Service({"ix": path}, watch=False)), raise_server_exceptions=False)
+    r = client.get("/indexes/ix/ask", params={"q": term, "mode": "lexical"})
+    assert r.status_code == 503 and "lexical/rows.npy is damaged" in r.json()["error"]
