@@ -71,7 +71,7 @@ def _siblings(path: str) -> list[str]:
 
 def _read_current(directory: str) -> str | None:
     try:
-        with open(os.path.join(directory, CURRENT), encoding="utf-8") as fh:
+        with open(os.path.join(directory, CURRENT), encoding="utf-8", errors="replace") as fh:  # not UTF-8: damaged
             name = fh.read().strip()
     except (FileNotFoundError, NotADirectoryError):
         return None

@@ -496,3 +496,16 @@ def test_a_damaged_posting_the_open_does_not_sample_is_a_clean_error(tmp_path, r
     client = TestClient(create_app(Service({"ix": path}, watch=False)), raise_server_exceptions=False)
     r = client.get("/indexes/ix/ask", params={"q": term, "mode": "lexical"})
     assert r.status_code == 503 and "lexical/rows.npy is damaged" in r.json()["error"]
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00v0000\n", b"v0000000\xe9\n", b"nonsense\n"])
+def test_current_with_bytes_that_are_not_utf8_is_a_damaged_current(built, run, tmp_path, content):
+    """A CURRENT of non-UTF-8 bytes gave a UnicodeDecodeError traceback (`ask`, `add`): it is the
+    one-line error of any other damaged CURRENT."""
+    open(os.path.join(built.path, "CURRENT"), "wb").write(content)
+    new = write_corpus(tmp_path, [("z", "q z", "a z")], "n.csv")
+    for cmd in (["ask", "hello"], ["add", new], ["list"]):
+        result = run(*cmd, "--index", built.path)
+        assert result.exit_code == 1 and "CURRENT is damaged" in result.output and "backup" in result.output, cmd
+    with pytest.raises(IndexFormatError, match="CURRENT is damaged"):
+        FAQSearch.open(built.path, encoder=FakeEncoder())
