@@ -194,9 +194,9 @@ def _check_own_config(path: str, directory: str) -> None:
     try:
         with open(os.path.join(directory, CONFIG), encoding="utf-8") as fh:
             config = json.load(fh)
-    except (OSError, ValueError):
-        return  # our files with a damaged config: rebuilding is the fix
-    if not isinstance(config, dict) or "format_version" not in config:
+    except (OSError, ValueError):  # our files with a damaged config (rebuilding is the fix), or someone else's
+        config = None if os.path.exists(os.path.join(directory, "whitening.npz")) else []
+    if config is not None and (not isinstance(config, dict) or "format_version" not in config):
         raise IndexPathError(f"{path} holds a {CONFIG} that faqsearch did not write; faqsearch replaces only its "
                              "own indexes. Choose another --index, or move that away yourself")
 
@@ -296,8 +296,8 @@ class Writer:
     def _enter(self) -> None:
         while True:
             kind = layout(self.path)
-            if kind == "foreign":
-                check_target(self.path)  # raises with the reason
+            if kind in ("foreign", "plain", "link"):
+                check_target(self.path)  # a folder that is not ours, before anything in or beside it is touched
             if kind in ("current", "empty"):
                 self._locks.append(_FileLock(os.path.join(self.path, LOCK)).acquire())
                 if layout(self.path) in ("current", "empty"):

@@ -509,3 +509,32 @@ def test_current_with_bytes_that_are_not_utf8_is_a_damaged_current(built, run, t
         assert result.exit_code == 1 and "CURRENT is damaged" in result.output and "backup" in result.output, cmd
     with pytest.raises(IndexFormatError, match="CURRENT is damaged"):
         FAQSearch.open(built.path, encoder=FakeEncoder())
+
+
+@pytest.mark.parametrize("config", ['{"app": "mine", "debug": true}\n', "port: 8080\n"])
+@pytest.mark.parametrize("command", ["drop", "ingest", "rename"])
+def test_a_user_folder_with_a_config_json_is_refused_before_anything_is_touched(tmp_path, run, config, command):
+    """`drop` or `ingest` on a folder holding a config.json and a store.db that faqsearch did not write
+    moved them into v00000000/ and created CURRENT and LOCK before refusing: the folder, and the one
+    around it, are now left byte for byte as they were."""
+    import sqlite3
+
+    folder = tmp_path / "home" / "app"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(config)
+    conn = sqlite3.connect(folder / "store.db")
+    conn.execute("create table t(x)")
+    conn.commit()
+    conn.close()
+
+    def state():
+        return {str(p.relative_to(tmp_path / "home")): p.read_bytes() if p.is_file() else None
+                for p in (tmp_path / "home").rglob("*")}
+
+    before = state()
+    args = {"drop": ["drop", str(folder), "--yes"], "rename": ["rename", "--index", str(folder), str(tmp_path / "home" / "b")],
+            "ingest": ["ingest", write_corpus(tmp_path), "--index", str(folder), "-q", "--force"]}[command]
+    result = run(*args)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "that faqsearch did not write" in result.output and "move that away yourself" in result.output
+    assert state() == before
