@@ -26,6 +26,9 @@ FILES = {
     "ids": "ids.npy",  # the question id of each row of vectors.npy (indexes from before deltas lack it)
 }
 SIZED = ("whitening", "faiss", "vectors", "ids")  # written once per version: size, fingerprint and hash recorded
+# folders of a version whose every file is recorded too (size and fingerprint): the BM25 postings arrays
+# (faqsearch/postings.py) and the questions' token states (faqsearch/tokenstates.py)
+RECORDED_DIRS = ("lexical", "tokens")
 DEFAULT_HOME = "indexes"
 DEFAULT_NAME = "default"
 
@@ -180,25 +183,56 @@ def check_values(config: dict[str, Any], file: str) -> None:
 
 
 def damaged(path: str, key: str, why: Any) -> str:
-    """The message for a damaged or missing file of the index at ``path``."""
+    """The message for a damaged or missing file of the index at ``path`` (``key``: a FILES key, or
+    the file's name inside the version, such as 'lexical/rows.npy')."""
     what = why if why in ("missing", "empty") else f"damaged ({why})"
-    return (f"index {path}: {FILES[key]} is {what}. Restore the index directory from a "
+    return (f"index {path}: {FILES.get(key, key)} is {what}. Restore the index directory from a "
             f"backup, or rebuild it with: faqsearch ingest CORPUS --index {path} --force")
+
+
+def recorded_files(directory: str) -> list[str]:
+    """The names (relative to the version ``directory``) of the files config.json records: the
+    SIZED files present and every file under the RECORDED_DIRS folders."""
+    out = [FILES[k] for k in SIZED if os.path.exists(os.path.join(directory, FILES[k]))]
+    for sub in RECORDED_DIRS:
+        folder = os.path.join(directory, sub)
+        if os.path.isdir(folder):
+            out += sorted(f"{sub}/{n}" for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n)))
+    return out
+
+
+def recorded_dirs(config: dict[str, Any]) -> set[str]:
+    """The RECORDED_DIRS folders whose files config.json records: only those are read (a version
+    written before they were recorded keeps its folders unread: BM25 is then scored by FTS5 and
+    token states are computed, the answers those files would give)."""
+    return {name.split("/", 1)[0] for name in (config.get("files") or {}) if name.split("/", 1)[0] in RECORDED_DIRS}
 
 
 def check_files(directory: str, config: dict[str, Any], path: str, required=("whitening", "faiss", "store")) -> None:
     """Every file of the version present with its recorded size and fingerprint (cheap checks: a
-    file from another index, a truncated or a replaced one is refused)."""
+    file from another index, a truncated or a replaced one is refused), and a record for every file
+    the version has (records emptied by hand would turn every check off)."""
     from .files import sample_digest
 
     for key in required:
         if not os.path.exists(os.path.join(directory, FILES[key])):
             raise IndexFormatError(damaged(path, key, "missing"))
+    records = config.get("files") or {}
     names = {v: k for k, v in FILES.items()}
-    for name, record in (config.get("files") or {}).items():
-        key = names.get(name)
-        if key is None:
+    if "next_question_id" in config:  # written by a faqsearch that records its files (since 2026-11-22)
+        kept = recorded_dirs(config)
+        for name in recorded_files(directory):
+            folder = name.split("/", 1)[0] if "/" in name else None
+            if name in records or (folder is not None and folder not in kept):
+                continue
+            raise IndexFormatError(
+                f"index {path}: {FILES['config']} keeps no record of {name} (its 'files' records are missing or "
+                f"incomplete), so that file cannot be checked. Restore {FILES['config']} or the index directory "
+                f"from a backup, or rebuild it with: faqsearch ingest CORPUS --index {path} --force")
+    for name, record in records.items():
+        if name not in names and name.split("/", 1)[0] not in RECORDED_DIRS:
             continue
+        key = names.get(name, name)
         size = record if isinstance(record, int) else (record or {}).get("bytes")
         full = os.path.join(directory, name)
         try:

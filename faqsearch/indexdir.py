@@ -71,7 +71,7 @@ def _siblings(path: str) -> list[str]:
 
 def _read_current(directory: str) -> str | None:
     try:
-        with open(os.path.join(directory, CURRENT), encoding="utf-8") as fh:
+        with open(os.path.join(directory, CURRENT), encoding="utf-8", errors="replace") as fh:  # not UTF-8: damaged
             name = fh.read().strip()
     except (FileNotFoundError, NotADirectoryError):
         return None
@@ -194,9 +194,9 @@ def _check_own_config(path: str, directory: str) -> None:
     try:
         with open(os.path.join(directory, CONFIG), encoding="utf-8") as fh:
             config = json.load(fh)
-    except (OSError, ValueError):
-        return  # our files with a damaged config: rebuilding is the fix
-    if not isinstance(config, dict) or "format_version" not in config:
+    except (OSError, ValueError):  # our files with a damaged config (rebuilding is the fix), or someone else's
+        config = None if os.path.exists(os.path.join(directory, "whitening.npz")) else []
+    if config is not None and (not isinstance(config, dict) or "format_version" not in config):
         raise IndexPathError(f"{path} holds a {CONFIG} that faqsearch did not write; faqsearch replaces only its "
                              "own indexes. Choose another --index, or move that away yourself")
 
@@ -275,6 +275,7 @@ class Writer:
         self.path = os.path.abspath(path)
         self._locks: list[_FileLock] = []
         self._building: list[str] = []
+        self._staged: dict[str, dict[str, dict[str, Any]]] = {}  # records computed by stage(), per version
         self._created = False
         self.version: str | None = None
         self.config: dict[str, Any] | None = None
@@ -295,8 +296,8 @@ class Writer:
     def _enter(self) -> None:
         while True:
             kind = layout(self.path)
-            if kind == "foreign":
-                check_target(self.path)  # raises with the reason
+            if kind in ("foreign", "plain", "link"):
+                check_target(self.path)  # a folder that is not ours, before anything in or beside it is touched
             if kind in ("current", "empty"):
                 self._locks.append(_FileLock(os.path.join(self.path, LOCK)).acquire())
                 if layout(self.path) in ("current", "empty"):
@@ -437,7 +438,8 @@ class Writer:
     def stage(self, config: dict[str, Any], version: str) -> None:
         """Write ``config`` into a version being built, as :meth:`commit` will (generation G+1), so the
         version can be opened and measured before it is committed; nothing becomes live."""
-        atomic_write(os.path.join(version, CONFIG), _config_bytes({**config, "generation": self.generation + 1}))
+        atomic_write(os.path.join(version, CONFIG), _config_bytes({**config, "generation": self.generation + 1,
+                                                                  "files": self._records(version)}))
 
     def commit(self, config: dict[str, Any], version: str | None = None,
                records: dict[str, dict[str, Any]] | None = None) -> str:
@@ -445,7 +447,7 @@ class Writer:
         which then becomes live, or, with no ``version``, into the live version in place. Files of a
         new version are fsynced and recorded (size, sample, SHA-256) unless ``records`` gives them.
         Returns the live version directory."""
-        from .config import FILES, SIZED
+        from .config import FILES
 
         config = dict(config)
         config["generation"] = self.generation + 1
@@ -456,13 +458,9 @@ class Writer:
             atomic_write(os.path.join(self.version, CONFIG), _config_bytes(config))
             self.config = config
             return self.version
-        files = dict(records or {})
-        for key in SIZED:
-            full = os.path.join(version, FILES[key])
-            if os.path.exists(full):
-                fsync_file(full)
-                if FILES[key] not in files:
-                    files[FILES[key]] = file_record(full)
+        files = self._records(version, records)
+        for name in files:
+            fsync_file(os.path.join(version, name))
         if os.path.exists(os.path.join(version, FILES["store"])):
             fsync_file(os.path.join(version, FILES["store"]))
         config["files"] = files
@@ -478,6 +476,24 @@ class Writer:
         if previous is not None and previous != final:
             _remove(previous)  # readers that have it open keep their open files
         return final
+
+    def _records(self, version: str, given: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+        """The records of every file of the version being built (:func:`faqsearch.config.recorded_files`):
+        those ``given`` (files shared unchanged), those computed when it was staged (if the file is
+        unchanged since), the others computed now; SHA-256 for the base files writers build on."""
+        from .config import RECORDED_DIRS, recorded_files
+
+        staged = self._staged.setdefault(version, {})
+        out = {}
+        for name in recorded_files(version):
+            full = os.path.join(version, name)
+            if given and name in given:
+                out[name] = given[name]
+            elif name in staged and staged[name]["bytes"] == os.path.getsize(full):
+                out[name] = staged[name]
+            else:
+                out[name] = staged[name] = file_record(full, full=name.split("/", 1)[0] not in RECORDED_DIRS)
+        return out
 
 
 def _config_bytes(config: dict[str, Any]) -> bytes:

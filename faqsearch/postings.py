@@ -28,6 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .defaults import LEXICAL_ARRAYS_MIN as MIN_QUESTIONS
+from .errors import IndexFormatError
 from .files import load_npy, preallocate, share_dir
 from .filters import filter_sql
 from .lexical import fts_query, fts_tokens, query_terms
@@ -164,7 +165,8 @@ class Postings:
     """A version's postings, memory-mapped."""
 
     def __init__(self, path: str, meta: dict):
-        self.meta = meta
+        self.meta, self.path = meta, path
+        self.index: str | None = None  # the index, for messages (its store's)
         self.max_id = int(meta["max_id"])
         for name in _ARRAYS:  # plain views of the maps: a memmap's own slicing costs microseconds a call
             setattr(self, name, load_npy(os.path.join(path, name + ".npy"), mmap_mode="r").view(np.ndarray))
@@ -184,6 +186,13 @@ class Postings:
             return cls(path, meta)
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def damaged(self, name: str, why: str):
+        """The IndexFormatError for a damaged array (a damage the open's sampled fingerprint missed),
+        naming the file and the fix."""
+        from .config import damaged
+
+        return IndexFormatError(damaged(self.index or os.path.dirname(self.path), f"{DIR}/{name}", why))
 
     def term(self, text: str) -> int:
         """The number of a term (binary search over the sorted UTF-8 terms), -1 if absent; the terms
@@ -224,8 +233,14 @@ class Postings:
             idf = math.log((n_rows - doc_freq[t] + 0.5) / (doc_freq[t] + 0.5))  # the C library's log, as SQLite's
             if idf <= 0.0:
                 idf = 1e-6
-            rows = np.asarray(self.rows[self.starts[j]:self.starts[j + 1]])
-            f = np.asarray(self.tf[self.starts[j]:self.starts[j + 1]], dtype=np.float64)
+            first, stop = int(self.starts[j]), int(self.starts[j + 1])
+            if not 0 <= first <= stop <= len(self.rows):
+                raise self.damaged("starts.npy", f"term {j} has postings {first} to {stop} of {len(self.rows)}")
+            rows = np.asarray(self.rows[first:stop])
+            if len(rows) and (rows.min() < 0 or rows.max() >= len(self.ids)):
+                wrong = int(rows[(rows < 0) | (rows >= len(self.ids))][0])
+                raise self.damaged("rows.npy", f"a posting names row {wrong} of {len(self.ids)}")
+            f = np.asarray(self.tf[first:stop], dtype=np.float64)
             d = self.doclen[rows].astype(np.float64)
             out[rows] += idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / avgdl)))
         return out
@@ -344,12 +359,15 @@ def _arrays(store, conn: sqlite3.Connection) -> "tuple[Postings, np.ndarray, boo
     whether the store has rows above the arrays' last id), remembered until a connection changes
     rows; None without arrays, or where the store's rows up to the arrays' last id are not the rows
     they were made of."""
+    if not getattr(store, "read_arrays", True):
+        return None
     key = (conn.total_changes, conn.execute("pragma data_version").fetchone()[0])
     memo = getattr(store, "_postings_memo", None)
     if memo is None or memo[0] != key:
         arrays = Postings.open(os.path.dirname(os.path.abspath(store.path)))
         value = None
         if arrays is not None:
+            arrays.index = getattr(store, "index", None)
             same, above = _rows_beside(conn, arrays)
             if same:
                 unseen = np.array([r[0] for r in conn.execute(

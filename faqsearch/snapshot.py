@@ -159,7 +159,8 @@ def _open_version(path: str, version: str, st: tuple | None, base: Snapshot | No
         raise IndexFormatError(f"index {path} is inconsistent (transform {whitening.dim_in}->{whitening.dim_out}, "
                                f"config {config['dim_in']}->{config['dim_out']}); re-run faqsearch ingest")
     opened = backend.open(path, version, config, whitening, reuse)
-    tokens = reuse.tokens if reuse is not None else TokenStates.open(version, config.get("encoder"))
+    tokens = reuse.tokens if reuse is not None else (
+        TokenStates.open(version, config.get("encoder")) if "tokens" in cfg.recorded_dirs(config) else None)
     return Snapshot(path, version, config, opened.whitening, opened.index, opened.store, opened.raw, backend, st,
                     tokens)
 

@@ -43,6 +43,8 @@ class Store:
         g = ALIVE - 1 if generation is None else int(generation)
         self._g = g
         self.known_count: int | None = None  # visible questions, when the caller knows them (a reader's config)
+        self.read_arrays = True  # BM25 from the postings arrays beside it (False: they are not recorded, FTS5 scores)
+        self.index: str | None = None  # the index it belongs to, for messages
         # one connection shared by threads, serialised by a lock (reads are tiny)
         self._conn = sqlite3.connect(path, check_same_thread=False)
         self._db = None

@@ -124,7 +124,7 @@ def make_legacy(path: str, layout: str) -> None:
     real = str(version(path))
     shutil.rmtree(os.path.join(real, "lexical"), ignore_errors=True)  # both layouts predate the postings arrays
     config = json.load(open(os.path.join(real, "config.json")))
-    config["files"] = {k: v["bytes"] for k, v in config["files"].items()}
+    config["files"] = {k: v["bytes"] for k, v in config["files"].items() if "/" not in k}  # no lexical/ records then
     config.pop("index_id", None)
     json.dump(config, open(os.path.join(real, "config.json"), "w"))
     parent, name = os.path.split(path)
@@ -398,3 +398,143 @@ def test_11_ingest_progress_moves_before_4096_texts():
     enc = FakeEncoder()
     _encode_stream(enc, [f"text {i}" for i in range(600)], batch_size=64, progress=True)
     assert enc.calls == 3  # 256 + 256 + 88: the bar moves every 256 texts
+
+
+# the files of a version (#40.4, #40.8, #40.11) ------------------------------------------------------
+def _flip(file, at):
+    data = bytearray(open(file, "rb").read())
+    data[at] ^= 0x5A
+    open(file, "wb").write(bytes(data))
+
+
+def test_lexical_files_swapped_or_flipped_are_refused_at_open(tmp_path, run):
+    """lexical/rows.npy of an index of the same corpus in another row order (the same size) gave wrong
+    first answers with exit 0: every file under lexical/ is recorded at commit and checked at open."""
+    import shutil
+
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    FAQSearch.build(write_corpus(tmp_path), a, encoder=FakeEncoder(), self_fusion=False).close()
+    FAQSearch.build(write_corpus(tmp_path, ROWS[::-1], "r.csv"), b, encoder=FakeEncoder(), self_fusion=False).close()
+    va, vb = resolve(a), resolve(b)
+    files = json.load(open(os.path.join(va, "config.json")))["files"]
+    assert {n for n in os.listdir(os.path.join(va, "lexical"))} == {n[len("lexical/"):] for n in files
+                                                                    if n.startswith("lexical/")}
+    rows = os.path.join(va, "lexical", "rows.npy")
+    keep = open(rows, "rb").read()
+    assert os.path.getsize(os.path.join(vb, "lexical", "rows.npy")) == len(keep)
+    shutil.copy(os.path.join(vb, "lexical", "rows.npy"), rows)
+    with pytest.raises(IndexFormatError, match="lexical/rows.npy is damaged .*not the one this version recorded"):
+        FAQSearch.open(a, encoder=FakeEncoder())
+    result = run("ask", "question about subject3 variant1", "--index", a, "--mode", "lexical")
+    assert result.exit_code == 1 and "lexical/rows.npy is damaged" in result.output and "--force" in result.output
+    open(rows, "wb").write(keep)
+    _flip(rows, len(keep) - 5)
+    with pytest.raises(IndexFormatError, match="lexical/rows.npy is damaged"):
+        FAQSearch.open(a, encoder=FakeEncoder())
+    open(rows, "wb").write(keep)
+    with FAQSearch.open(a, encoder=FakeEncoder()) as e:
+        assert e.ask("question about subject3 variant1", mode="lexical").answers[0].faq_id == "f3"
+
+
+def test_missing_or_incomplete_file_records_are_refused(built, run):
+    """Emptied `files` records turned every file check off (a swapped index.faiss then answered wrongly):
+    a version whose config.json lacks the record of a file it has is refused, naming the fix. A config
+    from before records were written (no `next_question_id` either: before 2026-11-22) still opens,
+    and folders whose files its config does not record are not read (BM25 from FTS5)."""
+    config_path = os.path.join(version(built.path), "config.json")
+    config = json.load(open(config_path))
+    records = config["files"]
+    assert "lexical/rows.npy" in records and "index.faiss" in records
+    for files in ({}, None, {k: v for k, v in records.items() if k != "index.faiss"},
+                  {k: v for k, v in records.items() if k != "lexical/rows.npy"}):
+        json.dump({**config, "files": files} if files is not None else
+                  {k: v for k, v in config.items() if k != "files"}, open(config_path, "w"))
+        with pytest.raises(IndexFormatError, match=r"keeps no record of (index\.faiss|whitening\.npz|lexical/rows\.npy) "
+                                                   r"\(its 'files' records are missing or incomplete\)"):
+            FAQSearch.open(built.path, encoder=FakeEncoder())
+    result = run("ask", "question about subject3 variant1", "--index", built.path)
+    assert result.exit_code == 1 and "keeps no record of lexical/rows.npy" in result.output
+    assert "Restore config.json" in result.output and "--force" in result.output
+    old = {k: v for k, v in config.items() if k not in ("files", "next_question_id", "index_id")}
+    json.dump(old, open(config_path, "w"))
+    with FAQSearch.open(built.path, encoder=FakeEncoder()) as e:
+        assert e.searcher().snap.store.read_arrays is False
+        assert e.ask("question about subject3 variant1", mode="lexical").answers[0].faq_id == "f3"
+    json.dump(config, open(config_path, "w"))
+
+
+def test_a_damaged_posting_the_open_does_not_sample_is_a_clean_error(tmp_path, run, fake_models):
+    """A flipped byte of lexical/rows.npy outside the three blocks the open's fingerprint reads gave an
+    IndexError traceback on the command line and HTTP 500: it is a one-line error naming the file."""
+    import numpy as np
+    from fastapi.testclient import TestClient
+
+    from faqsearch.build import StorageSpec, build
+    from faqsearch.files import SAMPLE
+    from faqsearch.postings import Postings
+    from faqsearch.service import Service, create_app
+
+    rows = [(f"f{i}", f"alpha{i % 1009} beta{i % 1013} gamma{i % 1019} delta{i % 1021}", f"answer {i}")
+            for i in range(16000)]
+    path = str(tmp_path / "ix")
+    build(write_corpus(tmp_path, rows), path, encoder=FakeEncoder(), threshold=-1, storage=StorageSpec(index_type="flat"))
+    arrays = Postings.open(resolve(path))
+    file = os.path.join(resolve(path), "lexical", "rows.npy")
+    size = os.path.getsize(file)
+    header = size - 4 * len(arrays.rows)
+    at = header + (SAMPLE + 4096 - header) // 4 * 4  # a row between the first and the middle sampled block
+    assert SAMPLE < at and at + 4 < size // 2 - SAMPLE // 2
+    j = int(np.searchsorted(arrays.starts, (at - header) // 4, side="right")) - 1
+    term = bytes(arrays.terms[arrays.term_start[j]:arrays.term_start[j + 1]]).decode()
+    del arrays
+    data = bytearray(open(file, "rb").read())
+    data[at + 3] = 0x3F  # the high byte of a little-endian int32: a row far beyond the last
+    open(file, "wb").write(bytes(data))
+    result = run("ask", term, "--index", path, "--mode", "lexical")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "lexical/rows.npy is damaged (a posting names row" in result.output and "--force" in result.output
+    client = TestClient(create_app(Service({"ix": path}, watch=False)), raise_server_exceptions=False)
+    r = client.get("/indexes/ix/ask", params={"q": term, "mode": "lexical"})
+    assert r.status_code == 503 and "lexical/rows.npy is damaged" in r.json()["error"]
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00v0000\n", b"v0000000\xe9\n", b"nonsense\n"])
+def test_current_with_bytes_that_are_not_utf8_is_a_damaged_current(built, run, tmp_path, content):
+    """A CURRENT of non-UTF-8 bytes gave a UnicodeDecodeError traceback (`ask`, `add`): it is the
+    one-line error of any other damaged CURRENT."""
+    open(os.path.join(built.path, "CURRENT"), "wb").write(content)
+    new = write_corpus(tmp_path, [("z", "q z", "a z")], "n.csv")
+    for cmd in (["ask", "hello"], ["add", new], ["list"]):
+        result = run(*cmd, "--index", built.path)
+        assert result.exit_code == 1 and "CURRENT is damaged" in result.output and "backup" in result.output, cmd
+    with pytest.raises(IndexFormatError, match="CURRENT is damaged"):
+        FAQSearch.open(built.path, encoder=FakeEncoder())
+
+
+@pytest.mark.parametrize("config", ['{"app": "mine", "debug": true}\n', "port: 8080\n"])
+@pytest.mark.parametrize("command", ["drop", "ingest", "rename"])
+def test_a_user_folder_with_a_config_json_is_refused_before_anything_is_touched(tmp_path, run, config, command):
+    """`drop` or `ingest` on a folder holding a config.json and a store.db that faqsearch did not write
+    moved them into v00000000/ and created CURRENT and LOCK before refusing: the folder, and the one
+    around it, are now left byte for byte as they were."""
+    import sqlite3
+
+    folder = tmp_path / "home" / "app"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(config)
+    conn = sqlite3.connect(folder / "store.db")
+    conn.execute("create table t(x)")
+    conn.commit()
+    conn.close()
+
+    def state():
+        return {str(p.relative_to(tmp_path / "home")): p.read_bytes() if p.is_file() else None
+                for p in (tmp_path / "home").rglob("*")}
+
+    before = state()
+    args = {"drop": ["drop", str(folder), "--yes"], "rename": ["rename", "--index", str(folder), str(tmp_path / "home" / "b")],
+            "ingest": ["ingest", write_corpus(tmp_path), "--index", str(folder), "-q", "--force"]}[command]
+    result = run(*args)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "that faqsearch did not write" in result.output and "move that away yourself" in result.output
+    assert state() == before

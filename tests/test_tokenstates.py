@@ -12,6 +12,7 @@ import pytest
 
 from faqsearch import FAQSearch
 from faqsearch.build import build
+from faqsearch.errors import IndexFormatError
 from faqsearch.tokenstates import DIR, TokenStates, encode_with_tokens
 
 from .conftest import ROOT, version
@@ -143,9 +144,28 @@ def test_damaged_or_foreign_files_are_not_read(built, tmp_path):
     with open(os.path.join(directory, DIR, "states.f16"), "r+b") as fh:
         fh.truncate(1000)
     assert TokenStates.open(directory, spec) is None
-    e = FAQSearch.open(path)
-    assert e.searcher().snap.tokens is None and e.ask("refund").nearest.token is not None  # encoded instead
-    e.close()
+    with pytest.raises(IndexFormatError, match="tokens/states.f16 is damaged"):  # the version's records see it first
+        FAQSearch.open(path)
+
+
+def test_token_files_are_recorded_and_a_flipped_byte_is_refused_at_open(built, tmp_path):
+    """Every file under tokens/ has its size and fingerprint in config.json, checked at each open (a
+    flipped byte in states.f16 used to be read as it was); a version whose config records none of
+    them (one written before they were recorded) opens and computes the token states instead."""
+    path = _copy(built, tmp_path)
+    config_path = version(path) / "config.json"
+    config = json.loads(config_path.read_text())
+    assert {f"tokens/{n}" for n in os.listdir(version(path) / DIR)} <= set(config["files"])
+    states = version(path) / DIR / "states.f16"
+    data = bytearray(states.read_bytes())
+    data[-3] ^= 0x40
+    states.write_bytes(bytes(data))
+    with pytest.raises(IndexFormatError, match="tokens/states.f16 is damaged .*not the one this version recorded"):
+        FAQSearch.open(path)
+    config["files"] = {k: v for k, v in config["files"].items() if not k.startswith("tokens/")}
+    config_path.write_text(json.dumps(config))
+    with FAQSearch.open(path) as e:
+        assert e.searcher().snap.tokens is None and e.ask("refund").nearest.token is not None  # encoded instead
 
 
 def test_a_new_version_leaves_them_behind_where_the_token_weight_is_now_0(built, tmp_path, minilm):

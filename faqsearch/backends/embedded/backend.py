@@ -144,6 +144,7 @@ class EmbeddedBackend:
                                    f"FAISS holds {vindex.dim}); re-run faqsearch ingest")
         store = Store.open_existing(os.path.join(version, cfg.FILES["store"]), path,
                                     generation=int(config.get("generation", 0)))
+        store.read_arrays, store.index = "lexical" in cfg.recorded_dirs(config), path
         try:
             _check_owner(path, config, store)
             delta = None
@@ -176,6 +177,7 @@ class EmbeddedBackend:
     def open_store(self, path: str, version: str, config: dict[str, Any]) -> Store:
         store = Store.open_existing(os.path.join(version, cfg.FILES["store"]), path,
                                     generation=int(config.get("generation", 0)))
+        store.read_arrays, store.index = "lexical" in cfg.recorded_dirs(config), path
         try:
             _check_owner(path, config, store)
         except BaseException:

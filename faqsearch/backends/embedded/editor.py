@@ -246,7 +246,8 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
     try:
         store.keep_only(g)  # the copy holds generation G exactly: no rows of killed writers, none removed
         removed, rows = _write_rows(store, plan, source, first_id, None)
-        store.write_postings(tmp, previous=snap.version)  # shared where rows were only added
+        # shared where rows were only added and the live version's arrays are recorded (checked at its open)
+        store.write_postings(tmp, previous=snap.version if "lexical" in cfg.recorded_dirs(snap.config) else None)
         new_ids = np.array([r[0] for r in rows], dtype=np.int64)
         gone = np.array(removed, dtype=np.int64)
         white = replace(snap.whitening, moments=_moments(snap, gone, raw_new))
@@ -271,16 +272,17 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
         config.update(counts=counts, index=ixc, next_question_id=max([first_id] + [r[0] + 1 for r in rows]))
     finally:
         store.close()
-    _keep_token_states(snap.version, tmp, config)  # keyed by text: right for any rows (new questions are encoded)
+    _keep_token_states(snap, tmp, config)  # keyed by text: right for any rows (new questions are encoded)
     writer.commit(config, tmp, records)
     return len(rows), len(removed)
 
 
-def _keep_token_states(old: str, new: str, config: dict[str, Any]) -> None:
-    """The question token states of version ``old`` into the new version, where its hybrid mode uses
-    token matching (a weight set to 0 since, by `tune --fusion --apply`, leaves them behind)."""
-    if cfg.fusion_weights({**config, "mode": "hybrid"})["token_weight"]:
-        share_token_states(old, new)
+def _keep_token_states(snap: "Snapshot", new: str, config: dict[str, Any]) -> None:
+    """The question token states of the snapshot's version into the new version, where its hybrid
+    mode uses token matching (a weight set to 0 since, by `tune --fusion --apply`, leaves them
+    behind), and only states the snapshot's config records (checked when it was opened)."""
+    if cfg.fusion_weights({**config, "mode": "hybrid"})["token_weight"] and "tokens" in cfg.recorded_dirs(snap.config):
+        share_token_states(snap.version, new)
 
 
 def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> None:
@@ -292,11 +294,14 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> 
     store = Store(os.path.join(snap.version, cfg.FILES["store"]), generation=snap.generation)
     try:
         store.discard_uncommitted(snap.generation)  # shared with the new version: no killed edit's rows in it
+        if "lexical" not in cfg.recorded_dirs(snap.config):  # arrays never checked (a version from before records)
+            store.write_postings(tmp)
     finally:
         store.close()
     share_file(snap.version, tmp, cfg.FILES["store"])
-    share_postings(snap.version, tmp)  # the same rows: the same postings
-    _keep_token_states(snap.version, tmp, config)  # the same questions and encoder
+    if "lexical" in cfg.recorded_dirs(snap.config):
+        share_postings(snap.version, tmp)  # the same rows: the same postings
+    _keep_token_states(snap, tmp, config)  # the same questions and encoder
     ids, raw, records = write_live_vectors(snap, tmp)
     ixc = dict(snap.config.get("index") or {})
     factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
