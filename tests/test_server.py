@@ -577,3 +577,18 @@ def test_serve_takes_the_read_key_and_private_from_its_options(fake_models, ix, 
     monkeypatch.setenv("FAQSEARCH_READ_KEY", READ)
     assert CliRunner().invoke(cli, ["serve", "--index", ix, "--private", "-q"]).exit_code == 0
     assert (seen["read_key"], seen["api_key"], seen["private"]) == (READ, None, True)
+
+
+@pytest.mark.parametrize("how", ["rename", "drop"])
+def test_writes_to_an_index_renamed_or_dropped_under_the_server_say_so(fake_models, ix, how):
+    from faqsearch.manage import drop_index, rename_index
+
+    service, c = make_client([ix])
+    if how == "rename":
+        rename_index(ix, ix + "-new")
+    else:
+        drop_index(ix)
+    r = c.post("/indexes/shop/faqs", json={"faqs": [{"id": "5", "answer": "a", "questions": ["q"]}]}, headers=STAFF)
+    assert r.status_code == 404 and "renamed or dropped" in r.json()["error"], r.json()
+    assert "did not finish" not in r.json()["error"] and not os.path.exists(ix)  # and nothing made at the old name
+    service.close()

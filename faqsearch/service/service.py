@@ -108,8 +108,15 @@ class Service:
 
     def write(self, name: str, edit: Callable[[Any], Any]) -> Any:
         """Run an edit on the index's engine (atomic under the index's writer lock)."""
+        from ..indexdir import layout
+
         self._writes_enabled()
-        return edit(self.served(name).engine)
+        engine = self.served(name).engine
+        if layout(engine.path) == "none":  # an edit would find nothing there (and make a directory at the name)
+            raise IndexNotFoundError(f"index {name!r} was renamed or dropped after this server opened it; it still "
+                                     "answers from the version it holds. Restart the server with the index's new "
+                                     "path to edit it")
+        return edit(engine)
 
     def _writes_enabled(self) -> None:
         if not self.api_key:
