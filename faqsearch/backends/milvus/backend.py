@@ -250,14 +250,15 @@ class MilvusBackend:
                 after.close()
         return len(new_rows), len(removed)
 
-    def rebuild(self, writer, snap: "Snapshot", white, config: dict[str, Any]) -> None:
+    def rebuild(self, writer, snap: "Snapshot", white, config: dict[str, Any], calibrate=None) -> None:
         """A new collection with every live row re-transformed (refit, tune --apply)."""
-        _rebuild(writer, snap.index.b, white, config)
+        _rebuild(writer, snap.index.b, white, config, calibrate)
 
 
-def _rebuild(writer, b: Collection, white, config: dict[str, Any]) -> None:
+def _rebuild(writer, b: Collection, white, config: dict[str, Any], calibrate=None) -> None:
     """Copy the live rows of ``b`` (its generation) into a new collection, transformed by ``white``,
-    and commit ``config`` naming it."""
+    and commit ``config`` naming it (``calibrate(config, version)``: the config to commit, measured
+    on the new version first; failing, the new collection is dropped and the alias put back)."""
     b.repair()
     rows = sorted(b.query("", _ALL), key=lambda r: r["id"])
     spec = {k: v for k, v in b.spec.items() if k not in ("collection", "previous", "generation", "dead")}
@@ -276,6 +277,17 @@ def _rebuild(writer, b: Collection, white, config: dict[str, Any]) -> None:
     config = dict(config)
     config["backend"] = _new_collection(spec, generation, white.dim_out, b.dim_in, batches())
     white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+    if calibrate is not None:
+        try:
+            config = calibrate(config, tmp)
+        except BaseException:
+            c = client(spec["uri"], spec.get("token"))
+            try:
+                _switch_alias(c, spec["base"], b.collection)
+                c.drop_collection(config["backend"]["collection"])
+            finally:
+                c.close()
+            raise
     writer.commit(config, tmp)
     drop_stale(config["backend"])
 
