@@ -90,18 +90,11 @@ def _generation_of(version: str) -> int:
 
 
 def newest_version(directory: str) -> str | None:
-    """The committed version of highest generation in an index directory, None without one. Every
-    ``vG`` directory is a whole version (built, fsynced and renamed before CURRENT names it), so with
-    CURRENT lost (deleted by hand, left out of a copy) this is the version it named, or, after a
-    writer killed between its rename and CURRENT, the complete version it was about to make live."""
-    try:
-        entries = os.listdir(directory)
-    except OSError:
-        return None
-    found = [(_generation_of(os.path.join(directory, e)), e) for e in entries
-             if _VERSION.match(e) and os.path.isdir(os.path.join(directory, e))]
-    found = [f for f in found if f[0] >= 0]
-    return os.path.join(directory, max(found)[1]) if found else None
+    """The version of highest generation in an index directory, None without one. Every ``vG`` is a
+    whole committed version, so with CURRENT lost it is the one CURRENT named (docs/reliability.md)."""
+    entries = os.listdir(directory) if os.path.isdir(directory) else []
+    found = [(_generation_of(os.path.join(directory, e)), e) for e in entries if _VERSION.match(e)]
+    return os.path.join(directory, max(found)[1]) if found and max(found)[0] >= 0 else None
 
 
 def layout(path: str) -> str:
@@ -167,10 +160,9 @@ def resolve(path: str) -> str:
         raise IndexNotFoundError(f"no index at {path}. Create one with: faqsearch ingest CORPUS.csv "
                                  f"--index {os.path.basename(path)}")
     if kind == "empty":
-        newest = newest_version(path)
-        if newest is not None:  # CURRENT lost: the next writer writes it again
-            log.warning("index %s has no %s; answering from its newest version %s", path, CURRENT,
-                        os.path.basename(newest))
+        newest = newest_version(path)  # CURRENT lost: the next writer writes it again
+        if newest is not None:
+            log.warning("index %s has no %s; answering from its newest version %s", path, CURRENT, newest)
             return newest
         raise IndexNotFoundError(f"no index at {path} yet (an ingest there did not finish). Create one with: "
                                  f"faqsearch ingest CORPUS.csv --index {path}")
@@ -406,13 +398,10 @@ class Writer:
 
     def _repair(self) -> None:
         """Remove what killed writers left: half-built and superseded versions, a stale CURRENT.tmp,
-        the old top-level files of a migrated plain directory, and the siblings of the link layout.
-        A lost CURRENT is written again first, naming the newest version (never all removed)."""
+        the old top-level files of a migrated plain directory, and the siblings of the link layout."""
         current = _read_current(self.path)
-        if current is None and newest_version(self.path) is not None:
-            current = newest_version(self.path)
-            log.warning("index %s had no %s; it names the newest version %s again", self.path, CURRENT,
-                        os.path.basename(current))
+        if current is None and (current := newest_version(self.path)) is not None:  # CURRENT lost: named again
+            log.warning("index %s had no %s; it names the newest version %s again", self.path, CURRENT, current)
             atomic_write(os.path.join(self.path, CURRENT), (os.path.basename(current) + "\n").encode())
         for e in os.listdir(self.path):
             full = os.path.join(self.path, e)
