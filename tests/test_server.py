@@ -1,9 +1,7 @@
 """The HTTP service through FastAPI's TestClient (in-process), fake encoder."""
 import json
 import os
-import subprocess
 import threading
-from contextlib import contextmanager
 
 import pytest
 
@@ -14,7 +12,7 @@ from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import FAQ  # noqa: E402
 from faqsearch.service import Service, create_app  # noqa: E402
 
-from .conftest import FakeEncoder  # noqa: E402
+from .conftest import FakeEncoder, read_only  # noqa: E402
 
 KEY = "s3cret-key"
 STAFF = {"X-API-Key": KEY}  # a server with a key shows FAQs, queries and gaps to its keys only (#40.2)
@@ -594,32 +592,6 @@ def test_writes_to_an_index_renamed_or_dropped_under_the_server_say_so(fake_mode
     assert r.status_code == 404 and "renamed or dropped" in r.json()["error"], r.json()
     assert "did not finish" not in r.json()["error"] and not os.path.exists(ix)  # and nothing made at the old name
     service.close()
-
-
-@contextmanager
-def read_only(path):
-    """``path`` made read-only for this process, for real: its permissions for a user, a read-only bind
-    mount for root (whom permissions do not stop); skipped where root cannot mount."""
-    if os.geteuid() != 0:
-        modes = {}
-        for root, dirs, files in os.walk(path):
-            for p in [root] + [os.path.join(root, f) for f in files]:
-                modes[p] = os.stat(p).st_mode
-                os.chmod(p, modes[p] & ~0o222)
-        try:
-            yield
-        finally:
-            for p, mode in modes.items():
-                os.chmod(p, mode)
-        return
-    if subprocess.run(["mount", "--bind", path, path], capture_output=True).returncode != 0:
-        pytest.skip("root, and no bind mount here: cannot make a folder read-only")
-    try:
-        if subprocess.run(["mount", "-o", "remount,ro,bind", path], capture_output=True).returncode != 0:
-            pytest.skip("root, and no read-only remount here")
-        yield
-    finally:
-        subprocess.run(["umount", "-l", path], capture_output=True)  # lazily: files the test left open
 
 
 def test_a_read_only_index_is_served_read_only(fake_models, ix):

@@ -77,7 +77,7 @@ class Service:
             if read_only:
                 log.warning("index %s: this process cannot write %s, so it is served read-only: answers, no "
                             "writes and no query log", name, engine.path)
-            self._served[name] = Served(name, engine, _query_log(name, engine.path, QueryLog)
+            self._served[name] = Served(name, engine, QueryLog.open_or_none(engine.path)
                                         if log_queries and not read_only else None, read_only=read_only)
         self._stop = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="faqsearch-watch", daemon=True)
@@ -174,18 +174,6 @@ class Service:
             s.engine.close()
             if s.querylog is not None:
                 s.querylog.close()
-
-
-def _query_log(name: str, path: str, opener) -> Any:
-    """The index's query log, or None with a warning where it cannot be opened (a log file this
-    process may not write): the index is served all the same, without one."""
-    import sqlite3
-
-    try:
-        return opener.for_index(path)
-    except (sqlite3.Error, OSError) as exc:
-        log.warning("index %s: its query log cannot be opened (%s); serving it without one", name, exc)
-        return None
 
 
 def _same(given: str | None, key: str | None) -> bool:
