@@ -206,12 +206,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             calibration={"chosen_by": "default" if threshold is None else "given"},
             next_question_id=int(ids.max()) + 1 if len(ids) else 1, **sections)
         if calibrate is not None:  # measured on the version as it will be, and committed with it: one commit
-            writer.stage(config, tmp)
-            snap = open_version(path, tmp)
-            try:
-                config.update(calibrate(snap, encoder))
-            finally:
-                snap.close()
+            config = measured(writer, config, tmp, lambda snap: calibrate(snap, encoder))
         if not cfg.fusion_weights({**config, "mode": "hybrid"})["token_weight"]:
             remove_token_states(tmp)  # hybrid mode does not read them: no disk spent on them
         writer.commit(config, tmp)
@@ -219,6 +214,19 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
     log.info("built index %s: %d FAQs, %d questions, %d -> %d dims", path, counts["faqs"], counts["questions"],
              encoder.dimension, white.dim_out)
     return encoder
+
+
+def measured(writer: Writer, config: dict[str, Any], version: str, measure: Callable[[Any], Mapping[str, Any]]
+             ) -> dict[str, Any]:
+    """``config`` with what ``measure(snapshot)`` learns of the version being built in ``version``,
+    staged there and opened as it will be committed (by build, refit and tune --apply: the threshold
+    and confidence go into the same commit as the rows and transform they were measured on)."""
+    writer.stage({k: v for k, v in config.items() if k != "files"}, version)  # its files are recorded at the commit
+    snap = open_version(writer.path, version)
+    try:
+        return {**config, **measure(snap)}
+    finally:
+        snap.close()
 
 
 def keep_token_states(encoder: Encoder, backend, directory: str, n: int) -> TokenWriter | None:

@@ -30,8 +30,8 @@ from .indexdir import Writer, stamp
 from .results import EditReport, Result
 from .search import QueryEncoder, Searcher
 from .snapshot import ClosedSnapshot, Snapshot, open_snapshot
-from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, needs_recalibration, refit_config,
-                     self_tune, self_tuned, threshold_changes)
+from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, needs_recalibration, refit_calibration,
+                     refit_config, self_tune, self_tuned, threshold_changes)
 
 
 class FAQSearch:
@@ -263,11 +263,10 @@ class FAQSearch:
     def refit(self, setting: Setting | None = None, threshold: float | None = None) -> None:
         """Rewrite transform and vector index for ``setting`` (default: the current one), nothing re-encoded;
         ``threshold`` is stored when given, one the index chose (and its confidence) is chosen again."""
-        with self._writing() as (writer, snap):
+        with self._writing() as (writer, snap):  # one commit: a threshold the index chose is chosen again with it
             white, config = refit_config(snap.config, snap.whitening.moments, setting, threshold)
-            snap.backend.rebuild(writer, snap, white, config)
-        if threshold is None and (self._snap.config.get("calibration") or {}).get("chosen_by") == "self-calibrated":
-            self._self_tune(fusion=False, threshold=True)  # scores moved with the transform: choose it again
+            snap.backend.rebuild(writer, snap, white, config,
+                                 refit_calibration(writer, snap.config, threshold, lambda: self._queries.encoder))
 
     def set_fusion(self, report: FusionReport) -> bool:
         """Store a chosen hybrid weight (and mode) when it wins held out; True when it was applied."""

@@ -1,6 +1,8 @@
 """Domain exceptions. The library raises these; only the CLI turns them into exit codes."""
 from __future__ import annotations
 
+import sqlite3
+
 
 class FAQSearchError(Exception):
     """Base class of every error faqsearch raises on purpose."""
@@ -34,6 +36,11 @@ class IndexNotFoundError(FAQSearchError):
 
 class IndexFormatError(FAQSearchError):
     """The index was built by an incompatible faqsearch or is damaged."""
+
+
+class StoreDamagedError(IndexFormatError, sqlite3.DatabaseError):
+    """A store.db damaged in a way its open checks did not see, found while reading or writing it: an
+    IndexFormatError naming the file and the fix (and an sqlite3.DatabaseError, as SQLite's own was)."""
 
 
 class EncoderMismatchError(FAQSearchError):

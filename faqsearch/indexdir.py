@@ -89,6 +89,14 @@ def _generation_of(version: str) -> int:
         return -1
 
 
+def newest_version(directory: str) -> str | None:
+    """The version of highest generation in an index directory, None without one. Every ``vG`` is a
+    whole committed version, so with CURRENT lost it is the one CURRENT named (docs/reliability.md)."""
+    entries = os.listdir(directory) if os.path.isdir(directory) else []
+    found = [(_generation_of(os.path.join(directory, e)), e) for e in entries if _VERSION.match(e)]
+    return os.path.join(directory, max(found)[1]) if found and max(found)[0] >= 0 else None
+
+
 def layout(path: str) -> str:
     """'current' (this layout), 'plain' or 'link' (older ones), 'empty' (a directory of ours with no
     committed version, or an empty one), 'none' (nothing there) or 'foreign' (not ours)."""
@@ -152,6 +160,10 @@ def resolve(path: str) -> str:
         raise IndexNotFoundError(f"no index at {path}. Create one with: faqsearch ingest CORPUS.csv "
                                  f"--index {os.path.basename(path)}")
     if kind == "empty":
+        newest = newest_version(path)  # CURRENT lost: the next writer writes it again
+        if newest is not None:
+            log.warning("index %s has no %s; answering from its newest version %s", path, CURRENT, newest)
+            return newest
         raise IndexNotFoundError(f"no index at {path} yet (an ingest there did not finish). Create one with: "
                                  f"faqsearch ingest CORPUS.csv --index {path}")
     raise IndexFormatError(f"{path} is not a faqsearch index; re-run faqsearch ingest with another --index")
@@ -389,6 +401,9 @@ class Writer:
         """Remove what killed writers left: half-built and superseded versions, a stale CURRENT.tmp,
         the old top-level files of a migrated plain directory, and the siblings of the link layout."""
         current = _read_current(self.path)
+        if current is None and (current := newest_version(self.path)) is not None:  # CURRENT lost: named again
+            log.warning("index %s had no %s; it names the newest version %s again", self.path, CURRENT, current)
+            atomic_write(os.path.join(self.path, CURRENT), (os.path.basename(current) + "\n").encode())
         for e in os.listdir(self.path):
             full = os.path.join(self.path, e)
             if _BUILDING.match(e) or e == f"{CURRENT}.tmp":

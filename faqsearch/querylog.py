@@ -111,6 +111,16 @@ class QueryLog:
     def for_index(cls, index_path: str) -> "QueryLog":
         return cls(log_path(index_path))
 
+    @classmethod
+    def open_or_none(cls, index_path: str) -> "QueryLog | None":
+        """The index's log, or None with a warning where it cannot be opened (a folder or log file
+        this process may not write): queries are answered all the same, unlogged."""
+        try:
+            return cls.for_index(index_path)
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("the query log of %s cannot be opened (%s); queries are not logged", index_path, exc)
+            return None
+
     def close(self) -> None:
         self._conn.close()
 

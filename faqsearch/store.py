@@ -18,6 +18,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from .connection import connect
 from .corpus import FAQ, faq_hash
 from .filters import filter_sql
 from .lexical import choose_stemmer, stem_in_use, tokenize
@@ -34,7 +35,7 @@ ALIVE = 1 << 62  # ``dead`` of a row no edit has removed
 class Store:
     """FAQs (id, answer, category, metadata) and questions (id, faq_id, text, source)."""
 
-    def __init__(self, path: str, cjk: str | None = None, generation: int | None = None):
+    def __init__(self, path: str, cjk: str | None = None, generation: int | None = None, index: str | None = None):
         """``cjk``: CJK tokenisation for a store that holds no questions yet (default DEFAULT_CJK);
         an existing store keeps its own. ``generation``: read the rows visible at that generation
         (default: every live row)."""
@@ -46,7 +47,7 @@ class Store:
         self.read_arrays = True  # BM25 from the postings arrays beside it (False: they are not recorded, FTS5 scores)
         self.index: str | None = None  # the index it belongs to, for messages
         # one connection shared by threads, serialised by a lock (reads are tiny)
-        self._conn = sqlite3.connect(path, check_same_thread=False)
+        self._conn = connect(path, index)  # ``index``: named by errors (default: the version directory's parent)
         self._db = None
         self._lock = threading.Lock()
         with self._lock:
@@ -116,9 +117,9 @@ class Store:
         if not {"faqs", "questions"} <= tables:
             raise bad("not a faqsearch database (no faqs/questions tables)")
         try:
-            return cls(path, generation=generation)
-        except sqlite3.DatabaseError as exc:
-            raise bad(f"damaged ({exc})") from None
+            return cls(path, generation=generation, index=index)
+        except sqlite3.DatabaseError as exc:  # a StoreDamagedError says so already
+            raise (exc if isinstance(exc, IndexFormatError) else bad(f"damaged ({exc})")) from None
 
     def close(self) -> None:
         self._conn.close()
@@ -326,7 +327,7 @@ class Store:
             with self._lock:
                 rows = self._conn.execute("pragma quick_check(3)").fetchall()
         except sqlite3.DatabaseError as exc:
-            raise IndexFormatError(damaged(where, "store", str(exc))) from None
+            raise (exc if isinstance(exc, IndexFormatError) else IndexFormatError(damaged(where, "store", str(exc)))) from None
         if [r[0] for r in rows] != ["ok"]:
             raise IndexFormatError(damaged(where, "store", "; ".join(r[0] for r in rows)[:200]))
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import subprocess
+from contextlib import contextmanager
 from typing import Any, Sequence
 
 import numpy as np
@@ -128,3 +130,29 @@ def index_files(path) -> dict[str, bytes]:
                 with open(full, "rb") as fh:
                     out[os.path.relpath(full, path)] = fh.read()
     return out
+
+
+@contextmanager
+def read_only(path):
+    """``path`` made read-only for this process, for real: its permissions for a user, a read-only bind
+    mount for root (whom permissions do not stop); skipped where root cannot mount."""
+    if os.geteuid() != 0:
+        modes = {}
+        for root, dirs, files in os.walk(path):
+            for p in [root] + [os.path.join(root, f) for f in files]:
+                modes[p] = os.stat(p).st_mode
+                os.chmod(p, modes[p] & ~0o222)
+        try:
+            yield
+        finally:
+            for p, mode in modes.items():
+                os.chmod(p, mode)
+        return
+    if subprocess.run(["mount", "--bind", path, path], capture_output=True).returncode != 0:
+        pytest.skip("root, and no bind mount here: cannot make a folder read-only")
+    try:
+        if subprocess.run(["mount", "-o", "remount,ro,bind", path], capture_output=True).returncode != 0:
+            pytest.skip("root, and no read-only remount here")
+        yield
+    finally:
+        subprocess.run(["umount", "-l", path], capture_output=True)  # lazily: files the test left open

@@ -159,6 +159,41 @@ def test_refit_chooses_a_self_calibrated_threshold_again(tmp_path, small_corpus,
     given.close()
 
 
+@pytest.mark.parametrize("backend", ["embedded", "milvus"])
+def test_refit_commits_its_transform_with_the_threshold_chosen_again_or_nothing(tmp_path, small_corpus, fake_encoder,
+                                                                                  monkeypatch, backend):
+    """#40 N4: a refit committed the new transform, then chose its threshold and confidence again in a
+    second commit; killed between the two (15 of 20 SIGKILLs) it left the new transform with the old
+    threshold while `info` said "chosen by the index". Now they are measured on the staged version and
+    committed with it, in one commit: interrupted while calibrating, the index keeps its old transform
+    and threshold."""
+    import faqsearch.tuning.threshold as threshold_mod
+    from faqsearch.tuning import Setting
+
+    if backend == "milvus":
+        pytest.importorskip("milvus_lite")
+    kw = {"backend": "milvus", "uri": str(tmp_path / "m.db")} if backend == "milvus" else {}
+    e = FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=fake_encoder, **kw)
+    assert e.config["calibration"]["chosen_by"] == "self-calibrated"
+    before = {k: e.config[k] for k in ("whitening", "threshold", "calibration", "confidence", "generation")}
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt()
+
+    monkeypatch.setattr(threshold_mod, "calibrate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        e.refit(Setting(True, 0.5, 0.5, 8))
+    monkeypatch.undo()
+    with FAQSearch.open(e.path, encoder=fake_encoder) as again:
+        assert {k: again.config[k] for k in before} == before
+        assert again.ask("How long does shipping take?").answers[0].faq_id == "2"
+    e.refit(Setting(True, 0.5, 0.5, 8))
+    assert e.config["generation"] == before["generation"] + 1  # one commit
+    assert e.config["whitening"]["beta"] == 0.5 and e.threshold == calibrate(e.searcher()).threshold
+    assert e.config["confidence"] == calibrate(e.searcher()).confidence.to_dict()
+    e.close()
+
+
 def test_labelled_threshold_maximises_right_minus_out_of_scope(tmp_path, small_corpus, fake_encoder):
     from faqsearch.evaluation import LabelledQuery
 

@@ -138,3 +138,27 @@ def test_readers_hold_one_whole_version_while_reloads_swap_them(tmp_path):
     assert not problems, problems[:5]
     assert written.is_set()  # all 15 commits went in
     assert len(seen) > 2  # the readers did see several versions go by
+
+
+def test_an_index_whose_current_file_was_deleted_answers_from_its_newest_version_and_loses_nothing(
+        built, tmp_path, run):
+    """#40 N11: with CURRENT deleted, errors advised `faqsearch ingest`, which (without --force) exited 0
+    and deleted the committed version holding the FAQs an earlier `add` put there. Every `vG` directory
+    is a whole committed version (CURRENT only names the live one), so readers and writers take the
+    newest one; the writer writes CURRENT again, and a rebuild that would drop FAQs refuses as usual."""
+    path = built
+    run("add", write_corpus(tmp_path, [("added", "a question only add put here", "added answer")], "add.csv"),
+        "--index", path, "-q")
+    counts = FAQSearch.open(path, encoder=FakeEncoder()).info()["counts"]
+    assert counts["faqs"] == 14  # 12, the fixture's add and this one
+    os.remove(os.path.join(path, "CURRENT"))
+    out = run("ask", "a question only add put here", "--index", path, "--json")
+    assert out.exit_code == 0 and '"faq_id": "added"' in out.output, out.output
+    out = run("ingest", write_corpus(tmp_path), "--index", path)  # the corpus lacks the added FAQ
+    assert out.exit_code == 1 and "would drop 2 FAQs" in out.output, out.output
+    assert FAQSearch.open(path, encoder=FakeEncoder()).info()["counts"] == counts
+    out = run("add", write_corpus(tmp_path, [("more", "one more question", "more answer")], "more.csv"),
+              "--index", path, "-q")
+    assert out.exit_code == 0 and os.path.exists(os.path.join(path, "CURRENT"))  # written again by the writer
+    with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+        assert e.info()["counts"]["faqs"] == 15 and e.show("added")["answer"] == "added answer"

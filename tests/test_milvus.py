@@ -182,3 +182,34 @@ def test_against_a_milvus_server(tmp_path):
     e.add([FAQ("new", "new answer", ["brand new wording"])])
     assert e.ask("brand new wording", mode="dense").answers[0].faq_id == "new"
     e.close()
+
+
+def test_a_config_without_its_milvus_uri_and_an_unknown_category_are_one_line_errors(tmp_path, fake_models,
+                                                                                      small_corpus):
+    from click.testing import CliRunner
+
+    from faqsearch.cli import cli
+    from faqsearch.indexdir import resolve
+
+    ix = str(tmp_path / "m")
+    r = CliRunner().invoke(cli, ["ingest", small_corpus, "--index", ix, "--backend", "milvus",
+                                 "--uri", str(tmp_path / "f.db"), "-q"])
+    assert r.exit_code == 0, r.output
+    # a category no FAQ has: nothing found, and a note naming the categories there are
+    r = CliRunner().invoke(cli, ["ask", "How long does shipping take?", "--index", ix, "--category", "Shipping"])
+    assert r.exit_code == 0 and r.exception is None, r.output
+    assert "no FAQ has category 'Shipping'" in r.output and "account, returns, shipping" in r.output
+    r = CliRunner().invoke(cli, ["list", "--index", ix, "--category", "nothing"])
+    assert r.exit_code == 0 and "account, returns, shipping" in r.output
+    config = os.path.join(resolve(ix), "config.json")
+    with open(config, encoding="utf-8") as fh:
+        data = json.load(fh)
+    del data["backend"]["uri"]
+    with open(config, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+    for args in (["ask", "How long does shipping take?"], ["list"], ["add", small_corpus]):
+        r = CliRunner().invoke(cli, args + ["--index", ix])
+        assert r.exit_code == 1 and not isinstance(r.exception, KeyError), (args, r.output)
+        assert "uri" in r.output and "faqsearch ingest" in r.output and len(r.output.strip().splitlines()) == 1
+    with pytest.raises(FAQSearchError, match="uri"):
+        FAQSearch.open(ix)

@@ -71,3 +71,19 @@ def test_since_is_a_date_or_time_and_anything_else_is_an_error(tmp_path):
         with pytest.raises(InvalidOptionError, match="since must be a date or time"):
             qlog.candidates(0.05, since=bad)
     qlog.close()
+
+
+def test_ask_log_on_a_read_only_index_answers_unlogged_with_a_warning(tmp_path, run, small_corpus, caplog):
+    """#40 N6: `ask --log` where the index's folder cannot be written ended with "store.db cannot be
+    read ... ingest --force"; it answers, and says the query was not logged."""
+    import os
+
+    from .conftest import read_only
+
+    ix = str(tmp_path / "ix")
+    assert run("ingest", small_corpus, "--index", ix, "-q").exit_code == 0
+    with read_only(ix):
+        r = run("ask", "How long does shipping take?", "--index", ix, "--log", "--json")
+    assert r.exit_code == 0 and '"faq_id": "2"' in r.output, r.output
+    assert "queries are not logged" in caplog.text and "store.db" not in r.output
+    assert not os.path.exists(os.path.join(ix, "queries.db"))

@@ -12,7 +12,7 @@ from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import FAQ  # noqa: E402
 from faqsearch.service import Service, create_app  # noqa: E402
 
-from .conftest import FakeEncoder  # noqa: E402
+from .conftest import FakeEncoder, read_only  # noqa: E402
 
 KEY = "s3cret-key"
 STAFF = {"X-API-Key": KEY}  # a server with a key shows FAQs, queries and gaps to its keys only (#40.2)
@@ -577,3 +577,37 @@ def test_serve_takes_the_read_key_and_private_from_its_options(fake_models, ix, 
     monkeypatch.setenv("FAQSEARCH_READ_KEY", READ)
     assert CliRunner().invoke(cli, ["serve", "--index", ix, "--private", "-q"]).exit_code == 0
     assert (seen["read_key"], seen["api_key"], seen["private"]) == (READ, None, True)
+
+
+@pytest.mark.parametrize("how", ["rename", "drop"])
+def test_writes_to_an_index_renamed_or_dropped_under_the_server_say_so(fake_models, ix, how):
+    from faqsearch.manage import drop_index, rename_index
+
+    service, c = make_client([ix])
+    if how == "rename":
+        rename_index(ix, ix + "-new")
+    else:
+        drop_index(ix)
+    r = c.post("/indexes/shop/faqs", json={"faqs": [{"id": "5", "answer": "a", "questions": ["q"]}]}, headers=STAFF)
+    assert r.status_code == 404 and "renamed or dropped" in r.json()["error"], r.json()
+    assert "did not finish" not in r.json()["error"] and not os.path.exists(ix)  # and nothing made at the old name
+    service.close()
+
+
+def test_a_read_only_index_is_served_read_only(fake_models, ix):
+    """#40 N6: `serve` refused an index it could not write ("store.db cannot be read ... ingest --force")
+    while `ask` answered there. It serves it read-only: answers, no query log, writes refused saying why."""
+    with read_only(ix):
+        service, c = make_client([ix])
+        try:
+            r = c.get("/indexes/shop/ask", params={"q": "How long does shipping take?"})
+            assert r.status_code == 200 and r.json()["answers"][0]["faq_id"] == "2"
+            info = c.get("/indexes", headers=STAFF).json()["indexes"][0]
+            assert info["writable"] is False and info["logging"] is False
+            r = c.post("/indexes/shop/faqs", json={"faqs": [{"id": "5", "answer": "a", "questions": ["q"]}]},
+                       headers=STAFF)
+            assert r.status_code == 403 and "read-only" in r.json()["error"], r.json()
+            assert "ingest" not in r.json()["error"]
+        finally:
+            service.close()
+        assert not os.path.exists(os.path.join(ix, "queries.db"))

@@ -215,3 +215,31 @@ def test_a_failed_first_insert_leaves_the_stemmer_unchosen(tmp_path, monkeypatch
     assert other.db.execute("select value from settings where key = 'stem'").fetchone()[0] == "english"
     s.close()
     other.close()
+
+
+def test_a_store_damaged_past_its_open_checks_is_an_index_format_error(tmp_path):
+    """Pages damaged after the first: the library raises a FAQSearchError naming the file and the fix
+    (still an sqlite3.DatabaseError for callers that catch that), on reads and on writes."""
+    from faqsearch import FAQSearch
+    from faqsearch.errors import IndexFormatError
+
+    from .conftest import FakeEncoder, version
+
+    faqs = [FAQ(f"f{i}", f"answer {i} " * 40, [f"question about topic{i} variant{j}" for j in range(3)])
+            for i in range(40)]
+    FAQSearch.build(faqs, str(tmp_path / "ix"), encoder=FakeEncoder(), threshold=-1).close()
+    db = version(tmp_path / "ix") / "store.db"
+    data = bytearray(db.read_bytes())
+    for i in range(4096, len(data), 997):  # every page but the first (the schema) damaged
+        data[i] ^= 0xFF
+    db.write_bytes(bytes(data))
+    with pytest.raises(IndexFormatError, match="store.db is damaged") as caught:
+        with FAQSearch.open(str(tmp_path / "ix"), encoder=FakeEncoder()) as e:
+            e.ask("question about topic3 variant1")
+            e.list()
+    assert isinstance(caught.value, sqlite3.DatabaseError) and "faqsearch ingest" in str(caught.value)
+    s = Store(str(db))
+    with pytest.raises(IndexFormatError, match="store.db is damaged"):
+        s.questions(list(range(1, 121)))
+        s.list_faqs()
+    s.close()

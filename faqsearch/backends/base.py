@@ -6,7 +6,7 @@ have. ``tests/test_backends.py`` runs one contract suite against both.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -62,6 +62,8 @@ class StoreView(Protocol):
 
     def list_faqs(self, limit: int | None = None, offset: int = 0, category: str | None = None,
                   contains: str | None = None) -> list[dict[str, Any]]: ...
+
+    def categories(self) -> list[str]: ...
 
     def faq_hashes(self) -> dict[str, str | None]: ...
 
@@ -139,6 +141,8 @@ class Backend(Protocol):
         questions. Commits generation G+1 through ``writer``."""
         ...
 
-    def rebuild(self, writer: "Writer", snap: "Snapshot", white: "Whitening", config: dict[str, Any]) -> None:
-        """Re-transform every stored vector with ``white`` (refit, tune) and commit ``config``."""
+    def rebuild(self, writer: "Writer", snap: "Snapshot", white: "Whitening", config: dict[str, Any],
+                calibrate: "Callable[[dict[str, Any], str], dict[str, Any]] | None" = None) -> None:
+        """Re-transform every stored vector with ``white`` (refit, tune) and commit ``config``;
+        ``calibrate(config, version)``: the config to commit, measured on the new version first."""
         ...

@@ -240,7 +240,7 @@ def handles_errors(fn):
         except OSError as exc:  # permissions, a vanished file: what happened and where, never a traceback
             where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
             raise click.ClickException(f"{exc.strerror or exc}{where}; nothing was committed") from None
-        except sqlite3.DatabaseError as exc:  # a store damaged in a way its open checks did not see
-            raise click.ClickException(f"an index's store.db cannot be read ({exc}). Restore the index directory "
-                                       "from a backup, or rebuild it with faqsearch ingest --force") from None
+        except sqlite3.DatabaseError as exc:  # a damaged store is a StoreDamagedError: this is another file (a query log)
+            raise click.ClickException(f"an SQLite file of the index cannot be used ({exc}); check that its folder can "
+                                       "be written and has free space, or restore the index directory from a backup") from None
     return wrapper

@@ -85,7 +85,7 @@ def indexes(request: Request):
         snap = s.engine.snapshot
         out.append({"name": name, "faqs": snap.config["counts"]["faqs"],
                     "questions": snap.config["counts"]["questions"], "encoder": snap.config["encoder"]["name"],
-                    "mode": snap.mode, "threshold": snap.threshold, "writable": bool(svc.api_key),
+                    "mode": snap.mode, "threshold": snap.threshold, "writable": bool(svc.api_key) and not s.read_only,
                     "logging": s.querylog is not None})
     return {"indexes": out}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -38,6 +39,7 @@ class Served:
     engine: Any  # FAQSearch
     querylog: Any = None
     failing: Any = None  # the stamp of a version that failed to open (logged once, not on every tick)
+    read_only: bool = False  # this process cannot write the index's folder: served without writes or query log
 
 
 class Service:
@@ -71,7 +73,12 @@ class Service:
                     engine.share_encoder(other.engine)  # one model per distinct encoder
                     break
             engine.embed(["warm up"])
-            self._served[name] = Served(name, engine, QueryLog.for_index(engine.path) if log_queries else None)
+            read_only = not os.access(engine.path, os.W_OK)
+            if read_only:
+                log.warning("index %s: this process cannot write %s, so it is served read-only: answers, no "
+                            "writes and no query log", name, engine.path)
+            self._served[name] = Served(name, engine, QueryLog.open_or_none(engine.path)
+                                        if log_queries and not read_only else None, read_only=read_only)
         self._stop = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="faqsearch-watch", daemon=True)
         if watch:
@@ -108,8 +115,19 @@ class Service:
 
     def write(self, name: str, edit: Callable[[Any], Any]) -> Any:
         """Run an edit on the index's engine (atomic under the index's writer lock)."""
+        from ..indexdir import layout
+
         self._writes_enabled()
-        return edit(self.served(name).engine)
+        engine = self.served(name).engine
+        if self.served(name).read_only:
+            raise WritesDisabledError(f"index {name!r} is read-only here: this server cannot write its folder. Edit "
+                                      "it where it can be written (the server picks the edit up), or serve a "
+                                      "writable copy")
+        if layout(engine.path) == "none":  # an edit would find nothing there (and make a directory at the name)
+            raise IndexNotFoundError(f"index {name!r} was renamed or dropped after this server opened it; it still "
+                                     "answers from the version it holds. Restart the server with the index's new "
+                                     "path to edit it")
+        return edit(engine)
 
     def _writes_enabled(self) -> None:
         if not self.api_key:

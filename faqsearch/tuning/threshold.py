@@ -190,6 +190,19 @@ def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
     return changes
 
 
+def refit_calibration(writer, config: dict[str, Any], threshold: float | None, encoder: Callable[[], Any]
+                      ) -> Callable[[dict[str, Any], str], dict[str, Any]] | None:
+    """What a refit (or tune --apply) commits with its new transform, for ``Backend.rebuild``: the
+    threshold and confidence chosen again on the version it built, measured before its one commit
+    (scores move with the transform). None where a threshold is given now or was given before."""
+    if threshold is not None or (config.get("calibration") or {}).get("chosen_by") != "self-calibrated":
+        return None
+    from ..build import measured
+
+    return lambda new, version: measured(writer, new, version,
+                                         lambda snap: self_tuned(snap, encoder(), fusion=False, threshold=True))
+
+
 def self_tune(searcher: Callable[[], Any], set_fusion: Callable | None, set_threshold: Callable | None) -> None:
     """What an index learns about itself without labels, each stored by the given setter: the hybrid
     weight (kept where it wins held out), then the threshold. ``searcher()``: one over the latest version."""

@@ -189,8 +189,8 @@ class EmbeddedBackend:
     def apply(self, writer, snap: "Snapshot", plan, raw_new: np.ndarray, source: str) -> tuple[int, int]:
         return editor.apply(writer, snap, plan, raw_new, source)
 
-    def rebuild(self, writer, snap: "Snapshot", white, config: dict[str, Any]) -> None:
-        editor.rebuild(writer, snap, white, config)
+    def rebuild(self, writer, snap: "Snapshot", white, config: dict[str, Any], calibrate=None) -> None:
+        editor.rebuild(writer, snap, white, config, calibrate)
 
 
 def _check_owner(path: str, config: dict[str, Any], store: Store) -> None:

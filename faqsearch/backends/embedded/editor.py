@@ -285,9 +285,10 @@ def _keep_token_states(snap: "Snapshot", new: str, config: dict[str, Any]) -> No
         share_token_states(snap.version, new)
 
 
-def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> None:
+def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any], calibrate=None) -> None:
     """A new base for another transform (refit, tune --apply): the stored raw vectors transformed
-    again, nothing re-encoded; the delta folded in, tombstones dropped; the store shared."""
+    again, nothing re-encoded; the delta folded in, tombstones dropped; the store shared.
+    ``calibrate(config, version)``: the config to commit, measured on the new version first."""
     cfg.verify_files(snap.version, snap.config, snap.path, ("vectors", "ids"))
     snap.store.check_integrity(snap.path)
     tmp = writer.new_version()
@@ -312,5 +313,7 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any]) -> 
     config = {k: v for k, v in config.items() if k != "delta"}
     config["index"] = {**ixc, **index_section(ixc.get("type", "auto"), vindex)}
     config["next_question_id"] = max(int(config.get("next_question_id", 0)), snap.index.max_id() + 1)
+    if calibrate is not None:
+        config = calibrate(config, tmp)
     writer.commit(config, tmp, records)
     del raw

@@ -73,6 +73,19 @@ def check_limits(faqs: Iterable, questions: Iterable[tuple[str, str]] = ()) -> N
                                                  "Milvus backend's limit; shorten it or use the embedded backend")
 
 
+def spec_of(config: dict[str, Any], path: str) -> dict[str, Any]:
+    """The Milvus section of an index's config, refused with the fix where a key it needs is missing
+    (a config edited by hand, or restored from another index)."""
+    spec = config.get("backend")
+    spec = spec if isinstance(spec, dict) else {}
+    missing = [k for k in ("uri", "base", "collection", "index_type") if not isinstance(spec.get(k), str) or not spec[k]]
+    if missing:
+        raise IndexFormatError(f"index {path}: config.json names no Milvus {' or '.join(missing)} (its backend section "
+                               "is damaged). Restore the index directory from a backup, or rebuild it with: faqsearch "
+                               f"ingest CORPUS --index {path} --backend milvus --uri URI --force")
+    return spec
+
+
 class MilvusBackend:
     kind = "milvus"
 
@@ -148,7 +161,7 @@ class MilvusBackend:
 
     # -- opening
     def open(self, path: str, version: str, config: dict[str, Any], whitening, base: "Snapshot | None") -> Opened:
-        c = Collection(config["backend"], int(config.get("generation", 0)), int(config["dim_out"]),
+        c = Collection(spec_of(config, path), int(config.get("generation", 0)), int(config["dim_out"]),
                        int(config["dim_in"]), int(config.get("next_question_id", 1)))
         store = MilvusStore(c)
         n, expected = store.question_count(), int((config.get("counts") or {}).get("questions", 0))
@@ -160,7 +173,7 @@ class MilvusBackend:
         return Opened(MilvusIndex(c), store, MilvusRaw(c), whitening)
 
     def open_store(self, path: str, version: str, config: dict[str, Any]) -> MilvusStore:
-        return MilvusStore(Collection(config["backend"], int(config.get("generation", 0)), int(config["dim_out"]),
+        return MilvusStore(Collection(spec_of(config, path), int(config.get("generation", 0)), int(config["dim_out"]),
                                       int(config["dim_in"]), int(config.get("next_question_id", 1))))
 
     # -- writing
@@ -237,14 +250,15 @@ class MilvusBackend:
                 after.close()
         return len(new_rows), len(removed)
 
-    def rebuild(self, writer, snap: "Snapshot", white, config: dict[str, Any]) -> None:
+    def rebuild(self, writer, snap: "Snapshot", white, config: dict[str, Any], calibrate=None) -> None:
         """A new collection with every live row re-transformed (refit, tune --apply)."""
-        _rebuild(writer, snap.index.b, white, config)
+        _rebuild(writer, snap.index.b, white, config, calibrate)
 
 
-def _rebuild(writer, b: Collection, white, config: dict[str, Any]) -> None:
+def _rebuild(writer, b: Collection, white, config: dict[str, Any], calibrate=None) -> None:
     """Copy the live rows of ``b`` (its generation) into a new collection, transformed by ``white``,
-    and commit ``config`` naming it."""
+    and commit ``config`` naming it (``calibrate(config, version)``: the config to commit, measured
+    on the new version first; failing, the new collection is dropped and the alias put back)."""
     b.repair()
     rows = sorted(b.query("", _ALL), key=lambda r: r["id"])
     spec = {k: v for k, v in b.spec.items() if k not in ("collection", "previous", "generation", "dead")}
@@ -263,6 +277,17 @@ def _rebuild(writer, b: Collection, white, config: dict[str, Any]) -> None:
     config = dict(config)
     config["backend"] = _new_collection(spec, generation, white.dim_out, b.dim_in, batches())
     white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+    if calibrate is not None:
+        try:
+            config = calibrate(config, tmp)
+        except BaseException:
+            c = client(spec["uri"], spec.get("token"))
+            try:
+                _switch_alias(c, spec["base"], b.collection)
+                c.drop_collection(config["backend"]["collection"])
+            finally:
+                c.close()
+            raise
     writer.commit(config, tmp)
     drop_stale(config["backend"])
 

@@ -171,6 +171,10 @@ class MilvusStore:
                    or any(low in t.lower() for t in texts[f["id"]])]
         return out[offset:offset + limit] if limit is not None else out[offset:]
 
+    def categories(self) -> list[str]:
+        """The categories of the visible FAQs, sorted."""
+        return sorted({r["category"] for r in self.b.query("", ["category"]) if r["category"] is not None})
+
     def faq_hashes(self) -> dict[str, str | None]:
         return {r["faq_id"]: r["content_hash"] for r in self.b.query("", ["faq_id", "content_hash"])}
 

@@ -100,9 +100,10 @@ def ask(text, index, top_k, threshold, min_confidence, model, mode, category, lo
         if log_queries:
             from ...querylog import QueryLog, log_answered
 
-            qlog = QueryLog.for_index(engine.path)
-            log_answered(qlog, [r for r in results if not is_blank(r.query)], mode or searcher.snap.mode, "cli")
-            qlog.close()
+            qlog = QueryLog.open_or_none(engine.path)  # none (a read-only index): answered unlogged, with a warning
+            if qlog is not None:
+                log_answered(qlog, [r for r in results if not is_blank(r.query)], mode or searcher.snap.mode, "cli")
+                qlog.close()
         similar: list[list] = [[] for _ in results]
         if paraphrases:
             from ...generators import generator_from_spec, load_generator, paraphrase, spec_languages

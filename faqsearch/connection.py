@@ -1,0 +1,74 @@
+"""The SQLite connection of a store (:mod:`faqsearch.store`): SQLite's reports of a damaged file,
+found by any read or write past the open checks, become a :class:`faqsearch.errors.StoreDamagedError`
+that names the index and the fix instead of a bare ``sqlite3.DatabaseError``."""
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+
+
+def connect(path: str, index: str | None = None) -> "_Connection":
+    """A connection to the store file ``path`` of the index ``index`` (default: found from the path),
+    shared by threads (its callers serialise it)."""
+    conn = sqlite3.connect(path, check_same_thread=False, factory=_Connection)
+    conn.index = index or _index_of(path)
+    return conn
+
+
+def _checked(conn: "_Connection", call, *args):
+    """``call(*args)``, where SQLite's report of a damaged file (SQLITE_CORRUPT, SQLITE_NOTADB: a bare
+    DatabaseError; locks, a full disk and permissions are OperationalErrors, left as they are)
+    becomes a StoreDamagedError naming the index and the fix."""
+    try:
+        return call(*args)
+    except sqlite3.DatabaseError as exc:
+        if type(exc) is not sqlite3.DatabaseError and "Could not decode" not in str(exc):  # a damaged text too
+            raise
+        from .config import damaged
+        from .errors import StoreDamagedError
+
+        raise StoreDamagedError(damaged(conn.index, "store", str(exc))) from None
+
+
+class _Cursor(sqlite3.Cursor):
+    def execute(self, *args):
+        return _checked(self.connection, super().execute, *args)
+
+    def executemany(self, *args):
+        return _checked(self.connection, super().executemany, *args)
+
+    def fetchone(self):
+        return _checked(self.connection, super().fetchone)
+
+    def fetchmany(self, *args):
+        return _checked(self.connection, super().fetchmany, *args)
+
+    def fetchall(self):
+        return _checked(self.connection, super().fetchall)
+
+    def __next__(self):
+        return _checked(self.connection, super().__next__)
+
+
+class _Connection(sqlite3.Connection):
+    """A store's connection: every cursor a :class:`_Cursor` (``execute`` included, which sqlite3
+    runs on a plain cursor of its own otherwise)."""
+
+    index = ""  # the index the store belongs to, for the message
+
+    def cursor(self, factory=None):
+        return super().cursor(factory or _Cursor)
+
+    def execute(self, *args):
+        return self.cursor().execute(*args)
+
+    def executemany(self, *args):
+        return self.cursor().executemany(*args)
+
+
+def _index_of(path: str) -> str:
+    """The index directory of a store file (its version directory's parent)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    return os.path.dirname(directory) if re.match(r"^v\d{8,}(?:\.tmp-[0-9a-f]+)?$", os.path.basename(directory)) \
+        else directory
