@@ -190,6 +190,27 @@ def damaged(path: str, key: str, why: Any) -> str:
             f"backup, or rebuild it with: faqsearch ingest CORPUS --index {path} --force")
 
 
+def version_records(version: str, staged: dict[str, dict[str, dict[str, Any]]],
+                    given: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """The records of every file of a version being built (:func:`recorded_files`): those ``given``
+    (files shared unchanged), those computed when it was staged (``staged[version]``, kept for the
+    commit, if the file is unchanged since), the others computed now; SHA-256 for the base files
+    writers build on (:class:`faqsearch.indexdir.Writer`)."""
+    from .files import file_record
+
+    kept = staged.setdefault(version, {})
+    out = {}
+    for name in recorded_files(version):
+        full = os.path.join(version, name)
+        if given and name in given:
+            out[name] = given[name]
+        elif name in kept and kept[name]["bytes"] == os.path.getsize(full):
+            out[name] = kept[name]
+        else:
+            out[name] = kept[name] = file_record(full, full=name.split("/", 1)[0] not in RECORDED_DIRS)
+    return out
+
+
 def recorded_files(directory: str) -> list[str]:
     """The names (relative to the version ``directory``) of the files config.json records: the
     SIZED files present and every file under the RECORDED_DIRS folders."""

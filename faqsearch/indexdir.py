@@ -453,8 +453,10 @@ class Writer:
     def stage(self, config: dict[str, Any], version: str) -> None:
         """Write ``config`` into a version being built, as :meth:`commit` will (generation G+1), so the
         version can be opened and measured before it is committed; nothing becomes live."""
+        from .config import version_records
+
         atomic_write(os.path.join(version, CONFIG), _config_bytes({**config, "generation": self.generation + 1,
-                                                                  "files": self._records(version)}))
+                                                                  "files": version_records(version, self._staged)}))
 
     def commit(self, config: dict[str, Any], version: str | None = None,
                records: dict[str, dict[str, Any]] | None = None) -> str:
@@ -462,7 +464,7 @@ class Writer:
         which then becomes live, or, with no ``version``, into the live version in place. Files of a
         new version are fsynced and recorded (size, sample, SHA-256) unless ``records`` gives them.
         Returns the live version directory."""
-        from .config import FILES
+        from .config import FILES, version_records
 
         config = dict(config)
         config["generation"] = self.generation + 1
@@ -473,7 +475,7 @@ class Writer:
             atomic_write(os.path.join(self.version, CONFIG), _config_bytes(config))
             self.config = config
             return self.version
-        files = self._records(version, records)
+        files = version_records(version, self._staged, records)
         for name in files:
             fsync_file(os.path.join(version, name))
         if os.path.exists(os.path.join(version, FILES["store"])):
@@ -491,24 +493,6 @@ class Writer:
         if previous is not None and previous != final:
             _remove(previous)  # readers that have it open keep their open files
         return final
-
-    def _records(self, version: str, given: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
-        """The records of every file of the version being built (:func:`faqsearch.config.recorded_files`):
-        those ``given`` (files shared unchanged), those computed when it was staged (if the file is
-        unchanged since), the others computed now; SHA-256 for the base files writers build on."""
-        from .config import RECORDED_DIRS, recorded_files
-
-        staged = self._staged.setdefault(version, {})
-        out = {}
-        for name in recorded_files(version):
-            full = os.path.join(version, name)
-            if given and name in given:
-                out[name] = given[name]
-            elif name in staged and staged[name]["bytes"] == os.path.getsize(full):
-                out[name] = staged[name]
-            else:
-                out[name] = staged[name] = file_record(full, full=name.split("/", 1)[0] not in RECORDED_DIRS)
-        return out
 
 
 def _config_bytes(config: dict[str, Any]) -> bytes:
