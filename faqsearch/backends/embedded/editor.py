@@ -25,8 +25,8 @@ import numpy as np
 from ... import config as cfg
 from ...defaults import CHUNK
 from ...errors import FAQSearchError
-from ...files import load_npy, preallocate, sample_digest
-from ...indexdir import Writer, share_file
+from ...files import load_npy, preallocate, sample_digest, share_file
+from ...indexdir import Writer
 from ...postings import share as share_postings
 from ...store import Store
 from ...tokenstates import share as share_token_states
@@ -51,7 +51,8 @@ def apply(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray, s
     drops = len(plan.removed_questions) + snap.store.count_questions(plan.removed_faqs)
     pending = int((snap.config.get("delta") or {}).get("changes", len(delta)))
     change = len(raw_new) + drops + len(plan.changed_faqs)
-    if snap.raw.has_ids and pending + change <= delta_limit(len(snap.raw.ids)):
+    # an edit that drops questions makes a new version, so the one before it is kept whole (faqsearch restore)
+    if not drops and snap.raw.has_ids and pending + change <= delta_limit(len(snap.raw.ids)):
         return apply_delta(writer, snap, plan, raw_new, source, delta, pending + change)
     return rewrite(writer, snap, plan, raw_new, source, delta)
 
