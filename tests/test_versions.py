@@ -116,3 +116,25 @@ def test_an_unknown_version_is_refused_with_the_known_ones(tmp_path):
     with pytest.raises(VersionNotFoundError, match=f"keeps {version(path).name}"):
         restore(path, "v00000099")
 
+
+def test_cli_versions_restore_and_the_undo_line(tmp_path, run):
+    path = str(tmp_path / "ix")
+    first = run("ingest", corpus(tmp_path, ROWS), "--index", path)
+    assert first.exit_code == 0 and "Undo with" not in first.output
+    old = version(path).name
+    out = run("ingest", corpus(tmp_path, ROWS[:3], "one.csv"), "--index", path, "--replace")
+    assert out.exit_code == 0 and f"Undo with: faqsearch restore {old} --index {path}" in out.output
+    js = json.loads(run("ingest", corpus(tmp_path, ROWS[:6], "two.csv"), "--index", path, "--replace",
+                        "--json").output)
+    assert js["previous_version"] == version(path).name.replace(version(path).name, js["previous_version"])
+    removed = run("remove", "f0", "--index", path)
+    assert removed.exit_code == 0 and "Undo with: faqsearch restore v" in removed.output
+    rows = json.loads(run("versions", "--index", path, "--json").output)["versions"]
+    assert [r["made_by"] for r in rows] == ["ingest", "ingest --replace", "ingest --replace", "remove"]
+    assert [r["live"] for r in rows] == [False, False, False, True] and rows[0]["faqs"] == 12
+    text = run("versions", "--index", path).output
+    assert old in text and "(live)" in text
+    out = run("restore", old, "--index", path)
+    assert out.exit_code == 0 and f"Restored {old}" in out.output and len(content(path)) == 12
+    bad = run("restore", "v12345678", "--index", path)
+    assert bad.exit_code != 0 and "keeps v" in bad.output and "Traceback" not in bad.output
