@@ -29,11 +29,13 @@ def content(path) -> dict:
 
 
 def edited_in_place(tmp_path, path):
+    """add, update and feedback: each committed inside the live version (no new version directory)."""
+    live = version(path)
     with FAQSearch.open(path, encoder=FakeEncoder()) as e:
         e.add(corpus(tmp_path, [("new1", "a brand new question", "new answer", "catx", '"{""n"": 1}"')], "add.csv"))
         e.update_faq("f3", answer="a changed answer")
         e.feedback("some customer query about subject5", "f5")
-    assert not os.path.exists(str(version(path)) + "x")
+    assert version(path) == live and json.loads((live / "config.json").read_text())["delta"]
 
 
 @pytest.mark.parametrize("in_place_first", [False, True])
@@ -124,14 +126,20 @@ def test_cli_versions_restore_and_the_undo_line(tmp_path, run):
     old = version(path).name
     out = run("ingest", corpus(tmp_path, ROWS[:3], "one.csv"), "--index", path, "--replace")
     assert out.exit_code == 0 and f"Undo with: faqsearch restore {old} --index {path}" in out.output
+    before = version(path).name
     js = json.loads(run("ingest", corpus(tmp_path, ROWS[:6], "two.csv"), "--index", path, "--replace",
                         "--json").output)
-    assert js["previous_version"] == version(path).name.replace(version(path).name, js["previous_version"])
-    removed = run("remove", "f0", "--index", path)
-    assert removed.exit_code == 0 and "Undo with: faqsearch restore v" in removed.output
+    assert js["previous_version"] == before and version(path).name != before
+    before = version(path).name
+    removed = run("remove", "f0", "--index", path, "--json")
+    assert removed.exit_code == 0 and json.loads(removed.output)["previous_version"] == before
+    update = corpus(tmp_path, [("f1", "only this question now", "answer 1", "cat1", "{}")], "upd.csv")
+    before = version(path).name
+    replaced = run("update", update, "--index", path, "--replace")
+    assert f"Undo with: faqsearch restore {before} --index {path}" in replaced.output
     rows = json.loads(run("versions", "--index", path, "--json").output)["versions"]
-    assert [r["made_by"] for r in rows] == ["ingest", "ingest --replace", "ingest --replace", "remove"]
-    assert [r["live"] for r in rows] == [False, False, False, True] and rows[0]["faqs"] == 12
+    assert [r["made_by"] for r in rows] == ["ingest", "ingest --replace", "ingest --replace", "remove", "update"]
+    assert [r["live"] for r in rows] == [False] * 4 + [True] and rows[0]["faqs"] == 12
     text = run("versions", "--index", path).output
     assert old in text and "(live)" in text
     out = run("restore", old, "--index", path)
