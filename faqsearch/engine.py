@@ -203,7 +203,8 @@ class FAQSearch:
             raw = self._queries.encoder.encode(texts, progress=progress) if texts else \
                 np.empty((0, int(snap.config["dim_in"])), np.float32)
             report.added_questions, report.removed_questions = snap.backend.apply(writer, snap, plan, raw, plan.source)
-            report.previous_version = os.path.basename(snap.version) if report.removed_questions else None
+            kept = report.removed_questions and snap.backend.kind == "embedded"  # Milvus keeps no versions
+            report.previous_version = os.path.basename(snap.version) if kept else None
         if needs_recalibration(self._snap.config, int(self._snap.config["counts"]["questions"])):
             self._self_tune(fusion=False, threshold=True)  # grown or shrunk by a tenth since it was chosen
         return report

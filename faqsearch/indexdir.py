@@ -130,7 +130,8 @@ def foreign_entries(directory: str) -> list[str]:
     for e in os.listdir(directory):
         if _OWN_FILES.match(e) or _TOP.match(e):
             continue
-        if (_VERSION.match(e) or _BUILDING.match(e)) and os.path.isdir(os.path.join(directory, e)):
+        if (_VERSION.match(e) or _BUILDING.match(e)) and (os.path.isdir(f := os.path.join(directory, e))
+                                                          or not os.path.lexists(f)):  # one being removed: ours
             continue
         out.append(e)
     return sorted(out)
@@ -485,10 +486,9 @@ class Writer:
         fsync_dir(self.path)
         atomic_write(os.path.join(self.path, CURRENT), (version_name(config["generation"]) + "\n").encode())
         self.version, self.config = final, config
-        older = sorted((e for e in os.listdir(self.path) if _VERSION.match(e) and _number(e) < _number(final)),
-                       key=_number)
-        for e in older[:max(0, len(older) - KEEP_VERSIONS)]:  # after the switch; readers keep their open files
-            _remove(os.path.join(self.path, e))
+        older = sorted(_number(e) for e in os.listdir(self.path) if _VERSION.match(e) and _number(e) < _number(final))
+        for g in older[:max(0, len(older) - KEEP_VERSIONS)]:  # after the switch; readers keep their open files
+            _remove(os.path.join(self.path, version_name(g)))
         return final
 
 

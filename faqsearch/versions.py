@@ -95,7 +95,8 @@ def restore(path: str | os.PathLike, version: str) -> str:
         src = os.path.join(path, version)
         config = _config(src)
         if (config.get("backend") or {}).get("kind", "embedded") != "embedded":
-            raise FAQSearchError(f"restore works on embedded indexes only; {os.path.basename(path)!r} keeps its vectors in Milvus")
+            raise FAQSearchError(f"restore works on embedded indexes only; {os.path.basename(path)!r} keeps its "
+                                 "rows in Milvus, which keeps no versions")
         generation = int(config.get("generation", 0))
         tmp = writer.new_version()
         delta = dict(config.get("delta") or {})
