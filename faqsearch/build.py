@@ -165,7 +165,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
     # an index-type typo fails now, not after the whole encode
     backend.check_index_type(storage.index_type, n_questions,
                              min(wspec.k or encoder.dimension, encoder.dimension) if wspec.whiten else encoder.dimension)
-    with Writer(path) as writer:
+    with Writer(path, "ingest --replace" if replace else "ingest") as writer:
         if not replace:
             refuse_lossy_rebuild(path, source, listed, force)  # again under the lock: another writer may have added
         tmp = writer.new_version()

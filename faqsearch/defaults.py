@@ -84,6 +84,10 @@ LEXICAL_ARRAYS_MIN = 1  # versions this large keep their BM25 postings as arrays
 # FTS5 at every size measured, 500 to 1M questions (docs/speed.md, "Chinese lexical search")
 KEEP_MIN = 2  # ... unless that would leave fewer than this many tokens (the rarest are kept)
 
+# -- versions (docs/reliability.md, "Versions kept"): previous versions an index keeps besides the live one,
+# for `faqsearch restore`; the oldest beyond are removed after each new commit
+KEEP_VERSIONS = 5
+
 # -- tuning (docs/quality.md, "Evaluate and tune")
 BETAS = (0.0, 0.5, 1.0)
 GAMMAS = (0.0, 0.5, 1.0)

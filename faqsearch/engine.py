@@ -178,10 +178,10 @@ class FAQSearch:
 
     # ------------------------------------------------------------------ edits
     @contextmanager
-    def _writing(self) -> Iterator[tuple[Writer, Snapshot]]:
+    def _writing(self, made_by: str) -> Iterator[tuple[Writer, Snapshot]]:
         """The writer lock, and a snapshot of the latest version under it (another process may
         have committed since this engine last looked)."""
-        with self._edit_lock, Writer(self._snap.path) as writer:
+        with self._edit_lock, Writer(self._snap.path, made_by) as writer:
             snap = open_snapshot(self._snap.path, base=self._snap)
             if snap.generation != writer.generation:
                 raise IndexFormatError(f"index {snap.path} changed while it was locked; try again")
@@ -189,11 +189,11 @@ class FAQSearch:
             with self._swap_lock:
                 self._snap = open_snapshot(self._snap.path, base=snap)
 
-    def _edit(self, planner: Callable[[Snapshot], "plans.Edit"], progress: bool = False,
+    def _edit(self, made_by: str, planner: Callable[[Snapshot], "plans.Edit"], progress: bool = False,
               faqs: Sequence[FAQ] = ()) -> EditReport:
         """Plan an edit on the latest version, encode its new questions first (an error there has
         touched nothing), then let the backend apply and commit it."""
-        with self._writing() as (writer, snap):
+        with self._writing(made_by) as (writer, snap):
             plan = planner(snap)
             report = plans.report_for(plan, int((snap.config.get("counts") or {}).get("faqs", 0)))
             if plan.empty:
@@ -202,8 +202,9 @@ class FAQSearch:
             texts = plan.texts()
             raw = self._queries.encoder.encode(texts, progress=progress) if texts else \
                 np.empty((0, int(snap.config["dim_in"])), np.float32)
-            report.added_questions, report.removed_questions = snap.backend.apply(writer, snap, plan, raw,
-                                                                                  plan.source)
+            report.added_questions, report.removed_questions = snap.backend.apply(writer, snap, plan, raw, plan.source)
+            kept = report.removed_questions and snap.backend.kind == "embedded"  # Milvus keeps no versions
+            report.previous_version = os.path.basename(snap.version) if kept else None
         if needs_recalibration(self._snap.config, int(self._snap.config["counts"]["questions"])):
             self._self_tune(fusion=False, threshold=True)  # grown or shrunk by a tenth since it was chosen
         return report
@@ -211,40 +212,40 @@ class FAQSearch:
     def add(self, corpus, columns: Columns | None = None, fmt: str | None = None, progress: bool = False) -> EditReport:
         """Add new FAQs (ids not yet in the index); only their questions are encoded."""
         faqs = as_faqs(corpus, columns, fmt)
-        return self._edit(lambda s: plans.plan_add(s.store, faqs), progress)
+        return self._edit("add", lambda s: plans.plan_add(s.store, faqs), progress)
 
     def update(self, corpus, columns: Columns | None = None, fmt: str | None = None, progress: bool = False,
                replace: bool = False) -> EditReport:
         """Update FAQs by id: answers rewritten, listed questions they lack added, the others kept (FAQs not in the
         index added, those not listed left alone). ``replace``: each FAQ holds exactly the given questions."""
         faqs = as_faqs(corpus, columns, fmt)
-        return self._edit(lambda s: plans.plan_update(s.store, faqs, replace=replace), progress)
+        return self._edit("update", lambda s: plans.plan_update(s.store, faqs, replace=replace), progress)
 
     def update_faq(self, faq_id: str, answer: str | None = None, category: str | None = None,
                    questions: Sequence[str] | str = (), progress: bool = False) -> EditReport:
         """One FAQ's new ``answer`` or ``category``, or ``questions`` added, by id; the rest stays."""
-        return self._edit(lambda s: plans.plan_update_faq(s.store, faq_id, answer, category, questions), progress)
+        return self._edit("update", lambda s: plans.plan_update_faq(s.store, faq_id, answer, category, questions), progress)
 
     def upsert(self, corpus, columns: Columns | None = None, fmt: str | None = None, progress: bool = False) -> EditReport:
         """Make the index match a whole corpus export, touching only what differs; FAQs it lacks go, but not `add`'s."""
         faqs = as_faqs(corpus, columns, fmt)
-        return self._edit(lambda s: plans.plan_update(s.store, faqs, remove_missing=True, source="corpus"), progress)
+        return self._edit("upsert", lambda s: plans.plan_update(s.store, faqs, remove_missing=True, source="corpus"), progress)
 
     def remove(self, faq_ids: Sequence[str]) -> EditReport:
         """Remove FAQs and all their questions."""
-        return self._edit(lambda s: plans.plan_remove(s.store, faq_ids))
+        return self._edit("remove", lambda s: plans.plan_remove(s.store, faq_ids))
 
     def feedback(self, query: str, faq_id: str) -> EditReport:
         """"This query should have matched FAQ X": it becomes a question of X (source 'feedback'); see :meth:`unassign`."""
-        return self._edit(lambda s: plans.plan_feedback(s.store, query, faq_id))
+        return self._edit("feedback", lambda s: plans.plan_feedback(s.store, query, faq_id))
 
     def approve(self, faq_id: str, texts: Sequence[str]) -> EditReport:
         """Phrasings a person approved become questions of an FAQ (source 'approved'), in one edit."""
-        return self._edit(lambda s: plans.plan_approve(s.store, faq_id, texts))
+        return self._edit("approve", lambda s: plans.plan_approve(s.store, faq_id, texts))
 
     def unassign(self, query: str, faq_id: str) -> EditReport:
         """Take a query that feedback (or an approval) made a question of FAQ X out of it again."""
-        return self._edit(lambda s: plans.plan_unassign(s.store, query, faq_id))
+        return self._edit("unassign", lambda s: plans.plan_unassign(s.store, query, faq_id))
 
     def augment(self, generator=None, n: int = 3, candidates: int = 24, seed: int | None = 0,
                 min_similarity: float | None = None, progress: bool = False, rounds: int | None = None) -> EditReport:
@@ -252,18 +253,18 @@ class FAQSearch:
         see :func:`faqsearch.generators.augment.plan_augment`. ``remove_generated()`` undoes it."""
         from .generators.augment import plan_augment
 
-        return self._edit(lambda s: plan_augment(Searcher(s, self._queries), generator, n, candidates, seed,
+        return self._edit("augment", lambda s: plan_augment(Searcher(s, self._queries), generator, n, candidates, seed,
                                                  min_similarity, progress, rounds))
 
     def remove_generated(self) -> EditReport:
         """Remove every question with source 'generated' (from augment), in one edit."""
-        return self._edit(lambda s: plans.plan_remove_source(s.store, "generated"))
+        return self._edit("remove-generated", lambda s: plans.plan_remove_source(s.store, "generated"))
 
     # ------------------------------------------------------------------ tuning applied
     def refit(self, setting: Setting | None = None, threshold: float | None = None) -> None:
         """Rewrite transform and vector index for ``setting`` (default: the current one), nothing re-encoded;
         ``threshold`` is stored when given, one the index chose (and its confidence) is chosen again."""
-        with self._writing() as (writer, snap):  # one commit: a threshold the index chose is chosen again with it
+        with self._writing("refit") as (writer, snap):  # one commit: a threshold the index chose is chosen again with it
             white, config = refit_config(snap.config, snap.whitening.moments, setting, threshold)
             snap.backend.rebuild(writer, snap, white, config,
                                  refit_calibration(writer, snap.config, threshold, lambda: self._queries.encoder))
@@ -272,18 +273,18 @@ class FAQSearch:
         """Store a chosen hybrid weight (and mode) when it wins held out; True when it was applied."""
         changes = fusion_changes(report)
         if changes is not None:
-            self._set_config(**changes)
+            self._set_config("tune", **changes)
         return changes is not None
 
     def set_threshold(self, report: ThresholdReport) -> None:
         """Store a chosen threshold, how it was chosen and the confidence learned with it (``info`` shows them)."""
-        self._set_config(**threshold_changes(report))
+        self._set_config("tune", **threshold_changes(report))
 
     def set_min_confidence(self, value: float | None) -> None:  # the confidence `ask` answers at; None: the index's own
-        self._set_config(min_confidence=check_probability(value))
+        self._set_config("set-min-confidence", min_confidence=check_probability(value))
 
-    def _set_config(self, **changes: Any) -> None:
-        with self._writing() as (writer, snap):
+    def _set_config(self, made_by: str = "tune", **changes: Any) -> None:
+        with self._writing(made_by) as (writer, snap):
             writer.commit({**snap.config, **changes})
 
     def _self_tune(self, fusion: bool, threshold: bool) -> None:

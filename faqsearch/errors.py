@@ -86,3 +86,7 @@ class TextTypeError(InvalidOptionError, TypeError):
 
 class StorageError(FAQSearchError):
     """A write failed for lack of space or permission: nothing was committed, the index is as it was."""
+
+
+class VersionNotFoundError(FAQSearchError):
+    """A version an index does not keep (``faqsearch restore``); the message lists those it keeps."""

@@ -103,6 +103,19 @@ def link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
+def share_file(src_dir: str, dst_dir: str, filename: str) -> None:
+    """Put an unchanged file into a new version: a hard link (no copy) where the filesystem allows."""
+    link_or_copy(os.path.join(src_dir, filename), os.path.join(dst_dir, filename))
+
+
+def unshare(path: str) -> None:
+    """Give ``path`` a private copy of its bytes when it is a hard link shared with another version: a
+    file written in place (store.db) must never change a kept version through the link."""
+    if os.path.exists(path) and os.stat(path).st_nlink > 1:
+        shutil.copy2(path, f"{path}.tmp")
+        os.replace(f"{path}.tmp", path)
+
+
 def share_dir(src: str, dst: str, names: Sequence[str], meta: str = "meta.json") -> bool:
     """Put the files ``names`` of the directory ``src`` and its ``meta`` (last: what readers check
     first) into ``dst`` as hard links (copies where the filesystem has none); False where ``src``

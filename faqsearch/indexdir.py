@@ -11,6 +11,8 @@ as LevelDB's CURRENT or Lucene's segments_N: a writer builds a new version in ``
 renames it to ``v<G>`` (G its generation) and commits by replacing CURRENT (the file and the
 directory fsynced), so readers see the old version or the new one, never a mix and never nothing.
 A small edit commits inside the live version instead, by replacing its ``config.json`` the same way.
+The previous versions stay, the newest ``KEEP_VERSIONS`` of them (faqsearch/versions.py restores one),
+and a kept version never changes: the files written in place (store.db) are never shared by links.
 :class:`Writer` alone does both, with one generation rule (every commit is the previous generation
 plus one) and one fsync policy. Since nothing lives outside ``NAME/``, ``cp -a``, ``tar`` and
 ``rsync -a`` of it give an independent, working index.
@@ -32,8 +34,9 @@ import shutil
 import threading
 from typing import Any
 
+from .defaults import KEEP_VERSIONS
 from .errors import IndexFormatError, IndexNotFoundError, IndexPathError
-from .files import atomic_write, file_record, fsync_dir, fsync_file, link_or_copy, now, storage_error
+from .files import atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +130,8 @@ def foreign_entries(directory: str) -> list[str]:
     for e in os.listdir(directory):
         if _OWN_FILES.match(e) or _TOP.match(e):
             continue
-        if (_VERSION.match(e) or _BUILDING.match(e)) and os.path.isdir(os.path.join(directory, e)):
+        if (_VERSION.match(e) or _BUILDING.match(e)) and (os.path.isdir(f := os.path.join(directory, e))
+                                                          or not os.path.lexists(f)):  # one being removed: ours
             continue
         out.append(e)
     return sorted(out)
@@ -213,31 +217,19 @@ def _check_own_config(path: str, directory: str) -> None:
                              "own indexes. Choose another --index, or move that away yourself")
 
 
-def _umask() -> int:
+def _mkdir(path: str) -> None:
+    """A directory with the permissions the umask gives (a service running as another user reads it)."""
     with _UMASK_LOCK:
         mask = os.umask(0)
         os.umask(mask)
-    return mask
-
-
-def _mkdir(path: str) -> None:
-    """A directory with the permissions the umask gives (a service running as another user reads it)."""
-    os.mkdir(path, 0o777 & ~_umask())
-
-
-def share_file(src_dir: str, dst_dir: str, filename: str) -> None:
-    """Put an unchanged file into a new version: a hard link (no copy) where the filesystem allows."""
-    link_or_copy(os.path.join(src_dir, filename), os.path.join(dst_dir, filename))
+    os.mkdir(path, 0o777 & ~mask)
 
 
 def _remove(path: str) -> None:
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
-    else:
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
+    elif os.path.lexists(path):
+        os.remove(path)
 
 
 # ---- the writer ------------------------------------------------------------------------------------
@@ -283,8 +275,9 @@ class Writer:
     committed and the half-built directory is removed.
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, made_by: str | None = None):
         self.path = os.path.abspath(path)
+        self.made_by = made_by  # what the commits record as having made the version (`faqsearch versions`)
         self._locks: list[_FileLock] = []
         self._building: list[str] = []
         self._staged: dict[str, dict[str, dict[str, Any]]] = {}  # records computed by stage(), per version
@@ -398,7 +391,8 @@ class Writer:
         fsync_dir(directory)
 
     def _repair(self) -> None:
-        """Remove what killed writers left: half-built and superseded versions, a stale CURRENT.tmp,
+        """Remove what killed writers left: half-built versions and those that lost the switch (not the kept,
+        older ones), a stale CURRENT.tmp,
         the old top-level files of a migrated plain directory, and the siblings of the link layout."""
         current = _read_current(self.path)
         if current is None and (current := newest_version(self.path)) is not None:  # CURRENT lost: named again
@@ -408,7 +402,7 @@ class Writer:
             full = os.path.join(self.path, e)
             if _BUILDING.match(e) or e == f"{CURRENT}.tmp":
                 _remove(full)
-            elif _VERSION.match(e) and (current is None or full != current):
+            elif _VERSION.match(e) and (current is None or _number(e) > _number(current)):
                 _remove(full)
             elif current is not None and _OWN_FILES.match(e):
                 _remove(full)
@@ -466,15 +460,17 @@ class Writer:
         Returns the live version directory."""
         from .config import FILES, version_records
 
-        config = dict(config)
+        config = {k: v for k, v in config.items() if version is None or k != "edited"}  # a new version: unedited
         config["generation"] = self.generation + 1
         config["modified"] = now()
+        config["made" if version else "edited"] = {"by": self.made_by or "edit", "at": config["modified"]}
         if version is None:
             if self.version is None:
                 raise IndexNotFoundError(f"no index at {self.path} to edit")
             atomic_write(os.path.join(self.version, CONFIG), _config_bytes(config))
             self.config = config
             return self.version
+        unshare(os.path.join(version, FILES["store"]))  # written in place later: never a link to a kept version
         files = version_records(version, self._staged, records)
         for name in files:
             fsync_file(os.path.join(version, name))
@@ -489,10 +485,15 @@ class Writer:
         self._building.remove(version)
         fsync_dir(self.path)
         atomic_write(os.path.join(self.path, CURRENT), (version_name(config["generation"]) + "\n").encode())
-        previous, self.version, self.config = self.version, final, config
-        if previous is not None and previous != final:
-            _remove(previous)  # readers that have it open keep their open files
+        self.version, self.config = final, config
+        older = sorted(_number(e) for e in os.listdir(self.path) if _VERSION.match(e) and _number(e) < _number(final))
+        for g in older[:max(0, len(older) - KEEP_VERSIONS)]:  # after the switch; readers keep their open files
+            _remove(os.path.join(self.path, version_name(g)))
         return final
+
+
+def _number(version: str) -> int:
+    return int(os.path.basename(version)[1:])
 
 
 def _config_bytes(config: dict[str, Any]) -> bytes:

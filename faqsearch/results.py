@@ -69,6 +69,7 @@ class EditReport:
     added_questions: int = 0
     removed_questions: int = 0
     unchanged_faqs: int = 0
+    previous_version: str | None = None  # kept as it was when the edit dropped questions: `faqsearch restore` it
 
     @property
     def changed(self) -> bool:

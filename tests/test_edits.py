@@ -235,7 +235,7 @@ def test_small_edits_write_a_delta_and_leave_the_base_files_alone(engine, tmp_pa
     blobs = {f: open(os.path.join(version, f), "rb").read() for f in base}
     engine.add([FAQ("n1", "new one", ["brand new wording"])])
     engine.update([FAQ("3", "a changed answer", ["question about topic3 number0", "an extra wording for three"])])
-    engine.remove(["4"])
+    engine.feedback("a customer wording for four", "4")
     assert str(globals()["version"](path)) == version  # edited in place: no new version directory
     assert {f: os.stat(os.path.join(version, f)).st_ino for f in base} == base
     assert {f: open(os.path.join(version, f), "rb").read() for f in base} == blobs
@@ -246,6 +246,9 @@ def test_small_edits_write_a_delta_and_leave_the_base_files_alone(engine, tmp_pa
     assert engine.ask("brand new wording", mode="dense").answers[0].faq_id == "n1"
     assert engine.ask("an extra wording for three", mode="dense").answers[0].faq_id == "3"
     assert engine.show("3")["answer"] == "a changed answer"
+    assert engine.ask("a customer wording for four", mode="dense").answers[0].faq_id == "4"
+    engine.remove(["4"])  # a drop makes a new version: the one before it is kept whole, to restore
+    assert str(globals()["version"](path)) != version and os.path.isdir(version)
     assert all(a.faq_id != "4" for a in engine.ask("question about topic4 number1", k=20, threshold=-1).answers)
 
 
@@ -308,7 +311,7 @@ def test_a_growing_delta_is_compacted_into_a_new_base(engine, tmp_path, monkeypa
     assert version(path) == first and engine.config["delta"]["added"] == 2
     engine.add([FAQ("n2", "two", ["third new wording", "fourth new wording", "fifth new wording"])])
     assert version(path) != first and "delta" not in engine.config  # a new base
-    assert index_entries(tmp_path) == ENTRIES  # the previous version is gone
+    assert index_entries(tmp_path) == sorted(ENTRIES + ["ix/v<generation>"])  # the previous version is kept
     ids, raw = engine.raw_vectors()
     assert len(ids) == engine.info()["counts"]["questions"] == 65
     assert engine.ask("fifth new wording", mode="dense").answers[0].faq_id == "n2"

@@ -78,7 +78,7 @@ def test_versions_are_named_by_generation_and_nothing_lives_beside_the_index(bui
         assert version(built).name == "v00000001" and g == 2  # the build, then one edit in place
         e.refit()  # a new base: a new version directory named by its generation
         assert version(built).name == f"v{g + 1:08d}" and e.config["generation"] == g + 1
-    assert sorted(os.listdir(built)) == ["CURRENT", "LOCK", f"v{g + 1:08d}"]
+    assert sorted(os.listdir(built)) == ["CURRENT", "LOCK", "v00000001", f"v{g + 1:08d}"]  # the previous one kept
     assert sorted(os.listdir(tmp_path)) == ["c.csv", "ix"]
 
 

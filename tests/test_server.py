@@ -611,3 +611,25 @@ def test_a_read_only_index_is_served_read_only(fake_models, ix):
         finally:
             service.close()
         assert not os.path.exists(os.path.join(ix, "queries.db"))
+
+
+def test_versions_behind_the_read_key_and_restore_behind_the_write_key(fake_models, ix):
+    """#40 "Versions a user can restore": GET .../versions lists what the index keeps (staff only where
+    the server has keys), POST .../restore makes one live again as a new version; it answers from it."""
+    service, c = make_client([ix], read_key=READ)
+    assert c.get("/indexes/shop/versions").status_code == 401
+    first = c.get("/indexes/shop/versions", headers={"X-API-Key": READ}).json()["versions"]
+    assert [(v["made_by"], v["faqs"], v["live"]) for v in first] == [("ingest", 4, True)]
+    r = c.delete("/indexes/shop/faqs/1", headers=STAFF)
+    assert r.status_code == 200 and r.json()["previous_version"] == first[0]["version"]
+    body = {"version": first[0]["version"]}
+    assert c.post("/indexes/shop/restore", json=body, headers={"X-API-Key": READ}).status_code == 403
+    bad = c.post("/indexes/shop/restore", json={"version": "v00000099"}, headers=STAFF)
+    assert bad.status_code == 404 and first[0]["version"] in bad.json()["error"] and ix not in bad.json()["error"]
+    r = c.post("/indexes/shop/restore", json=body, headers=STAFF)
+    assert r.status_code == 200 and r.json()["restored"] == first[0]["version"]
+    assert c.get("/indexes/shop/faqs/1", headers=STAFF).status_code == 200
+    listed = c.get("/indexes/shop/versions", headers=STAFF).json()["versions"]
+    assert [v["made_by"] for v in listed] == ["ingest", "remove", f"restore {first[0]['version']}"]
+    assert [v["live"] for v in listed] == [False, False, True] and listed[-1]["version"] == r.json()["version"]
+    service.close()

@@ -54,7 +54,7 @@ def percent(p: float) -> str:
     return "<1%" if v < 1 else (">99%" if v > 99 else f"{v:.0f}%")
 
 
-def edit(report, as_json: bool) -> None:
+def edit(report, as_json: bool, index: str | None = None) -> None:
     if as_json:
         click.echo(dump(report.to_dict()))
         return
@@ -65,6 +65,13 @@ def edit(report, as_json: bool) -> None:
              f"{len(report.removed_faqs)} removed", f"{report.added_questions} questions encoded",
              f"{report.removed_questions} questions removed"]
     click.echo(", ".join(parts) + ".")
+    if report.previous_version:
+        undo(report.previous_version, index)
+
+
+def undo(version: str, index: str | None) -> None:
+    """How to get back what a command dropped: the version before it is kept."""
+    click.echo(f"Undo with: faqsearch restore {version}" + (f" --index {index}" if index else ""))
 
 
 def tune(report, as_json: bool, do_apply: bool) -> None:

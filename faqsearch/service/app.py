@@ -10,7 +10,8 @@ import threading
 from typing import Any
 
 from ..errors import (CorpusError, DuplicateFAQError, FAQSearchError, IndexFormatError, IndexNotFoundError,
-                      InvalidOptionError, MissingExtraError, UnknownFAQError, WritesDisabledError)
+                      InvalidOptionError, MissingExtraError, UnknownFAQError, VersionNotFoundError,
+                      WritesDisabledError)
 from .models import MAX_BODY
 from .service import Forbidden, Service, Unauthorized
 
@@ -18,6 +19,7 @@ log = logging.getLogger(__name__)
 
 STATIC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
 STATUS = [(Unauthorized, 401), (Forbidden, 403), (UnknownFAQError, 404), (IndexNotFoundError, 404),
+          (VersionNotFoundError, 404),
           (DuplicateFAQError, 409), (CorpusError, 422), (InvalidOptionError, 422), (WritesDisabledError, 403),
           (IndexFormatError, 503), (FAQSearchError, 400)]
 

@@ -110,6 +110,10 @@ class FAQsIn(BaseModel):
     faqs: list[FAQIn] = Field(..., min_length=1, max_length=1000)
 
 
+class RestoreIn(BaseModel):
+    version: str = Field(..., min_length=1, max_length=40, description="a kept version, as GET .../versions lists")
+
+
 class FeedbackIn(BaseModel):
     query: str = Field(..., min_length=1, max_length=MAX_QUERY)
     faq_id: str = Field(..., min_length=1, max_length=MAX_ID)

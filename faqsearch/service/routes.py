@@ -14,7 +14,7 @@ from ..defaults import ASK_K, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..errors import CorpusError, FAQSearchError
 from ..querylog import log_answered
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn,
-                     FAQEditIn, FAQIn, FAQsIn, FeedbackIn, ParaphraseIn, SuggestionsOut)
+                     FAQEditIn, FAQIn, FAQsIn, FeedbackIn, ParaphraseIn, RestoreIn, SuggestionsOut)
 
 router = APIRouter()
 RANKED = 500  # at most this many FAQs of a listing search are ranked by the index's search; the rest follow
@@ -96,6 +96,27 @@ def info(request: Request, name: str):
     about = service(request).engine(name).info()
     del about["path"]
     return {"name": name, **_no_paths(about)}
+
+
+@router.get("/indexes/{name}/versions", tags=["service"], dependencies=[Depends(read_key)])
+def versions(request: Request, name: str):
+    """The versions the index keeps (as `faqsearch versions --json`)."""
+    from ..versions import list_versions
+
+    return {"versions": [v.to_dict() for v in list_versions(service(request).engine(name).path)]}
+
+
+@router.post("/indexes/{name}/restore", tags=["service"], dependencies=[Depends(write_key)])
+def restore(request: Request, name: str, body: RestoreIn):
+    """Make a kept version live again as a new version (as `faqsearch restore`); it answers from it at once."""
+    from ..versions import restore as restore_version
+
+    def run(engine):
+        live = restore_version(engine.path, body.version)
+        engine.reload()
+        return live
+
+    return {"restored": body.version, "version": service(request).write(name, run)}
 
 
 def _no_paths(value: Any) -> Any:

@@ -3,7 +3,9 @@
 Small edits (the usual case: a few FAQs a day) take :func:`apply_delta`: the base files are left
 as they are, the store gets rows of the next generation, a new ``delta-<G+1>.npz`` is written and
 the version's ``config.json`` is replaced last (the commit); see :mod:`.delta`. Its cost is that of
-the change plus the delta so far, whatever the size of the index.
+the change plus the delta so far, whatever the size of the index. An edit that drops questions
+writes its delta into a new version instead (:func:`_linked_version`: files linked, store copied),
+so the version before it stays as it was, for ``faqsearch restore``.
 
 When the delta would outgrow :func:`faqsearch.backends.base.delta_limit`, or the index predates deltas (no
 ``ids.npy``), :func:`rewrite` builds the next version in a new directory (store copied with only
@@ -25,8 +27,8 @@ import numpy as np
 from ... import config as cfg
 from ...defaults import CHUNK
 from ...errors import FAQSearchError
-from ...files import load_npy, preallocate, sample_digest
-from ...indexdir import Writer, share_file
+from ...files import load_npy, preallocate, sample_digest, share_file
+from ...indexdir import Writer
 from ...postings import share as share_postings
 from ...store import Store
 from ...tokenstates import share as share_token_states
@@ -52,7 +54,9 @@ def apply(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray, s
     pending = int((snap.config.get("delta") or {}).get("changes", len(delta)))
     change = len(raw_new) + drops + len(plan.changed_faqs)
     if snap.raw.has_ids and pending + change <= delta_limit(len(snap.raw.ids)):
-        return apply_delta(writer, snap, plan, raw_new, source, delta, pending + change)
+        # an edit that drops questions writes its delta into a new version, so the one before it is kept whole
+        return apply_delta(writer, snap, plan, raw_new, source, delta, pending + change,
+                           _linked_version(writer, snap) if drops else None)
     return rewrite(writer, snap, plan, raw_new, source, delta)
 
 
@@ -143,11 +147,29 @@ def _check_generation(store: Store, snap: "Snapshot", plan: "Edit", counts: dict
                                "nothing was committed")
 
 
+def _linked_version(writer: Writer, snap: "Snapshot") -> str:
+    """A new version holding the live one's files as hard links (written once) and a private copy of
+    its store (written in place): what an edit that drops questions applies its delta to."""
+    tmp = writer.new_version()
+    for root, dirs, files in os.walk(snap.version):
+        rel = os.path.relpath(root, snap.version)
+        for d in dirs:
+            os.makedirs(os.path.join(tmp, rel, d), exist_ok=True)
+        for f in files:
+            name = os.path.normpath(os.path.join(rel, f))
+            if name not in (cfg.FILES["config"], cfg.FILES["store"]) and not name.endswith(
+                    (".tmp", "-journal", "-wal", "-shm")):
+                share_file(snap.version, tmp, name)
+    snap.store.backup(os.path.join(tmp, cfg.FILES["store"]))
+    return tmp
+
+
 def apply_delta(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray, source: str, delta: Delta,
-                changes: int) -> tuple[int, int]:
-    """The edit in place: store rows of generation G+1, ``delta-<G+1>.npz``, then the config commit."""
+                changes: int, directory: str | None = None) -> tuple[int, int]:
+    """The edit in place (or in ``directory``, a new version from :func:`_linked_version`): store rows
+    of generation G+1, ``delta-<G+1>.npz``, then the config commit."""
     g = snap.generation
-    directory = snap.version
+    directory = directory or snap.version
     remove_stale(directory, keep={g - 1, g})  # files of killed writers (never committed)
     first_id = _first_id(snap, delta)
     store = Store(os.path.join(directory, cfg.FILES["store"]), generation=g + 1)
@@ -171,7 +193,8 @@ def apply_delta(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndar
         config["delta"] = {"file": name, "added": int(len(new_delta.ids)), "removed": int(len(new_delta.removed)),
                            "changes": int(changes), "bytes": size,
                            "sample": sample_digest(os.path.join(directory, name), size)}
-        writer.commit(config)
+        new = None if directory == snap.version else directory
+        directory = writer.commit(config, new, snap.config.get("files") if new else None)
         committed = True
         try:
             _trust(_store_state(directory))  # what this edit left: the next one need not read it all again

@@ -79,7 +79,7 @@ def update(target, index, columns, fmt, replace, answer, category, questions, ou
                                        progress=out.progress)
         else:
             report = engine.update(faqs, progress=out.progress, replace=replace)
-    edit(report, out.json)
+    edit(report, out.json, index)
 
 
 @click.command()
@@ -97,7 +97,7 @@ def remove(faq_ids, index, out):
     from ...engine import FAQSearch
 
     with FAQSearch.open(index) as engine:
-        edit(engine.remove(list(faq_ids)), out.json)
+        edit(engine.remove(list(faq_ids)), out.json, index)
 
 
 def _open_store(index):

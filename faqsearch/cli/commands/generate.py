@@ -135,7 +135,7 @@ def augment(index, n, generator, languages, gguf_file, candidates, min_similarit
                                                    languages=languages), n=n,
                                     candidates=candidates, seed=seed, min_similarity=min_similarity,
                                     progress=out.progress)
-    edit(report, out.json)
+    edit(report, out.json, index)
 
 
 @click.command()

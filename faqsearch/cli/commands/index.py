@@ -8,7 +8,7 @@ import click
 from ..options import (Score, batch_size_option, corpus_options, device_option, encoder_options, generator_option,
                        handles_errors, index_option, output_options, storage_options, threads_option,
                        whitening_options)
-from ..render import built, dump, edit, info as print_info, tune as print_tune
+from ..render import built, dump, edit, info as print_info, tune as print_tune, undo
 
 
 def corpus_argument(fn):
@@ -83,7 +83,7 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
     if upsert and layout(path) in ("current", "plain", "link"):
         click.echo("Note: `ingest --upsert` is now `faqsearch upsert`.", err=True)
         with FAQSearch.open(path, model=encoder_spec.model, threads=threads) as engine:
-            edit(engine.upsert(faqs, progress=out.progress), out.json)
+            edit(engine.upsert(faqs, progress=out.progress), out.json, index)
         return
     engine = FAQSearch.build(
         faqs, path, model=encoder_spec.model, pooling=encoder_spec.pooling, max_length=encoder_spec.max_length,
@@ -114,10 +114,16 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
                 if not out.json:
                     print_tune(report, False, True)
         summary = {"index": engine.path, **info_summary(engine.config)}
+    if replace:  # what it dropped is in the version before: say how to get it back
+        from ...versions import previous
+
+        summary["previous_version"] = previous(path)
     if out.json:
         click.echo(dump(summary))
     else:
         built(summary, summary["index"])
+        if summary.get("previous_version"):
+            undo(summary["previous_version"], index)
 
 
 @click.command()
@@ -141,7 +147,7 @@ def upsert(corpus, index, columns, fmt, out, threads):
 
     faqs = read_input(corpus, columns, fmt)
     with FAQSearch.open(index, threads=threads) as engine:
-        edit(engine.upsert(faqs, progress=out.progress), out.json)
+        edit(engine.upsert(faqs, progress=out.progress), out.json, index)
 
 
 @click.command()

@@ -1,0 +1,58 @@
+"""The versions an index keeps: list them, restore one."""
+from __future__ import annotations
+
+import click
+
+from ..options import handles_errors, index_option, output_options
+from ..render import dump
+
+
+@click.command()
+@index_option
+@output_options(quiet=False)
+@handles_errors
+def versions(index, out):
+    """List the versions an index keeps: when each was made, by what, its FAQs and questions, and
+    which one is live. Every ingest, refit, tune and edit that drops questions makes a new version;
+    the previous ones are kept (the newest 5) for `faqsearch restore`.
+
+    \b
+    Example:
+        faqsearch versions --index support
+        faqsearch versions --index support --json
+    """
+    from ...config import resolve_index_path
+    from ...versions import list_versions
+
+    rows = list_versions(resolve_index_path(index))
+    if out.json:
+        click.echo(dump({"versions": [v.to_dict() for v in rows]}))
+        return
+    for v in rows:
+        click.echo(f"{v.version}  {v.time or '?':<25} {v.made_by or '?':<20} {v.faqs if v.faqs is not None else '?':>7} "
+                   f"FAQs {v.questions if v.questions is not None else '?':>9} questions{'  (live)' if v.live else ''}")
+
+
+@click.command()
+@click.argument("version")
+@index_option
+@output_options(quiet=False)
+@handles_errors
+def restore(version, index, out):
+    """Make a kept VERSION (see `faqsearch versions`) live again, as a new version: the one live now
+    is kept too, so a restore can be undone the same way.
+
+    \b
+    Example:
+        faqsearch versions --index support
+        faqsearch restore v00000007 --index support
+    """
+    from ...config import resolve_index_path
+    from ...versions import restore as restore_version
+
+    path = resolve_index_path(index)
+    live = restore_version(path, version)
+    if out.json:
+        click.echo(dump({"restored": version, "version": live}))
+    else:
+        click.echo(f"Restored {version} as the new live version {live}.")
