@@ -10,7 +10,7 @@ from faqsearch.errors import VersionNotFoundError
 from faqsearch.tuning import Setting
 from faqsearch.versions import list_versions, previous, restore
 
-from .conftest import FakeEncoder, version
+from .conftest import FakeEncoder, index_files, version
 
 ROWS = [(f"f{i}", f"question about subject{i} variant{j}", f"answer {i}", f"cat{i % 3}", f'"{{""k"": {i}}}"')
         for i in range(12) for j in range(3)]
@@ -73,15 +73,6 @@ def test_restore_is_itself_a_version_that_can_be_undone(tmp_path):
     assert list(content(path)) == ["f0"]
 
 
-def kept_files(directory) -> dict:
-    out = {}
-    for root, _, files in os.walk(directory):
-        for f in files:
-            with open(os.path.join(root, f), "rb") as fh:
-                out[os.path.relpath(os.path.join(root, f), directory)] = fh.read()
-    return out
-
-
 def test_a_kept_version_never_changes_with_later_edits_in_place(tmp_path):
     """refit shares the store with the version before it; the edits in place after it write into the
     store: never into the kept version's (nor into files the two share)."""
@@ -90,11 +81,11 @@ def test_a_kept_version_never_changes_with_later_edits_in_place(tmp_path):
     with FAQSearch.open(path, encoder=FakeEncoder()) as e:
         e.refit(Setting(True, 0.5, 0.5, None))
         kept = previous(path)
-        snapshot, faqs = kept_files(os.path.join(path, kept)), content(path)
+        snapshot, faqs = index_files(os.path.join(path, kept)), content(path)
         edited_in_place(tmp_path, path)
         e.remove(["f1"])
         e.set_min_confidence(0.3)
-    assert kept_files(os.path.join(path, kept)) == snapshot
+    assert index_files(os.path.join(path, kept)) == snapshot
     restore(path, kept)
     assert content(path) == faqs
 
