@@ -49,9 +49,13 @@ class ThresholdReport:
         return {"chosen_by": self.chosen_by, "rule": self.rule, "positives": self.positives,
                 "negatives": self.negatives, "questions": self.questions}
 
+    def confidence_section(self) -> dict[str, Any] | None:
+        """What the index's config records of the confidence learned with it (``confidence``)."""
+        return self.confidence.to_dict() if self.confidence is not None else None
+
     def to_dict(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "current": self.current, "applied": self.applied, **self.section(),
-                "confidence": self.confidence.to_dict() if self.confidence is not None else None, "rows": self.rows}
+                "confidence": self.confidence_section(), "rows": self.rows}
 
 
 def trade_off(right: np.ndarray, inscope: int, off: np.ndarray, grid: Sequence[float] | None = None
@@ -171,8 +175,7 @@ def fusion_changes(report: FusionReport) -> dict[str, Any] | None:
 def threshold_changes(report: ThresholdReport) -> dict[str, Any]:
     """The config changes that store a chosen threshold and how it was chosen (marks the report applied)."""
     report.applied = True
-    return {"threshold": report.threshold, "calibration": report.section(),
-            "confidence": report.confidence.to_dict() if report.confidence is not None else None}
+    return {"threshold": report.threshold, "calibration": report.section(), "confidence": report.confidence_section()}
 
 
 def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
@@ -185,8 +188,7 @@ def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
     # a threshold given at ingest stays (and decides); the confidence is learned all the same, to be shown
     self_tune(lambda: Searcher(replace(snap, config={**snap.config, **changes}), queries),
               (lambda r: changes.update(fusion_changes(r) or {})) if fusion and snap.mode == "hybrid" else None,
-              (lambda r: changes.update(threshold_changes(r) if threshold else
-                                        {"confidence": threshold_changes(r)["confidence"]})))
+              (lambda r: changes.update(threshold_changes(r) if threshold else {"confidence": r.confidence_section()})))
     return changes
 
 
