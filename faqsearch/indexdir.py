@@ -44,7 +44,7 @@ CURRENT = "CURRENT"
 LOCK = "LOCK"
 CONFIG = "config.json"
 QUERY_LOG = "queries.db"
-_VERSION = re.compile(r"^v(\d{8,})$")
+VERSION_NAME = re.compile(r"^v(\d{8,})$")
 _BUILDING = re.compile(r"^v\d{8,}\.tmp-[0-9a-f]+$")
 # what faqsearch writes into a version directory (and, in the plain layout, into the index directory)
 _OWN_FILES = re.compile(r"^(?:config\.json|whitening\.npz|index\.faiss|vectors\.npy|ids\.npy|store\.db"
@@ -78,7 +78,7 @@ def _read_current(directory: str) -> str | None:
             name = fh.read().strip()
     except (FileNotFoundError, NotADirectoryError):
         return None
-    if not _VERSION.match(name):
+    if not VERSION_NAME.match(name):
         raise IndexFormatError(f"{os.path.join(directory, CURRENT)} is damaged (it names {name[:40]!r}, not a "
                                "version). Restore the index directory from a backup, or rebuild it")
     return os.path.join(directory, name)
@@ -96,7 +96,7 @@ def newest_version(directory: str) -> str | None:
     """The version of highest generation in an index directory, None without one. Every ``vG`` is a
     whole committed version, so with CURRENT lost it is the one CURRENT named (docs/reliability.md)."""
     entries = os.listdir(directory) if os.path.isdir(directory) else []
-    found = [(_generation_of(os.path.join(directory, e)), e) for e in entries if _VERSION.match(e)]
+    found = [(_generation_of(os.path.join(directory, e)), e) for e in entries if VERSION_NAME.match(e)]
     return os.path.join(directory, max(found)[1]) if found and max(found)[0] >= 0 else None
 
 
@@ -130,7 +130,7 @@ def foreign_entries(directory: str) -> list[str]:
     for e in os.listdir(directory):
         if _OWN_FILES.match(e) or _TOP.match(e):
             continue
-        if (_VERSION.match(e) or _BUILDING.match(e)) and (os.path.isdir(f := os.path.join(directory, e))
+        if (VERSION_NAME.match(e) or _BUILDING.match(e)) and (os.path.isdir(f := os.path.join(directory, e))
                                                           or not os.path.lexists(f)):  # one being removed: ours
             continue
         out.append(e)
@@ -352,7 +352,7 @@ class Writer:
         if kind == "plain":
             self._locks.append(_FileLock(os.path.join(self.path, LOCK)).acquire())
             for e in os.listdir(self.path):  # a migration killed before its CURRENT was written
-                if _VERSION.match(e) or _BUILDING.match(e):
+                if VERSION_NAME.match(e) or _BUILDING.match(e):
                     _remove(os.path.join(self.path, e))
             gen = max(_generation_of(self.path), 0)
             self._link_version(self.path, self.path, gen)
@@ -402,7 +402,7 @@ class Writer:
             full = os.path.join(self.path, e)
             if _BUILDING.match(e) or e == f"{CURRENT}.tmp":
                 _remove(full)
-            elif _VERSION.match(e) and (current is None or _number(e) > _number(current)):
+            elif VERSION_NAME.match(e) and (current is None or _number(e) > _number(current)):
                 _remove(full)
             elif current is not None and _OWN_FILES.match(e):
                 _remove(full)
@@ -486,7 +486,7 @@ class Writer:
         fsync_dir(self.path)
         atomic_write(os.path.join(self.path, CURRENT), (version_name(config["generation"]) + "\n").encode())
         self.version, self.config = final, config
-        older = sorted(_number(e) for e in os.listdir(self.path) if _VERSION.match(e) and _number(e) < _number(final))
+        older = sorted(_number(e) for e in os.listdir(self.path) if VERSION_NAME.match(e) and _number(e) < _number(final))
         for g in older[:max(0, len(older) - KEEP_VERSIONS)]:  # after the switch; readers keep their open files
             _remove(os.path.join(self.path, version_name(g)))
         return final

@@ -20,7 +20,7 @@ from . import config as cfg
 from .backends.embedded.delta import delta_file
 from .errors import FAQSearchError, IndexFormatError, VersionNotFoundError
 from .files import link_or_copy
-from .indexdir import CONFIG, Writer, resolve
+from .indexdir import CONFIG, VERSION_NAME, Writer, resolve
 from .store import Store
 
 _SKIP = (CONFIG, cfg.FILES["store"])  # written by restore itself: the config by the commit, the store copied
@@ -43,8 +43,9 @@ class Version:
 
 
 def _names(path: str) -> list[str]:
-    return sorted((e for e in os.listdir(path) if e.startswith("v") and e[1:].isdigit()
-                   and os.path.isdir(os.path.join(path, e))), key=lambda e: int(e[1:]))
+    """The version directories of an index, oldest first (the names indexdir gives and prunes)."""
+    return sorted((e for e in os.listdir(path) if VERSION_NAME.match(e) and os.path.isdir(os.path.join(path, e))),
+                  key=lambda e: int(e[1:]))
 
 
 def _config(directory: str) -> dict[str, Any]:
@@ -74,9 +75,9 @@ def list_versions(path: str | os.PathLike) -> list[Version]:
 
 def previous(path: str | os.PathLike) -> str | None:
     """The newest kept version before the live one: what undoes the last new version."""
-    older = [v.version for v in list_versions(path) if not v.live]
-    live = [v.version for v in list_versions(path) if v.live]
-    older = [v for v in older if not live or int(v[1:]) < int(live[0][1:])]
+    rows = list_versions(path)
+    live = next((int(v.version[1:]) for v in rows if v.live), None)
+    older = [v.version for v in rows if not v.live and (live is None or int(v.version[1:]) < live)]
     return older[-1] if older else None
 
 
