@@ -34,7 +34,7 @@ def p(xs, q):  # ms
 
 def measure(lines, index, queries, offtopic, n=160):
     from faqsearch import FAQSearch
-    from faqsearch.store import Store
+    from faqsearch.backends.embedded.store import Store
     from faqsearch.tuning.threshold import calibrate
 
     e = FAQSearch.open(index)

@@ -352,7 +352,7 @@ t = time.perf_counter()
 e = FAQSearch.build(sys.argv[3], sys.argv[4], encoder=SynthEncoder(enc, cache), index_type=sys.argv[5])
 seconds = time.perf_counter() - t
 done.set()
-from faqsearch.indexdir import resolve
+from faqsearch.index.directory import resolve
 faiss_file = os.path.join(resolve(sys.argv[4]), "index.faiss")
 print(json.dumps({"seconds": seconds, "questions": e.info()["counts"]["questions"], "peak_rss_mb": status("VmHWM"),
                   "factory": e.config["index"]["factory"],

@@ -57,7 +57,7 @@ def main() -> None:
         queries = read_labelled_queries(qfile)
         got = {}
         for stem in ("none", "auto"):
-            patch = mock.patch("faqsearch.store.choose_stemmer", return_value="none") if stem == "none" else \
+            patch = mock.patch("faqsearch.backends.embedded.store.choose_stemmer", return_value="none") if stem == "none" else \
                 contextlib.nullcontext()
             with patch:
                 e = FAQSearch.build(corpus, os.path.join(tmp, "ix"), encoder=enc, force=True)

@@ -31,7 +31,7 @@ from common import DATA, SAMPLE, emit, machine, sts_retrieval_set  # noqa: E402
 from faqsearch.corpus import FAQ, read_corpus  # noqa: E402
 from faqsearch.evaluation import read_labelled_queries, reciprocal_rank  # noqa: E402
 from faqsearch.lexical import CJK_MODES, tokenize  # noqa: E402
-from faqsearch.store import Store  # noqa: E402
+from faqsearch.backends.embedded.store import Store  # noqa: E402
 
 
 def sts_retrieval(tmp: str):
@@ -44,7 +44,7 @@ def run_store(faqs, queries, mode, tmp):
     """MRR@10 and Recall@1 of faqsearch's lexical search (from the postings arrays every version now
     keeps), with the time of one search both ways, interleaved: from the arrays, and FTS5 alone on an
     identical store without them; and how many score lists differ between the two."""
-    from faqsearch.postings import write
+    from faqsearch.backends.embedded.postings import write
 
     stores = []
     for sub in ("arrays", "fts5"):

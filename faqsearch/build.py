@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from . import config as cfg
+from .index import config as cfg
 from .backends import backend_named
 from .corpus import FAQ, Columns, check_faq, read_corpus, read_texts
 from .defaults import (BATCH_SIZE, BETA, CHUNK, GAMMA, INDEX_TYPE, K, MAX_LENGTH, PROGRESS_STEP,
@@ -23,13 +23,13 @@ from .edits.plan import check_batch
 from .encoders import Encoder, load_encoder, model_for_corpus
 from .errors import FAQSearchError, InvalidOptionError, WouldDropError
 from .files import NpyWriter, load_npy
-from .indexdir import Writer, check_target
+from .index.directory import Writer, check_target
 from .progress import progress_bar
-from .snapshot import open_version
+from .index.snapshot import open_version
 from .tokenmatch import gives_states
 from .tokenmatch import supported as tokens_supported
-from .tokenstates import TokenWriter, encode_with_tokens
-from .tokenstates import remove as remove_token_states
+from .backends.embedded.tokenstates import TokenWriter, encode_with_tokens
+from .backends.embedded.tokenstates import remove as remove_token_states
 from .whitening import Moments, Whitening
 
 log = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ def measured(writer: Writer, config: dict[str, Any], version: str, measure: Call
 
 def keep_token_states(encoder: Encoder, backend, directory: str, n: int) -> TokenWriter | None:
     """A writer of the questions' token states into the version ``directory``, where hybrid mode can
-    use them (:mod:`faqsearch.tokenstates`): an encoder with token states that token matching
+    use them (:mod:`faqsearch.backends.embedded.tokenstates`): an encoder with token states that token matching
     supports, the embedded backend, at most TOKEN_STORE_MAX questions."""
     if (backend.kind != "embedded" or n > TOKEN_STORE_MAX or not tokens_supported(encoder.spec())
             or not gives_states(encoder)):
@@ -260,7 +260,7 @@ def refuse_lossy_rebuild(path: str, source: str, listed: set[str], force: bool =
     holds: its FAQs the corpus lacks (always: ``replace`` is the caller's consent), or, unless
     ``force``, questions the corpus never had (add, update, augment, feedback). The message says how
     many, and the edit that keeps them."""
-    from .snapshot import open_store
+    from .index.snapshot import open_store
 
     try:
         store = open_store(path)

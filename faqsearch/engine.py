@@ -4,7 +4,7 @@
     ask:     text   -> encoder -> whitening     -> search -> store rows -> answers         (search.py)
     edit:    plan (edits/plan.py) -> encode the new questions -> backend.apply -> commit  (backends/)
 
-The engine holds one :class:`faqsearch.snapshot.Snapshot` and replaces it in one assignment, so a
+The engine holds one :class:`faqsearch.index.snapshot.Snapshot` and replaces it in one assignment, so a
 query never mixes two versions; ``ask`` and ``ask_many`` may run on several threads at once.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from . import config as cfg
+from .index import config as cfg
 from .build import EncoderSpec, StorageSpec, WhiteningSpec, as_faqs, build
 from .confidence import check_probability
 from .corpus import FAQ, Columns
@@ -26,10 +26,10 @@ from .defaults import ASK_K, BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, MAX_LENGTH
 from .edits import plan as plans
 from .encoders import Encoder, check_encoder, check_spec, encoder_from_spec, load_encoder
 from .errors import IndexFormatError, UnknownFAQError
-from .indexdir import Writer, stamp
+from .index.directory import Writer, stamp
 from .results import EditReport, Result
 from .search import QueryEncoder, Searcher
-from .snapshot import ClosedSnapshot, Snapshot, open_snapshot
+from .index.snapshot import ClosedSnapshot, Snapshot, open_snapshot
 from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, needs_recalibration, refit_calibration,
                      refit_config, self_tune, self_tuned, threshold_changes)
 

@@ -6,10 +6,10 @@ import secrets
 import shutil
 from typing import Any
 
-from . import config as cfg
+from .index import config as cfg
 from .backends import backend_for
 from .errors import FAQSearchError, IndexNotFoundError
-from .indexdir import Writer, layout, resolve
+from .index.directory import Writer, layout, resolve
 
 
 def _size(path: str) -> int:

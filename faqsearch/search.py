@@ -15,14 +15,14 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from . import config as cfg
+from .index import config as cfg
 from .confidence import ConfidenceModel, check_probability
 from .defaults import (ASK_K, BATCH_SIZE, DENSE_BLOCK, DENSE_CANDIDATES, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE,
                        TOKEN_BLOCK, TOKEN_CACHE, TOKEN_POOL)
 from .errors import IndexFormatError, InvalidOptionError
 from .filters import check_filters
 from .results import Answer, Result
-from .snapshot import Snapshot
+from .index.snapshot import Snapshot
 from .text import as_items, clean_text, is_blank
 from .tokenmatch import gives_states
 from .tokenmatch import scores as token_scores

@@ -115,7 +115,7 @@ def version(path):
     """The live version directory of the index at ``path`` (as a Path)."""
     import pathlib
 
-    from faqsearch.indexdir import resolve
+    from faqsearch.index.directory import resolve
 
     return pathlib.Path(resolve(str(path)))
 

@@ -121,7 +121,7 @@ def test_refit_keeps_answers(engine):
 
 
 def test_an_interrupted_edit_is_invisible_and_repaired(engine, monkeypatch):
-    import faqsearch.indexdir as indexdir
+    import faqsearch.index.directory as indexdir
 
     before = engine.info()["counts"]
 

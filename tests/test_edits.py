@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from faqsearch import FAQSearch
 from faqsearch.cli import cli
-from faqsearch.config import FILES
+from faqsearch.index.config import FILES
 from faqsearch.corpus import FAQ
 from faqsearch.errors import CorpusError, FAQSearchError, InvalidOptionError, UnknownFAQError
 from faqsearch.whitening import Moments
@@ -115,7 +115,7 @@ def test_interrupted_edit_leaves_index_unchanged(engine, tmp_path, monkeypatch, 
     store's commit, so the rows of the next generation are in store.db, invisible, until the next
     writer discards them."""
     import faqsearch.backends.embedded.editor as edits_mod
-    import faqsearch.indexdir as indexdir_mod
+    import faqsearch.index.directory as indexdir_mod
 
     path = str(tmp_path / "ix")
     if where == "delta-save":
@@ -335,7 +335,7 @@ def test_filters_and_refit_see_the_delta(engine):
 def test_refit_does_not_commit_rows_a_killed_edit_left(engine, tmp_path):
     """A killed in-place edit leaves rows of generation G+1 in store.db; refit commits G+1 with the
     same store, so it must remove them first."""
-    from faqsearch.store import Store
+    from faqsearch.backends.embedded.store import Store
     from faqsearch.tuning import current_setting
 
     g = int(engine.config.get("generation", 0))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from faqsearch import FAQ, FAQSearch
-from faqsearch.config import FILES
+from faqsearch.index.config import FILES
 from faqsearch.errors import (CorpusError, EncoderMismatchError, IndexFormatError, IndexNotFoundError,
                               WouldDropError)
 

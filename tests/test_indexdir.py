@@ -12,7 +12,7 @@ import time
 import pytest
 
 from faqsearch import FAQ, FAQSearch
-from faqsearch.indexdir import layout
+from faqsearch.index.directory import layout
 
 from .conftest import FakeEncoder, index_files, version
 

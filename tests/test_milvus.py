@@ -122,7 +122,7 @@ def test_filters_and_hybrid_on_milvus(pair):
 
 def test_interrupted_milvus_edit_is_invisible_and_repaired(pair, monkeypatch):
     _, mil = pair
-    import faqsearch.indexdir as indexdir
+    import faqsearch.index.directory as indexdir
 
     before = mil.info()["counts"]
 
@@ -189,7 +189,7 @@ def test_a_config_without_its_milvus_uri_and_an_unknown_category_are_one_line_er
     from click.testing import CliRunner
 
     from faqsearch.cli import cli
-    from faqsearch.indexdir import resolve
+    from faqsearch.index.directory import resolve
 
     ix = str(tmp_path / "m")
     r = CliRunner().invoke(cli, ["ingest", small_corpus, "--index", ix, "--backend", "milvus",

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-import faqsearch.postings as postings
+import faqsearch.backends.embedded.postings as postings
 from faqsearch import FAQ, FAQSearch
-from faqsearch.store import Store
+from faqsearch.backends.embedded.store import Store
 
 from .conftest import FakeEncoder
 

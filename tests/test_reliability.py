@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from faqsearch import FAQSearch
 from faqsearch.cli import cli
-from faqsearch.config import FILES
+from faqsearch.index.config import FILES
 from faqsearch.corpus import FAQ, read_corpus
 from faqsearch.errors import CorpusError, FAQSearchError, IndexFormatError
-from faqsearch.indexdir import resolve
+from faqsearch.index.directory import resolve
 from faqsearch.tuning import Setting
 
 from .conftest import ROOT, FakeEncoder, index_entries, version
@@ -472,7 +472,7 @@ def test_a_damaged_posting_the_open_does_not_sample_is_a_clean_error(tmp_path, r
 
     from faqsearch.build import StorageSpec, build
     from faqsearch.files import SAMPLE
-    from faqsearch.postings import Postings
+    from faqsearch.backends.embedded.postings import Postings
     from faqsearch.service import Service, create_app
 
     rows = [(f"f{i}", f"alpha{i % 1009} beta{i % 1013} gamma{i % 1019} delta{i % 1021}", f"answer {i}")

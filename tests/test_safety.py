@@ -100,7 +100,7 @@ def api(tmp_path, fake_models):
 def generation(path):
     import json
 
-    from faqsearch.indexdir import resolve
+    from faqsearch.index.directory import resolve
 
     return json.load(open(os.path.join(resolve(path), "config.json")))["generation"]
 
@@ -241,7 +241,7 @@ def test_4_files_swapped_between_two_indexes_are_refused(tmp_path):
     import shutil
 
     from faqsearch.errors import IndexFormatError
-    from faqsearch.indexdir import resolve
+    from faqsearch.index.directory import resolve
 
     other_rows = [(f"g{i}", f"other words about thing{i} kind{j}", f"other {i}") for i in range(6) for j in range(2)]
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
@@ -264,7 +264,7 @@ def test_4_files_swapped_between_two_indexes_are_refused(tmp_path):
 @pytest.mark.parametrize("name", ["vectors.npy", "ids.npy"])
 def test_5_writers_refuse_to_build_on_damaged_vectors(tmp_path, name):
     from faqsearch.errors import IndexFormatError
-    from faqsearch.indexdir import resolve
+    from faqsearch.index.directory import resolve
 
     rows = [(f"f{i}", f"question {i} about subject{i % 50} variant{i}", f"answer {i}") for i in range(1200)]
     path = str(tmp_path / "ix")
@@ -338,7 +338,7 @@ def test_8_unreadable_and_deeply_nested_corpora_are_clear_errors(tmp_path, monke
 def test_8_damaged_store_deleted_delta_and_hand_edited_config(tmp_path, run):
     import json
 
-    from faqsearch.indexdir import resolve
+    from faqsearch.index.directory import resolve
 
     path = str(tmp_path / "ix")
     e = FAQSearch.build(write_corpus(tmp_path), path, encoder=FakeEncoder(), self_fusion=False)
@@ -375,8 +375,8 @@ def test_8_the_store_is_checked_once_per_state_not_read_whole_on_every_edit(tmp_
     import time
 
     from faqsearch.errors import IndexFormatError
-    from faqsearch.indexdir import resolve
-    from faqsearch.store import Store
+    from faqsearch.index.directory import resolve
+    from faqsearch.backends.embedded.store import Store
 
     checks = []
     real = Store.check_integrity

@@ -3,8 +3,8 @@ import sqlite3
 import pytest
 
 from faqsearch.corpus import FAQ
-from faqsearch.migrations import migrations
-from faqsearch.store import Store
+from faqsearch.backends.embedded.migrations import migrations
+from faqsearch.backends.embedded.store import Store
 
 
 def test_migrations_create_schema_once(tmp_path):
@@ -76,8 +76,8 @@ def test_older_store_gets_lexical_index_for_existing_rows(tmp_path):
 def test_migration_names_known_to_the_store_match_the_migrations():
     """Store skips sqlite-utils (and its pandas import) when every migration is recorded: the list
     it checks must be the real one."""
-    from faqsearch.migrations import migrations
-    from faqsearch.store import MIGRATIONS
+    from faqsearch.backends.embedded.migrations import migrations
+    from faqsearch.backends.embedded.store import MIGRATIONS
 
     assert tuple(m.name for m in migrations._migrations) == MIGRATIONS
 
@@ -198,7 +198,7 @@ def test_stemmed_words_match_whatever_accents_or_underscores_they_carry(tmp_path
 def test_a_failed_first_insert_leaves_the_stemmer_unchosen(tmp_path, monkeypatch):
     """The choice is written with the rows: a first insert that fails records nothing, and a store
     opened by a second connection follows the choice the first one committed."""
-    import faqsearch.store as store_module
+    import faqsearch.backends.embedded.store as store_module
 
     path = str(tmp_path / "s.db")
     s, other = Store(path), Store(path)

@@ -13,7 +13,7 @@ import pytest
 from faqsearch import FAQSearch
 from faqsearch.build import build
 from faqsearch.errors import IndexFormatError
-from faqsearch.tokenstates import DIR, TokenStates, encode_with_tokens
+from faqsearch.backends.embedded.tokenstates import DIR, TokenStates, encode_with_tokens
 
 from .conftest import ROOT, version
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from faqsearch import FAQSearch
-from faqsearch.config import FILES
+from faqsearch.index.config import FILES
 from faqsearch.evaluation import LabelledQuery, evaluate
 from faqsearch.tuning import Setting, current_setting, grid, tune
 from faqsearch.tuning.transform import _reciprocal_ranks

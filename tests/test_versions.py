@@ -8,7 +8,7 @@ from faqsearch import FAQSearch
 from faqsearch.defaults import KEEP_VERSIONS
 from faqsearch.errors import VersionNotFoundError
 from faqsearch.tuning import Setting
-from faqsearch.versions import list_versions, previous, restore
+from faqsearch.index.versions import list_versions, previous, restore
 
 from .conftest import FakeEncoder, index_files, version
 

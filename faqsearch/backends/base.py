@@ -14,9 +14,9 @@ from ..defaults import DELTA_MAX, DELTA_MIN, DELTA_SHARE
 
 if TYPE_CHECKING:
     from ..edits.plan import Edit
-    from ..indexdir import Writer
-    from ..snapshot import Snapshot
-    from ..store import Store
+    from ..index.directory import Writer
+    from ..index.snapshot import Snapshot
+    from .embedded.store import Store
     from ..whitening import Whitening
 
 BACKENDS = ("embedded", "milvus")
@@ -92,7 +92,7 @@ class Opened:
 
 class Backend(Protocol):
     """The writes and the opening that differ per backend. Every write commits through the
-    :class:`faqsearch.indexdir.Writer` it is given, never by itself."""
+    :class:`faqsearch.index.directory.Writer` it is given, never by itself."""
 
     kind: str
 

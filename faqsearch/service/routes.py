@@ -101,7 +101,7 @@ def info(request: Request, name: str):
 @router.get("/indexes/{name}/versions", tags=["service"], dependencies=[Depends(read_key)])
 def versions(request: Request, name: str):
     """The versions the index keeps (as `faqsearch versions --json`)."""
-    from ..versions import list_versions
+    from ..index.versions import list_versions
 
     return {"versions": [v.to_dict() for v in list_versions(service(request).engine(name).path)]}
 
@@ -109,7 +109,7 @@ def versions(request: Request, name: str):
 @router.post("/indexes/{name}/restore", tags=["service"], dependencies=[Depends(write_key)])
 def restore(request: Request, name: str, body: RestoreIn):
     """Make a kept version live again as a new version (as `faqsearch restore`); it answers from it at once."""
-    from ..versions import restore as restore_version
+    from ..index.versions import restore as restore_version
 
     def run(engine):
         live = restore_version(engine.path, body.version)

@@ -98,7 +98,7 @@ class Service:
         return self.served(name).engine
 
     def _watch(self) -> None:
-        from ..indexdir import stamp
+        from ..index.directory import stamp
 
         while not self._stop.wait(WATCH_EVERY):
             for s in list(self._served.values()):
@@ -115,7 +115,7 @@ class Service:
 
     def write(self, name: str, edit: Callable[[Any], Any]) -> Any:
         """Run an edit on the index's engine (atomic under the index's writer lock)."""
-        from ..indexdir import layout
+        from ..index.directory import layout
 
         self._writes_enabled()
         engine = self.served(name).engine

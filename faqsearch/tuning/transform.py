@@ -288,7 +288,7 @@ def refit_config(config: dict[str, Any], moments: Moments, setting: Setting | No
     config that records it (what refit and tune --apply commit)."""
     from dataclasses import replace
 
-    from ..config import whitening_section
+    from ..index.config import whitening_section
 
     setting = setting or current_setting(config)
     white = replace(transform_for(setting, moments, int(config["dim_in"])), moments=moments)

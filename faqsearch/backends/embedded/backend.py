@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ... import config as cfg
+from ...index import config as cfg
 from ...errors import IndexFormatError
 from ...files import load_npy
-from ...store import Store
+from .store import Store
 from ...whitening import Moments
 from ..base import Opened
 from . import editor
@@ -24,7 +24,7 @@ from .delta import IDS_FILE, Delta, DeltaIndex
 from .faiss import DEFAULT_FACTORY, VectorIndex, check_factory, factory_for, index_section, write_vector_index
 
 if TYPE_CHECKING:
-    from ...snapshot import Snapshot
+    from ...index.snapshot import Snapshot
 
 
 class RawVectors:

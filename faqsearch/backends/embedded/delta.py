@@ -3,7 +3,7 @@
 An embedded index version holds base files written by a build, a refit or a compaction
 (``vectors.npy`` and ``ids.npy``: the raw encoder vectors and their question ids in id order;
 ``index.faiss``; ``whitening.npz``), never modified afterwards, and ``store.db``, whose rows carry
-generations (see :mod:`faqsearch.store`). An edit at generation G leaves all of them as they are
+generations (see :mod:`faqsearch.backends.embedded.store`). An edit at generation G leaves all of them as they are
 and writes
 
 * the store rows of generation G+1 (readers of G do not see them),
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...config import FILES
+from ...index.config import FILES
 from ...files import NPY_LOCK
 
 IDS_FILE = FILES["ids"]

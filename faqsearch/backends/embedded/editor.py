@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ... import config as cfg
+from ...index import config as cfg
 from ...defaults import CHUNK
 from ...errors import FAQSearchError
 from ...files import load_npy, preallocate, sample_digest, share_file
-from ...indexdir import Writer
-from ...postings import share as share_postings
-from ...store import Store
-from ...tokenstates import share as share_token_states
+from ...index.directory import Writer
+from .postings import share as share_postings
+from .store import Store
+from .tokenstates import share as share_token_states
 from ...whitening import Moments
 from ..base import delta_limit
 from .delta import IDS_FILE, Delta, delta_file, remove_stale
@@ -39,7 +39,7 @@ from .faiss import VectorIndex, factory_for, index_section, write_vector_index
 
 if TYPE_CHECKING:
     from ...edits.plan import Edit
-    from ...snapshot import Snapshot
+    from ...index.snapshot import Snapshot
 
 
 class InconsistentEdit(FAQSearchError):

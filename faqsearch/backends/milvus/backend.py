@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from ... import config as cfg
+from ...index import config as cfg
 from ...corpus import faq_hash
 from ...errors import CorpusError, FAQSearchError, IndexFormatError, InvalidOptionError
 from ...progress import progress_bar
-from ...store import Store
+from ..embedded.store import Store
 from ...whitening import Moments
 from ..base import Opened, delta_limit
 from .collection import _ALL, ALIVE, BATCH, INDEX_TYPES, Collection, client
 from .faces import MilvusIndex, MilvusStore
 
 if TYPE_CHECKING:
-    from ...snapshot import Snapshot
+    from ...index.snapshot import Snapshot
 
 # Milvus VARCHAR limits of the schema (bytes), checked before anything is encoded
 LIMITS = {"question": 8192, "id": 512, "category": 512}

@@ -101,8 +101,8 @@ def remove(faq_ids, index, out):
 
 
 def _open_store(index):
-    from ...config import resolve_index_path
-    from ...snapshot import open_store
+    from ...index.config import resolve_index_path
+    from ...index.snapshot import open_store
 
     return open_store(resolve_index_path(index))
 

@@ -250,8 +250,8 @@ def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, 
         raise click.UsageError("give at least one source of pairs: --from-index, --corpus, --pairs or --mine")
     store = None
     if from_index:
-        from ...config import resolve_index_path
-        from ...snapshot import open_store
+        from ...index.config import resolve_index_path
+        from ...index.snapshot import open_store
 
         store = open_store(resolve_index_path(from_index))
     if encoder_only:

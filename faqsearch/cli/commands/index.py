@@ -74,9 +74,9 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
         cat faqs.jsonl | faqsearch ingest - --format jsonl --index support
     """
     from ...build import info_summary
-    from ...config import resolve_index_path
+    from ...index.config import resolve_index_path
     from ...engine import FAQSearch
-    from ...indexdir import layout
+    from ...index.directory import layout
 
     path = resolve_index_path(index)
     faqs = read_input(corpus, columns, fmt)
@@ -115,7 +115,7 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
                     print_tune(report, False, True)
         summary = {"index": engine.path, **info_summary(engine.config)}
     if replace:  # what it dropped is in the version before: say how to get it back
-        from ...versions import previous
+        from ...index.versions import previous
 
         summary["previous_version"] = previous(path)
     if out.json:
@@ -161,9 +161,9 @@ def info(index, out):
     Example:
         faqsearch info --index support --json
     """
-    from ... import config as cfg
-    from ...indexdir import resolve
-    from ...tokenstates import summary as token_states
+    from ...index import config as cfg
+    from ...index.directory import resolve
+    from ...backends.embedded.tokenstates import summary as token_states
 
     path = cfg.resolve_index_path(index)
     version = resolve(path)
@@ -218,7 +218,7 @@ def rename(index, new_name, out):
     Example:
         faqsearch rename --index support support-v1
     """
-    from ...config import resolve_index_path
+    from ...index.config import resolve_index_path
     from ...manage import rename_index
 
     path = resolve_index_path(index)
@@ -241,7 +241,7 @@ def drop(name, yes, out):
         faqsearch drop old-support
         faqsearch drop old-support --yes
     """
-    from ...config import resolve_index_path
+    from ...index.config import resolve_index_path
     from ...manage import describe, drop_index
 
     path = resolve_index_path(name)

@@ -46,7 +46,7 @@ def serve(indexes, host, port, api_key, read_key, private, no_log, max_body, thr
         curl -s 'localhost:8000/indexes/default/ask?q=where+is+my+parcel'
         curl -s -H 'X-API-Key: staff' 'localhost:8000/indexes/default/queries?unanswered=true'
     """
-    from ...config import resolve_index_path
+    from ...index.config import resolve_index_path
     from ...service import serve as run_serve
     from ..options import setup_logging
 

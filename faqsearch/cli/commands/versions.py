@@ -21,8 +21,8 @@ def versions(index, out):
         faqsearch versions --index support
         faqsearch versions --index support --json
     """
-    from ...config import resolve_index_path
-    from ...versions import list_versions
+    from ...index.config import resolve_index_path
+    from ...index.versions import list_versions
 
     rows = list_versions(resolve_index_path(index))
     if out.json:
@@ -47,8 +47,8 @@ def restore(version, index, out):
         faqsearch versions --index support
         faqsearch restore v00000007 --index support
     """
-    from ...config import resolve_index_path
-    from ...versions import restore as restore_version
+    from ...index.config import resolve_index_path
+    from ...index.versions import restore as restore_version
 
     path = resolve_index_path(index)
     live = restore_version(path, version)

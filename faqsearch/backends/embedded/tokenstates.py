@@ -28,8 +28,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .encoders import IDENTITY_KEYS
-from .files import fsync_dir, fsync_file, load_npy, share_dir
+from ...encoders import IDENTITY_KEYS
+from ...files import fsync_dir, fsync_file, load_npy, share_dir
 
 DIR = "tokens"
 FORMAT = 1

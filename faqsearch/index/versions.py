@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from . import config as cfg
-from .backends.embedded.delta import delta_file
-from .errors import FAQSearchError, IndexFormatError, VersionNotFoundError
-from .files import link_or_copy
-from .indexdir import CONFIG, VERSION_NAME, Writer, resolve
-from .store import Store
+from ..backends.embedded.delta import delta_file
+from ..errors import FAQSearchError, IndexFormatError, VersionNotFoundError
+from ..files import link_or_copy
+from .directory import CONFIG, VERSION_NAME, Writer, resolve
+from ..backends.embedded.store import Store
 
 _SKIP = (CONFIG, cfg.FILES["store"])  # written by restore itself: the config by the commit, the store copied
 

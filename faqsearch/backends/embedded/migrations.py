@@ -36,7 +36,7 @@ def m003_lexical(db: Database) -> None:
     ``lex`` holds the question pre-tokenised by faqsearch.lexical.tokenize (Latin words, CJK
     character unigrams and bigrams), so FTS5's plain unicode61 tokenizer handles Chinese too.
     """
-    from .lexical import tokenize
+    from ...lexical import tokenize
 
     db["questions"].add_column("lex", str)
     rows = list(db.execute("select id, text from questions"))
@@ -55,7 +55,7 @@ def m004_lexical_vocab(db: Database) -> None:
 def m005_settings(db: Database) -> None:
     """Per-store settings. ``cjk``: how CJK text is tokenised for BM25. A store that already holds
     questions keeps what it was built with (unigrams + bigrams); a new one gets the current default."""
-    from .defaults import CJK as DEFAULT_CJK
+    from ...defaults import CJK as DEFAULT_CJK
 
     db.execute("create table if not exists settings (key text primary key, value text)")
     existing = db.execute("select count(*) from questions").fetchone()[0]
@@ -63,7 +63,7 @@ def m005_settings(db: Database) -> None:
                ["unigram+bigram" if existing else DEFAULT_CJK])
 
 
-# rows alive in every generation until an edit marks them (faqsearch.store.ALIVE)
+# rows alive in every generation until an edit marks them (faqsearch.backends.embedded.store.ALIVE)
 _ALIVE = 1 << 62
 
 

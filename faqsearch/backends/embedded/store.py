@@ -19,9 +19,9 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from .connection import connect
-from .corpus import FAQ, faq_hash
-from .filters import filter_sql
-from .lexical import choose_stemmer, stem_in_use, tokenize
+from ...corpus import FAQ, faq_hash
+from ...filters import filter_sql
+from ...lexical import choose_stemmer, stem_in_use, tokenize
 
 BLOCK = 2000  # corpus records written per step of a build
 SOURCES = ("corpus", "generated", "added", "feedback", "approved")
@@ -56,7 +56,7 @@ class Store:
 
                 migrations.apply(self.db)
             if cjk is not None and not self._conn.execute("select 1 from questions limit 1").fetchone():
-                from .lexical import CJK_MODES
+                from ...lexical import CJK_MODES
 
                 if cjk not in CJK_MODES:
                     raise ValueError(f"cjk must be one of {CJK_MODES}")
@@ -98,8 +98,8 @@ class Store:
     def open_existing(cls, path: str, index: str | None = None, generation: int | None = None) -> "Store":
         """Open the store of a built index, never creating one: a missing, empty or foreign file is an
         IndexFormatError naming the file and the fix."""
-        from .config import damaged
-        from .errors import IndexFormatError
+        from ...index.config import damaged
+        from ...errors import IndexFormatError
 
         def bad(why: str) -> IndexFormatError:
             return IndexFormatError(damaged(index or path, "store", why))
@@ -320,8 +320,8 @@ class Store:
 
     def check_integrity(self, where: str) -> None:
         """SQLite's own quick check of the whole file (writers run it before they build on the store)."""
-        from .config import damaged
-        from .errors import IndexFormatError
+        from ...index.config import damaged
+        from ...errors import IndexFormatError
 
         try:
             with self._lock:
@@ -428,7 +428,7 @@ class Store:
 
     def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
         """BM25 (FTS5's scores) top-n question ids with scores (higher is better) for each text; the
-        rows of a large version scored from its postings arrays (:func:`faqsearch.postings.search`)."""
+        rows of a large version scored from its postings arrays (:func:`faqsearch.backends.embedded.postings.search`)."""
         from .postings import search
 
         with self._lock:
@@ -443,7 +443,7 @@ class Store:
 
     def write_postings(self, directory: str, previous: str | None = None) -> bool:
         """The BM25 postings arrays of this store's rows for the version ``directory``, when it is
-        large (:func:`faqsearch.postings.write`); those of ``previous`` shared instead where they
+        large (:func:`faqsearch.backends.embedded.postings.write`); those of ``previous`` shared instead where they
         still describe these rows (rows only added since). Returns whether the version has arrays."""
         from .postings import share, still_valid, write
 

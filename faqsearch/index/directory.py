@@ -34,9 +34,9 @@ import shutil
 import threading
 from typing import Any
 
-from .defaults import KEEP_VERSIONS
-from .errors import IndexFormatError, IndexNotFoundError, IndexPathError
-from .files import atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
+from ..defaults import KEEP_VERSIONS
+from ..errors import IndexFormatError, IndexNotFoundError, IndexPathError
+from ..files import atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
 
 log = logging.getLogger(__name__)
 

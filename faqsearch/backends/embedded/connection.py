@@ -1,4 +1,4 @@
-"""The SQLite connection of a store (:mod:`faqsearch.store`): SQLite's reports of a damaged file,
+"""The SQLite connection of a store (:mod:`faqsearch.backends.embedded.store`): SQLite's reports of a damaged file,
 found by any read or write past the open checks, become a :class:`faqsearch.errors.StoreDamagedError`
 that names the index and the fix instead of a bare ``sqlite3.DatabaseError``."""
 from __future__ import annotations
@@ -25,8 +25,8 @@ def _checked(conn: "_Connection", call, *args):
     except sqlite3.DatabaseError as exc:
         if type(exc) is not sqlite3.DatabaseError and "Could not decode" not in str(exc):  # a damaged text too
             raise
-        from .config import damaged
-        from .errors import StoreDamagedError
+        from ...index.config import damaged
+        from ...errors import StoreDamagedError
 
         raise StoreDamagedError(damaged(conn.index, "store", str(exc))) from None
 

@@ -1,6 +1,6 @@
 """A version's config.json: what built the index, with which parameters, and what its files are.
 
-Only :class:`faqsearch.indexdir.Writer` writes it (that write is the commit); this module reads
+Only :class:`faqsearch.index.directory.Writer` writes it (that write is the commit); this module reads
 and checks it, and builds its sections.
 """
 from __future__ import annotations
@@ -9,9 +9,9 @@ import json
 import os
 from typing import Any
 
-from .errors import IndexFormatError, IndexNotFoundError, InvalidOptionError
-from .lexical import stem_in_use
-from .tokenmatch import supported as tokens_supported
+from ..errors import IndexFormatError, IndexNotFoundError, InvalidOptionError
+from ..lexical import stem_in_use
+from ..tokenmatch import supported as tokens_supported
 
 # config.json's format_version: 1, or 2 for an index whose store stems its words for BM25 (a faqsearch
 # that reads only 1 would search such a store with its query words unstemmed, missing every stemmed row)
@@ -104,7 +104,7 @@ def format_version(stem: str) -> int:
 
 
 def new_config(stem: str = "none", **fields: Any) -> dict[str, Any]:
-    from .files import now
+    from ..files import now
 
     return {"format_version": format_version(stem), "created": now(), "versions": versions(), **fields}
 
@@ -195,8 +195,8 @@ def version_records(version: str, staged: dict[str, dict[str, dict[str, Any]]],
     """The records of every file of a version being built (:func:`recorded_files`): those ``given``
     (files shared unchanged), those computed when it was staged (``staged[version]``, kept for the
     commit, if the file is unchanged since), the others computed now; SHA-256 for the base files
-    writers build on (:class:`faqsearch.indexdir.Writer`)."""
-    from .files import file_record
+    writers build on (:class:`faqsearch.index.directory.Writer`)."""
+    from ..files import file_record
 
     kept = staged.setdefault(version, {})
     out = {}
@@ -233,7 +233,7 @@ def check_files(directory: str, config: dict[str, Any], path: str, required=("wh
     """Every file of the version present with its recorded size and fingerprint (cheap checks: a
     file from another index, a truncated or a replaced one is refused), and a record for every file
     the version has (records emptied by hand would turn every check off)."""
-    from .files import sample_digest
+    from ..files import sample_digest
 
     for key in required:
         if not os.path.exists(os.path.join(directory, FILES[key])):
@@ -269,7 +269,7 @@ def check_files(directory: str, config: dict[str, Any], path: str, required=("wh
 
 def verify_files(directory: str, config: dict[str, Any], path: str, keys=("vectors", "ids")) -> None:
     """Full SHA-256 check of files a writer is about to build on (refit, tune, a compaction)."""
-    from .files import file_digest
+    from ..files import file_digest
 
     for key in keys:
         record = (config.get("files") or {}).get(FILES[key])
@@ -284,7 +284,7 @@ def fusion_weights(config: dict[str, Any]) -> dict[str, float | None]:
     """The weights hybrid mode ranks with (None for both in another mode): BM25's ('hybrid_weight',
     HYBRID_WEIGHT unless chosen) and token matching's ('token_weight', TOKEN_WEIGHT where the encoder
     has token states and the store BM25 statistics, i.e. not USE and not Milvus, else 0)."""
-    from .defaults import HYBRID_WEIGHT, MODE, TOKEN_WEIGHT
+    from ..defaults import HYBRID_WEIGHT, MODE, TOKEN_WEIGHT
 
     if config.get("mode", MODE) != "hybrid":
         return {"hybrid_weight": None, "token_weight": None}

@@ -10,13 +10,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import config as cfg
-from .backends import backend_for
-from .confidence import ConfidenceModel
-from .defaults import HYBRID_WEIGHT, MODE, THRESHOLD
-from .errors import ClosedError, IndexFormatError
-from .indexdir import resolve, stamp
-from .tokenstates import TokenStates
-from .whitening import Whitening
+from ..backends import backend_for
+from ..confidence import ConfidenceModel
+from ..defaults import HYBRID_WEIGHT, MODE, THRESHOLD
+from ..errors import ClosedError, IndexFormatError
+from .directory import resolve, stamp
+from ..backends.embedded.tokenstates import TokenStates
+from ..whitening import Whitening
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class Snapshot:
 
     @property
     def token_weight(self) -> float:
-        """Weight of token matching in hybrid mode (:func:`faqsearch.config.fusion_weights`)."""
+        """Weight of token matching in hybrid mode (:func:`faqsearch.index.config.fusion_weights`)."""
         if "token_weight" in self.config:
             return float(self.config["token_weight"])
         return float(cfg.fusion_weights({**self.config, "mode": "hybrid"})["token_weight"])
@@ -137,7 +137,7 @@ def open_snapshot(path: str, base: Snapshot | None = None) -> Snapshot:
 
 def open_version(path: str, version: str) -> Snapshot:
     """A snapshot of one version directory of the index at ``path`` (a version being built, staged
-    by :meth:`faqsearch.indexdir.Writer.stage`, to measure it before it is committed)."""
+    by :meth:`faqsearch.index.directory.Writer.stage`, to measure it before it is committed)."""
     return _open_version(path, version, None, None)
 
 

@@ -27,11 +27,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .defaults import LEXICAL_ARRAYS_MIN as MIN_QUESTIONS
-from .errors import IndexFormatError
-from .files import load_npy, preallocate, share_dir
-from .filters import filter_sql
-from .lexical import fts_query, fts_tokens, query_terms
+from ...defaults import LEXICAL_ARRAYS_MIN as MIN_QUESTIONS
+from ...errors import IndexFormatError
+from ...files import load_npy, preallocate, share_dir
+from ...filters import filter_sql
+from ...lexical import fts_query, fts_tokens, query_terms
 
 DIR = "lexical"
 FORMAT = 1
@@ -190,7 +190,7 @@ class Postings:
     def damaged(self, name: str, why: str):
         """The IndexFormatError for a damaged array (a damage the open's sampled fingerprint missed),
         naming the file and the fix."""
-        from .config import damaged
+        from ...index.config import damaged
 
         return IndexFormatError(damaged(self.index or os.path.dirname(self.path), f"{DIR}/{name}", why))
 
@@ -262,7 +262,7 @@ class Postings:
 
 def search(store, conn: sqlite3.Connection, texts: Sequence[str], n: int,
            filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
-    """:meth:`faqsearch.store.Store.lexical` (called under the store's lock): for each text the top-n
+    """:meth:`faqsearch.backends.embedded.store.Store.lexical` (called under the store's lock): for each text the top-n
     (question id, FTS5 bm25 negated), best first. Rows above the arrays' last id (or every row, where
     a version has no arrays) and filtered queries are ranked by FTS5; the arrays' rows by numpy. Each
     text is read in one read transaction, so its counts, totals and rows come from one state of the
