@@ -12,7 +12,7 @@ Columns:
                       (minilm is encoded by SentenceTransformer itself)
   BM25                bm25s over the FAQ questions, its stronger configuration (English: bm25s.tokenize
                       without stopwords, 77.47 vs 72.89 with them on CovidFAQ; Chinese: character unigrams,
-                      above unigrams + bigrams in benchmarks/zh_lexical.py)
+                      above unigrams + bigrams in benchmarks/experiments/zh_lexical.py)
 
     pip install bm25s    # the only extra need; sentence-transformers comes with the bundled encoder
     python benchmarks/quality.py [--out results.md]

@@ -76,7 +76,7 @@ DELTA_SHARE = 20
 DELTA_MIN = 1_000
 DELTA_MAX = 20_000
 
-# -- lexical side (benchmarks/zh_lexical.py): CJK unigrams alone scored above unigrams + bigrams on zh-STS-B
+# -- lexical side (benchmarks/experiments/zh_lexical.py): CJK unigrams alone scored above unigrams + bigrams on zh-STS-B
 # retrieval (MRR@10 83.09 vs 81.29) and sample_data zh (95.71 vs 94.44), and are faster
 CJK = "unigram"
 COMMON = 0.2  # query tokens found in more than this share of the questions are dropped
@@ -106,7 +106,7 @@ GAP_SIMILARITY = 0.55
 GAP_MARGIN = 0.25  # answered, but within this of the threshold: low confidence
 GAP_MIN_COUNT = 2
 
-# -- paraphrases (benchmarks/paraphrase_dev.py's split): of the paraphrases between 0.80 and 0.85 most
+# -- paraphrases (benchmarks/experiments/paraphrase_dev.py's split): of the paraphrases between 0.80 and 0.85 most
 # changed the request, and 21 of 43 were similar under USE, against 181 of 203 at >= 0.85
 PARAPHRASE_MIN_SIMILARITY = 0.85
 PARAPHRASE_MAX_CHARS = 1000  # a text longer than this is not reworded (a query's bound in the service too)

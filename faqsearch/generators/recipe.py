@@ -26,7 +26,7 @@ _QUOTES = "\"'“”‘’«»「」"
 
 
 # candidates less similar than this to the input (re-ranking encoder's cosine) are dropped (chosen on
-# benchmarks/paraphrase_dev.py's split: see faqsearch.defaults)
+# benchmarks/experiments/paraphrase_dev.py's split: see faqsearch.defaults)
 DEFAULT_MIN_SIMILARITY = PARAPHRASE_MIN_SIMILARITY
 
 

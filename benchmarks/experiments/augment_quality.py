@@ -4,7 +4,7 @@ For each set: build with defaults, evaluate dense and hybrid on the held-out lab
 N paraphrases per FAQ with the default generator (SmolLM2, re-ranked by the index), evaluate again.
 Same figures as `faqsearch eval`. Sets: CovidFAQ (one question per FAQ) and sample_data (en).
 
-    python benchmarks/augment_quality.py [--n 3] [--out reports/augment_quality.md]
+    python benchmarks/experiments/augment_quality.py [--n 3] [--out reports/augment_quality.md]
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, then benchmarks/ (common.py, speed.py, synth.py)
 from common import DATA, SAMPLE, add_sets_option, emit, machine, wanted_sets  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
@@ -36,7 +37,7 @@ def main() -> None:
     wanted = wanted_sets(ap, args, SETS)
     logging.basicConfig(level=logging.WARNING)
     gen = load_generator("smollm2")
-    lines = [f"Measured {machine()}; `python benchmarks/augment_quality.py --n {args.n} --rounds {args.rounds}`. "
+    lines = [f"Measured {machine()}; `python benchmarks/experiments/augment_quality.py --n {args.n} --rounds {args.rounds}`. "
              "MRR@10 / Recall@1 on the "
              "held-out labelled queries; default index settings; paraphrases of each FAQ's first question.", "",
              "| set | mode | without | with augment | change (MRR@10) |", "|---|---|---|---|---|"]

@@ -12,7 +12,7 @@ peer. A timing row at about 25k questions holds every zh-STS-B FAQ twice (its fi
 are not shown). A second table: the
 same sets in hybrid mode (USE multilingual dense + FTS5, the default index otherwise), per tokenisation.
 
-    python benchmarks/zh_lexical.py [--out FILE] [--no-hybrid]
+    python benchmarks/experiments/zh_lexical.py [--out FILE] [--no-hybrid]
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, then benchmarks/ (common.py, speed.py, synth.py)
 from common import DATA, SAMPLE, emit, machine, sts_retrieval_set  # noqa: E402
 
 from faqsearch.corpus import FAQ, read_corpus  # noqa: E402

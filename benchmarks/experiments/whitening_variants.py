@@ -4,7 +4,7 @@ Prints a markdown table: rows = transform settings, columns = data sets. FAQ set
 (x100) of an index built from the FAQ questions; STS sets report Spearman x100 of cosine, with the
 transform fitted on the evaluated sentences (--fit-on), as in ../shared/data/README.md.
 
-    python benchmarks/whitening_variants.py [--out results.md]
+    python benchmarks/experiments/whitening_variants.py [--out results.md]
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, then benchmarks/ (common.py, speed.py, synth.py)
 from common import emit, DATA, SAMPLE, CachingEncoder, machine  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402

@@ -7,7 +7,7 @@ twice, interleaved: from the version's postings arrays, and with FTS5 alone on a
 store.db in a directory without arrays. The score lists must be the same floats. Then the
 threshold choice at ingest (200 general-domain questions asked of the index) both ways.
 
-    python benchmarks/lexical_scale.py [--sizes 100000,1000000] [--index PATH] [--out results.md]
+    python benchmarks/experiments/lexical_scale.py [--sizes 100000,1000000] [--index PATH] [--out results.md]
 
 ``--index PATH`` measures an existing index instead of building one.
 """
@@ -23,8 +23,9 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import SAMPLE, emit, machine  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, then benchmarks/ (common.py, speed.py, synth.py)
+from common import ROOT, SAMPLE, emit, machine  # noqa: E402
 from speed import SynthEncoder, percentile, write_corpus  # noqa: E402
 
 
@@ -88,8 +89,7 @@ def main() -> None:
 
     logging.basicConfig(level=logging.ERROR)
     queries = [q.text for q in read_labelled_queries(os.path.join(SAMPLE, "queries.csv"))]
-    offtopic = read_texts(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "faqsearch",
-                                       "data", "offtopic.txt"))[:100]
+    offtopic = read_texts(os.path.join(ROOT, "faqsearch", "data", "offtopic.txt"))[:100]
     lines = [f"Measured {machine()}", "", "| questions | queries | FTS5 alone p50 / p90 ms | postings arrays p50 / p90 ms "
              "| speed-up (p50) | score lists that differ |", "|---|---|---|---|---|---|"]
     notes = []
@@ -99,7 +99,7 @@ def main() -> None:
         tmp = tempfile.mkdtemp()
         try:
             synth = os.path.join(tmp, "faq10k.csv")
-            subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "synth.py"), "--per-faq", "67",
+            subprocess.run([sys.executable, os.path.join(os.path.dirname(HERE), "synth.py"), "--per-faq", "67",
                             "--out", synth], check=True)
             base = read_corpus(synth)
             enc = load_encoder("minilm")

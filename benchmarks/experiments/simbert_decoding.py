@@ -4,7 +4,7 @@ Both paths draw the same tokens for a seed (tests/test_simbert.py checks the log
 so they run the same number of steps; the cache encodes [CLS] A [SEP] once and each step runs only
 the new token, instead of the whole sequence again.
 
-    python benchmarks/simbert_decoding.py [--model DIR] [--out results.md]
+    python benchmarks/experiments/simbert_decoding.py [--model DIR] [--out results.md]
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, then benchmarks/ (common.py, speed.py, synth.py)
 from common import emit, machine  # noqa: E402
 
 from faqsearch.encoders import _minilm_path  # noqa: E402

@@ -3,7 +3,7 @@ indexes since 2026-11-24, the file read through once so the first search faults 
 reads), and the map alone: open time, search time, and the process's own (anonymous) and
 file-backed memory, in one run, each variant in its own fresh process from a cold page cache.
 
-    python benchmarks/mapped_index.py [--n 100000 --n 1000000] [--queries 200] [--repeats 3]
+    python benchmarks/experiments/mapped_index.py [--n 100000 --n 1000000] [--queries 200] [--repeats 3]
 
 Run it alone: 2 cores, every other process makes the timings wrong.
 """

@@ -6,7 +6,7 @@ Sets: sample_data (English, 450 questions: full rank), CovidFAQ (68 questions: r
 sample_data/offtopic.txt, and the Chinese sample (USE, 126 questions: rank 125) with
 sample_data/offtopic_zh.txt. Dense mode; the threshold applies to the cosine in hybrid mode too.
 
-    python benchmarks/offtopic.py [--out results.md]
+    python benchmarks/experiments/offtopic.py [--out results.md]
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, then benchmarks/ (common.py, speed.py, synth.py)
 from common import DATA, SAMPLE, CachingEncoder, emit, machine  # noqa: E402
 
 import numpy as np  # noqa: E402

@@ -1,12 +1,12 @@
 """How many candidate batches a paraphrase call should draw: what each later batch adds against what
-it costs, on the development split of benchmarks/paraphrase_dev.py (disjoint from the report's inputs).
+it costs, on the development split of benchmarks/experiments/paraphrase_dev.py (disjoint from the report's inputs).
 
 Every input draws all batches once (seeds 0, 1, 2, ...); each policy is then replayed on those same
 batches, so the policies differ only in where they stop. Per policy: paraphrases returned, share new
 and similar under USE multilingual (cosine >= 0.7, not the re-ranker), inputs with none, and the
 seconds the batches it drew took (sampling and screening, warm model). Run alone on the machine.
 
-    python benchmarks/paraphrase_rounds.py [--batches 3] [--n 5]
+    python benchmarks/experiments/paraphrase_rounds.py [--batches 3] [--n 5]
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, then benchmarks/ (common.py, speed.py, synth.py)
 from common import machine  # noqa: E402
 from paraphrase_dev import CANDIDATES, SIMILAR, dev_inputs  # noqa: E402
 

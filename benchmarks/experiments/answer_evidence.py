@@ -10,7 +10,7 @@ the mean change in reciprocal rank with a paired bootstrap 95% interval (2000 re
 many queries rank their FAQ higher / lower. A weight is chosen on these same sets, so an interval
 that only just excludes zero is still weak evidence.
 
-    python benchmarks/answer_evidence.py [--out FILE]
+    python benchmarks/experiments/answer_evidence.py [--out FILE]
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import tempfile
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, then benchmarks/ (common.py, speed.py, synth.py)
 from common import DATA, SAMPLE, emit, machine  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402

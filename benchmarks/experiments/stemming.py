@@ -5,7 +5,7 @@ Snowball English stems) and once with stemming off (as stores built before 2026-
 index is evaluated as `faqsearch eval` does in its default mode and in lexical mode (MRR@10 and
 Recall@1 x100 over distinct FAQs). Dense mode does not depend on it.
 
-    python benchmarks/stemming.py [--out FILE] [--sets NAME,...]
+    python benchmarks/experiments/stemming.py [--out FILE] [--sets NAME,...]
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import sys
 import tempfile
 from unittest import mock
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, then benchmarks/ (common.py, speed.py, synth.py)
 from common import (DATA, SAMPLE, CachingEncoder, add_sets_option, emit, machine, sts_retrieval_set,  # noqa: E402
                     wanted_sets)
 
@@ -70,7 +71,7 @@ def main() -> None:
                 a, b = 100 * got["none"][i][m], 100 * got["auto"][i][m]
                 hows = f" ({got['none'][2]} / {got['auto'][2]})" if i == 0 else ""
                 rows.append(f"| {name} ({len(queries)} queries) | {mode}{hows} {label} | {a:.2f} | {b:.2f} | {b - a:+.2f} |")
-    emit([f"Measured {machine()} with `python benchmarks/stemming.py`", "", *rows], args.out)
+    emit([f"Measured {machine()} with `python benchmarks/experiments/stemming.py`", "", *rows], args.out)
 
 
 if __name__ == "__main__":

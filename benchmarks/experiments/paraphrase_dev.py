@@ -5,7 +5,7 @@ this script uses [2::4][:40] and [1::3][:20], so a prompt chosen here is not cho
 inputs. Per prompt variant: paraphrases returned, share new and similar under USE multilingual
 (cosine >= 0.7, not the re-ranker), seconds per input; --show prints every returned paraphrase.
 
-    python benchmarks/paraphrase_dev.py [--variants current,detail] [--show]
+    python benchmarks/experiments/paraphrase_dev.py [--variants current,detail] [--show]
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, then benchmarks/ (common.py, speed.py, synth.py)
 from common import DATA, SAMPLE, machine  # noqa: E402
 
 from faqsearch.encoders import load_encoder  # noqa: E402

@@ -16,7 +16,7 @@ FAQ; for pairs scored >= 4, sentence2 queries sentence1's FAQ). STSB-en retrieva
 every choice of defaults made in this change.
 
     pip install bm25s
-    python benchmarks/quality_defaults.py [--out FILE]
+    python benchmarks/experiments/quality_defaults.py [--out FILE]
 """
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # this folder, then benchmarks/ (common.py, speed.py, synth.py)
 from common import DATA, SAMPLE, CachingEncoder, emit, machine, sts_retrieval_set  # noqa: E402
 from offtopic import renormalised_cut  # noqa: E402
 from quality import bm25_faq  # noqa: E402
