@@ -1,6 +1,7 @@
 """The documentation stays true to the code: docs/cli.md is what the commands' own help generates,
-every command and option is documented, the README stays short and runs what CI runs, and every
-relative link (with its #anchor) points at something that exists."""
+every command and option is documented, the README stays short and runs what CI runs, every
+relative link (with its #anchor) points at something that exists, and benchmarks/README.md names
+every benchmark script and the pages that cite it."""
 from __future__ import annotations
 
 import os
@@ -16,6 +17,9 @@ from .conftest import ROOT
 
 DOCS = os.path.join(ROOT, "docs")
 README = os.path.join(ROOT, "README.md")
+BENCHMARKS = os.path.join(ROOT, "benchmarks")
+BENCHMARKS_README = os.path.join(BENCHMARKS, "README.md")
+BENCHMARK_HELPERS = {"common.py", "synth.py"}  # imported or run by the benchmarks; they feed no table
 
 
 def read(path: str) -> str:
@@ -36,7 +40,7 @@ def commands(group: click.Group = cli, prefix: str = "faqsearch"):
 
 
 def markdown_files() -> list[str]:
-    return [README] + sorted(os.path.join(DOCS, f) for f in os.listdir(DOCS) if f.endswith(".md"))
+    return [README, BENCHMARKS_README] + sorted(os.path.join(DOCS, f) for f in os.listdir(DOCS) if f.endswith(".md"))
 
 
 def without_code(text: str) -> str:
@@ -122,3 +126,59 @@ def test_relative_links_point_at_existing_files_and_headings():
             elif anchor and full.endswith(".md") and anchor not in anchors(full):
                 broken.append(where + " (no such heading)")
     assert not broken, broken
+
+
+def benchmark_scripts() -> list[str]:
+    """Every script of benchmarks/ and benchmarks/experiments/, relative to benchmarks/."""
+    experiments = os.path.join(BENCHMARKS, "experiments")
+    return sorted(f for f in os.listdir(BENCHMARKS) if f.endswith(".py")) + \
+        sorted(f"experiments/{f}" for f in os.listdir(experiments) if f.endswith(".py"))
+
+
+def sections(path: str, anchor: str) -> list[str]:
+    """The text under each heading of ``path`` whose anchor is ``anchor``, to the next heading of its
+    level or above (a page's H1 holds the whole page)."""
+    lines, found = read(path).splitlines(), []
+    for i, line in enumerate(lines):
+        m = re.match(r"^(#{1,6})\s+(.+?)\s*$", line)
+        if m and slug(m.group(2)) == anchor:
+            level, body = len(m.group(1)), []
+            for rest in lines[i + 1:]:
+                h = re.match(r"^(#{1,6})\s", rest)
+                if h and len(h.group(1)) <= level:
+                    break
+                body.append(rest)
+            found.append("\n".join(body))
+    return found
+
+
+def test_benchmarks_readme_names_every_script():
+    text = read(BENCHMARKS_README)
+    missing = [s for s in benchmark_scripts() if not re.search(rf"(?<![\w/]){re.escape(s)}", text)]
+    assert not missing, f"benchmarks/README.md does not name {missing}"
+    living = {m.group(1) for m in re.finditer(r"^### (\S+\.py)$", text, flags=re.M)}
+    assert living == {s for s in benchmark_scripts() if "/" not in s} - BENCHMARK_HELPERS, \
+        "every living benchmark (benchmarks/*.py but the helpers) has its own ### section"
+
+
+def test_benchmarks_feed_the_pages_they_name():
+    """Each page (and heading) benchmarks/README.md says a script feeds cites that script there."""
+    text = read(BENCHMARKS_README)
+    claims = []  # (script relative to benchmarks/, the README text that names its pages)
+    for m in re.finditer(r"^### (\S+\.py)\n(.*?)(?=^#)", text + "\n#", flags=re.S | re.M):
+        feeds = re.search(r"^\| feeds \|(.*)$", m.group(2), flags=re.M)
+        assert feeds, f"{m.group(1)}: no 'feeds' row"
+        claims.append((m.group(1), feeds.group(1)))
+    claims += re.findall(r"^\| `(experiments/\S+\.py)` \|(.*)$", text, flags=re.M)
+    assert len(claims) == len(benchmark_scripts()) - len(BENCHMARK_HELPERS)
+    wrong = []
+    for script, named in claims:
+        links = re.findall(r"\]\(([^)\s]+)\)", named)
+        assert links, f"{script}: names no page"
+        for target in links:
+            file, _, anchor = target.partition("#")
+            page = os.path.normpath(os.path.join(BENCHMARKS, file))
+            where = sections(page, anchor) if anchor else [read(page)]
+            if not any(f"benchmarks/{script}" in body for body in where):
+                wrong.append(f"{script} -> {target}")
+    assert not wrong, f"pages that do not cite the script benchmarks/README.md says they record: {wrong}"
