@@ -1,9 +1,11 @@
 """The documentation stays true to the code: docs/cli.md is what the commands' own help generates,
 every command and option is documented, the README stays short and runs what CI runs, every
-relative link (with its #anchor) points at something that exists, and benchmarks/README.md names
-every benchmark script and the pages that cite it."""
+relative link (with its #anchor) points at something that exists, benchmarks/README.md names
+every benchmark script and the pages that cite it, and docs/architecture.md's newcomer's path names
+every module of the package once."""
 from __future__ import annotations
 
+import ast
 import os
 import re
 
@@ -182,3 +184,43 @@ def test_benchmarks_feed_the_pages_they_name():
             if not any(f"benchmarks/{script}" in body for body in where):
                 wrong.append(f"{script} -> {target}")
     assert not wrong, f"pages that do not cite the script benchmarks/README.md says they record: {wrong}"
+
+
+def holds_code(path: str) -> bool:
+    """Whether a module holds more than a docstring, imports and ``__all__`` (a package's init
+    module that only re-exports its modules holds none)."""
+    for node in ast.parse(read(path)).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]:
+            continue
+        return True
+    return False
+
+
+def package_modules() -> set[str]:
+    """Every module of faqsearch/ as a path under it (``backends/embedded/store.py``), a package's
+    init module only where it holds code."""
+    package = os.path.join(ROOT, "faqsearch")
+    out = set()
+    for root, _, files in os.walk(package):
+        for f in files:
+            path = os.path.join(root, f)
+            if f.endswith(".py") and (f != "__init__.py" or holds_code(path)):
+                out.add(os.path.relpath(path, package).replace(os.sep, "/"))
+    return out
+
+
+def test_newcomers_path_names_every_module_once():
+    text = read(os.path.join(DOCS, "architecture.md"))
+    section = text.split("## A newcomer's path\n", 1)[1].split("\n## ", 1)[0]
+    section = re.sub(r"^```.*?^```", "", section, flags=re.S | re.M)
+    named = re.findall(r"`([\w/]+\.py)`", section)
+    package = os.path.join(ROOT, "faqsearch")
+    missing = sorted(package_modules() - set(named))
+    twice = sorted({m for m in named if named.count(m) > 1})
+    absent = sorted({m for m in named if not os.path.isfile(os.path.join(package, m))})
+    assert not (missing or twice or absent), \
+        f"docs/architecture.md, A newcomer's path: not named {missing}, named twice {twice}, no such module {absent}"
