@@ -150,3 +150,190 @@ def test_errors_name_what_to_do(engine):
         engine.ask("x", k=0)
     with pytest.raises(UnknownFAQError, match="faqsearch list"):
         engine.show("nope")
+
+
+# -- the protocol in code: conformance, callers, every member on both backends -----------------------
+
+def _protocols() -> dict[str, type]:
+    """Every Protocol class that faqsearch/backends/base.py defines."""
+    import inspect
+
+    from faqsearch.backends import base
+
+    return {n: c for n, c in vars(base).items() if inspect.isclass(c) and getattr(c, "_is_protocol", False)
+            and c.__module__ == base.__name__}
+
+
+def _members(proto: type) -> tuple[set[str], set[str]]:
+    """(methods, data attributes) a Protocol declares: its own functions (dunders aside, ``__len__``
+    included) and its annotated names."""
+    import inspect
+
+    methods = {n for n, v in vars(proto).items() if inspect.isfunction(v) and (not n.startswith("_") or n == "__len__")}
+    return methods, set(vars(proto).get("__annotations__", {})) - methods
+
+
+def _implementations() -> dict[str, list[type]]:
+    from faqsearch.backends.embedded import EmbeddedBackend
+    from faqsearch.backends.embedded.backend import RawVectors
+    from faqsearch.backends.embedded.delta import DeltaIndex
+    from faqsearch.backends.embedded.faiss import VectorIndex
+    from faqsearch.backends.embedded.store import Store
+    from faqsearch.backends.milvus import MilvusBackend
+    from faqsearch.backends.milvus.backend import MilvusRaw
+    from faqsearch.backends.milvus.faces import MilvusIndex, MilvusStore
+
+    return {"VectorSearch": [VectorIndex, DeltaIndex, MilvusIndex], "StoreView": [Store, MilvusStore],
+            "BuildStore": [Store], "RawSource": [RawVectors, MilvusRaw], "Backend": [EmbeddedBackend, MilvusBackend]}
+
+
+def _mismatches(proto: type, cls: type) -> list[str]:
+    """What ``cls`` lacks of ``proto``'s methods, or takes differently: each declared parameter by the
+    same name, kind and position (a default where the protocol has one); extra parameters only with
+    defaults. Data attributes are checked on live objects (they may be set in ``__init__``)."""
+    import inspect
+
+    methods, _ = _members(proto)
+    out = []
+    for name in sorted(methods):
+        impl = getattr(cls, name, None)
+        if impl is None or not callable(impl):
+            out.append(f"{cls.__name__}.{name} is missing")
+            continue
+        want = list(inspect.signature(getattr(proto, name)).parameters.values())
+        have = list(inspect.signature(impl).parameters.values())
+        for i, p in enumerate(want):
+            q = have[i] if i < len(have) else None
+            if q is None or q.name != p.name or q.kind != p.kind:
+                out.append(f"{cls.__name__}.{name}: parameter {i} is {q and q.name!r}, the protocol's {p.name!r}")
+            elif p.default is not p.empty and q.default is q.empty:
+                out.append(f"{cls.__name__}.{name}: {p.name} needs a default")
+        for q in have[len(want):]:
+            if q.default is q.empty and q.kind not in (q.VAR_POSITIONAL, q.VAR_KEYWORD):
+                out.append(f"{cls.__name__}.{name}: extra parameter {q.name} has no default")
+    return out
+
+
+def test_every_implementation_has_every_protocol_method_with_its_signature():
+    impls = _implementations()
+    assert set(impls) == set(_protocols()), "a Protocol of base.py without its implementations listed here"
+    for name, proto in _protocols().items():
+        for cls in impls[name]:
+            assert _mismatches(proto, cls) == [], (name, cls)
+
+    class Partial:  # the check itself: a missing method and a renamed parameter are both found
+        def search(self, queries, n, ids=None):
+            return queries
+
+    found = _mismatches(_protocols()["VectorSearch"], Partial)
+    assert "Partial.max_id is missing" in found and any("'n', the protocol's 'k'" in f for f in found)
+
+
+def test_live_faces_are_instances_of_their_protocols(engine, tmp_path):
+    """isinstance on a runtime-checkable Protocol checks data attributes too (dim, factory, cjk...)."""
+    from faqsearch.backends import Backend, BuildStore, Opened, RawSource, StoreView, VectorSearch
+
+    snap = engine._current()
+    for obj, proto in ((snap.index, VectorSearch), (snap.store, StoreView), (snap.raw, RawSource),
+                       (snap.backend, Backend)):
+        assert isinstance(obj, proto), (type(obj).__name__, proto.__name__)
+        assert not _mismatches(proto, type(obj))
+    engine.add([FAQ("new", "new answer", ["brand new wording"])])  # embedded: a DeltaIndex now
+    assert isinstance(engine._current().index, VectorSearch)
+    build = snap.backend.new_store(str(tmp_path))
+    assert isinstance(build, BuildStore)
+    build.close()
+    assert set(Opened.__dataclass_fields__) == {"index", "store", "raw", "whitening"}
+
+
+# faqsearch code outside backends/ that is known to reach a backend object: names bound from these
+FACES = {"store": "StoreView", "index": "VectorSearch", "raw": "RawSource", "backend": "Backend"}
+OPENERS = {"open_store": "StoreView", "backend_named": "Backend", "backend_for": "Backend"}
+MADE_BY = {("Backend", "new_store"): "BuildStore", ("Backend", "open"): "Opened", ("Backend", "open_store"): "StoreView"}
+PARAMETERS = {"store": "StoreView", "backend": "Backend"}
+
+
+def backend_uses(source: str) -> list[tuple[str, str, int]]:
+    """(protocol, member, line) of every attribute read on a backend object in ``source``.
+
+    The heuristic, per function (lambdas included): an expression is a backend object when it is
+    ``<anything>.store`` / ``.index`` / ``.raw`` / ``.backend`` (a snapshot's, an engine's, an
+    Opened's faces); a call of ``open_store``, ``backend_named`` or ``backend_for``; ``new_store``,
+    ``open`` or ``open_store`` called on a backend; a parameter named ``store`` or ``backend``; or a
+    name assigned (``=`` or ``with ... as``) from one of these earlier in the function. Every
+    ``obj.member`` and ``getattr(obj, "member", ...)`` on such an object is a use. It misses objects
+    passed on under other names (a parameter ``s``) and attributes read through containers; it
+    counts ``x.index.member`` on anything, which finds no false hit today (list.index is called, not
+    read through)."""
+    import ast
+
+    out = []
+    tree = ast.parse(source)
+    for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))):
+        args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+        bound = {a.arg: PARAMETERS[a.arg] for a in args if a.arg in PARAMETERS}
+
+        def kind(e):
+            if isinstance(e, ast.Name):
+                return bound.get(e.id)
+            if isinstance(e, ast.Attribute) and e.attr in FACES:
+                return FACES[e.attr]
+            if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
+                return OPENERS.get(e.func.id)
+            if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+                return MADE_BY.get((kind(e.func.value), e.func.attr))
+            return None
+
+        body = fn.body if isinstance(fn.body, list) else [fn.body]
+        nodes = sorted((n for b in body for n in ast.walk(b) if hasattr(n, "lineno") or isinstance(n, ast.withitem)),
+                       key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+        for node in nodes:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                if kind(node.value):
+                    bound[node.targets[0].id] = kind(node.value)
+            elif isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
+                if kind(node.context_expr):
+                    bound[node.optional_vars.id] = kind(node.context_expr)
+            elif isinstance(node, ast.Attribute) and kind(node.value):
+                out.append((kind(node.value), node.attr, node.lineno))
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+                  and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and kind(node.args[0])):
+                out.append((kind(node.args[0]), node.args[1].value, node.lineno))
+    return out
+
+
+def test_every_member_used_outside_backends_is_declared():
+    import pathlib
+
+    from faqsearch.backends.base import Opened
+
+    declared = {name: set().union(*_members(proto)) for name, proto in _protocols().items()}
+    declared["Opened"] = set(Opened.__dataclass_fields__)
+    package = pathlib.Path(__file__).resolve().parent.parent / "faqsearch"
+    undeclared, seen = [], set()
+    for path in sorted(package.rglob("*.py")):
+        if "backends" in path.relative_to(package).parts:
+            continue
+        for proto, member, line in backend_uses(path.read_text(encoding="utf-8")):
+            seen.add((proto, member))
+            if member not in declared[proto]:
+                undeclared.append(f"{path.relative_to(package)}:{line}: {proto}.{member}")
+    assert undeclared == []
+    # the scan sees what it must (members the protocol once left out among them) ...
+    assert {("StoreView", "question_faqs"), ("StoreView", "question_rows"), ("StoreView", "doc_freqs"),
+            ("StoreView", "categories"), ("VectorSearch", "search_distinct"), ("RawSource", "all"),
+            ("BuildStore", "insert_corpus"), ("Backend", "apply")} <= seen
+    # ... and would catch a new undeclared call, however the object was reached
+    new = '''
+def f(snap, store, path):
+    snap.store.shards()
+    s = snap.index
+    s.probe(1)
+    store.vacuum()
+    with open_store(path) as st:
+        getattr(st, "cache", None)
+    backend_for({}).new_store("d").flush()
+'''
+    assert sorted((p, m) for p, m, _ in backend_uses(new)) == [
+        ("Backend", "new_store"), ("BuildStore", "flush"), ("StoreView", "cache"), ("StoreView", "shards"),
+        ("StoreView", "vacuum"), ("VectorSearch", "probe")]
