@@ -4,7 +4,9 @@ same calls through the same facade must give the same results on ``embedded`` an
 from __future__ import annotations
 
 import importlib.util
+import os
 
+import numpy as np
 import pytest
 
 from faqsearch import FAQ, FAQSearch
@@ -337,3 +339,168 @@ def f(snap, store, path):
     assert sorted((p, m) for p, m, _ in backend_uses(new)) == [
         ("Backend", "new_store"), ("BuildStore", "flush"), ("StoreView", "cache"), ("StoreView", "shards"),
         ("StoreView", "vacuum"), ("VectorSearch", "probe")]
+
+
+def _keys(typed_dict) -> set[str]:
+    return set(typed_dict.__annotations__)
+
+
+def test_every_store_view_member_answers_the_same_on_both_backends(engine):
+    """Each StoreView member, called and checked against the corpus (12 FAQs of 3 questions, even and
+    odd categories): the same figures from SQLite and from a Milvus collection."""
+    from faqsearch.backends import Counts, FAQRecord, FAQSummary, QuestionRow, StoreView
+    from faqsearch.lexical import CJK_MODES
+
+    store = engine._current().store
+    exercised = {"cjk", "stem"}
+    assert store.cjk in CJK_MODES and store.stem in ("none", "english")
+    rows = store.all_questions()
+    assert len(rows) == 36 and [r[0] for r in rows] == sorted(r[0] for r in rows)
+    assert {(f, t) for _, f, t in rows} == {(f.id, q) for f in CORPUS for q in f.questions}
+    text = {qid: t for qid, _, t in rows}
+    of = {qid: f for qid, f, _ in rows}
+    exercised.add("all_questions")
+
+    got = store.questions([rows[4][0], rows[30][0], 10 ** 6])
+    assert set(got) == {rows[4][0], rows[30][0]} and all(set(r) == _keys(QuestionRow) for r in got.values())
+    assert got[rows[4][0]]["question"] == rows[4][2] and got[rows[4][0]]["faq_id"] == rows[4][1]
+    assert got[rows[30][0]]["metadata"] == {"product": f"p{int(rows[30][1][1:]) % 3}"}
+    assert store.questions([]) == {}
+    exercised.add("questions")
+
+    hits = store.lexical(["question about topic7 variant2", "!!!"], 5)
+    assert len(hits) == 2 and hits[1] == [] and of[hits[0][0][0]] == "f7" and text[hits[0][0][0]].endswith("variant2")
+    assert [s for _, s in hits[0]] == sorted((s for _, s in hits[0]), reverse=True) and hits[0][0][1] > 0
+    even = store.lexical(["question about topic7 variant2"], 5, {"category": "even"})[0]
+    assert even and all(int(of[q][1:]) % 2 == 0 for q, _ in even)
+    exercised.add("lexical")
+
+    df, n = store.doc_freqs(["topic7", "question", "nowhere"])
+    assert n == 36 and df["topic7"] == 3 and df["question"] == 36 and df.get("nowhere", 0) == 0
+    exercised.add("doc_freqs")
+
+    odd = store.question_ids({"category": "odd"})
+    assert sorted(odd) == sorted(q for q, f in of.items() if int(f[1:]) % 2 == 1)
+    assert sorted(store.question_ids({"product": ["p1"]})) == sorted(q for q, f in of.items() if int(f[1:]) % 3 == 1)
+    exercised.add("question_ids")
+
+    faq = store.faq("f3")
+    assert set(faq) == _keys(FAQRecord) and faq["answer"] == "answer 3" and faq["category"] == "odd"
+    assert [q["text"] for q in faq["questions"]] == CORPUS[3].questions and faq["metadata"] == {"product": "p0"}
+    assert all(q["source"] == "corpus" for q in faq["questions"]) and store.faq("nope") is None
+    exercised.add("faq")
+
+    listed = store.list_faqs()
+    assert [f["id"] for f in listed] == [f.id for f in CORPUS] and all(set(f) == _keys(FAQSummary) for f in listed)
+    assert listed[5] == {"id": "f5", "category": "odd", "answer": "answer 5", "questions": 3}
+    assert [f["id"] for f in store.list_faqs(limit=2, offset=1)] == ["f1", "f2"]
+    assert [f["id"] for f in store.list_faqs(category="even")] == [f"f{i}" for i in range(0, 12, 2)]
+    assert [f["id"] for f in store.list_faqs(contains="TOPIC11")] == ["f11"]
+    exercised.add("list_faqs")
+
+    assert store.categories() == ["even", "odd"]
+    hashes = store.faq_hashes()
+    assert set(hashes) == {f.id for f in CORPUS} and len(set(hashes.values())) == 12
+    assert store.faq_ids() == set(hashes) == store.faq_ids("corpus") and store.faq_ids("generated") == set()
+    exercised |= {"categories", "faq_hashes", "faq_ids"}
+
+    qids, keys = store.question_faqs()
+    assert qids.tolist() == [r[0] for r in rows]
+    assert len(set(keys.tolist())) == 12 and all((keys[i] == keys[j]) == (of[a] == of[b])
+                                                for i, a in enumerate(qids.tolist()) for j, b in enumerate(qids.tolist()))
+    assert store.question_rows([rows[7][0], rows[2][0], 10 ** 6]) == [rows[2], rows[7]]
+    exercised |= {"question_faqs", "question_rows"}
+
+    counts = store.counts()
+    assert set(counts) == _keys(Counts) and counts == {"faqs": 12, "questions": 36, "max_questions_per_faq": 3}
+    assert store.question_count() == 36
+    assert store.source_counts() == {"corpus": 36} and store.source_counts(exclude="corpus") == {}
+    exercised |= {"counts", "question_count", "source_counts"}
+
+    from faqsearch.index.snapshot import open_store
+
+    alone = open_store(engine.path)  # the rows alone, then closed
+    assert alone.counts() == counts and alone.categories() == ["even", "odd"]
+    alone.close()
+    exercised.add("close")
+    assert exercised == set().union(*_members(StoreView))
+
+
+def test_every_vector_and_raw_member_answers_on_both_backends(engine):
+    from faqsearch.backends import QuestionRow, RawSource, VectorSearch
+
+    snap = engine._current()
+    index, raw = snap.index, snap.raw
+    ids = np.array([r[0] for r in snap.store.all_questions()], dtype=np.int64)
+    exercised = set()
+    assert len(index) == 36 and index.max_id() == ids.max() and index.dim == snap.whitening.dim_out
+    assert isinstance(index.factory, str) and isinstance(index.supports_removal, bool) and index.delta is None
+    exercised |= {"__len__", "max_id", "dim", "factory", "supports_removal", "delta"}
+
+    got_ids, vectors = raw.all()
+    assert got_ids.tolist() == ids.tolist() and vectors.shape == (36, snap.whitening.dim_in)
+    some = ids[[3, 17, 35]]
+    assert np.allclose(raw.get(some), vectors[[3, 17, 35]])
+    both, found = raw.get(np.append(some, 10 ** 6), found=True)
+    assert found.tolist() == [True, True, True, False] and not both[3].any()
+    exercised |= {"all", "get"}
+
+    mine = index.reconstruct(some)
+    assert np.allclose(mine, snap.whitening.transform(vectors[[3, 17, 35]]), atol=1e-4)
+    assert index.reconstruct(np.array([], dtype=np.int64)).shape == (0, index.dim)
+    scores, found_ids = index.search(mine, 2)
+    assert found_ids[:, 0].tolist() == some.tolist() and np.allclose(scores[:, 0], 1.0, atol=1e-4)
+    allowed = ids[[0, 1, 2]]
+    _, only = index.search(mine[:1], 5, allowed)
+    assert set(only[0][only[0] >= 0].tolist()) <= set(allowed.tolist()) and (only[0] >= 0).sum() == 3
+    exercised |= {"reconstruct", "search"}
+
+    if index.search_distinct is not None:  # Milvus: grouped by FAQ in one call
+        hits, rows = index.search_distinct(mine, 3, {"category": "odd"})
+        assert all(set(r) == _keys(QuestionRow) for r in rows.values())
+        for h in hits:
+            faqs = [rows[q]["faq_id"] for q, _ in h]
+            assert len(faqs) == len(set(faqs)) == 3 and all(rows[q]["category"] == "odd" for q, _ in h)
+    else:
+        assert snap.backend.kind == "embedded"  # the searcher widens a plain search instead
+    exercised.add("search_distinct")
+    assert exercised == set().union(*_members(VectorSearch), *_members(RawSource))
+
+
+def test_every_backend_and_build_store_member_is_called_by_build_edit_refit_and_drop(tmp_path, request):
+    """The writes: each Backend and BuildStore member, spied on its class, is called by a build, an
+    edit, a refit, an open of the rows alone and a drop, and each left what it should."""
+    from faqsearch.backends import Backend, BuildStore, backend_named
+    from faqsearch.index.snapshot import open_store
+    from faqsearch.manage import drop_index
+
+    for kind in ("embedded", "milvus"):
+        if kind == "milvus" and importlib.util.find_spec("milvus_lite") is None:
+            continue
+        backend_cls = type(backend_named(kind))
+        store_cls = type(backend_named(kind).new_store(str(tmp_path)))
+        called: set[str] = set()
+        mp = pytest.MonkeyPatch()
+        for cls, proto in ((backend_cls, Backend), (store_cls, BuildStore)):
+            for name in _members(proto)[0]:
+                def spy(*a, _f=getattr(cls, name), _n=f"{proto.__name__}.{name}", **k):
+                    called.add(_n)
+                    return _f(*a, **k)
+                mp.setattr(cls, name, spy)
+        try:
+            path = str(tmp_path / kind)
+            kw = {"backend": "milvus", "uri": str(tmp_path / "m.db")} if kind == "milvus" else {}
+            e = FAQSearch.build(CORPUS, path, encoder=FakeEncoder(), threshold=-1, self_fusion=False, **kw)
+            e.add([FAQ("new", "new answer", ["brand new wording"])])
+            e.refit(Setting(True, 1.0, 1.0, 8))
+            assert ids(e.ask("brand new wording", mode="dense"))[0] == "new" and e.config["dim_out"] <= 8
+            e.close()
+            rows = open_store(path)
+            assert rows.counts()["faqs"] == 13
+            rows.close()
+            drop_index(path)
+            assert not os.path.exists(path)
+        finally:
+            mp.undo()
+        declared = {f"Backend.{n}" for n in _members(Backend)[0]} | {f"BuildStore.{n}" for n in _members(BuildStore)[0]}
+        assert declared - called == set(), kind
