@@ -504,3 +504,23 @@ def test_every_backend_and_build_store_member_is_called_by_build_edit_refit_and_
             mp.undo()
         declared = {f"Backend.{n}" for n in _members(Backend)[0]} | {f"BuildStore.{n}" for n in _members(BuildStore)[0]}
         assert declared - called == set(), kind
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_ask_category_through_the_cli(run, tmp_path, small_corpus, kind):
+    """`faqsearch ask --category X` answers from that category alone on both backends (issue #41
+    reported a traceback on Milvus), and a category no FAQ has is named with those that exist."""
+    import json
+
+    index = str(tmp_path / "ix")
+    storage = ["--backend", "milvus", "--uri", str(tmp_path / "m.db")] if kind == "milvus" else []
+    assert run("ingest", small_corpus, "--index", index, *storage).exit_code == 0
+    for category, want in (("returns", {"3"}), ("shipping", {"2", "4"})):
+        r = run("ask", "how long does shipping take to return an item abroad", "--index", index, "--category", category,
+                "-k", "5", "-t", "-1", "--json")
+        assert r.exit_code == 0, r.output
+        answers = json.loads(r.stdout)["answers"]
+        assert {a["faq_id"] for a in answers} == want and {a["category"] for a in answers} == {category}
+    r = run("ask", "how long does shipping take", "--index", index, "--category", "Shipping", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["answers"] == []
+    assert "no FAQ has category 'Shipping'" in r.stderr and "account, returns, shipping" in r.stderr
