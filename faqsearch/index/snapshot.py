@@ -165,7 +165,7 @@ def _open_version(path: str, version: str, st: tuple | None, base: Snapshot | No
                     tokens)
 
 
-def open_store(path: str):
+def open_store(path: str) -> StoreView:
     """The store of an index alone, whatever its backend: no encoder, no vectors, never created.
     For listing and showing FAQs, and for reading what a rebuild would drop."""
     version = resolve(path)
