@@ -1,7 +1,9 @@
 """What a storage-and-search backend is: the faces searching reads through, and the writes a
 backend owns. ``embedded`` (FAISS + SQLite + a delta, in the index directory) and ``milvus`` (rows
 in a Milvus collection) implement it; the engine, the searcher and tuning never ask which one they
-have. ``tests/test_backends.py`` runs one contract suite against both.
+have. Every member that code outside ``backends/`` uses on a backend object is declared here, typed:
+``tests/test_backends.py`` checks that by an ast scan, checks each implementation's signatures
+against these protocols, and runs one contract suite calling each member on both backends.
 """
 from __future__ import annotations
 
