@@ -194,7 +194,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             del raw
             white.save(os.path.join(tmp, cfg.FILES["whitening"]))
             counts = store.counts()
-            stem = getattr(store, "stem", "none")  # chosen by the first insert
+            stem = store.stem  # chosen by the first insert
         finally:
             store.close()
         fitted_on = (str(wspec.fit_on) if isinstance(wspec.fit_on, (str, os.PathLike)) else

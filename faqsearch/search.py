@@ -259,7 +259,7 @@ class Searcher:
             return [found for start in range(0, len(reduced), DENSE_BLOCK)
                     for found in self.dense(vectors[start:start + DENSE_BLOCK], k, filters, widen)]
         snap = self.snap
-        distinct = getattr(snap.index, "search_distinct", None)
+        distinct = snap.index.search_distinct
         if distinct is not None:  # the backend groups by FAQ itself (Milvus)
             hits, rows = distinct(reduced, k, filters)
             for h in hits:
@@ -362,7 +362,7 @@ class Searcher:
         snap = self.snap
         if snap.token_weight <= 0.0 or not candidates:
             return candidates
-        stem = getattr(snap.store, "stem", "none")
+        stem = snap.store.stem
         for start in range(0, len(texts), TOKEN_BLOCK):
             block = range(start, min(start + TOKEN_BLOCK, len(texts)))
             pools = {i: _token_pool(candidates[i], snap.hybrid_weight) for i in block}

@@ -4,7 +4,9 @@ same calls through the same facade must give the same results on ``embedded`` an
 from __future__ import annotations
 
 import importlib.util
+import os
 
+import numpy as np
 import pytest
 
 from faqsearch import FAQ, FAQSearch
@@ -150,3 +152,375 @@ def test_errors_name_what_to_do(engine):
         engine.ask("x", k=0)
     with pytest.raises(UnknownFAQError, match="faqsearch list"):
         engine.show("nope")
+
+
+# -- the protocol in code: conformance, callers, every member on both backends -----------------------
+
+def _protocols() -> dict[str, type]:
+    """Every Protocol class that faqsearch/backends/base.py defines."""
+    import inspect
+
+    from faqsearch.backends import base
+
+    return {n: c for n, c in vars(base).items() if inspect.isclass(c) and getattr(c, "_is_protocol", False)
+            and c.__module__ == base.__name__}
+
+
+def _members(proto: type) -> tuple[set[str], set[str]]:
+    """(methods, data attributes) a Protocol declares: its own functions (dunders aside, ``__len__``
+    included) and its annotated names."""
+    import inspect
+
+    methods = {n for n, v in vars(proto).items() if inspect.isfunction(v) and (not n.startswith("_") or n == "__len__")}
+    return methods, set(vars(proto).get("__annotations__", {})) - methods
+
+
+def _implementations() -> dict[str, list[type]]:
+    from faqsearch.backends.embedded import EmbeddedBackend
+    from faqsearch.backends.embedded.backend import RawVectors
+    from faqsearch.backends.embedded.delta import DeltaIndex
+    from faqsearch.backends.embedded.faiss import VectorIndex
+    from faqsearch.backends.embedded.store import Store
+    from faqsearch.backends.milvus import MilvusBackend
+    from faqsearch.backends.milvus.backend import MilvusRaw
+    from faqsearch.backends.milvus.faces import MilvusIndex, MilvusStore
+
+    return {"VectorSearch": [VectorIndex, DeltaIndex, MilvusIndex], "StoreView": [Store, MilvusStore],
+            "BuildStore": [Store], "RawSource": [RawVectors, MilvusRaw], "Backend": [EmbeddedBackend, MilvusBackend]}
+
+
+def _mismatches(proto: type, cls: type) -> list[str]:
+    """What ``cls`` lacks of ``proto``'s methods, or takes differently: each declared parameter by the
+    same name, kind and position (a default where the protocol has one); extra parameters only with
+    defaults. Data attributes are checked on live objects (they may be set in ``__init__``)."""
+    import inspect
+
+    methods, _ = _members(proto)
+    out = []
+    for name in sorted(methods):
+        impl = getattr(cls, name, None)
+        if impl is None or not callable(impl):
+            out.append(f"{cls.__name__}.{name} is missing")
+            continue
+        want = list(inspect.signature(getattr(proto, name)).parameters.values())
+        have = list(inspect.signature(impl).parameters.values())
+        for i, p in enumerate(want):
+            q = have[i] if i < len(have) else None
+            if q is None or q.name != p.name or q.kind != p.kind:
+                out.append(f"{cls.__name__}.{name}: parameter {i} is {q and q.name!r}, the protocol's {p.name!r}")
+            elif p.default is not p.empty and q.default is q.empty:
+                out.append(f"{cls.__name__}.{name}: {p.name} needs a default")
+        for q in have[len(want):]:
+            if q.default is q.empty and q.kind not in (q.VAR_POSITIONAL, q.VAR_KEYWORD):
+                out.append(f"{cls.__name__}.{name}: extra parameter {q.name} has no default")
+    return out
+
+
+def test_every_implementation_has_every_protocol_method_with_its_signature():
+    impls = _implementations()
+    assert set(impls) == set(_protocols()), "a Protocol of base.py without its implementations listed here"
+    for name, proto in _protocols().items():
+        for cls in impls[name]:
+            assert _mismatches(proto, cls) == [], (name, cls)
+
+    class Partial:  # the check itself: a missing method and a renamed parameter are both found
+        def search(self, queries, n, ids=None):
+            return queries
+
+    found = _mismatches(_protocols()["VectorSearch"], Partial)
+    assert "Partial.max_id is missing" in found and any("'n', the protocol's 'k'" in f for f in found)
+
+
+def test_live_faces_are_instances_of_their_protocols(engine, tmp_path):
+    """isinstance on a runtime-checkable Protocol checks data attributes too (dim, factory, cjk...)."""
+    from faqsearch.backends import Backend, BuildStore, Opened, RawSource, StoreView, VectorSearch
+
+    snap = engine._current()
+    for obj, proto in ((snap.index, VectorSearch), (snap.store, StoreView), (snap.raw, RawSource),
+                       (snap.backend, Backend)):
+        assert isinstance(obj, proto), (type(obj).__name__, proto.__name__)
+        assert not _mismatches(proto, type(obj))
+    engine.add([FAQ("new", "new answer", ["brand new wording"])])  # embedded: a DeltaIndex now
+    assert isinstance(engine._current().index, VectorSearch)
+    build = snap.backend.new_store(str(tmp_path))
+    assert isinstance(build, BuildStore)
+    build.close()
+    assert set(Opened.__dataclass_fields__) == {"index", "store", "raw", "whitening"}
+
+
+# faqsearch code outside backends/ that is known to reach a backend object: names bound from these
+FACES = {"store": "StoreView", "index": "VectorSearch", "raw": "RawSource", "backend": "Backend"}
+OPENERS = {"open_store": "StoreView", "backend_named": "Backend", "backend_for": "Backend"}
+MADE_BY = {("Backend", "new_store"): "BuildStore", ("Backend", "open"): "Opened", ("Backend", "open_store"): "StoreView"}
+PARAMETERS = {"store": "StoreView", "backend": "Backend"}
+
+
+def backend_uses(source: str) -> list[tuple[str, str, int]]:
+    """(protocol, member, line) of every attribute read on a backend object in ``source``.
+
+    The heuristic, per function (lambdas included): an expression is a backend object when it is
+    ``<anything>.store`` / ``.index`` / ``.raw`` / ``.backend`` (a snapshot's, an engine's, an
+    Opened's faces); a call of ``open_store``, ``backend_named`` or ``backend_for``; ``new_store``,
+    ``open`` or ``open_store`` called on a backend; a parameter named ``store`` or ``backend``; or a
+    name assigned (``=`` or ``with ... as``) from one of these earlier in the function. Every
+    ``obj.member`` and ``getattr(obj, "member", ...)`` on such an object is a use. It misses objects
+    passed on under other names (a parameter ``s``) and attributes read through containers; it
+    counts ``x.index.member`` on anything, which finds no false hit today (list.index is called, not
+    read through)."""
+    import ast
+
+    out = []
+    tree = ast.parse(source)
+    for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))):
+        args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+        bound = {a.arg: PARAMETERS[a.arg] for a in args if a.arg in PARAMETERS}
+
+        def kind(e):
+            if isinstance(e, ast.Name):
+                return bound.get(e.id)
+            if isinstance(e, ast.Attribute) and e.attr in FACES:
+                return FACES[e.attr]
+            if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
+                return OPENERS.get(e.func.id)
+            if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+                return MADE_BY.get((kind(e.func.value), e.func.attr))
+            return None
+
+        body = fn.body if isinstance(fn.body, list) else [fn.body]
+        nodes = sorted((n for b in body for n in ast.walk(b) if hasattr(n, "lineno") or isinstance(n, ast.withitem)),
+                       key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+        for node in nodes:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                if kind(node.value):
+                    bound[node.targets[0].id] = kind(node.value)
+            elif isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
+                if kind(node.context_expr):
+                    bound[node.optional_vars.id] = kind(node.context_expr)
+            elif isinstance(node, ast.Attribute) and kind(node.value):
+                out.append((kind(node.value), node.attr, node.lineno))
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+                  and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and kind(node.args[0])):
+                out.append((kind(node.args[0]), node.args[1].value, node.lineno))
+    return out
+
+
+def test_every_member_used_outside_backends_is_declared():
+    import pathlib
+
+    from faqsearch.backends.base import Opened
+
+    declared = {name: set().union(*_members(proto)) for name, proto in _protocols().items()}
+    declared["Opened"] = set(Opened.__dataclass_fields__)
+    package = pathlib.Path(__file__).resolve().parent.parent / "faqsearch"
+    undeclared, seen = [], set()
+    for path in sorted(package.rglob("*.py")):
+        if "backends" in path.relative_to(package).parts:
+            continue
+        for proto, member, line in backend_uses(path.read_text(encoding="utf-8")):
+            seen.add((proto, member))
+            if member not in declared[proto]:
+                undeclared.append(f"{path.relative_to(package)}:{line}: {proto}.{member}")
+    assert undeclared == []
+    # the scan sees what it must (members the protocol once left out among them) ...
+    assert {("StoreView", "question_faqs"), ("StoreView", "question_rows"), ("StoreView", "doc_freqs"),
+            ("StoreView", "categories"), ("VectorSearch", "search_distinct"), ("RawSource", "all"),
+            ("BuildStore", "insert_corpus"), ("Backend", "apply")} <= seen
+    # ... and would catch a new undeclared call, however the object was reached
+    new = '''
+def f(snap, store, path):
+    snap.store.shards()
+    s = snap.index
+    s.probe(1)
+    store.vacuum()
+    with open_store(path) as st:
+        getattr(st, "cache", None)
+    backend_for({}).new_store("d").flush()
+'''
+    assert sorted((p, m) for p, m, _ in backend_uses(new)) == [
+        ("Backend", "new_store"), ("BuildStore", "flush"), ("StoreView", "cache"), ("StoreView", "shards"),
+        ("StoreView", "vacuum"), ("VectorSearch", "probe")]
+
+
+def _keys(typed_dict) -> set[str]:
+    return set(typed_dict.__annotations__)
+
+
+def test_every_store_view_member_answers_the_same_on_both_backends(engine):
+    """Each StoreView member, called and checked against the corpus (12 FAQs of 3 questions, even and
+    odd categories): the same figures from SQLite and from a Milvus collection."""
+    from faqsearch.backends import Counts, FAQRecord, FAQSummary, QuestionRow, StoreView
+    from faqsearch.lexical import CJK_MODES
+
+    store = engine._current().store
+    exercised = {"cjk", "stem"}
+    assert store.cjk in CJK_MODES and store.stem in ("none", "english")
+    rows = store.all_questions()
+    assert len(rows) == 36 and [r[0] for r in rows] == sorted(r[0] for r in rows)
+    assert {(f, t) for _, f, t in rows} == {(f.id, q) for f in CORPUS for q in f.questions}
+    text = {qid: t for qid, _, t in rows}
+    of = {qid: f for qid, f, _ in rows}
+    exercised.add("all_questions")
+
+    got = store.questions([rows[4][0], rows[30][0], 10 ** 6])
+    assert set(got) == {rows[4][0], rows[30][0]} and all(set(r) == _keys(QuestionRow) for r in got.values())
+    assert got[rows[4][0]]["question"] == rows[4][2] and got[rows[4][0]]["faq_id"] == rows[4][1]
+    assert got[rows[30][0]]["metadata"] == {"product": f"p{int(rows[30][1][1:]) % 3}"}
+    assert store.questions([]) == {}
+    exercised.add("questions")
+
+    hits = store.lexical(["question about topic7 variant2", "!!!"], 5)
+    assert len(hits) == 2 and hits[1] == [] and of[hits[0][0][0]] == "f7" and text[hits[0][0][0]].endswith("variant2")
+    assert [s for _, s in hits[0]] == sorted((s for _, s in hits[0]), reverse=True) and hits[0][0][1] > 0
+    even = store.lexical(["question about topic7 variant2"], 5, {"category": "even"})[0]
+    assert even and all(int(of[q][1:]) % 2 == 0 for q, _ in even)
+    exercised.add("lexical")
+
+    df, n = store.doc_freqs(["topic7", "question", "nowhere"])
+    assert n == 36 and df["topic7"] == 3 and df["question"] == 36 and df.get("nowhere", 0) == 0
+    exercised.add("doc_freqs")
+
+    odd = store.question_ids({"category": "odd"})
+    assert sorted(odd) == sorted(q for q, f in of.items() if int(f[1:]) % 2 == 1)
+    assert sorted(store.question_ids({"product": ["p1"]})) == sorted(q for q, f in of.items() if int(f[1:]) % 3 == 1)
+    exercised.add("question_ids")
+
+    faq = store.faq("f3")
+    assert set(faq) == _keys(FAQRecord) and faq["answer"] == "answer 3" and faq["category"] == "odd"
+    assert [q["text"] for q in faq["questions"]] == CORPUS[3].questions and faq["metadata"] == {"product": "p0"}
+    assert all(q["source"] == "corpus" for q in faq["questions"]) and store.faq("nope") is None
+    exercised.add("faq")
+
+    listed = store.list_faqs()
+    assert [f["id"] for f in listed] == [f.id for f in CORPUS] and all(set(f) == _keys(FAQSummary) for f in listed)
+    assert listed[5] == {"id": "f5", "category": "odd", "answer": "answer 5", "questions": 3}
+    assert [f["id"] for f in store.list_faqs(limit=2, offset=1)] == ["f1", "f2"]
+    assert [f["id"] for f in store.list_faqs(category="even")] == [f"f{i}" for i in range(0, 12, 2)]
+    assert [f["id"] for f in store.list_faqs(contains="TOPIC11")] == ["f11"]
+    exercised.add("list_faqs")
+
+    assert store.categories() == ["even", "odd"]
+    hashes = store.faq_hashes()
+    assert set(hashes) == {f.id for f in CORPUS} and len(set(hashes.values())) == 12
+    assert store.faq_ids() == set(hashes) == store.faq_ids("corpus") and store.faq_ids("generated") == set()
+    exercised |= {"categories", "faq_hashes", "faq_ids"}
+
+    qids, keys = store.question_faqs()
+    assert qids.tolist() == [r[0] for r in rows]
+    assert len(set(keys.tolist())) == 12 and all((keys[i] == keys[j]) == (of[a] == of[b])
+                                                for i, a in enumerate(qids.tolist()) for j, b in enumerate(qids.tolist()))
+    assert store.question_rows([rows[7][0], rows[2][0], 10 ** 6]) == [rows[2], rows[7]]
+    exercised |= {"question_faqs", "question_rows"}
+
+    counts = store.counts()
+    assert set(counts) == _keys(Counts) and counts == {"faqs": 12, "questions": 36, "max_questions_per_faq": 3}
+    assert store.question_count() == 36
+    assert store.source_counts() == {"corpus": 36} and store.source_counts(exclude="corpus") == {}
+    exercised |= {"counts", "question_count", "source_counts"}
+
+    from faqsearch.index.snapshot import open_store
+
+    alone = open_store(engine.path)  # the rows alone, then closed
+    assert alone.counts() == counts and alone.categories() == ["even", "odd"]
+    alone.close()
+    exercised.add("close")
+    assert exercised == set().union(*_members(StoreView))
+
+
+def test_every_vector_and_raw_member_answers_on_both_backends(engine):
+    from faqsearch.backends import QuestionRow, RawSource, VectorSearch
+
+    snap = engine._current()
+    index, raw = snap.index, snap.raw
+    ids = np.array([r[0] for r in snap.store.all_questions()], dtype=np.int64)
+    exercised = set()
+    assert len(index) == 36 and index.max_id() == ids.max() and index.dim == snap.whitening.dim_out
+    assert isinstance(index.factory, str) and isinstance(index.supports_removal, bool) and index.delta is None
+    exercised |= {"__len__", "max_id", "dim", "factory", "supports_removal", "delta"}
+
+    got_ids, vectors = raw.all()
+    assert got_ids.tolist() == ids.tolist() and vectors.shape == (36, snap.whitening.dim_in)
+    some = ids[[3, 17, 35]]
+    assert np.allclose(raw.get(some), vectors[[3, 17, 35]])
+    both, found = raw.get(np.append(some, 10 ** 6), found=True)
+    assert found.tolist() == [True, True, True, False] and not both[3].any()
+    exercised |= {"all", "get"}
+
+    mine = index.reconstruct(some)
+    assert np.allclose(mine, snap.whitening.transform(vectors[[3, 17, 35]]), atol=1e-4)
+    assert index.reconstruct(np.array([], dtype=np.int64)).shape == (0, index.dim)
+    scores, found_ids = index.search(mine, 2)
+    assert found_ids[:, 0].tolist() == some.tolist() and np.allclose(scores[:, 0], 1.0, atol=1e-4)
+    allowed = ids[[0, 1, 2]]
+    _, only = index.search(mine[:1], 5, allowed)
+    assert set(only[0][only[0] >= 0].tolist()) <= set(allowed.tolist()) and (only[0] >= 0).sum() == 3
+    exercised |= {"reconstruct", "search"}
+
+    if index.search_distinct is not None:  # Milvus: grouped by FAQ in one call
+        hits, rows = index.search_distinct(mine, 3, {"category": "odd"})
+        assert all(set(r) == _keys(QuestionRow) for r in rows.values())
+        for h in hits:
+            faqs = [rows[q]["faq_id"] for q, _ in h]
+            assert len(faqs) == len(set(faqs)) == 3 and all(rows[q]["category"] == "odd" for q, _ in h)
+    else:
+        assert snap.backend.kind == "embedded"  # the searcher widens a plain search instead
+    exercised.add("search_distinct")
+    assert exercised == set().union(*_members(VectorSearch), *_members(RawSource))
+
+
+def test_every_backend_and_build_store_member_is_called_by_build_edit_refit_and_drop(tmp_path, request):
+    """The writes: each Backend and BuildStore member, spied on its class, is called by a build, an
+    edit, a refit, an open of the rows alone and a drop, and each left what it should."""
+    from faqsearch.backends import Backend, BuildStore, backend_named
+    from faqsearch.index.snapshot import open_store
+    from faqsearch.manage import drop_index
+
+    for kind in ("embedded", "milvus"):
+        if kind == "milvus" and importlib.util.find_spec("milvus_lite") is None:
+            continue
+        backend_cls = type(backend_named(kind))
+        store_cls = type(backend_named(kind).new_store(str(tmp_path)))
+        called: set[str] = set()
+        mp = pytest.MonkeyPatch()
+        for cls, proto in ((backend_cls, Backend), (store_cls, BuildStore)):
+            for name in _members(proto)[0]:
+                def spy(*a, _f=getattr(cls, name), _n=f"{proto.__name__}.{name}", **k):
+                    called.add(_n)
+                    return _f(*a, **k)
+                mp.setattr(cls, name, spy)
+        try:
+            path = str(tmp_path / kind)
+            kw = {"backend": "milvus", "uri": str(tmp_path / "m.db")} if kind == "milvus" else {}
+            e = FAQSearch.build(CORPUS, path, encoder=FakeEncoder(), threshold=-1, self_fusion=False, **kw)
+            e.add([FAQ("new", "new answer", ["brand new wording"])])
+            e.refit(Setting(True, 1.0, 1.0, 8))
+            assert ids(e.ask("brand new wording", mode="dense"))[0] == "new" and e.config["dim_out"] <= 8
+            e.close()
+            rows = open_store(path)
+            assert rows.counts()["faqs"] == 13
+            rows.close()
+            drop_index(path)
+            assert not os.path.exists(path)
+        finally:
+            mp.undo()
+        declared = {f"Backend.{n}" for n in _members(Backend)[0]} | {f"BuildStore.{n}" for n in _members(BuildStore)[0]}
+        assert declared - called == set(), kind
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_ask_category_through_the_cli(run, tmp_path, small_corpus, kind):
+    """`faqsearch ask --category X` answers from that category alone on both backends (issue #41
+    reported a traceback on Milvus), and a category no FAQ has is named with those that exist."""
+    import json
+
+    index = str(tmp_path / "ix")
+    storage = ["--backend", "milvus", "--uri", str(tmp_path / "m.db")] if kind == "milvus" else []
+    assert run("ingest", small_corpus, "--index", index, *storage).exit_code == 0
+    for category, want in (("returns", {"3"}), ("shipping", {"2", "4"})):
+        r = run("ask", "how long does shipping take to return an item abroad", "--index", index, "--category", category,
+                "-k", "5", "-t", "-1", "--json")
+        assert r.exit_code == 0, r.output
+        answers = json.loads(r.stdout)["answers"]
+        assert {a["faq_id"] for a in answers} == want and {a["category"] for a in answers} == {category}
+    r = run("ask", "how long does shipping take", "--index", index, "--category", "Shipping", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["answers"] == []
+    assert "no FAQ has category 'Shipping'" in r.stderr and "account, returns, shipping" in r.stderr

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidOptionError
-from .base import BACKENDS, Backend, Opened, StoreView, VectorSearch, delta_limit
+from .base import (BACKENDS, Backend, BuildStore, Counts, FAQRecord, FAQSummary, Opened, QuestionRow, RawSource,
+                   StoreView, VectorSearch, delta_limit)
 
-__all__ = ["BACKENDS", "Backend", "Opened", "StoreView", "VectorSearch", "backend_for", "backend_named", "delta_limit"]
+__all__ = ["BACKENDS", "Backend", "BuildStore", "Counts", "FAQRecord", "FAQSummary", "Opened", "QuestionRow",
+           "RawSource", "StoreView", "VectorSearch", "backend_for", "backend_named", "delta_limit"]
 
 
 def backend_named(kind: str) -> Backend:

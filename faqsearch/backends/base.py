@@ -1,12 +1,14 @@
 """What a storage-and-search backend is: the faces searching reads through, and the writes a
 backend owns. ``embedded`` (FAISS + SQLite + a delta, in the index directory) and ``milvus`` (rows
 in a Milvus collection) implement it; the engine, the searcher and tuning never ask which one they
-have. ``tests/test_backends.py`` runs one contract suite against both.
+have. Every member that code outside ``backends/`` uses on a backend object is declared here, typed:
+``tests/test_backends.py`` checks that by an ast scan, checks each implementation's signatures
+against these protocols, and runs one contract suite calling each member on both backends.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence, TypedDict, runtime_checkable
 
 import numpy as np
 
@@ -16,7 +18,6 @@ if TYPE_CHECKING:
     from ..edits.plan import Edit
     from ..index.directory import Writer
     from ..index.snapshot import Snapshot
-    from .embedded.store import Store
     from ..whitening import Whitening
 
 BACKENDS = ("embedded", "milvus")
@@ -29,12 +30,65 @@ def delta_limit(base: int) -> int:
     return max(DELTA_MIN, min(DELTA_MAX, base // DELTA_SHARE))
 
 
+class QuestionRow(TypedDict):
+    """A question joined with its FAQ (:meth:`StoreView.questions`)."""
+
+    question_id: int
+    faq_id: str
+    question: str
+    source: str
+    answer: str
+    category: str | None
+    metadata: dict[str, Any]
+
+
+class QuestionEntry(TypedDict):
+    id: int
+    text: str
+    source: str
+
+
+class FAQRecord(TypedDict):
+    """One FAQ with its questions, by id order (:meth:`StoreView.faq`)."""
+
+    id: str
+    answer: str
+    category: str | None
+    metadata: dict[str, Any]
+    content_hash: str | None
+    questions: list[QuestionEntry]
+
+
+class FAQSummary(TypedDict):
+    """A line of a listing (:meth:`StoreView.list_faqs`): ``questions`` is their number."""
+
+    id: str
+    category: str | None
+    answer: str
+    questions: int
+
+
+class Counts(TypedDict):
+    faqs: int
+    questions: int
+    max_questions_per_faq: int
+
+
+Hits = list[list[tuple[int, float]]]  # per query: (question id, score), best first
+
+
 @runtime_checkable
 class VectorSearch(Protocol):
     """The vector side: transformed (unit) vectors by question id."""
 
     dim: int
     factory: str
+    supports_removal: bool
+    # the changes since the base files (embedded: a backends.embedded.delta.Delta), None without any
+    delta: Any
+    # a backend that groups hits by FAQ itself (Milvus): top-k distinct FAQs per query in one call,
+    # with the rows of their best questions; None where the searcher widens a plain search (embedded)
+    search_distinct: Callable[[np.ndarray, int, dict[str, Any] | None], tuple[Hits, dict[int, QuestionRow]]] | None
 
     def __len__(self) -> int: ...
 
@@ -51,17 +105,23 @@ class VectorSearch(Protocol):
 class StoreView(Protocol):
     """The rows: FAQs and their questions at one generation, and BM25 over the questions."""
 
-    def questions(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]: ...
+    cjk: str  # how CJK text is tokenised for BM25 (lexical.CJK_MODES)
+    stem: str  # how Latin words are stemmed for BM25 ('none' or 'english')
 
-    def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None
-                ) -> list[list[tuple[int, float]]]: ...
+    def questions(self, ids: Sequence[int]) -> dict[int, QuestionRow]: ...
+
+    def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None) -> Hits: ...
+
+    def doc_freqs(self, tokens: Sequence[str]) -> tuple[dict[str, int], int]:
+        """(rows holding each lexical token, visible rows): BM25's statistics, for token matching."""
+        ...
 
     def question_ids(self, filters: dict[str, Any]) -> list[int]: ...
 
-    def faq(self, faq_id: str) -> dict[str, Any] | None: ...
+    def faq(self, faq_id: str) -> FAQRecord | None: ...
 
     def list_faqs(self, limit: int | None = None, offset: int = 0, category: str | None = None,
-                  contains: str | None = None) -> list[dict[str, Any]]: ...
+                  contains: str | None = None) -> list[FAQSummary]: ...
 
     def categories(self) -> list[str]: ...
 
@@ -69,9 +129,19 @@ class StoreView(Protocol):
 
     def faq_ids(self, source: str | None = None) -> set[str]: ...
 
-    def all_questions(self) -> list[tuple[int, str, str]]: ...
+    def all_questions(self) -> list[tuple[int, str, str]]:
+        """(id, faq_id, text) of every visible question, by id."""
+        ...
 
-    def counts(self) -> dict[str, int]: ...
+    def question_faqs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(visible question ids by id, a number per FAQ): to choose held-out rows by."""
+        ...
+
+    def question_rows(self, ids: Sequence[int]) -> list[tuple[int, str, str]]:
+        """(id, faq_id, text) of these questions (the visible ones), by id."""
+        ...
+
+    def counts(self) -> Counts: ...
 
     def question_count(self) -> int: ...
 
@@ -80,16 +150,50 @@ class StoreView(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class BuildStore(Protocol):
+    """The store a build fills (:meth:`Backend.new_store`): rows in, question ids and texts out."""
+
+    stem: str
+
+    def set_setting(self, key: str, value: str) -> None: ...
+
+    def insert_corpus(self, faqs: list[Any]) -> np.ndarray:
+        """Insert the FAQs (emptying the list) and return their question ids, in order."""
+        ...
+
+    def iter_texts(self, chunk: int = 4096) -> Iterator[list[str]]: ...
+
+    def counts(self) -> Counts: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class RawSource(Protocol):
+    """The raw encoder vectors of one version's questions (refits, tuning, rescoring)."""
+
+    def get(self, ids: np.ndarray, found: bool = False) -> Any:
+        """Raw vectors of these question ids (zero rows where absent); with ``found``, also a mask of
+        the ids found: ``(vectors, mask)``."""
+        ...
+
+    def all(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, raw vectors) of every visible question, in id order."""
+        ...
+
+
 @dataclass
 class Opened:
     """What a backend opens for one version: the two faces, the raw vectors, and what it checked."""
 
-    index: Any  # VectorSearch
-    store: Any  # StoreView
-    raw: Any  # RawSource: .get(ids) -> raw vectors, .all() -> (ids, raw)
+    index: VectorSearch
+    store: StoreView
+    raw: RawSource
     whitening: "Whitening"  # the transform, with the moments of the latest edit
 
 
+@runtime_checkable
 class Backend(Protocol):
     """The writes and the opening that differ per backend. Every write commits through the
     :class:`faqsearch.index.directory.Writer` it is given, never by itself."""
@@ -109,11 +213,11 @@ class Backend(Protocol):
         """Refuse texts this backend cannot store (field limits), before anything is encoded."""
         ...
 
-    def new_store(self, directory: str) -> "Store":
+    def new_store(self, directory: str) -> BuildStore:
         """The store a build fills (rows and question ids), in the new version's directory or memory."""
         ...
 
-    def write_base(self, directory: str, prepared: dict[str, Any], store: "Store", ids: np.ndarray,
+    def write_base(self, directory: str, prepared: dict[str, Any], store: BuildStore, ids: np.ndarray,
                    raw: np.ndarray, white: "Whitening", generation: int, progress: bool) -> dict[str, Any]:
         """Write the searchable side of a new version; returns its config sections."""
         ...

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..corpus import FAQ, check_faq, faq_hash
 from ..errors import CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError, UnknownFAQError
 from ..results import EditReport
 from ..text import as_items, clean_text, is_blank
+
+if TYPE_CHECKING:
+    from ..backends.base import StoreView
 
 EDITABLE = ("corpus", "added")  # sources a corpus file speaks for: questions it no longer lists are removed
 
@@ -62,7 +65,7 @@ def check_batch(faqs: Sequence[FAQ]) -> None:
         seen[f.id] = i
 
 
-def plan_add(store, faqs: Sequence[FAQ]) -> Edit:
+def plan_add(store: StoreView, faqs: Sequence[FAQ]) -> Edit:
     check_batch(faqs)
     existing = store.faq_hashes()
     clash = [f.id for f in faqs if f.id in existing]
@@ -72,7 +75,7 @@ def plan_add(store, faqs: Sequence[FAQ]) -> Edit:
     return Edit("added", new_faqs=list(faqs))
 
 
-def plan_update(store, faqs: Sequence[FAQ], remove_missing: bool = False, replace: bool = False,
+def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = False, replace: bool = False,
                 source: str = "added") -> Edit:
     """New FAQs are added; listed FAQs get their answer, category and metadata (an update that gives
     no category, or no metadata, keeps the stored ones; ``replace`` and upsert take them as given)
@@ -123,7 +126,7 @@ def plan_update(store, faqs: Sequence[FAQ], remove_missing: bool = False, replac
     return plan
 
 
-def plan_update_faq(store, faq_id: str, answer: str | None = None, category: str | None = None,
+def plan_update_faq(store: StoreView, faq_id: str, answer: str | None = None, category: str | None = None,
                     questions: Sequence[str] | str = ()) -> Edit:
     """One FAQ changed by id without restating it: a new answer or category, questions added (source
     'added'); what is not given stays. Planned as an update of that FAQ alone (:func:`plan_update`)."""
@@ -138,7 +141,7 @@ def plan_update_faq(store, faq_id: str, answer: str | None = None, category: str
     return plan_update(store, [faq])
 
 
-def plan_remove(store, faq_ids: Sequence[str]) -> Edit:
+def plan_remove(store: StoreView, faq_ids: Sequence[str]) -> Edit:
     ids = list(dict.fromkeys(as_items(faq_ids)))
     existing = store.faq_hashes()
     unknown = [i for i in ids if i not in existing]
@@ -147,7 +150,7 @@ def plan_remove(store, faq_ids: Sequence[str]) -> Edit:
     return Edit(removed_faqs=ids)
 
 
-def _known(store, faq_id: str) -> dict[str, Any]:
+def _known(store: StoreView, faq_id: str) -> dict[str, Any]:
     faq = store.faq(faq_id)
     if faq is None:
         raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
@@ -157,7 +160,7 @@ def _known(store, faq_id: str) -> dict[str, Any]:
 MOVABLE = ("feedback", "approved", "generated")  # questions a person's feedback may move to another FAQ
 
 
-def plan_feedback(store, query: str, faq_id: str, source: str = "feedback") -> Edit:
+def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feedback") -> Edit:
     """"This query should have matched FAQ X": the query becomes a question of X. A text the FAQ
     already has is left alone (an empty plan). Where the text is a question of another FAQ, it
     would tie with itself there: one that feedback, an approval or a generator put there moves to
@@ -179,7 +182,7 @@ def plan_feedback(store, query: str, faq_id: str, source: str = "feedback") -> E
                 touched_faqs=sorted({fid for fid, _ in elsewhere}))
 
 
-def plan_approve(store, faq_id: str, texts: Sequence[str]) -> Edit:
+def plan_approve(store: StoreView, faq_id: str, texts: Sequence[str]) -> Edit:
     """Phrasings a person approved become questions of an FAQ (source 'approved'); texts it has are skipped."""
     edits = [plan_feedback(store, t, faq_id, source="approved") for t in as_items(texts)]
     return Edit("approved", new_questions=list(dict.fromkeys(q for e in edits for q in e.new_questions)),
@@ -187,7 +190,7 @@ def plan_approve(store, faq_id: str, texts: Sequence[str]) -> Edit:
                 touched_faqs=sorted({f for e in edits for f in e.touched_faqs}))
 
 
-def plan_unassign(store, query: str, faq_id: str) -> Edit:
+def plan_unassign(store: StoreView, query: str, faq_id: str) -> Edit:
     """Undo feedback: remove the question ``query`` from FAQ X where feedback or an approval put it."""
     text = clean_text(query)
     faq = _known(store, faq_id)
@@ -200,7 +203,7 @@ def plan_unassign(store, query: str, faq_id: str) -> Edit:
     return Edit(removed_questions=gone, touched_faqs=[faq_id])
 
 
-def plan_remove_source(store, source: str) -> Edit:
+def plan_remove_source(store: StoreView, source: str) -> Edit:
     """Every question of one source (``generated``: undo augment)."""
     found = [(f["id"], q["id"]) for f in store.list_faqs() for q in store.faq(f["id"])["questions"]
              if q["source"] == source]

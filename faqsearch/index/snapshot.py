@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import config as cfg
-from ..backends import backend_for
+from ..backends import Backend, RawSource, StoreView, VectorSearch, backend_for
 from ..confidence import ConfidenceModel
 from ..defaults import HYBRID_WEIGHT, MODE, THRESHOLD
 from ..errors import ClosedError, IndexFormatError
@@ -25,10 +25,10 @@ class Snapshot:
     version: str  # the version directory its files came from
     config: dict[str, Any]
     whitening: Whitening
-    index: Any  # backends.VectorSearch
-    store: Any  # backends.StoreView
-    raw: Any  # the raw encoder vectors: .get(ids), .all()
-    backend: Any  # backends.Backend
+    index: VectorSearch
+    store: StoreView
+    raw: RawSource  # the raw encoder vectors
+    backend: Backend
     stamp: tuple | None = None  # indexdir.stamp() when it was opened
     tokens: Any = None  # tokenstates.TokenStates: the questions' token states it keeps, None without
 
@@ -84,16 +84,16 @@ class Snapshot:
     @property
     def delta(self):
         """The changes since the base files (embedded backend), None without any."""
-        return getattr(self.index, "delta", None)
+        return self.index.delta
 
     def info(self) -> dict[str, Any]:
         """What `info` tells of this version: its config, counts, vectors, how its store tokenises
         for BM25 ('lexical': None for a Milvus index, whose tokens live in the collection) and the
         question token states it keeps ('token_states': texts and bytes, None without)."""
-        lexical = {k: getattr(self.store, k, None) for k in ("cjk", "stem")}
+        lexical = {"cjk": self.store.cjk, "stem": self.store.stem} if self.backend.kind == "embedded" else None
         kept = None if self.tokens is None else self.tokens.summary()
         return {"path": self.path, **self.config, "counts": self.store.counts(), "vectors": len(self.index),
-                "lexical": lexical if lexical["stem"] else None, "token_states": kept}
+                "lexical": lexical, "token_states": kept}
 
     def close(self) -> None:
         self.store.close()
@@ -165,7 +165,7 @@ def _open_version(path: str, version: str, st: tuple | None, base: Snapshot | No
                     tokens)
 
 
-def open_store(path: str):
+def open_store(path: str) -> StoreView:
     """The store of an index alone, whatever its backend: no encoder, no vectors, never created.
     For listing and showing FAQs, and for reading what a rebuild would drop."""
     version = resolve(path)

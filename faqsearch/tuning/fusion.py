@@ -91,7 +91,7 @@ def self_fusion_candidates(searcher, progress: bool = False, seed: int = 0) -> t
     faq_docs: dict[str, list[int]] = {}
     for d, f in enumerate(doc_faq):
         faq_docs.setdefault(f, []).append(d)
-    cjk, stem = getattr(snap.store, "cjk", "unigram+bigram"), getattr(snap.store, "stem", "none")
+    cjk, stem = snap.store.cjk, snap.store.stem
     bm25 = bm25_scorer([fts_words(rows[i][2], cjk, stem) for i in keep])  # the words as FTS5 holds them
     cands, gold, texts = [], [], []
     with progress_bar(len(held), progress, "self-supervised fusion") as bar:

@@ -94,6 +94,8 @@ class DeltaIndex:
     vectors searched exactly beside it, results merged by score. It has the face of
     :class:`faqsearch.backends.embedded.faiss.VectorIndex` that searching uses."""
 
+    search_distinct = None  # the searcher widens a plain search to k distinct FAQs
+
     def __init__(self, base, delta: Delta, whitening):
         self.base = base
         self.delta = delta

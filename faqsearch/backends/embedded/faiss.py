@@ -129,6 +129,9 @@ class VectorIndex:
     search results skip them, and ``faqsearch refit`` rebuilds the index without them.
     """
 
+    delta = None  # the base files alone (a DeltaIndex carries the changes since)
+    search_distinct = None  # the searcher widens a plain search to k distinct FAQs
+
     def __init__(self, index, factory: str = DEFAULT_FACTORY, nprobe: int | None = None, ef_search: int | None = None):
         self._index = index
         self.nprobe: int | None = None

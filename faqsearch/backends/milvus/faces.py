@@ -15,6 +15,7 @@ class MilvusIndex:
     """The VectorIndex face of the backend (what the engine's search calls)."""
 
     supports_removal = True
+    delta = None  # edits are rows of the collection, never a delta beside it
 
     def __init__(self, backend: Collection):
         self.b = backend
@@ -81,6 +82,9 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
 class MilvusStore:
     """The Store face of the backend (what the engine's reads, edits and listing call)."""
 
+    cjk = CJK  # faqsearch tokenises the collection's ``lex`` field so, and Milvus' BM25 reads it as is
+    stem = "none"
+
     def __init__(self, backend: Collection):
         self.b = backend
         self.path = f"{backend.uri}#{backend.collection}"
@@ -104,6 +108,17 @@ class MilvusStore:
         for i, row in zip(todo, hits):
             out[i] = [(int(h["id"]), abs(float(h["distance"]))) for h in row]
         return out
+
+    def doc_freqs(self, tokens: Sequence[str]) -> tuple[dict[str, int], int]:
+        """(visible rows holding each lexical token, visible rows), counted over the collection's
+        ``lex`` field (the tokens its BM25 scores): one read of that field."""
+        wanted = set(tokens)
+        df = dict.fromkeys(tokens, 0)
+        rows = self.b.query("", ["lex"])
+        for r in rows:
+            for t in wanted.intersection(r["lex"].split(" ")):
+                df[t] += 1
+        return df, len(rows)
 
     def questions(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         ids = [int(i) for i in ids]
