@@ -98,12 +98,10 @@ def ask(text, index, top_k, threshold, min_confidence, model, mode, category, lo
         if category and all(r.best_score is None for r in results):
             unknown_category(searcher.snap.store, category)
         if log_queries:
-            from ...querylog import QueryLog, log_answered
+            from ...traffic import Traffic
 
-            qlog = QueryLog.open_or_none(engine.path)  # none (a read-only index): answered unlogged, with a warning
-            if qlog is not None:
-                log_answered(qlog, [r for r in results if not is_blank(r.query)], mode or searcher.snap.mode, "cli")
-                qlog.close()
+            with Traffic.open(engine.path) as traffic:  # none (a read-only index): answered unlogged, with a warning
+                traffic.record([r for r in results if not is_blank(r.query)], mode or searcher.snap.mode, "cli")
         similar: list[list] = [[] for _ in results]
         if paraphrases:
             from ...generators import generator_from_spec, load_generator, paraphrase, spec_languages

@@ -163,11 +163,9 @@ def suggest(faq_id, index, limit, generate, generator, languages, out, threads):
     """
     from ...engine import FAQSearch
     from ...generators import generator_from_spec, generator_languages, load_generator, spec_languages
-    from ...generators.suggest import suggest as run
-    from ...querylog import QueryLog, log_path
+    from ...traffic import Traffic
 
-    with FAQSearch.open(index, threads=threads) as engine:
-        qlog = QueryLog.for_index(engine.path) if os.path.exists(log_path(engine.path)) else None
+    with FAQSearch.open(index, threads=threads) as engine, Traffic.existing(engine.path) as traffic:
         searcher = engine.searcher()
         spec = searcher.snap.config.get("generator")
         if generator:
@@ -175,11 +173,7 @@ def suggest(faq_id, index, limit, generate, generator, languages, out, threads):
             load = lambda: load_generator(generator, threads=threads, languages=languages)  # noqa: E731
         else:
             langs, load = spec_languages(spec), lambda: generator_from_spec(spec, threads)  # noqa: E731
-        try:
-            got = run(searcher, faq_id, qlog, limit=limit, generate=generate, load_generator=load, languages=langs)
-        finally:
-            if qlog is not None:
-                qlog.close()
+        got = traffic.suggest(searcher, faq_id, limit=limit, generate=generate, load_generator=load, languages=langs)
     if out.json:
         click.echo(dump(got.to_dict()))
         return
