@@ -8,10 +8,11 @@ an edit or a report outside the service never creates one."""
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from .errors import FAQSearchError
 from .gaps import Gap, find_gaps
+from .generators import GeneratorChoice
 from .querylog import QueryLog, log_answered, log_path
 from .results import EditReport
 
@@ -103,8 +104,13 @@ class Traffic:
         """:func:`faqsearch.gaps.find_gaps` over this log (options: similarity, margin, min_count, since, limit)."""
         return find_gaps(engine, self._required(), **options)
 
-    def suggest(self, searcher, faq_id: str, *, load_generator: Callable[[], Any] | None = None, **options: Any):
-        """:func:`faqsearch.generators.suggest.suggest` with this log (a note says when there is none)."""
+    def suggest(self, searcher, faq_id: str, generator: GeneratorChoice | None = None, **options: Any):
+        """:func:`faqsearch.generators.suggest.suggest` with this log (a note says when there is none) and
+        the ``generator`` a front end chose (:func:`faqsearch.generators.choose_generator`; options: limit,
+        generate)."""
         from .generators.suggest import suggest
 
-        return suggest(searcher, faq_id, self.log, load_generator=load_generator, **options)
+        if generator is None:
+            return suggest(searcher, faq_id, self.log, **options)
+        return suggest(searcher, faq_id, self.log, load_generator=generator.load, languages=generator.languages,
+                       **options)

@@ -97,3 +97,72 @@ def test_traffic_off_answers_unlogged_and_says_why(tmp_path, small_corpus, fake_
             traffic.queries()
         assert "no query log" in traffic.suggest(engine.searcher(), "2").notes[0]
     assert not os.path.exists(log_path(engine.path))
+
+
+# the generator policy: one choice for the CLI and the routes
+
+
+def test_the_generator_named_wins_else_the_one_the_index_recorded(monkeypatch):
+    import faqsearch.generators as generators
+
+    loaded = []
+    monkeypatch.setattr(generators, "load_generator", lambda name, **kw: loaded.append((name, kw)) or "named")
+    monkeypatch.setattr(generators, "generator_from_spec", lambda spec, threads=None: loaded.append(spec) or "spec")
+    spec = {"name": "smollm2"}
+    named = generators.choose_generator(spec, "org/model", languages="en,zh", threads=2)
+    assert (named.name, named.languages, loaded) == ("org/model", ("en", "zh"), [])  # nothing loads yet
+    assert named.load() == "named" and loaded == [("org/model", {"threads": 2, "languages": "en,zh"})]
+    recorded = generators.choose_generator(spec, None, threads=2)
+    assert (recorded.name, recorded.languages) == ("smollm2", ("en",))
+    assert recorded.load() == "spec" and loaded[-1] == spec
+    cache = {}
+    served = generators.choose_generator(spec, cached=lambda s: cache.setdefault("g", ("cached", s)))
+    assert served.load() is served.load() == ("cached", spec)
+    assert generators.choose_generator(None).languages == ("en",)  # the default, SmolLM2: English
+
+
+def test_paraphrases_skip_what_the_generator_cannot_write_and_load_it_once(monkeypatch):
+    import faqsearch.generators as generators
+    from faqsearch.generators import GeneratorChoice, UnsupportedLanguageError, paraphrase_queries
+
+    loads, asked = [], []
+    monkeypatch.setattr(generators, "paraphrase", lambda gen, text, n, scorer: asked.append((gen, text, n)) or [text])
+    choice = GeneratorChoice("smollm2", ("en",), lambda: loads.append(1) or "gen")
+    texts = ["where is my parcel", "   ", "我的密码怎么重置？", "track my order"]
+    got, notes = paraphrase_queries(choice, texts, 3)
+    assert got == [["where is my parcel"], [], [], ["track my order"]]
+    assert loads == [1] and [t for _, t, _ in asked] == ["where is my parcel", "track my order"]
+    assert len(notes) == 1 and notes[0].startswith("no paraphrases: the generator smollm2 writes en only")
+    with pytest.raises(UnsupportedLanguageError):
+        paraphrase_queries(choice, ["我的密码怎么重置？"], 3, strict=True)
+    assert paraphrase_queries(choice, ["   "], 3) == ([[]], []) and loads == [1]  # nothing to reword: no load
+
+
+# info: one library call each, the same report where both show a field
+
+
+def test_info_of_the_cli_and_the_service_agree(tmp_path, small_corpus, fake_models):
+    import json
+
+    pytest.importorskip("fastapi")
+    from click.testing import CliRunner
+    from fastapi.testclient import TestClient
+
+    from faqsearch.cli import cli
+    from faqsearch.manage import info, without_paths
+    from faqsearch.service import Service, create_app
+
+    with _engine(tmp_path, small_corpus) as engine:
+        path = engine.path
+    shown = json.loads(CliRunner().invoke(cli, ["info", "--index", path, "--json"], catch_exceptions=False).output)
+    assert shown == json.loads(json.dumps(info(path)))
+    service = Service({"shop": path}, watch=False)
+    try:
+        served = TestClient(create_app(service)).get("/indexes/shop").json()
+    finally:
+        service.close()
+    assert served["name"] == "shop" and "path" not in served and served["vectors"] == served["counts"]["questions"]
+    assert served["corpus"] == os.path.basename(small_corpus)  # no server paths
+    common = set(shown) & set(served)
+    assert common >= {"encoder", "counts", "whitening", "lexical", "token_states", "threshold"}
+    assert {k: without_paths(shown[k]) for k in common} == {k: served[k] for k in common}

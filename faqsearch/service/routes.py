@@ -2,7 +2,6 @@
 ``--json`` (``Result.to_dict()``, ``EditReport.to_dict()``, the FAQ dict of ``show``)."""
 from __future__ import annotations
 
-import os
 from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -91,9 +90,9 @@ def indexes(request: Request):
 @router.get("/indexes/{name}", tags=["service"], dependencies=[Depends(read_key)])
 def info(request: Request, name: str):
     """How the index was built (as `faqsearch info --json`), files named without the server's paths."""
-    about = service(request).engine(name).info()
-    del about["path"]
-    return {"name": name, **_no_paths(about)}
+    from ..manage import served_info
+
+    return served_info(name, service(request).engine(name))
 
 
 @router.get("/indexes/{name}/versions", tags=["service"], dependencies=[Depends(read_key)])
@@ -115,18 +114,6 @@ def restore(request: Request, name: str, body: RestoreIn):
         return live
 
     return {"restored": body.version, "version": service(request).write(name, run)}
-
-
-def _no_paths(value: Any) -> Any:
-    """``value`` with every absolute path in it cut to its last part (a corpus or model file, a Milvus
-    database): a response never shows where things live on the server."""
-    if isinstance(value, dict):
-        return {k: _no_paths(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_no_paths(v) for v in value]
-    if isinstance(value, str) and os.path.isabs(value):
-        return os.path.basename(value.rstrip("/\\")) or value
-    return value
 
 
 @router.post("/indexes/{name}/ask", tags=["ask"], dependencies=[Depends(ask_key)])
@@ -212,7 +199,7 @@ def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20,
     """Phrasings to approve for an FAQ: logged queries the index answered with it (most asked first),
     then logged queries that ranked it in their top 3, then (generate=N) generated rewordings of its
     first question. Nothing is indexed until POST .../approve. 404 if unknown."""
-    from ..generators import spec_languages
+    from ..generators import choose_generator
 
     s = service(request).served(name)
     searcher = s.engine.searcher()
@@ -220,8 +207,8 @@ def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20,
     if store.faq(faq_id) is None and (whole := store.faq(f"{faq_id}/suggestions")) is not None:
         return JSONResponse(jsonable_encoder(whole))  # GET of an FAQ whose own id ends in /suggestions
     spec = searcher.snap.config.get("generator")
-    return s.traffic.suggest(searcher, faq_id, limit=limit, generate=generate, languages=spec_languages(spec),
-                   load_generator=lambda: request.app.state.generators.get(spec)).to_dict()
+    return s.traffic.suggest(searcher, faq_id, choose_generator(spec, cached=request.app.state.generators.get),
+                             limit=limit, generate=generate).to_dict()
 
 
 @router.get("/indexes/{name}/faqs/{faq_id:path}", tags=["faqs"], dependencies=[Depends(read_key)])
@@ -299,11 +286,10 @@ def gaps(request: Request, name: str, similarity: float = Query(GAP_SIMILARITY, 
 def paraphrase(request: Request, name: str, body: ParaphraseIn):
     """Rewordings of TEXT ('did you mean'), re-ranked by the index: from the generator the index was
     augmented with, else the default (SmolLM2). The generator is loaded once, on first use."""
-    from ..generators import check_languages, paraphrase as run, spec_languages
+    from ..generators import choose_generator, paraphrase_queries
 
     searcher = service(request).engine(name).searcher()
     spec = searcher.snap.config.get("generator")
-    check_languages([body.text], spec_languages(spec), (spec or {}).get("name"))  # 400 at once, nothing loaded
-    gen = request.app.state.generators.get(spec)
-    return {"text": body.text, "paraphrases": [{"text": p.text, "score": p.score}
-                                               for p in run(gen, body.text, n=body.n, scorer=searcher.embed_full)]}
+    choice = choose_generator(spec, cached=request.app.state.generators.get)  # a language it does not write: 400
+    got, _ = paraphrase_queries(choice, [body.text], body.n, scorer=searcher.embed_full, strict=True)
+    return {"text": body.text, "paraphrases": [{"text": p.text, "score": p.score} for p in got[0]]}

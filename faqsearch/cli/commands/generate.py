@@ -162,18 +162,14 @@ def suggest(faq_id, index, limit, generate, generator, languages, out, threads):
         faqsearch approve ret-04 "refund for my return?" --index support
     """
     from ...engine import FAQSearch
-    from ...generators import generator_from_spec, generator_languages, load_generator, spec_languages
+    from ...generators import choose_generator
     from ...traffic import Traffic
 
     with FAQSearch.open(index, threads=threads) as engine, Traffic.existing(engine.path) as traffic:
         searcher = engine.searcher()
         spec = searcher.snap.config.get("generator")
-        if generator:
-            langs = generator_languages(generator, languages)
-            load = lambda: load_generator(generator, threads=threads, languages=languages)  # noqa: E731
-        else:
-            langs, load = spec_languages(spec), lambda: generator_from_spec(spec, threads)  # noqa: E731
-        got = traffic.suggest(searcher, faq_id, limit=limit, generate=generate, load_generator=load, languages=langs)
+        got = traffic.suggest(searcher, faq_id, choose_generator(spec, generator, languages=languages, threads=threads),
+                              limit=limit, generate=generate)
     if out.json:
         click.echo(dump(got.to_dict()))
         return
