@@ -244,6 +244,12 @@ def sampling_options(fn):
 batch_size_option = click.option("--batch-size", type=click.IntRange(1), default=BATCH_SIZE, show_default=True)
 
 
+def encoding_options(fn):
+    """What a command that encodes or trains takes besides its own: --json/--quiet, --threads,
+    --device, and the error handler."""
+    return output_options()(threads_option(handles_errors(device_option()(fn))))
+
+
 def handles_errors(fn):
     """Library errors become a one-line message and exit code 1 (wrong usage stays 2)."""
     @functools.wraps(fn)

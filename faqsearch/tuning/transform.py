@@ -59,8 +59,16 @@ class TuneReport:
 
     @property
     def worth_applying(self) -> bool:
-        """The chosen setting beats the current one held out (what `tune --apply` requires)."""
+        """The chosen setting beats the current one held out (what `tune transform --apply` requires)."""
         return self.gain > 0 and self.chosen != self.current
+
+    def apply_to(self, engine) -> bool:
+        """Refit ``engine`` (a FAQSearch) with the chosen setting and its threshold where it is worth
+        applying; whether it was."""
+        if self.worth_applying:
+            engine.refit(self.chosen, self.new_threshold)
+            self.applied = True
+        return self.applied
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "n": self.n, "current": self.current.label, "chosen": self.chosen.label,

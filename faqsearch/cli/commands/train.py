@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from ..options import Finite, FormerFlags, device_option, handles_errors, output_options, threads_option
+from ..options import Finite, FormerFlags, encoding_options
 from ..render import dump
 
 
@@ -46,10 +46,7 @@ def common_options(fn):
 
 @train.command("encoder")
 @common_options
-@output_options()
-@threads_option
-@handles_errors
-@device_option()
+@encoding_options
 def encoder(out_dir, base, from_index, corpus, epochs, batch_size, lr, seed, out, threads):
     """Fine-tune the sentence encoder only (contrastive, mean pooling) on the question groups of
     --corpus and/or --from-index; use the result with `ingest --model OUT`. Opt-in: see docs/quality.md.
@@ -86,10 +83,7 @@ def encoder(out_dir, base, from_index, corpus, epochs, batch_size, lr, seed, out
                    "of every FAQ from --corpus/--from-index; the pairs are trained on and saved as OUT/teacher_pairs.csv.")
 @click.option("--teacher-n", type=click.IntRange(1), default=3, show_default=True, help="Teacher paraphrases per FAQ.")
 @click.option("--resume", is_flag=True, help="Continue from the last epoch checkpoint in --out.")
-@output_options()
-@threads_option
-@handles_errors
-@device_option()
+@encoding_options
 def simbert(out_dir, base, from_index, corpus, epochs, batch_size, lr, seed, pairs_file, mine, mine_threshold, teacher,
             teacher_n, resume, out, threads):
     """Train a SimBERT model (paraphrase generation + retrieval in one BERT) on similar questions.

@@ -4,8 +4,7 @@ from __future__ import annotations
 import click
 
 from ...defaults import FOLDS
-from ..options import (Finite, FormerFlags, device_option, handles_errors, index_option, output_options,
-                       threads_option)
+from ..options import Finite, FormerFlags, encoding_options, handles_errors, index_option, output_options
 from ..render import dump, fusion as print_fusion, threshold as print_threshold, tune as print_tune
 
 
@@ -38,11 +37,18 @@ def tune():
     """
 
 
-def labelled_options(fn):
-    """QUERIES (a labelled query file) and its columns."""
-    fn = click.option("--gold-column", default=None, help="The column of QUERIES with the right FAQ id(s).")(fn)
-    fn = click.option("--query-column", default=None, help="The column of QUERIES with the query text.")(fn)
-    return click.argument("queries", required=False, type=click.Path(dir_okay=False))(fn)
+def data_options(self_help: str):
+    """QUERIES (a labelled query file) and its columns, --index, and --self (what it tunes on instead)."""
+    def decorate(fn):
+        fn = click.option("--self", "self_supervised", is_flag=True, help=self_help)(fn)
+        fn = index_option(fn)
+        fn = click.option("--gold-column", default=None, help="The column of QUERIES with the right FAQ id(s).")(fn)
+        fn = click.option("--query-column", default=None, help="The column of QUERIES with the query text.")(fn)
+        return click.argument("queries", required=False, type=click.Path(dir_okay=False))(fn)
+    return decorate
+
+
+HELD_OUT = "Tune on the index's own question variants: one per FAQ is held out as a query."
 
 
 def _labelled(queries, query_column, gold_column):
@@ -51,16 +57,24 @@ def _labelled(queries, query_column, gold_column):
     return read_labelled_queries(queries, query_column, gold_column) if queries else None
 
 
+def _measured(index, threads, measure, apply, show, as_json: bool) -> None:
+    """Open the index, measure (searcher -> report), store the choice when ``apply`` is given, print."""
+    from ...engine import FAQSearch
+
+    with FAQSearch.open(index, threads=threads) as engine:
+        report = measure(engine.searcher())
+        if apply is not None:
+            apply(engine, report)
+    show(report, as_json, apply is not None)
+
+
 folds_option = click.option("--folds", type=click.IntRange(2, 20), default=FOLDS, show_default=True,
                             help="Cross-validation folds.")
 
 
 @tune.command("transform")
-@labelled_options
-@index_option
+@data_options(HELD_OUT)
 @click.option("--pairs", type=click.Path(dir_okay=False), help="Tune on sentence pairs with scores (Spearman).")
-@click.option("--self", "self_supervised", is_flag=True,
-              help="Tune on the index's own question variants: one per FAQ is held out as a query.")
 @click.option("--apply", "do_apply", is_flag=True,
               help="Rewrite the transform and vector index (atomically, no re-encoding) if the held-out score "
                    "improves.")
@@ -69,11 +83,8 @@ folds_option = click.option("--folds", type=click.IntRange(2, 20), default=FOLDS
               help="Questions the index must not answer (.txt lines); the threshold chosen for a new transform "
                    "never answers more of them than the current one. Default: a generic English and Chinese list "
                    "shipped with faqsearch.")
-@output_options()
-@threads_option
-@handles_errors
-@device_option()
-def transform(queries, query_column, gold_column, index, pairs, self_supervised, do_apply, folds, offtopic, out,
+@encoding_options
+def transform(queries, query_column, gold_column, index, self_supervised, pairs, do_apply, folds, offtopic, out,
               threads):
     """Choose whitening beta, gamma and k for an index from labelled QUERIES, --pairs or --self.
 
@@ -89,34 +100,25 @@ def transform(queries, query_column, gold_column, index, pairs, self_supervised,
         faqsearch tune transform --pairs sts-dev.tsv --index sts --json
     """
     from ...corpus import read_texts
-    from ...engine import FAQSearch
     from ...evaluation import read_pairs
     from ...tuning import tune as run_tune
 
     if sum(x is not None and x is not False for x in (queries, pairs, self_supervised)) != 1:
         raise click.UsageError("give exactly one of QUERIES, --pairs FILE or --self")
     labelled = _labelled(queries, query_column, gold_column)
-    with FAQSearch.open(index, threads=threads) as engine:
-        report = run_tune(engine.searcher(), labelled, read_pairs(pairs) if pairs else None, self_supervised,
-                          folds=folds, progress=out.progress, offtopic=read_texts(offtopic) if offtopic else None)
-        if do_apply and report.worth_applying:
-            engine.refit(report.chosen, report.new_threshold)
-            report.applied = True
-    print_tune(report, out.json, do_apply)
+    data = read_pairs(pairs) if pairs else None
+    off = read_texts(offtopic) if offtopic else None
+    _measured(index, threads, lambda searcher: run_tune(searcher, labelled, data, self_supervised, folds=folds,
+                                                        progress=out.progress, offtopic=off),
+              (lambda engine, report: report.apply_to(engine)) if do_apply else None, print_tune, out.json)
 
 
 @tune.command("fusion")
-@labelled_options
-@index_option
-@click.option("--self", "self_supervised", is_flag=True,
-              help="Tune on the index's own question variants: one per FAQ is held out as a query.")
+@data_options(HELD_OUT)
 @click.option("--apply", "do_apply", is_flag=True,
               help="Store the chosen weights (and hybrid mode) when they beat the current ones held out.")
 @folds_option
-@output_options()
-@threads_option
-@handles_errors
-@device_option()
+@encoding_options
 def fusion(queries, query_column, gold_column, index, self_supervised, do_apply, folds, out, threads):
     """Choose the weights of BM25 and of token matching in hybrid mode, from labelled QUERIES or --self.
 
@@ -125,33 +127,23 @@ def fusion(queries, query_column, gold_column, index, self_supervised, do_apply,
         faqsearch tune fusion user_queries.csv --apply
         faqsearch tune fusion --self --index support --json
     """
-    from ...engine import FAQSearch
     from ...tuning import tune_fusion
 
     if bool(queries) == self_supervised:
         raise click.UsageError("give exactly one of QUERIES or --self")
     labelled = _labelled(queries, query_column, gold_column)
-    with FAQSearch.open(index, threads=threads) as engine:
-        report = tune_fusion(engine.searcher(), labelled, folds=folds, progress=out.progress,
-                             self_supervised=self_supervised)
-        if do_apply:
-            engine.set_fusion(report)
-    print_fusion(report, out.json, do_apply)
+    _measured(index, threads, lambda searcher: tune_fusion(searcher, labelled, folds=folds, progress=out.progress,
+                                                           self_supervised=self_supervised),
+              (lambda engine, report: engine.set_fusion(report)) if do_apply else None, print_fusion, out.json)
 
 
 @tune.command("threshold")
-@labelled_options
-@index_option
-@click.option("--self", "self_supervised", is_flag=True,
-              help="No labels: the index's own question variants and the out-of-scope questions, as at ingest.")
+@data_options("No labels: the index's own question variants and the out-of-scope questions, as at ingest.")
 @click.option("--offtopic", type=click.Path(dir_okay=False),
               help="Questions the index must not answer (.txt lines): needed with QUERIES; with --self the default "
                    "is a generic English and Chinese list shipped with faqsearch.")
 @click.option("--apply", "do_apply", is_flag=True, help="Store the chosen threshold (and confidence model).")
-@output_options()
-@threads_option
-@handles_errors
-@device_option()
+@encoding_options
 def threshold(queries, query_column, gold_column, index, self_supervised, offtopic, do_apply, out, threads):
     """Choose the threshold: from labelled in-scope QUERIES and --offtopic FILE, or --self.
 
@@ -161,7 +153,6 @@ def threshold(queries, query_column, gold_column, index, self_supervised, offtop
         faqsearch tune threshold --self --index support
     """
     from ...corpus import read_texts
-    from ...engine import FAQSearch
     from ...tuning import calibrate, tune_threshold
 
     if bool(queries) == self_supervised:
@@ -169,13 +160,10 @@ def threshold(queries, query_column, gold_column, index, self_supervised, offtop
     if queries and not offtopic:
         raise click.UsageError("QUERIES needs --offtopic FILE: queries the index must not answer")
     labelled = _labelled(queries, query_column, gold_column)
-    with FAQSearch.open(index, threads=threads) as engine:
-        off = read_texts(offtopic) if offtopic else None
-        report = (tune_threshold(engine.searcher(), labelled, off) if labelled else
-                  calibrate(engine.searcher(), offtopic=off))
-        if do_apply:
-            engine.set_threshold(report)
-    print_threshold(report, out.json, do_apply)
+    off = read_texts(offtopic) if offtopic else None
+    _measured(index, threads, lambda searcher: (tune_threshold(searcher, labelled, off) if labelled else
+                                                calibrate(searcher, offtopic=off)),
+              (lambda engine, report: engine.set_threshold(report)) if do_apply else None, print_threshold, out.json)
 
 
 @tune.command("confidence")
