@@ -39,6 +39,42 @@ def describe(path: str) -> dict[str, Any]:
             "bytes": _size(os.path.realpath(path) if layout(path) == "link" else path)}
 
 
+def info(index: str | None = None) -> dict[str, Any]:
+    """What `faqsearch info` reports of an index, read from its files (nothing loads): its path, the
+    live version's config, how its store tokenises for BM25 ('lexical', embedded backend), the token
+    states it keeps and the fusion weights it answers with."""
+    from .backends.embedded.tokenstates import summary as token_states
+
+    path = cfg.resolve_index_path(index)
+    version = resolve(path)
+    config = cfg.load_config(version, path)
+    if (config.get("backend") or {}).get("kind") != "milvus":
+        config["lexical"] = cfg.lexical_settings(version)
+    config["token_states"] = token_states(version, config.get("encoder"))
+    config.update({k: v for k, v in cfg.fusion_weights(config).items() if v is not None})  # what it answers with
+    return {"path": path, **config}
+
+
+def without_paths(value: Any) -> Any:
+    """``value`` with every absolute path in it cut to its last part (a corpus or model file, a Milvus
+    database): what a server shows of an index, never where things live on it."""
+    if isinstance(value, dict):
+        return {k: without_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_paths(v) for v in value]
+    if isinstance(value, str) and os.path.isabs(value):
+        return os.path.basename(value.rstrip("/\\")) or value
+    return value
+
+
+def served_info(name: str, engine) -> dict[str, Any]:
+    """What the service reports of the index it serves as ``name`` (GET /indexes/NAME): the engine's
+    snapshot's :meth:`info` (the version it answers from), named, without the server's paths."""
+    about = engine.info()
+    del about["path"]
+    return {"name": name, **without_paths(about)}
+
+
 def list_indexes(home: str | None = None) -> list[dict[str, Any]]:
     """Every index in a home folder (default $FAQSEARCH_HOME or ./indexes), by name. A folder given
     that does not exist is an error; empty folders are not indexes and are left out."""

@@ -75,22 +75,6 @@ def log_answered(qlog: "QueryLog", results: list[Any], mode: str, channel: str) 
         return []
 
 
-def mark_in_log(index_path: str, texts: Iterable[str], faq_id: str, assigned: bool = True) -> None:
-    """Record (``assigned=False``: undo) an assignment of texts to an FAQ in the index's query log,
-    when it has one (an edit outside the service never creates a log)."""
-    if not os.path.exists(log_path(index_path)):
-        return
-    qlog = QueryLog.for_index(index_path)
-    try:
-        if assigned:
-            qlog.mark_assigned(texts, faq_id)
-        else:
-            for text in texts:
-                qlog.clear_feedback(text, faq_id)
-    finally:
-        qlog.close()
-
-
 class QueryLog:
     """Append-only log of queries (thread-safe: one connection, one lock, WAL; several processes,
     such as servers of one index, write it each in turn)."""

@@ -383,8 +383,8 @@ class Searcher:
 def _token_pool(candidates: list[Answer], weight: float) -> list[Answer]:
     """The candidates token matching re-ranks: the first TOKEN_POOL by cosine + weight * BM25 / max BM25
     (each new question costs an encoder pass: this bounds the work of a query)."""
-    top = max((a.lexical or 0.0 for a in candidates), default=0.0) or 1.0
-    return sorted(candidates, key=lambda a: -(a.dense + weight * (a.lexical or 0.0) / top))[:TOKEN_POOL]
+    top = lexical_top(a.lexical for a in candidates)
+    return sorted(candidates, key=lambda a: -fusion_score(a.dense, a.lexical, None, weight, 0.0, top))[:TOKEN_POOL]
 
 
 def decided(text: str, ranked: list[Answer], k: int, thr: float, model: ConfidenceModel | None,
@@ -413,13 +413,26 @@ def cosine(a: Answer) -> float:
     return a.dense if a.dense is not None else a.score
 
 
+def lexical_top(scores: Iterable[float | None]) -> float:
+    """What the fusion divides BM25 by: the query's best BM25 among its candidates (1 when none is positive)."""
+    return max((s or 0.0 for s in scores), default=0.0) or 1.0
+
+
+def fusion_score(dense: float, lexical: float | None, token: float | None, weight: float, token_weight: float,
+                 top: float) -> float:
+    """The hybrid ranking score, the one formula of the search, its token pool and the tuning:
+    cosine + token_weight * token match + weight * BM25 / the query's best BM25 (``top``, :func:`lexical_top`);
+    a missing BM25 or token score counts 0."""
+    return float(dense + token_weight * (token or 0.0) + weight * (lexical or 0.0) / top)
+
+
 def fuse(candidates: Sequence[Answer], weight: float, k: int, token_weight: float = 0.0) -> list[Answer]:
     """Rank candidates by cosine + token_weight * token match + weight * BM25 / max BM25 (new Answer
     objects; inputs untouched; a candidate without a token score counts 0 for it).
 
     ``score`` stays the cosine, the calibrated confidence the threshold applies to; ``fused`` orders."""
-    top = max((a.lexical or 0.0 for a in candidates), default=0.0) or 1.0
-    scored = sorted(((float(a.dense + token_weight * (a.token or 0.0) + weight * (a.lexical or 0.0) / top), i)
+    top = lexical_top(a.lexical for a in candidates)
+    scored = sorted(((fusion_score(a.dense, a.lexical, a.token, weight, token_weight, top), i)
                      for i, a in enumerate(candidates)),
                     key=lambda x: -x[0])[:k]  # stable: ties keep the candidates' order
     return [replace(candidates[i], score=candidates[i].dense, fused=f) for f, i in scored]

@@ -104,7 +104,7 @@ def test_min_confidence_is_stored_shown_and_undone(sample_index, run):
     e.close()
     out = run("tune", "--min-confidence", "0.9", "--index", path, "--json")
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output)["min_confidence"] == 0.9
+    assert json.loads(out.stdout)["min_confidence"] == 0.9
     info = run("info", "--index", path).output
     assert "confidence: 90% or more (given" in info
     assert json.loads(run("info", "--index", path, "--json").output)["min_confidence"] == 0.9

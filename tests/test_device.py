@@ -14,7 +14,8 @@ from faqsearch.encoders.device import (DeviceError, available_cores, configure_t
 
 from .conftest import SAMPLE, FakeEncoder
 
-ENCODING_COMMANDS = ("ingest", "upsert", "add", "update", "eval", "tune", "serve", "train", "paraphrase", "augment")
+ENCODING_COMMANDS = ("ingest", "upsert", "add", "update", "eval", "tune transform", "tune fusion", "tune threshold",
+                     "serve", "train encoder", "train simbert", "paraphrase", "augment")
 
 
 @pytest.fixture(autouse=True)
@@ -104,7 +105,10 @@ def test_every_encoding_command_has_the_device_and_threads_options():
     from faqsearch.cli import cli
 
     for name in ENCODING_COMMANDS:
-        opts = {o for p in cli.commands[name].params for o in p.opts}
+        command = cli
+        for part in name.split():
+            command = command.commands[part]
+        opts = {o for p in command.params for o in p.opts}
         assert "--device" in opts and "--threads" in opts, name
     assert {o for p in cli.commands["ask"].params for o in p.opts} >= {"--device", "--threads"}
 

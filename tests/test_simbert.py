@@ -229,7 +229,7 @@ def test_train_with_a_teacher_writes_and_learns_its_pairs(tiny_dir, tmp_path):
     taught = collect_pairs(pairs_file=os.path.join(out, "teacher_pairs.csv"))
     assert 1 <= len(taught) <= 6 and {a for a, _ in taught} <= {g[0] for g in GROUPS[:3]}
     assert all(b != a for a, b in taught)
-    assert json.loads(r.output)["pairs"] == len(taught)  # one question per FAQ: the groups give no pairs
+    assert json.loads(r.stdout)["pairs"] == len(taught)  # one question per FAQ: the groups give no pairs
     assert SimBert.from_pretrained(out).head_trained
 
 
@@ -250,7 +250,7 @@ def test_train_encoder_only_makes_an_ingest_encoder(tiny_dir, tmp_path):
     r = CliRunner().invoke(cli, ["train", "--encoder", "--corpus", str(corpus), "--base", tiny_dir, "--out", out,
                                  "--epochs", "2", "--batch-size", "4", "--lr", "1e-4", "--json", "-q"])
     assert r.exit_code == 0, r.output
-    got = json.loads(r.output)
+    got = json.loads(r.stdout)
     assert got["pairs"] == len(pairs) and len(got["loss"]) == 2 and all(np.isfinite(got["loss"]))
     enc = load_encoder(out)
     assert enc.encode(["track my order"]).shape == (1, enc.dimension)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from .commands import ask, edit, generate, index, serve, tune, versions
+from .commands import ask, edit, generate, index, serve, train, tune, versions
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,7 +24,7 @@ def cli():
 for command in (index.ingest, index.upsert, ask.ask, ask.eval_, edit.add, edit.update, edit.remove, edit.list_,
                 edit.show, edit.feedback, edit.unassign, edit.approve, tune.tune, tune.refit, generate.paraphrase,
                 generate.augment, generate.suggest,
-                generate.train_, serve.serve, serve.gaps, index.info, index.indexes, index.rename, index.drop,
+                train.train, serve.serve, serve.gaps, index.info, index.indexes, index.rename, index.drop,
                 versions.versions, versions.restore):
     cli.add_command(command)
 

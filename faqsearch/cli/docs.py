@@ -25,12 +25,20 @@ def render() -> str:
     parts = ["# Command reference", "",
              "Generated from each command's `--help` by `python -m faqsearch.cli.docs > docs/cli.md`; a test keeps "
              "it in step with the code.", "", "```", help_text(cli, "faqsearch"), "```", ""]
-    for name in sorted(cli.commands):
-        command = cli.commands[name]
+    for full, command in _commands(cli, "faqsearch"):
+        parts += [f"## {full}", "", "```", help_text(command, full), "```", ""]
+    return "\n".join(parts)
+
+
+def _commands(group: click.Group, prefix: str):
+    """(full name, command) of every visible command, a group's sub-commands after it."""
+    for name in sorted(group.commands):
+        command = group.commands[name]
         if command.hidden:
             continue
-        parts += [f"## faqsearch {name}", "", "```", help_text(command, f"faqsearch {name}"), "```", ""]
-    return "\n".join(parts)
+        yield f"{prefix} {name}", command
+        if isinstance(command, click.Group):
+            yield from _commands(command, f"{prefix} {name}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ not write is refused before sampling (:mod:`faqsearch.generators.languages`).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ..text import is_blank
 from .base import Candidate, Generator
 from .languages import UnsupportedLanguageError, check_languages, generator_languages
 from .recipe import ROUNDS, Paraphrase, Screened, diverse_top, encoder_scorer, normal, paraphrase, screen, screen_rounds
@@ -18,7 +22,8 @@ DEFAULT_GENERATOR = "smollm2"
 
 __all__ = ["Candidate", "Generator", "Paraphrase", "Screened", "DEFAULT_GENERATOR", "ROUNDS", "load_generator",
            "paraphrase", "screen", "screen_rounds", "encoder_scorer", "diverse_top", "normal", "check_languages",
-           "generator_languages", "UnsupportedLanguageError"]
+           "generator_languages", "UnsupportedLanguageError", "GeneratorChoice", "choose_generator",
+           "paraphrase_queries"]
 
 
 def load_generator(source: str | None = None, *, gguf_file: str | None = None, threads: int | None = None,
@@ -55,3 +60,57 @@ def spec_languages(spec: dict | None) -> tuple[str, ...] | None:
     spec = spec or {}
     return generator_languages(spec.get("source") if spec.get("kind") == "simbert" else spec.get("name"),
                                spec.get("languages"))
+
+
+@dataclass
+class GeneratorChoice:
+    """The paraphrase generator a command or route uses for an index: the one named (``--generator``),
+    else the one the index recorded at augment time (else the default). Its languages are known at
+    once; the model loads only on :meth:`load`."""
+
+    name: str | None  # as messages name it (None: the default)
+    languages: tuple[str, ...] | None  # what it writes (None: not known, not checked)
+    loader: Callable[[], Generator]
+
+    def load(self) -> Generator:
+        return self.loader()
+
+    def check(self, texts: Sequence[str]) -> None:
+        """An UnsupportedLanguageError when it does not write the texts' language (nothing loads)."""
+        check_languages(texts, self.languages, self.name)
+
+
+def choose_generator(spec: dict | None, name: str | None = None, *, languages: str | list[str] | None = None,
+                     threads: int | None = None, cached: Callable[[dict | None], Generator] | None = None
+                     ) -> GeneratorChoice:
+    """The policy of every front end: ``name`` (with the ``languages`` it declares) when given, else the
+    index's recorded generator ``spec`` (``config["generator"]``), loaded by ``cached(spec)`` where the
+    caller keeps loaded generators (the service), else by :func:`generator_from_spec`."""
+    if name:
+        return GeneratorChoice(name, generator_languages(name, languages),
+                               lambda: load_generator(name, threads=threads, languages=languages))
+    return GeneratorChoice((spec or {}).get("name"), spec_languages(spec),
+                           (lambda: cached(spec)) if cached is not None else (lambda: generator_from_spec(spec, threads)))
+
+
+def paraphrase_queries(choice: GeneratorChoice, texts: Sequence[str], n: int,
+                       scorer: Callable[[Sequence[str]], Any] | None = None, *,
+                       strict: bool = False) -> tuple[list[list[Paraphrase]], list[str]]:
+    """'Did you mean': up to ``n`` paraphrases of each text, re-ranked by ``scorer`` (the index's query
+    vectors), and notes. A text in a language the generator does not write gets none and a note
+    (``strict``: an UnsupportedLanguageError instead), checked before the model loads; a blank text
+    gets none; the generator loads once, only when some text is paraphrased."""
+    writable, notes = [], []
+    for text in texts:
+        try:
+            choice.check([text])
+            writable.append(not is_blank(text))
+        except UnsupportedLanguageError as exc:
+            if strict:
+                raise
+            notes.append(f"no paraphrases: {exc}")
+            writable.append(False)
+    if not any(writable):
+        return [[] for _ in texts], notes
+    gen = choice.load()
+    return [paraphrase(gen, text, n=n, scorer=scorer) if ok else [] for text, ok in zip(texts, writable)], notes

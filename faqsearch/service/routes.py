@@ -2,7 +2,6 @@
 ``--json`` (``Result.to_dict()``, ``EditReport.to_dict()``, the FAQ dict of ``show``)."""
 from __future__ import annotations
 
-import os
 from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -11,8 +10,7 @@ from fastapi.responses import JSONResponse
 
 from ..corpus import FAQ, check_faq
 from ..defaults import ASK_K, GAP_MIN_COUNT, GAP_SIMILARITY
-from ..errors import CorpusError, FAQSearchError
-from ..querylog import log_answered
+from ..errors import CorpusError
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn,
                      FAQEditIn, FAQIn, FAQsIn, FeedbackIn, ParaphraseIn, RestoreIn, SuggestionsOut)
 
@@ -63,10 +61,9 @@ def _answer(request: Request, name: str, queries: list[str], body: AskOptions, c
     searcher = s.engine.searcher()
     results = searcher.answer(queries, k=body.k, threshold=body.threshold, mode=body.mode, filters=_filters(body),
                               min_confidence=body.min_confidence)
-    if s.querylog is not None:
-        ids = log_answered(s.querylog, results, body.mode or searcher.snap.mode, channel)
-        if ids:
-            response.headers["X-Query-Id"] = ",".join(map(str, ids))
+    ids = s.traffic.record(results, body.mode or searcher.snap.mode, channel)
+    if ids:
+        response.headers["X-Query-Id"] = ",".join(map(str, ids))
     return results
 
 
@@ -86,16 +83,16 @@ def indexes(request: Request):
         out.append({"name": name, "faqs": snap.config["counts"]["faqs"],
                     "questions": snap.config["counts"]["questions"], "encoder": snap.config["encoder"]["name"],
                     "mode": snap.mode, "threshold": snap.threshold, "writable": bool(svc.api_key) and not s.read_only,
-                    "logging": s.querylog is not None})
+                    "logging": s.traffic.logging})
     return {"indexes": out}
 
 
 @router.get("/indexes/{name}", tags=["service"], dependencies=[Depends(read_key)])
 def info(request: Request, name: str):
     """How the index was built (as `faqsearch info --json`), files named without the server's paths."""
-    about = service(request).engine(name).info()
-    del about["path"]
-    return {"name": name, **_no_paths(about)}
+    from ..manage import served_info
+
+    return served_info(name, service(request).engine(name))
 
 
 @router.get("/indexes/{name}/versions", tags=["service"], dependencies=[Depends(read_key)])
@@ -117,18 +114,6 @@ def restore(request: Request, name: str, body: RestoreIn):
         return live
 
     return {"restored": body.version, "version": service(request).write(name, run)}
-
-
-def _no_paths(value: Any) -> Any:
-    """``value`` with every absolute path in it cut to its last part (a corpus or model file, a Milvus
-    database): a response never shows where things live on the server."""
-    if isinstance(value, dict):
-        return {k: _no_paths(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_no_paths(v) for v in value]
-    if isinstance(value, str) and os.path.isabs(value):
-        return os.path.basename(value.rstrip("/\\")) or value
-    return value
 
 
 @router.post("/indexes/{name}/ask", tags=["ask"], dependencies=[Depends(ask_key)])
@@ -214,8 +199,7 @@ def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20,
     """Phrasings to approve for an FAQ: logged queries the index answered with it (most asked first),
     then logged queries that ranked it in their top 3, then (generate=N) generated rewordings of its
     first question. Nothing is indexed until POST .../approve. 404 if unknown."""
-    from ..generators import spec_languages
-    from ..generators.suggest import suggest
+    from ..generators import choose_generator
 
     s = service(request).served(name)
     searcher = s.engine.searcher()
@@ -223,8 +207,8 @@ def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20,
     if store.faq(faq_id) is None and (whole := store.faq(f"{faq_id}/suggestions")) is not None:
         return JSONResponse(jsonable_encoder(whole))  # GET of an FAQ whose own id ends in /suggestions
     spec = searcher.snap.config.get("generator")
-    return suggest(searcher, faq_id, s.querylog, limit=limit, generate=generate, languages=spec_languages(spec),
-                   load_generator=lambda: request.app.state.generators.get(spec)).to_dict()
+    return s.traffic.suggest(searcher, faq_id, choose_generator(spec, cached=request.app.state.generators.get),
+                             limit=limit, generate=generate).to_dict()
 
 
 @router.get("/indexes/{name}/faqs/{faq_id:path}", tags=["faqs"], dependencies=[Depends(read_key)])
@@ -262,42 +246,30 @@ def remove(request: Request, name: str, faq_id: str):
 @router.post("/indexes/{name}/feedback", tags=["traffic"], dependencies=[Depends(write_key)])
 def feedback(request: Request, name: str, body: FeedbackIn):
     """"This query should have matched FAQ X": the query becomes a question of X (source feedback)."""
-    report = service(request).write(name, lambda e: e.feedback(body.query, body.faq_id))
-    s = service(request).served(name)
-    if s.querylog is not None:
-        s.querylog.mark_feedback(body.query_id, body.query, body.faq_id)
-    return report.to_dict()
+    traffic = service(request).served(name).traffic
+    return service(request).write(name, lambda e: traffic.feedback(e, body.query, body.faq_id, body.query_id)).to_dict()
 
 
 @router.post("/indexes/{name}/unassign", tags=["traffic"], dependencies=[Depends(write_key)])
 def unassign(request: Request, name: str, body: FeedbackIn):
     """Undo feedback: the query is taken out of FAQ X again (404 if the FAQ is unknown)."""
-    report = service(request).write(name, lambda e: e.unassign(body.query, body.faq_id))
-    s = service(request).served(name)
-    if s.querylog is not None:
-        s.querylog.clear_feedback(body.query, body.faq_id)
-    return report.to_dict()
+    traffic = service(request).served(name).traffic
+    return service(request).write(name, lambda e: traffic.unassign(e, body.query, body.faq_id)).to_dict()
 
 
 @router.post("/indexes/{name}/faqs/{faq_id:path}/approve", tags=["faqs"], dependencies=[Depends(write_key)])
 def approve(request: Request, name: str, faq_id: str, body: ApproveIn):
     """Phrasings a person approved become questions of the FAQ (source approved); logged queries among
     them show as assigned to it, as after feedback. Needs the API key."""
-    report = service(request).write(name, lambda e: e.approve(faq_id, body.texts))
-    s = service(request).served(name)
-    if s.querylog is not None:
-        s.querylog.mark_assigned(body.texts, faq_id)
-    return report.to_dict()
+    traffic = service(request).served(name).traffic
+    return service(request).write(name, lambda e: traffic.approve(e, faq_id, body.texts)).to_dict()
 
 
 @router.get("/indexes/{name}/queries", tags=["traffic"], dependencies=[Depends(read_key)])
 def queries(request: Request, name: str, limit: int = Query(50, ge=1, le=1000), offset: int = Query(0, ge=0, le=MAX_OFFSET),
             unanswered: bool = False):
     """Logged queries, newest first."""
-    s = service(request).served(name)
-    if s.querylog is None:
-        raise FAQSearchError("query logging is off for this server (started with --no-log)")
-    return {"queries": s.querylog.recent(limit, offset, unanswered), **s.querylog.count()}
+    return service(request).served(name).traffic.queries(limit, offset, unanswered)
 
 
 @router.get("/indexes/{name}/gaps", tags=["traffic"], dependencies=[Depends(read_key)])
@@ -305,12 +277,8 @@ def gaps(request: Request, name: str, similarity: float = Query(GAP_SIMILARITY, 
          min_count: int = Query(GAP_MIN_COUNT, ge=1, le=100_000), limit: int = Query(20, ge=1, le=200),
          since: Optional[str] = Query(None, max_length=40)):
     """Unanswered and low-confidence queries grouped by meaning: the FAQs you are missing, largest first."""
-    from ..gaps import find_gaps
-
     s = service(request).served(name)
-    if s.querylog is None:
-        raise FAQSearchError("query logging is off for this server (started with --no-log)")
-    found = find_gaps(s.engine, s.querylog, similarity=similarity, min_count=min_count, limit=limit, since=since)
+    found = s.traffic.gaps(s.engine, similarity=similarity, min_count=min_count, limit=limit, since=since)
     return {"gaps": [g.to_dict() for g in found]}
 
 
@@ -318,11 +286,10 @@ def gaps(request: Request, name: str, similarity: float = Query(GAP_SIMILARITY, 
 def paraphrase(request: Request, name: str, body: ParaphraseIn):
     """Rewordings of TEXT ('did you mean'), re-ranked by the index: from the generator the index was
     augmented with, else the default (SmolLM2). The generator is loaded once, on first use."""
-    from ..generators import check_languages, paraphrase as run, spec_languages
+    from ..generators import choose_generator, paraphrase_queries
 
     searcher = service(request).engine(name).searcher()
     spec = searcher.snap.config.get("generator")
-    check_languages([body.text], spec_languages(spec), (spec or {}).get("name"))  # 400 at once, nothing loaded
-    gen = request.app.state.generators.get(spec)
-    return {"text": body.text, "paraphrases": [{"text": p.text, "score": p.score}
-                                               for p in run(gen, body.text, n=body.n, scorer=searcher.embed_full)]}
+    choice = choose_generator(spec, cached=request.app.state.generators.get)  # a language it does not write: 400
+    got, _ = paraphrase_queries(choice, [body.text], body.n, scorer=searcher.embed_full, strict=True)
+    return {"text": body.text, "paraphrases": [{"text": p.text, "score": p.score} for p in got[0]]}

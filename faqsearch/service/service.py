@@ -37,7 +37,7 @@ ACCESS = ("ask", "read", "write")  # what a request does, for Service.check_acce
 class Served:
     name: str
     engine: Any  # FAQSearch
-    querylog: Any = None
+    traffic: Any = None  # Traffic: the index's query log (off: with --no-log, or read-only)
     failing: Any = None  # the stamp of a version that failed to open (logged once, not on every tick)
     read_only: bool = False  # this process cannot write the index's folder: served without writes or query log
 
@@ -53,7 +53,7 @@ class Service:
     def __init__(self, indexes: dict[str, str], api_key: str | None = None, log_queries: bool = True,
                  threads: int | None = None, watch: bool = True, read_key: str | None = None, private: bool = False):
         from ..engine import FAQSearch
-        from ..querylog import QueryLog
+        from ..traffic import Traffic
 
         if not indexes:
             raise FAQSearchError("no index to serve; pass --index NAME (see faqsearch ingest)")
@@ -77,8 +77,8 @@ class Service:
             if read_only:
                 log.warning("index %s: this process cannot write %s, so it is served read-only: answers, no "
                             "writes and no query log", name, engine.path)
-            self._served[name] = Served(name, engine, QueryLog.open_or_none(engine.path)
-                                        if log_queries and not read_only else None, read_only=read_only)
+            self._served[name] = Served(name, engine, Traffic.open(engine.path, enabled=log_queries and not read_only),
+                                        read_only=read_only)
         self._stop = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="faqsearch-watch", daemon=True)
         if watch:
@@ -172,8 +172,7 @@ class Service:
             self._watcher.join(timeout=2)
         for s in self._served.values():
             s.engine.close()
-            if s.querylog is not None:
-                s.querylog.close()
+            s.traffic.close()
 
 
 def _same(given: str | None, key: str | None) -> bool:

@@ -20,6 +20,7 @@ from ..defaults import BETAS, FOLDS, GAMMAS, KS, LEXICAL_POOL
 from ..errors import FAQSearchError, TooFewVariantsError
 from ..evaluation import LabelledQuery, reciprocal_rank, spearman
 from ..progress import progress_bar
+from ..search import fusion_score, lexical_top
 from ..whitening import Moments, Whitening
 
 log = logging.getLogger(__name__)
@@ -58,8 +59,16 @@ class TuneReport:
 
     @property
     def worth_applying(self) -> bool:
-        """The chosen setting beats the current one held out (what `tune --apply` requires)."""
+        """The chosen setting beats the current one held out (what `tune transform --apply` requires)."""
         return self.gain > 0 and self.chosen != self.current
+
+    def apply_to(self, engine) -> bool:
+        """Refit ``engine`` (a FAQSearch) with the chosen setting and its threshold where it is worth
+        applying; whether it was."""
+        if self.worth_applying:
+            engine.refit(self.chosen, self.new_threshold)
+            self.applied = True
+        return self.applied
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "n": self.n, "current": self.current.label, "chosen": self.chosen.label,
@@ -116,12 +125,18 @@ def _reciprocal_ranks(docs: np.ndarray, doc_faq: np.ndarray, queries: np.ndarray
         ranked = list(dict.fromkeys(doc_faq[order]))  # distinct FAQs, in order
         if lexical is not None:
             dense = {f: float(faq_best[i, column[f]]) for f in ranked + [f for f in lexical[i] if f in column]}
-            best = max(lexical[i].values(), default=0.0) or 1.0
-            tok = tokens[i] if tokens is not None else {}
-            ranked = sorted(dense, key=lambda f: -(dense[f] + token_weight * tok.get(f, 0.0)
-                                                   + weight * lexical[i].get(f, 0.0) / best))
+            fused = fused_scores(dense, lexical[i], tokens[i] if tokens is not None else {}, weight, token_weight)
+            ranked = sorted(fused, key=lambda f: -fused[f])
         out[i] = reciprocal_rank(ranked, gold[i], cutoff)
     return out, scores.max(axis=1)
+
+
+def fused_scores(dense: dict[str, float], lexical: dict[str, float], tokens: dict[str, float], weight: float,
+                 token_weight: float) -> dict[str, float]:
+    """Each FAQ of ``dense`` (FAQ -> best cosine) scored as the search fuses it (:func:`search.fusion_score`),
+    BM25 divided by the query's best."""
+    top = lexical_top(lexical.values())
+    return {f: fusion_score(d, lexical.get(f), tokens.get(f), weight, token_weight, top) for f, d in dense.items()}
 
 
 def _folds(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:

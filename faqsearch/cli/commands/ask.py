@@ -98,31 +98,19 @@ def ask(text, index, top_k, threshold, min_confidence, model, mode, category, lo
         if category and all(r.best_score is None for r in results):
             unknown_category(searcher.snap.store, category)
         if log_queries:
-            from ...querylog import QueryLog, log_answered
+            from ...traffic import Traffic
 
-            qlog = QueryLog.open_or_none(engine.path)  # none (a read-only index): answered unlogged, with a warning
-            if qlog is not None:
-                log_answered(qlog, [r for r in results if not is_blank(r.query)], mode or searcher.snap.mode, "cli")
-                qlog.close()
+            with Traffic.open(engine.path) as traffic:  # none (a read-only index): answered unlogged, with a warning
+                traffic.record([r for r in results if not is_blank(r.query)], mode or searcher.snap.mode, "cli")
         similar: list[list] = [[] for _ in results]
         if paraphrases:
-            from ...generators import generator_from_spec, load_generator, paraphrase, spec_languages
-            from ...generators.languages import UnsupportedLanguageError, check_languages, generator_languages
+            from ...generators import choose_generator, paraphrase_queries
 
             spec = searcher.snap.config.get("generator")
-            languages = generator_languages(generator) if generator else spec_languages(spec)
-            writable = []
-            for q in queries:  # refused before the model loads: the answer stands, with a note
-                try:
-                    check_languages([q], languages, generator or (spec or {}).get("name"))
-                    writable.append(not is_blank(q))
-                except UnsupportedLanguageError as exc:
-                    click.echo(f"Note: no paraphrases: {exc}", err=True)
-                    writable.append(False)
-            if any(writable):
-                gen = load_generator(generator, threads=threads) if generator else generator_from_spec(spec, threads)
-                similar = [paraphrase(gen, q, n=paraphrases, scorer=searcher.embed_full) if ok else []
-                           for q, ok in zip(queries, writable)]
+            choice = choose_generator(spec, generator, threads=threads)
+            similar, notes = paraphrase_queries(choice, queries, paraphrases, scorer=searcher.embed_full)
+            for note in notes:  # the answer stands, with a note
+                click.echo(f"Note: {note}", err=True)
     if batch or out.json:
         for r, sim in zip(results, similar):
             d = r.to_dict()

@@ -189,11 +189,10 @@ def feedback(query, faq_id, index, out):
         faqsearch feedback "parcel never showed up" shp-03 --index support
     """
     from ...engine import FAQSearch
-    from ...querylog import mark_in_log
+    from ...traffic import Traffic
 
-    with FAQSearch.open(index) as engine:
-        report = engine.feedback(query, faq_id)
-        mark_in_log(engine.path, [query], faq_id)
+    with FAQSearch.open(index) as engine, Traffic.existing(engine.path) as traffic:
+        report = traffic.feedback(engine, query, faq_id)
     if out.json:
         click.echo(dump(report.to_dict()))
     else:
@@ -216,11 +215,10 @@ def approve(faq_id, texts, index, out):
         faqsearch approve ret-04 "refund for my return?" "money back after returning" --index support
     """
     from ...engine import FAQSearch
-    from ...querylog import mark_in_log
+    from ...traffic import Traffic
 
-    with FAQSearch.open(index) as engine:
-        report = engine.approve(faq_id, list(texts))
-        mark_in_log(engine.path, texts, faq_id)  # a logged query approved here shows as assigned, like feedback
+    with FAQSearch.open(index) as engine, Traffic.existing(engine.path) as traffic:
+        report = traffic.approve(engine, faq_id, texts)  # a logged query approved here shows as assigned
     if out.json:
         click.echo(dump(report.to_dict()))
     else:
@@ -242,11 +240,10 @@ def unassign(query, faq_id, index, out):
         faqsearch unassign "parcel never showed up" shp-03 --index support
     """
     from ...engine import FAQSearch
-    from ...querylog import mark_in_log
+    from ...traffic import Traffic
 
-    with FAQSearch.open(index) as engine:
-        report = engine.unassign(query, faq_id)
-        mark_in_log(engine.path, [query], faq_id, assigned=False)
+    with FAQSearch.open(index) as engine, Traffic.existing(engine.path) as traffic:
+        report = traffic.unassign(engine, query, faq_id)
     if out.json:
         click.echo(dump(report.to_dict()))
     else:

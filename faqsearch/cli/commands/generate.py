@@ -1,12 +1,10 @@
-"""Generating phrasings and models: paraphrase, augment, train."""
+"""Generating phrasings: paraphrase, augment, suggest."""
 from __future__ import annotations
-
-import os
 
 import click
 
 from ...defaults import PARAPHRASE_ROUNDS
-from ..options import (Finite, device_option, generator_option, handles_errors, index_option, output_options,
+from ..options import (device_option, generator_option, handles_errors, index_option, output_options,
                        sampling_options, threads_option)
 from ..render import dump, edit, percent
 
@@ -162,24 +160,14 @@ def suggest(faq_id, index, limit, generate, generator, languages, out, threads):
         faqsearch approve ret-04 "refund for my return?" --index support
     """
     from ...engine import FAQSearch
-    from ...generators import generator_from_spec, generator_languages, load_generator, spec_languages
-    from ...generators.suggest import suggest as run
-    from ...querylog import QueryLog, log_path
+    from ...generators import choose_generator
+    from ...traffic import Traffic
 
-    with FAQSearch.open(index, threads=threads) as engine:
-        qlog = QueryLog.for_index(engine.path) if os.path.exists(log_path(engine.path)) else None
+    with FAQSearch.open(index, threads=threads) as engine, Traffic.existing(engine.path) as traffic:
         searcher = engine.searcher()
         spec = searcher.snap.config.get("generator")
-        if generator:
-            langs = generator_languages(generator, languages)
-            load = lambda: load_generator(generator, threads=threads, languages=languages)  # noqa: E731
-        else:
-            langs, load = spec_languages(spec), lambda: generator_from_spec(spec, threads)  # noqa: E731
-        try:
-            got = run(searcher, faq_id, qlog, limit=limit, generate=generate, load_generator=load, languages=langs)
-        finally:
-            if qlog is not None:
-                qlog.close()
+        got = traffic.suggest(searcher, faq_id, choose_generator(spec, generator, languages=languages, threads=threads),
+                              limit=limit, generate=generate)
     if out.json:
         click.echo(dump(got.to_dict()))
         return
@@ -190,110 +178,3 @@ def suggest(faq_id, index, limit, generate, generator, languages, out, threads):
     for s in got.suggestions:
         score = ("" if s.score is None else f"{s.score:.3f}") if s.confidence is None else percent(s.confidence)
         click.echo(f"{s.source:<9} {score:>6} {str(s.count) + 'x' if s.source != 'generated' else '':>4}  {s.text}")
-
-
-def _base_model(base: str) -> str:
-    if base.lower() == "minilm":
-        from ...encoders import _minilm_path
-
-        return _minilm_path()
-    return base
-
-
-@click.command(name="train")
-@click.option("--out", "-o", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Directory of the trained model (a Hugging Face directory; also the checkpoint).")
-@click.option("--base", default="minilm", show_default=True,
-              help="BERT checkpoint to start from: 'minilm' (bundled) or a directory / Hugging Face id.")
-@click.option("--from-index", "from_index", help="Pairs from the question groups of this index.")
-@click.option("--corpus", type=click.Path(dir_okay=False), help="Pairs from the question groups of this corpus.")
-@click.option("--pairs", "pairs_file", type=click.Path(dir_okay=False),
-              help="A file of similar pairs (sentence1, sentence2[, label]).")
-@click.option("--mine", type=click.Path(dir_okay=False), help="Mine pairs from these questions by nearest neighbours.")
-@click.option("--mine-threshold", type=Finite(-1, 1), default=0.8, show_default=True)
-@click.option("--teacher", metavar="NAME|DIR",
-              help="Distillation: a generator ('smollm2' or any causal LM) writes N paraphrases of the first question "
-                   "of every FAQ from --corpus/--from-index; the pairs are trained on and saved as OUT/teacher_pairs.csv.")
-@click.option("--teacher-n", type=click.IntRange(1), default=3, show_default=True, help="Teacher paraphrases per FAQ.")
-@click.option("--encoder", "encoder_only", is_flag=True,
-              help="Fine-tune the sentence encoder only (contrastive, mean pooling) on the question groups of "
-                   "--corpus/--from-index; use the result with ingest --model OUT. Opt-in: see docs/quality.md.")
-@click.option("--epochs", type=click.IntRange(1), default=3, show_default=True)
-@click.option("--batch-size", type=click.IntRange(2), default=16, show_default=True, help="Pairs per batch.")
-@click.option("--lr", type=float, default=5e-5, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--resume", is_flag=True, help="Continue from the last epoch checkpoint in --out.")
-@output_options()
-@threads_option
-@handles_errors
-@device_option()
-def train_(out_dir, base, from_index, corpus, pairs_file, mine, mine_threshold, teacher, teacher_n, encoder_only,
-           epochs, batch_size, lr, seed, resume, out, threads):
-    """Train a SimBERT model (paraphrase generation + retrieval in one BERT) on similar questions.
-
-    Pairs come from FAQ question groups (--from-index, --corpus), a pairs file (--pairs) and/or
-    pairs mined by retrieval from a question list (--mine). Loss: seq2seq cross-entropy (both
-    directions) + in-batch contrastive loss on [CLS]; each epoch ends with a checkpoint.
-
-    \b
-    Example:
-        faqsearch train --corpus sample_data/faq.csv --out models/simbert --epochs 3
-        faqsearch train --mine questions.txt --out models/simbert --resume
-        faqsearch train --corpus faq.csv --teacher smollm2 --out models/distilled
-        faqsearch train --encoder --corpus faq.csv --out models/encoder --epochs 1 --lr 2e-5
-    """
-    from ...encoders.device import configure_torch
-    from ...simbert.train import TrainConfig, collect_pairs, question_groups
-
-    configure_torch(threads)
-    if not any((from_index, corpus, pairs_file, mine)):
-        raise click.UsageError("give at least one source of pairs: --from-index, --corpus, --pairs or --mine")
-    store = None
-    if from_index:
-        from ...index.config import resolve_index_path
-        from ...index.snapshot import open_store
-
-        store = open_store(resolve_index_path(from_index))
-    if encoder_only:
-        if not (from_index or corpus) or any((pairs_file, mine, teacher, resume)):
-            raise click.UsageError("--encoder learns from FAQ question groups: give --corpus or --from-index only")
-        from ...finetune import EncoderTrainConfig, group_pairs, train_encoder
-
-        pairs = group_pairs(question_groups(store, corpus), seed=seed)
-        losses = train_encoder(_base_model(base), pairs, out_dir,
-                               EncoderTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
-                               progress=out.progress)
-        if out.json:
-            click.echo(dump({"out": out_dir, "pairs": len(pairs), "loss": losses}))
-        else:
-            click.echo(f"Fine-tuned the encoder on {len(pairs)} question pairs; model in {out_dir} "
-                       f"(loss per epoch: {', '.join(f'{x:.4f}' for x in losses)}). Use: faqsearch ingest CORPUS "
-                       f"--model {out_dir}")
-        return
-    if teacher and not (from_index or corpus):
-        raise click.UsageError("--teacher paraphrases the FAQs of --corpus or --from-index: give one")
-    from ...encoders import load_encoder
-    from ...generators import load_generator
-    from ...generators.recipe import encoder_scorer
-    from ...simbert.model import SimBert
-    from ...simbert.train import teacher_pairs, train, write_pairs
-
-    pairs = collect_pairs(store, corpus, pairs_file, mine, mine_threshold)
-    if teacher and not resume:
-        firsts = [g[0] for g in question_groups(store, corpus) if g]
-        taught = teacher_pairs(load_generator(teacher, threads=threads), firsts, n=teacher_n,
-                               scorer=encoder_scorer(load_encoder(threads=threads)), seed=seed, progress=out.progress)
-        os.makedirs(out_dir, exist_ok=True)
-        write_pairs(os.path.join(out_dir, "teacher_pairs.csv"), taught)
-        pairs += taught
-    elif teacher:  # the teacher already wrote its pairs before the first epoch
-        pairs += collect_pairs(pairs_file=os.path.join(out_dir, "teacher_pairs.csv"))
-    model = SimBert.from_pretrained(out_dir if resume else _base_model(base))
-    log = train(model, pairs, out_dir, TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
-                resume=resume, progress=out.progress)
-    if out.json:
-        click.echo(dump({"out": out_dir, "pairs": len(pairs), "epochs": log.epochs}))
-        return
-    click.echo(f"Trained on {len(pairs)} pairs; model in {out_dir}")
-    for i, e in enumerate(log.epochs, 1):
-        click.echo(f"  epoch {i}: seq2seq {e['seq2seq']:.4f}  contrastive {e['contrastive']:.4f}")

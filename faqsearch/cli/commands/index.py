@@ -161,21 +161,14 @@ def info(index, out):
     Example:
         faqsearch info --index support --json
     """
-    from ...index import config as cfg
-    from ...index.directory import resolve
-    from ...backends.embedded.tokenstates import summary as token_states
+    from ...manage import info as index_info
 
-    path = cfg.resolve_index_path(index)
-    version = resolve(path)
-    config = cfg.load_config(version, path)
-    if (config.get("backend") or {}).get("kind") != "milvus":
-        config["lexical"] = cfg.lexical_settings(version)
-    config["token_states"] = token_states(version, config.get("encoder"))
-    config.update({k: v for k, v in cfg.fusion_weights(config).items() if v is not None})  # what it answers with
+    about = index_info(index)
     if out.json:
-        click.echo(dump({"path": path, **config}))
+        click.echo(dump(about))
     else:
-        print_info(path, config)
+        path = about.pop("path")
+        print_info(path, about)
 
 
 @click.command()

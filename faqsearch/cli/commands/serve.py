@@ -88,20 +88,11 @@ def gaps(index, similarity, margin, min_count, since, limit, out, threads):
         faqsearch gaps --since 2026-11-01 --json
     """
     from ...engine import FAQSearch
-    from ...errors import FAQSearchError
-    from ...gaps import find_gaps
-    from ...querylog import QueryLog, log_path
+    from ...traffic import Traffic
 
-    with FAQSearch.open(index, threads=threads) as engine:
-        if not os.path.exists(log_path(engine.path)):
-            raise FAQSearchError(f"no query log for {engine.path} yet: queries are logged by `faqsearch serve`, "
-                                 "or by `faqsearch ask --log`")
-        qlog = QueryLog.for_index(engine.path)
-        try:
-            found = find_gaps(engine, qlog, similarity=similarity, margin=margin, min_count=min_count, since=since,
-                              limit=limit)
-        finally:
-            qlog.close()
+    with FAQSearch.open(index, threads=threads) as engine, Traffic.existing(engine.path) as traffic:
+        found = traffic.gaps(engine, similarity=similarity, margin=margin, min_count=min_count, since=since,
+                             limit=limit)
     if out.json:
         click.echo(dump({"gaps": [g.to_dict() for g in found]}))
         return

@@ -1,45 +1,92 @@
-"""Tuning an index from data: tune (transform, hybrid weight), refit."""
+"""Tuning an index from data: the `tune` group (transform, fusion, threshold, confidence), refit."""
 from __future__ import annotations
 
 import click
 
 from ...defaults import FOLDS
-from ..options import Finite, device_option, handles_errors, index_option, output_options, threads_option
+from ..options import Finite, FormerFlags, encoding_options, handles_errors, index_option, output_options
 from ..render import dump, fusion as print_fusion, threshold as print_threshold, tune as print_tune
 
 
-@click.command()
-@click.argument("queries", required=False, type=click.Path(dir_okay=False))
-@index_option
+def _former(args: list[str]) -> list[str]:
+    """`tune` before its sub-commands: --min-confidence P, --threshold, --fusion, else the transform."""
+    rest = list(args)
+    for i, arg in enumerate(rest):
+        if arg == "--min-confidence" and i + 1 < len(rest):
+            return ["confidence", rest[i + 1], *rest[:i], *rest[i + 2:]]
+        if arg.startswith("--min-confidence="):
+            return ["confidence", arg.split("=", 1)[1], *rest[:i], *rest[i + 1:]]
+    for flag in ("--threshold", "--fusion"):
+        if flag in rest:
+            rest.remove(flag)
+            return [flag[2:], *rest]
+    return ["transform", *rest]
+
+
+@click.group(cls=FormerFlags, former=_former)
+def tune():
+    """Tune an index from data: the transform, the fusion weights, the threshold (each reports what it
+    would change; --apply stores it), or the confidence at which it answers.
+
+    \b
+    Example:
+        faqsearch tune transform --self --apply --index support
+        faqsearch tune fusion user_queries.csv --apply
+        faqsearch tune threshold user_queries.csv --offtopic not_ours.txt --apply
+        faqsearch tune confidence 0.8 --index support
+    """
+
+
+def data_options(self_help: str):
+    """QUERIES (a labelled query file) and its columns, --index, and --self (what it tunes on instead)."""
+    def decorate(fn):
+        fn = click.option("--self", "self_supervised", is_flag=True, help=self_help)(fn)
+        fn = index_option(fn)
+        fn = click.option("--gold-column", default=None, help="The column of QUERIES with the right FAQ id(s).")(fn)
+        fn = click.option("--query-column", default=None, help="The column of QUERIES with the query text.")(fn)
+        return click.argument("queries", required=False, type=click.Path(dir_okay=False))(fn)
+    return decorate
+
+
+HELD_OUT = "Tune on the index's own question variants: one per FAQ is held out as a query."
+
+
+def _labelled(queries, query_column, gold_column):
+    from ...evaluation import read_labelled_queries
+
+    return read_labelled_queries(queries, query_column, gold_column) if queries else None
+
+
+def _measured(index, threads, measure, apply, show, as_json: bool) -> None:
+    """Open the index, measure (searcher -> report), store the choice when ``apply`` is given, print."""
+    from ...engine import FAQSearch
+
+    with FAQSearch.open(index, threads=threads) as engine:
+        report = measure(engine.searcher())
+        if apply is not None:
+            apply(engine, report)
+    show(report, as_json, apply is not None)
+
+
+folds_option = click.option("--folds", type=click.IntRange(2, 20), default=FOLDS, show_default=True,
+                            help="Cross-validation folds.")
+
+
+@tune.command("transform")
+@data_options(HELD_OUT)
 @click.option("--pairs", type=click.Path(dir_okay=False), help="Tune on sentence pairs with scores (Spearman).")
-@click.option("--self", "self_supervised", is_flag=True,
-              help="Tune on the index's own question variants: one per FAQ is held out as a query.")
 @click.option("--apply", "do_apply", is_flag=True,
               help="Rewrite the transform and vector index (atomically, no re-encoding) if the held-out score "
                    "improves.")
-@click.option("--fusion", is_flag=True,
-              help="Tune the weights of BM25 and of token matching in hybrid mode instead (with QUERIES, or "
-                   "--self: the index's own question variants).")
-@click.option("--threshold", "pick_threshold", is_flag=True,
-              help="Choose the threshold instead: with QUERIES and --offtopic FILE (labelled in-scope and "
-                   "out-of-scope queries), or --self (no labels: the index's own question variants and the "
-                   "shipped out-of-scope questions, as at ingest). --apply stores it.")
-@click.option("--min-confidence", "min_confidence", default=None, metavar="P|auto",
-              help="Store the confidence (0-1) at or above which `ask` answers, in place of the operating point the "
-                   "index chose ('auto' goes back to it). Needs no QUERIES.")
-@click.option("--folds", type=click.IntRange(2, 20), default=FOLDS, show_default=True, help="Cross-validation folds.")
+@folds_option
 @click.option("--offtopic", type=click.Path(dir_okay=False),
-              help="Questions the index must not answer (.txt lines); a new threshold never answers more of them "
-                   "than the current one. Default: a generic English and Chinese list shipped with faqsearch.")
-@click.option("--query-column", default=None)
-@click.option("--gold-column", default=None)
-@output_options()
-@threads_option
-@handles_errors
-@device_option()
-def tune(queries, index, pairs, self_supervised, do_apply, fusion, pick_threshold, min_confidence, folds, offtopic,
-         query_column, gold_column, out, threads):
-    """Choose whitening beta, gamma and k for an index from labelled data (or the BM25 weight).
+              help="Questions the index must not answer (.txt lines); the threshold chosen for a new transform "
+                   "never answers more of them than the current one. Default: a generic English and Chinese list "
+                   "shipped with faqsearch.")
+@encoding_options
+def transform(queries, query_column, gold_column, index, self_supervised, pairs, do_apply, folds, offtopic, out,
+              threads):
+    """Choose whitening beta, gamma and k for an index from labelled QUERIES, --pairs or --self.
 
     Every setting of beta, gamma in {0, 0.5, 1} and k in {64, 128, 256, all} (plus no transform)
     is computed from the index's stored raw vectors: the corpus is not re-encoded. The choice is
@@ -48,61 +95,96 @@ def tune(queries, index, pairs, self_supervised, do_apply, fusion, pick_threshol
 
     \b
     Example:
-        faqsearch tune sample_data/queries.csv
-        faqsearch tune --self --apply --index support
-        faqsearch tune --pairs sts-dev.tsv --index sts --json
-        faqsearch tune user_queries.csv --fusion --apply
-        faqsearch tune user_queries.csv --threshold --offtopic not_ours.txt --apply
-        faqsearch tune --min-confidence 0.8 --index support
+        faqsearch tune transform sample_data/queries.csv
+        faqsearch tune transform --self --apply --index support
+        faqsearch tune transform --pairs sts-dev.tsv --index sts --json
     """
     from ...corpus import read_texts
-    from ...engine import FAQSearch
-    from ...evaluation import read_labelled_queries, read_pairs
+    from ...evaluation import read_pairs
     from ...tuning import tune as run_tune
-    from ...tuning import tune_fusion
 
-    if min_confidence is not None:
-        if queries or pairs or self_supervised or fusion or pick_threshold:
-            raise click.UsageError("--min-confidence is a setting of its own: give it alone")
-        set_min_confidence(index, min_confidence, out.json)
-        return
     if sum(x is not None and x is not False for x in (queries, pairs, self_supervised)) != 1:
         raise click.UsageError("give exactly one of QUERIES, --pairs FILE or --self")
-    if (fusion or pick_threshold) and pairs:
-        raise click.UsageError("--fusion and --threshold need labelled QUERIES or --self")
-    if pick_threshold and queries and not offtopic:
-        raise click.UsageError("--threshold with QUERIES needs --offtopic FILE: queries the index must not answer")
-    labelled = read_labelled_queries(queries, query_column, gold_column) if queries else None
-    with FAQSearch.open(index, threads=threads) as engine:
-        if pick_threshold:
-            from ...tuning import calibrate, tune_threshold
+    labelled = _labelled(queries, query_column, gold_column)
+    data = read_pairs(pairs) if pairs else None
+    off = read_texts(offtopic) if offtopic else None
+    _measured(index, threads, lambda searcher: run_tune(searcher, labelled, data, self_supervised, folds=folds,
+                                                        progress=out.progress, offtopic=off),
+              (lambda engine, report: report.apply_to(engine)) if do_apply else None, print_tune, out.json)
 
-            off = read_texts(offtopic) if offtopic else None
-            report = (tune_threshold(engine.searcher(), labelled, off) if labelled else
-                      calibrate(engine.searcher(), offtopic=off))
-            if do_apply:
-                engine.set_threshold(report)
-            print_threshold(report, out.json, do_apply)
-            return
-        if fusion:
-            report = tune_fusion(engine.searcher(), labelled, folds=folds, progress=out.progress,
-                                 self_supervised=self_supervised)
-            if do_apply:
-                engine.set_fusion(report)
-            print_fusion(report, out.json, do_apply)
-            return
-        pair_data = read_pairs(pairs) if pairs else None
-        off = read_texts(offtopic) if offtopic else None
-        report = run_tune(engine.searcher(), labelled, pair_data, self_supervised, folds=folds, progress=out.progress,
-                          offtopic=off)
-        if do_apply and report.worth_applying:
-            engine.refit(report.chosen, report.new_threshold)
-            report.applied = True
-    print_tune(report, out.json, do_apply)
+
+@tune.command("fusion")
+@data_options(HELD_OUT)
+@click.option("--apply", "do_apply", is_flag=True,
+              help="Store the chosen weights (and hybrid mode) when they beat the current ones held out.")
+@folds_option
+@encoding_options
+def fusion(queries, query_column, gold_column, index, self_supervised, do_apply, folds, out, threads):
+    """Choose the weights of BM25 and of token matching in hybrid mode, from labelled QUERIES or --self.
+
+    \b
+    Example:
+        faqsearch tune fusion user_queries.csv --apply
+        faqsearch tune fusion --self --index support --json
+    """
+    from ...tuning import tune_fusion
+
+    if bool(queries) == self_supervised:
+        raise click.UsageError("give exactly one of QUERIES or --self")
+    labelled = _labelled(queries, query_column, gold_column)
+    _measured(index, threads, lambda searcher: tune_fusion(searcher, labelled, folds=folds, progress=out.progress,
+                                                           self_supervised=self_supervised),
+              (lambda engine, report: engine.set_fusion(report)) if do_apply else None, print_fusion, out.json)
+
+
+@tune.command("threshold")
+@data_options("No labels: the index's own question variants and the out-of-scope questions, as at ingest.")
+@click.option("--offtopic", type=click.Path(dir_okay=False),
+              help="Questions the index must not answer (.txt lines): needed with QUERIES; with --self the default "
+                   "is a generic English and Chinese list shipped with faqsearch.")
+@click.option("--apply", "do_apply", is_flag=True, help="Store the chosen threshold (and confidence model).")
+@encoding_options
+def threshold(queries, query_column, gold_column, index, self_supervised, offtopic, do_apply, out, threads):
+    """Choose the threshold: from labelled in-scope QUERIES and --offtopic FILE, or --self.
+
+    \b
+    Example:
+        faqsearch tune threshold user_queries.csv --offtopic not_ours.txt --apply
+        faqsearch tune threshold --self --index support
+    """
+    from ...corpus import read_texts
+    from ...tuning import calibrate, tune_threshold
+
+    if bool(queries) == self_supervised:
+        raise click.UsageError("give exactly one of QUERIES or --self")
+    if queries and not offtopic:
+        raise click.UsageError("QUERIES needs --offtopic FILE: queries the index must not answer")
+    labelled = _labelled(queries, query_column, gold_column)
+    off = read_texts(offtopic) if offtopic else None
+    _measured(index, threads, lambda searcher: (tune_threshold(searcher, labelled, off) if labelled else
+                                                calibrate(searcher, offtopic=off)),
+              (lambda engine, report: engine.set_threshold(report)) if do_apply else None, print_threshold, out.json)
+
+
+@tune.command("confidence")
+@click.argument("value", metavar="P|auto")
+@index_option
+@output_options()
+@handles_errors
+def confidence(value, index, out):
+    """Store the confidence P (0-1) at or above which `ask` answers, in place of the operating point the
+    index chose; 'auto' goes back to it. Needs no queries.
+
+    \b
+    Example:
+        faqsearch tune confidence 0.8 --index support
+        faqsearch tune confidence auto --index support
+    """
+    set_min_confidence(index, value, out.json)
 
 
 def set_min_confidence(index, value: str, as_json: bool) -> None:
-    """`tune --min-confidence P|auto`: store (or clear) the user's operating point."""
+    """`tune confidence P|auto`: store (or clear) the user's operating point."""
     from ...engine import FAQSearch
 
     given = None

@@ -1,0 +1,116 @@
+"""An index's traffic as the front ends use it: the query log behind one object, so that each CLI
+command and HTTP route makes one call (log the asks, mark a query a person assigned to an FAQ, read
+the recent queries, the gaps, the suggestions) and never opens the log itself.
+
+``Traffic.open`` is the log asks are written to (`faqsearch serve`, `ask --log`): made when missing,
+off with a warning where it cannot be opened. ``Traffic.existing`` is an index's log where one exists:
+an edit or a report outside the service never creates one."""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Sequence
+
+from .errors import FAQSearchError
+from .gaps import Gap, find_gaps
+from .generators import GeneratorChoice
+from .querylog import QueryLog, log_answered, log_path
+from .results import EditReport
+
+OFF = "query logging is off for this server (started with --no-log)"
+
+
+class Traffic:
+    """The query log of one index, or none (``log`` None: asks go unlogged, reads say ``why_off``)."""
+
+    def __init__(self, log: QueryLog | None, why_off: str = OFF):
+        self.log = log
+        self.why_off = why_off
+
+    @classmethod
+    def open(cls, index_path: str, enabled: bool = True) -> "Traffic":
+        """The log asks are written to (made when missing); none when not ``enabled``, or with a warning
+        where this process cannot open it (a read-only index: queries are answered all the same)."""
+        return cls(QueryLog.open_or_none(index_path) if enabled else None)
+
+    @classmethod
+    def existing(cls, index_path: str) -> "Traffic":
+        """The index's log where it has one (an edit outside the service never creates a log)."""
+        if os.path.exists(log_path(index_path)):
+            return cls(QueryLog.for_index(index_path))
+        return cls(None, f"no query log for {index_path} yet: queries are logged by `faqsearch serve`, or by "
+                         "`faqsearch ask --log`")
+
+    @property
+    def logging(self) -> bool:
+        return self.log is not None
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
+
+    def __enter__(self) -> "Traffic":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _required(self) -> QueryLog:
+        if self.log is None:
+            raise FAQSearchError(self.why_off)
+        return self.log
+
+    # writes
+    def record(self, results: Sequence[Any], mode: str, channel: str) -> list[int]:
+        """Log answered queries (``Result``s); their row ids, [] without a log or where logging failed
+        (a warning: the answers stand)."""
+        return log_answered(self.log, list(results), mode, channel) if self.log is not None else []
+
+    def assigned(self, texts: Iterable[str], faq_id: str, query_id: int | None = None) -> None:
+        """Texts (and row ``query_id``) a person assigned to an FAQ show as assigned in the log."""
+        if self.log is not None:
+            self.log.mark_assigned(list(texts), faq_id, query_id)
+
+    def unassigned(self, texts: Iterable[str], faq_id: str) -> None:
+        """Undo :meth:`assigned` for texts taken out of the FAQ again."""
+        if self.log is not None:
+            for text in texts:
+                self.log.clear_feedback(text, faq_id)
+
+    def feedback(self, engine, query: str, faq_id: str, query_id: int | None = None) -> EditReport:
+        """``engine.feedback`` (QUERY becomes a question of FAQ_ID), then the log shows it as assigned."""
+        report = engine.feedback(query, faq_id)
+        self.assigned([query], faq_id, query_id)
+        return report
+
+    def approve(self, engine, faq_id: str, texts: Sequence[str]) -> EditReport:
+        """``engine.approve``; logged queries among the texts show as assigned, as after feedback."""
+        report = engine.approve(faq_id, list(texts))
+        self.assigned(texts, faq_id)
+        return report
+
+    def unassign(self, engine, query: str, faq_id: str) -> EditReport:
+        """``engine.unassign`` (undo feedback), and in the log too."""
+        report = engine.unassign(query, faq_id)
+        self.unassigned([query], faq_id)
+        return report
+
+    # reads
+    def queries(self, limit: int = 50, offset: int = 0, unanswered: bool = False) -> dict[str, Any]:
+        """Logged queries, newest first, with the log's counts (total, answered, unanswered)."""
+        log = self._required()
+        return {"queries": log.recent(limit, offset, unanswered), **log.count()}
+
+    def gaps(self, engine, **options: Any) -> list[Gap]:
+        """:func:`faqsearch.gaps.find_gaps` over this log (options: similarity, margin, min_count, since, limit)."""
+        return find_gaps(engine, self._required(), **options)
+
+    def suggest(self, searcher, faq_id: str, generator: GeneratorChoice | None = None, **options: Any):
+        """:func:`faqsearch.generators.suggest.suggest` with this log (a note says when there is none) and
+        the ``generator`` a front end chose (:func:`faqsearch.generators.choose_generator`; options: limit,
+        generate)."""
+        from .generators.suggest import suggest
+
+        if generator is None:
+            return suggest(searcher, faq_id, self.log, **options)
+        return suggest(searcher, faq_id, self.log, load_generator=generator.load, languages=generator.languages,
+                       **options)
