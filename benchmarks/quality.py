@@ -6,7 +6,7 @@ Columns:
   faqsearch hybrid    the same index in its default mode (dense + BM25 fused, weight 0.1)
   faqsearch tuned     `faqsearch tune` on the same queries, cross-validated: the held-out score of
                       the setting chosen on the other folds (STS: tuned on dev pairs, applied, scored on test)
-  self-tuned          `faqsearch tune --self --apply` (no labelled queries: one question variant per FAQ
+  self-tuned          `faqsearch tune transform --self --apply` (no labelled queries: one question variant per FAQ
                       held out), then scored on the real queries
   ST semantic_search  sentence_transformers.util.semantic_search on the same encoder's vectors, no transform
                       (minilm is encoded by SentenceTransformer itself)
@@ -141,7 +141,7 @@ def main() -> None:
             report = tune(e.searcher(), queries)
             try:
                 own = tune(e.searcher(), self_supervised=True)
-                if own.worth_applying:  # what `tune --self --apply` does
+                if own.worth_applying:  # what `tune transform --self --apply` does
                     e.refit(own.chosen, own.new_threshold)
                     own.applied = True
                 kept = own.chosen.label if own.applied else f"kept default: held-out gain {100 * own.gain:+.2f}"
@@ -165,7 +165,7 @@ def main() -> None:
             e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), os.path.join(tmp, "sts"), encoder=enc,
                                 fit_on=read_texts(test))
             default = evaluate_pairs(e, a, b, y)["spearman"]
-            report = tune(e.searcher(), pairs=read_pairs(dev))  # chosen on dev pairs only, applied as `tune --apply` does
+            report = tune(e.searcher(), pairs=read_pairs(dev))  # chosen on dev pairs only, applied as `tune transform --apply` does
             if report.worth_applying:
                 e.refit(report.chosen, report.new_threshold)
                 report.applied = True

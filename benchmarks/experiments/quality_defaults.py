@@ -9,7 +9,7 @@ tuned with labels. MRR@10 and Recall@1 x100 over distinct FAQs, `faqsearch eval`
   new default         `faqsearch ingest` defaults now: hybrid, the weight learned from the corpus's
                       question variants where 10+ FAQs have them (kept only if it wins held out),
                       the cut's energy kept in the norm, CJK unigrams
-  tuned with labels   `tune QUERIES --fusion` on the same queries, 5-fold cross-validated (held out);
+  tuned with labels   `tune fusion QUERIES` on the same queries, 5-fold cross-validated (held out);
                       MRR@10 only
 Sets: sample_data en and zh, CovidFAQ, and two retrieval sets made from STS data (each sentence an
 FAQ; for pairs scored >= 4, sentence2 queries sentence1's FAQ). STSB-en retrieval was held out of
