@@ -52,13 +52,11 @@ def fake_encoder():
 
 @pytest.fixture
 def fake_models(monkeypatch):
-    """Make every encoder the CLI or engine loads a FakeEncoder."""
-    import faqsearch.build as build
-    import faqsearch.engine as engine
+    """Make every encoder the CLI or engine loads a FakeEncoder: the package loads each one through
+    ``faqsearch.encoders.load_encoder`` (building, opening, an index's own encoder from its spec)."""
+    import faqsearch.encoders as encoders
 
-    monkeypatch.setattr(build, "load_encoder", lambda *a, **k: FakeEncoder())
-    monkeypatch.setattr(engine, "load_encoder", lambda *a, **k: FakeEncoder())
-    monkeypatch.setattr(engine, "encoder_from_spec", lambda *a, **k: FakeEncoder())
+    monkeypatch.setattr(encoders, "load_encoder", lambda *a, **k: FakeEncoder())
 
 
 @pytest.fixture

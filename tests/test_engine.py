@@ -135,11 +135,11 @@ def test_what_an_embedding_chatbot_passes_is_taken_or_refused_as_a_faqsearch_err
     threshold of 1.5, "0.3" or True was taken; lexical results reported a threshold that did not
     apply; embed("text") encoded each character; ask(None) and remove(None) were bare TypeErrors; an
     engine sharing another's encoder failed once the lender was closed before the first query."""
-    import faqsearch.engine as engine_mod
+    import faqsearch.encoders as encoders
     from faqsearch.errors import FAQSearchError, InvalidOptionError
 
     FAQSearch.build(small_corpus, str(tmp_path / "a"), encoder=FakeEncoder(), threshold=0.0).close()
-    monkeypatch.setattr(engine_mod, "encoder_from_spec", lambda spec, threads=None: FakeEncoder())
+    monkeypatch.setattr(encoders, "load_encoder", lambda *a, **k: FakeEncoder())
     borrower, lender = FAQSearch.open(str(tmp_path / "a")), FAQSearch.open(str(tmp_path / "a"))
     borrower.share_encoder(lender)
     lender.close()  # closed before anything loaded the shared encoder

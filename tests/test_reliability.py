@@ -239,7 +239,7 @@ def test_6_invalid_utf8_queries_are_answered_one_line_each(built, tmp_path, mode
     ix = built.path
     stdin = b"question about subject2 \xff\xfe variant1\n\nquestion about subject4 variant0\n\xc3\n"
     proc = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, %r); from tests.conftest import "
-                           "FakeEncoder; import faqsearch.engine as e; e.encoder_from_spec = lambda *a, **k: "
+                           "FakeEncoder; import faqsearch.encoders as e; e.load_encoder = lambda *a, **k: "
                            "FakeEncoder(); from faqsearch.cli import cli; cli()" % ROOT,
                            "ask", "--index", ix, "--mode", mode, "--threshold", "-1"],
                           input=stdin, capture_output=True, timeout=120)
@@ -299,13 +299,12 @@ def test_8_index_type_typo_fails_before_encoding(tmp_path):
 
 
 def test_8_edits_read_their_input_before_loading_the_model(built, tmp_path, monkeypatch):
-    import faqsearch.engine as engine_mod
+    import faqsearch.encoders as encoders
 
     def no_model(*a, **k):
         raise AssertionError("the model was loaded before the input was read")
 
-    monkeypatch.setattr(engine_mod, "encoder_from_spec", no_model)
-    monkeypatch.setattr(engine_mod, "load_encoder", no_model)
+    monkeypatch.setattr(encoders, "load_encoder", no_model)
     bad = tmp_path / "bad.csv"
     bad.write_text("id,question\n1,q\n")
     runner = CliRunner()
