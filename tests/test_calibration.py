@@ -1,4 +1,4 @@
-"""Issue #25: calibrated scores (the full-dimensional cosine, whatever k), a threshold each index
+"""Calibrated scores (the full-dimensional cosine, whatever k), a threshold each index
 chooses for itself, and `tune --threshold` with labels."""
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from faqsearch.index.config import FILES
 from faqsearch.errors import (CorpusError, EncoderMismatchError, IndexFormatError, IndexNotFoundError,
                               WouldDropError)
 
-from .conftest import FakeEncoder, index_entries, index_files, version
+from .conftest import FakeEncoder, build_index, index_entries, index_files, version
 
 
 def build(corpus, path, **kw):
@@ -138,7 +138,7 @@ def test_what_an_embedding_chatbot_passes_is_taken_or_refused_as_a_faqsearch_err
     import faqsearch.encoders as encoders
     from faqsearch.errors import FAQSearchError, InvalidOptionError
 
-    FAQSearch.build(small_corpus, str(tmp_path / "a"), encoder=FakeEncoder(), threshold=0.0).close()
+    build_index(small_corpus, tmp_path / "a", threshold=0.0).close()
     monkeypatch.setattr(encoders, "load_encoder", lambda *a, **k: FakeEncoder())
     borrower, lender = FAQSearch.open(str(tmp_path / "a")), FAQSearch.open(str(tmp_path / "a"))
     borrower.share_encoder(lender)

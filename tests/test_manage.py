@@ -1,5 +1,5 @@
-"""Issue #27 items 3 and 4: listing, renaming and dropping indexes; unassigning feedback; replace
-means replace."""
+"""Managing indexes: listing, renaming and dropping them; unassigning feedback; replace means
+replace."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,5 @@
-"""The index directory (#23): one real directory that copies as a whole, versions named by
-generation, one writer, and readers that always hold one whole version."""
+"""The index directory (faqsearch/index/directory.py): one real directory that copies as a whole,
+versions named by generation, one writer, and readers that always hold one whole version."""
 from __future__ import annotations
 
 import os
@@ -14,21 +14,15 @@ import pytest
 from faqsearch import FAQ, FAQSearch
 from faqsearch.index.directory import layout
 
-from .conftest import FakeEncoder, index_files, version
+from .conftest import FakeEncoder, build_index, faq_rows, index_files, version, write_corpus
 
-ROWS = [(f"f{i}", f"question about subject{i} variant{j}", f"answer {i}") for i in range(12) for j in range(2)]
-
-
-def write_corpus(tmp_path, rows=ROWS, name="c.csv"):
-    p = tmp_path / name
-    p.write_text("id,question,answer\n" + "".join(f"{i},{q},{a}\n" for i, q, a in rows), encoding="utf-8")
-    return str(p)
+ROWS = faq_rows(12, 2)
 
 
 @pytest.fixture
 def built(tmp_path):
     path = str(tmp_path / "ix")
-    e = FAQSearch.build(write_corpus(tmp_path), path, encoder=FakeEncoder(), threshold=-1, self_fusion=False)
+    e = build_index(write_corpus(tmp_path, ROWS), path, threshold=-1, self_fusion=False)
     e.add([FAQ("d1", "in the delta", ["a question only the delta holds"])])  # a live delta
     e.close()
     return path
@@ -87,7 +81,7 @@ def test_readers_hold_one_whole_version_while_reloads_swap_them(tmp_path):
     every answer comes from one version (its answers and its vectors agree)."""
     rows = [(f"f{i}", f"question about subject{i}", "version 0") for i in range(10)]
     path = str(tmp_path / "ix")
-    FAQSearch.build(write_corpus(tmp_path, rows), path, encoder=FakeEncoder(), threshold=-1, self_fusion=False).close()
+    build_index(write_corpus(tmp_path, rows), path, threshold=-1, self_fusion=False).close()
     reader = FAQSearch.open(path, encoder=FakeEncoder())
     reader.auto_reload = False
     writer = FAQSearch.open(path, encoder=FakeEncoder())
@@ -154,7 +148,7 @@ def test_an_index_whose_current_file_was_deleted_answers_from_its_newest_version
     os.remove(os.path.join(path, "CURRENT"))
     out = run("ask", "a question only add put here", "--index", path, "--json")
     assert out.exit_code == 0 and '"faq_id": "added"' in out.output, out.output
-    out = run("ingest", write_corpus(tmp_path), "--index", path)  # the corpus lacks the added FAQ
+    out = run("ingest", write_corpus(tmp_path, ROWS), "--index", path)  # the corpus lacks the added FAQ
     assert out.exit_code == 1 and "would drop 2 FAQs" in out.output, out.output
     assert FAQSearch.open(path, encoder=FakeEncoder()).info()["counts"] == counts
     out = run("add", write_corpus(tmp_path, [("more", "one more question", "more answer")], "more.csv"),
