@@ -3,7 +3,6 @@ readers see edits, and readers left behind keep answering from their own version
 import pytest
 
 from faqsearch import FAQ, FAQSearch
-from faqsearch.errors import CorpusError
 from faqsearch.tuning import Setting
 
 from .conftest import API_KEY, FakeEncoder, build_index, consistent, faq_rows, write_corpus

@@ -137,6 +137,7 @@ def test_missing_or_incomplete_file_records_are_refused(built, run):
     json.dump(config, open(config_path, "w"))
 
 
+@pytest.mark.slow
 def test_a_damaged_posting_the_open_does_not_sample_is_a_clean_error(tmp_path, run, fake_models):
     """A flipped byte of lexical/rows.npy outside the three blocks the open's fingerprint reads gave an
     IndexError traceback on the command line and HTTP 500: it is a one-line error naming the file."""

@@ -84,6 +84,7 @@ def make_legacy(path: str, layout: str) -> None:
 # migration), and both edits' own steps are those of the current layout (each row ran both: 60 s more)
 @pytest.mark.parametrize("what,layout", [("add", "current"), ("remove", "current"), ("add", "link"),
                                          ("remove", "plain")])
+@pytest.mark.slow
 def test_killed_at_every_step_an_index_answers_at_the_path(tmp_path, layout, what):
     """Every layout, the two older ones moved to the directory layout by this first write: killed at
     each file operation, the index at the path opens and answers, in the old state or the new."""

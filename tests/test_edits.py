@@ -246,6 +246,7 @@ def test_small_edits_write_a_delta_and_leave_the_base_files_alone(engine, tmp_pa
     assert all(a.faq_id != "4" for a in engine.ask("question about topic4 number1", k=20, threshold=-1).answers)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index_type", ["flat", "hnsw", "ivf"])
 def test_delta_edits_answer_like_a_rewrite(tmp_path, monkeypatch, index_type):
     """Any sequence of edits applied as deltas gives the same FAQs and the same answers (dense,

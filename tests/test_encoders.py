@@ -49,6 +49,7 @@ def test_every_pooling_on_a_real_model(pooling):
     assert enc.spec()["prefix"] == "query: "
 
 
+@pytest.mark.slow
 def test_missing_model_error_is_clear(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelNotFoundError) as err:
@@ -129,6 +130,7 @@ def test_chinese_corpus_ingested_with_the_multilingual_encoder(tmp_path, monkeyp
     assert not (tmp_path / "other").exists()
 
 
+@pytest.mark.slow
 def test_a_model_that_cannot_be_had_is_one_quick_error(monkeypatch, tmp_path):
     """Found by a hostile run: a hub id on a machine without network took ~50 s of retries and 48
     warning lines; a missing directory given as a generator was called a bad repo id; --max-length

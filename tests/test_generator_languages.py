@@ -133,6 +133,7 @@ def tiny_lm(tmp_path_factory):
     return str(path)
 
 
+@pytest.mark.slow
 def test_paraphrase_end_to_end_with_a_tiny_local_generator(tiny_lm):
     args = ["paraphrase", "how do I reset my password?", "--generator", tiny_lm, "--candidates", "6", "--rounds", "1",
             "--json"]
@@ -158,6 +159,7 @@ def test_paraphrase_end_to_end_with_a_tiny_local_generator(tiny_lm):
     assert r.exit_code == 1 and "--generator" in r.output
 
 
+@pytest.mark.slow
 def test_service_refuses_chinese_to_the_english_generator_at_once(tmp_path, monkeypatch):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient

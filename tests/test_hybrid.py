@@ -3,7 +3,6 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from faqsearch import FAQSearch
 from faqsearch.cli import cli
 from faqsearch.results import Answer
 from faqsearch.search import fuse

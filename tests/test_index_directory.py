@@ -60,12 +60,14 @@ def test_cp_r_and_tar_give_independent_working_indexes(built, tmp_path):
     _check_independent(built, str(tmp_path / "restored" / "ix"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync is not installed")
 def test_rsync_a_gives_an_independent_working_index(built, tmp_path):
     subprocess.run(["rsync", "-a", built + "/", str(tmp_path / "synced")], check=True)
     _check_independent(built, str(tmp_path / "synced"))
 
 
+@pytest.mark.slow
 def test_versions_are_named_by_generation_and_nothing_lives_beside_the_index(built, tmp_path):
     with FAQSearch.open(built, encoder=FakeEncoder()) as e:
         g = e.config["generation"]
@@ -76,6 +78,7 @@ def test_versions_are_named_by_generation_and_nothing_lives_beside_the_index(bui
     assert sorted(os.listdir(tmp_path)) == ["c.csv", "ix"]
 
 
+@pytest.mark.slow
 def test_readers_hold_one_whole_version_while_reloads_swap_them(tmp_path):
     """Asks on several threads while another process's edits commit and reloads swap snapshots:
     every answer comes from one version (its answers and its vectors agree)."""
@@ -134,6 +137,7 @@ def test_readers_hold_one_whole_version_while_reloads_swap_them(tmp_path):
     assert len(seen) > 2  # the readers did see several versions go by
 
 
+@pytest.mark.slow
 def test_an_index_whose_current_file_was_deleted_answers_from_its_newest_version_and_loses_nothing(
         built, tmp_path, run):
     """#40 N11: with CURRENT deleted, errors advised `faqsearch ingest`, which (without --force) exited 0

@@ -60,6 +60,7 @@ def _store(e):
     return e.searcher().snap.store
 
 
+@pytest.mark.slow
 def test_arrays_score_as_fts5(big, tmp_path):
     store = _store(big)
     version = os.path.dirname(store.path)
@@ -75,6 +76,7 @@ def test_arrays_score_as_fts5(big, tmp_path):
     assert any(len(h) == 40 for h in got) and got[-1] == [] and got[-2] == []
 
 
+@pytest.mark.slow
 def test_edits_in_place_and_rewrites_keep_fts5_scores(big, tmp_path):
     texts = _queries()
     before = _store(big)
@@ -96,6 +98,7 @@ def test_edits_in_place_and_rewrites_keep_fts5_scores(big, tmp_path):
     _same(store.lexical(texts, 40), _fts_only(store, tmp_path, texts, 40))
 
 
+@pytest.mark.slow
 def test_small_versions_and_damaged_arrays_use_fts5(tmp_path, monkeypatch):
     monkeypatch.setattr(postings, "MIN_QUESTIONS", 10_000)
     e = build_index(os.path.join(SAMPLE, "faq.csv"), tmp_path / "ix")
@@ -119,6 +122,7 @@ def test_small_versions_and_damaged_arrays_use_fts5(tmp_path, monkeypatch):
         e.close()
 
 
+@pytest.mark.slow
 def test_a_rewrite_writes_arrays_of_its_own(big, tmp_path, monkeypatch):
     import faqsearch.backends.embedded.editor as editor
 

@@ -193,6 +193,7 @@ def test_ivf_layout_check_refuses_what_it_cannot_write(tmp_path):
     assert not streams(filled, x, str(tmp_path))  # only an empty index is written from scratch
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index_type", ["ivf", "ivf-sq8", "IVF8,PQ8x4"])  # 4-bit PQ: trained in seconds
 def test_ivf_ingest_streams_its_index_and_answers_as_one_built_in_memory(tmp_path, monkeypatch, index_type):
     """An IVF ingest (and its refit) never adds to an in-memory FAISS index: the file is written as
