@@ -20,7 +20,8 @@ from .corpus import FAQ, Columns, check_faq, read_corpus, read_texts
 from .defaults import (BATCH_SIZE, BETA, CHUNK, GAMMA, INDEX_TYPE, K, MAX_LENGTH, PROGRESS_STEP,
                        THRESHOLD, TOKEN_STORE_MAX)
 from .edits.plan import check_batch
-from .encoders import Encoder, load_encoder, model_for_corpus
+from . import encoders
+from .encoders import Encoder, model_for_corpus
 from .errors import FAQSearchError, InvalidOptionError, WouldDropError
 from .files import NpyWriter, load_npy
 from .index.directory import Writer, check_target
@@ -50,8 +51,9 @@ class EncoderSpec:
     device: str | None = None
 
     def load(self) -> Encoder:
-        return load_encoder(self.model, pooling=self.pooling, max_length=self.max_length, prefix=self.prefix,
-                            threads=self.threads, gguf_file=self.gguf_file, quantize=self.quantize, device=self.device)
+        return encoders.load_encoder(self.model, pooling=self.pooling, max_length=self.max_length,
+                                     prefix=self.prefix, threads=self.threads, gguf_file=self.gguf_file,
+                                     quantize=self.quantize, device=self.device)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from .confidence import check_probability
 from .corpus import FAQ, Columns
 from .defaults import ASK_K, BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, MAX_LENGTH
 from .edits import plan as plans
-from .encoders import Encoder, check_encoder, check_spec, encoder_from_spec, load_encoder
+from .encoders import Encoder, check_encoder, check_spec, encoder_from_spec
 from .errors import IndexFormatError, UnknownFAQError
 from .index.directory import Writer, stamp
 from .results import EditReport, Result
@@ -105,9 +105,9 @@ class FAQSearch:
         snap = open_snapshot(cfg.resolve_index_path(index))
         if encoder is None and model is not None:
             spec = snap.config["encoder"]
-            encoder = load_encoder(model, pooling=spec.get("pooling") if spec.get("backend") == "transformers" else None,
-                                   max_length=spec.get("max_length", MAX_LENGTH), prefix=spec.get("prefix", ""),
-                                   threads=threads)
+            encoder = EncoderSpec(model, pooling=spec.get("pooling") if spec.get("backend") == "transformers" else None,
+                                  max_length=spec.get("max_length", MAX_LENGTH), prefix=spec.get("prefix", ""),
+                                  threads=threads).load()
         return cls(snap, encoder, threads)
 
     def close(self) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pathlib
 import re
 import subprocess
 from contextlib import contextmanager
@@ -45,6 +46,36 @@ class FakeEncoder:
         return {"backend": "fake", "name": self.name, "pooling": "bag", "prefix": "", "dimension": self.dimension}
 
 
+def faq_rows(faqs: int, variants: int) -> list[tuple[str, str, str]]:
+    """Rows (id, question, answer): FAQ ``f<i>`` asked as "question about subject<i> variant<j>"."""
+    return [(f"f{i}", f"question about subject{i} variant{j}", f"answer {i}") for i in range(faqs) for j in range(variants)]
+
+
+CORPUS_COLUMNS = ("id", "question", "answer", "category", "metadata")
+
+
+def write_corpus(tmp_path, rows, name="c.csv") -> str:
+    """A CSV corpus of ``rows`` (id, question, answer, then optionally category and metadata, each
+    already CSV-quoted) written to ``tmp_path/name``; returns its path."""
+    p = pathlib.Path(tmp_path) / name
+    p.write_text(",".join(CORPUS_COLUMNS[:len(rows[0])]) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows),
+                 encoding="utf-8")
+    return str(p)
+
+
+def build_index(corpus, path, **options):
+    """``FAQSearch.build(corpus, path, ...)`` with a fresh FakeEncoder unless ``encoder`` is given;
+    ``corpus``: a file, FAQs, or rows for :func:`write_corpus` (written beside the index as
+    ``<name>.csv``). Returns the open engine (close it, or use it as a context manager)."""
+    from faqsearch import FAQSearch
+
+    path = pathlib.Path(path)
+    if isinstance(corpus, list) and corpus and isinstance(corpus[0], tuple):
+        corpus = write_corpus(path.parent, corpus, f"{path.name}.csv")
+    options.setdefault("encoder", FakeEncoder())
+    return FAQSearch.build(corpus if isinstance(corpus, list) else str(corpus), str(path), **options)
+
+
 @pytest.fixture
 def fake_encoder():
     return FakeEncoder()
@@ -52,13 +83,11 @@ def fake_encoder():
 
 @pytest.fixture
 def fake_models(monkeypatch):
-    """Make every encoder the CLI or engine loads a FakeEncoder."""
-    import faqsearch.build as build
-    import faqsearch.engine as engine
+    """Make every encoder the CLI or engine loads a FakeEncoder: the package loads each one through
+    ``faqsearch.encoders.load_encoder`` (building, opening, an index's own encoder from its spec)."""
+    import faqsearch.encoders as encoders
 
-    monkeypatch.setattr(build, "load_encoder", lambda *a, **k: FakeEncoder())
-    monkeypatch.setattr(engine, "load_encoder", lambda *a, **k: FakeEncoder())
-    monkeypatch.setattr(engine, "encoder_from_spec", lambda *a, **k: FakeEncoder())
+    monkeypatch.setattr(encoders, "load_encoder", lambda *a, **k: FakeEncoder())
 
 
 @pytest.fixture
@@ -113,8 +142,6 @@ def run(fake_models):
 
 def version(path):
     """The live version directory of the index at ``path`` (as a Path)."""
-    import pathlib
-
     from faqsearch.index.directory import resolve
 
     return pathlib.Path(resolve(str(path)))
@@ -156,3 +183,62 @@ def read_only(path):
         yield
     finally:
         subprocess.run(["umount", "-l", path], capture_output=True)  # lazily: files the test left open
+
+
+@pytest.fixture
+def built(tmp_path):
+    """An open engine over a built index at ``tmp_path/ix``: 15 FAQs f0..f14 of 3 questions each
+    (:func:`faq_rows`), fake encoder, threshold -1 (every query answered)."""
+    e = build_index(write_corpus(tmp_path, faq_rows(15, 3)), tmp_path / "ix", threshold=-1)
+    yield e
+    e.close()
+
+
+def consistent(path) -> int:
+    """Open afresh: store, config and FAISS agree (open checks it) and every question finds its FAQ;
+    returns the number of questions."""
+    from faqsearch import FAQSearch
+
+    with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+        n = len(e.store.all_questions())
+        assert len(e.index) == n + e.config["index"].get("tombstones", 0)
+        for qid, fid, text in e.store.all_questions()[:: max(1, n // 10)]:
+            assert fid in [a.faq_id for a in e.ask(text, k=3, mode="dense").answers], text
+        return n
+
+
+def tree(path) -> dict[str, bytes]:
+    """Every file below ``path`` with its bytes, the lock included (what must survive a refused write)."""
+    out = {}
+    for root, _, files in os.walk(path):
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(root, f), path)] = fh.read()
+    return out
+
+
+API_KEY = "k3y"
+
+
+@pytest.fixture
+def api(tmp_path, fake_models):
+    """(client, service, path): the HTTP service in-process over an index "shop" of 6 FAQs f0..f5 of 2
+    questions each, writes allowed with ``API_KEY``."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from faqsearch.service import Service, create_app
+
+    path = str(tmp_path / "shop")
+    build_index(write_corpus(tmp_path, faq_rows(6, 2)), path, threshold=-1, self_fusion=False).close()
+    service = Service({"shop": path}, api_key=API_KEY, watch=False)
+    client = TestClient(create_app(service), raise_server_exceptions=False)
+    yield client, service, path
+    service.close()
+
+
+def generation(path) -> int:
+    """The generation of the live version of the index at ``path`` (it grows with every commit)."""
+    import json
+
+    return json.loads((version(path) / "config.json").read_text())["generation"]

@@ -1,4 +1,4 @@
-"""Issue #25: calibrated scores (the full-dimensional cosine, whatever k), a threshold each index
+"""Calibrated scores (the full-dimensional cosine, whatever k), a threshold each index
 chooses for itself, and `tune --threshold` with labels."""
 from __future__ import annotations
 
@@ -159,7 +159,7 @@ def test_refit_chooses_a_self_calibrated_threshold_again(tmp_path, small_corpus,
     given.close()
 
 
-@pytest.mark.parametrize("backend", ["embedded", "milvus"])
+@pytest.mark.parametrize("backend", ["embedded", pytest.param("milvus", marks=pytest.mark.slow)])
 def test_refit_commits_its_transform_with_the_threshold_chosen_again_or_nothing(tmp_path, small_corpus, fake_encoder,
                                                                                   monkeypatch, backend):
     """#40 N4: a refit committed the new transform, then chose its threshold and confidence again in a

@@ -1,4 +1,4 @@
-"""The confidence of an answer and the answer-or-abstain decision (#44)."""
+"""The confidence of an answer and the answer-or-abstain decision."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,7 @@ from faqsearch.evaluation import read_labelled_queries
 from faqsearch.querylog import QueryLog
 from faqsearch.results import Answer
 
-from .conftest import SAMPLE, FakeEncoder
+from .conftest import SAMPLE, FakeEncoder, build_index
 
 
 def _answer(faq, cos, fused=None, token=None):
@@ -59,7 +59,7 @@ def test_logistic_fit_keeps_the_evidence_positive():
 @pytest.fixture
 def sample_index(tmp_path):
     """sample_data (150 FAQs of 3 questions) on the fake encoder: enough variants to learn from."""
-    e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "s"), encoder=FakeEncoder(64))
+    e = build_index(os.path.join(SAMPLE, "faq.csv"), tmp_path / "s", encoder=FakeEncoder(64))
     yield e
     e.close()
 
@@ -122,7 +122,7 @@ def test_few_variants_fall_back_to_pseudo_queries_and_the_cosine_threshold(tmp_p
     """Under CONFIDENCE_MIN_VARIANTS FAQs with several questions, the positives are word-dropout
     pseudo-queries, only the cosine counts, and the operating point is the confidence at the threshold
     the index chose: the decision is the cosine threshold's."""
-    with FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=FakeEncoder()) as e:
+    with build_index(small_corpus, tmp_path / "ix") as e:
         model = e.snapshot.confidence
         assert model is not None and model.stats["pseudo"] and model.coef[1:] == (0.0, 0.0)
         for q in ["reset my password", "shipping time", "volcano eruption", "return an item please", "abroad"]:
@@ -131,7 +131,7 @@ def test_few_variants_fall_back_to_pseudo_queries_and_the_cosine_threshold(tmp_p
 
 
 def test_a_threshold_given_at_ingest_decides(tmp_path, small_corpus):
-    with FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=FakeEncoder(), threshold=0.9) as e:
+    with build_index(small_corpus, tmp_path / "ix", threshold=0.9) as e:
         assert e.snapshot.confidence is not None and e.snapshot.min_confidence is None
         r = e.ask("reset password")
         assert r.min_confidence is None and r.answered == (r.best_score >= 0.9)
@@ -142,7 +142,7 @@ def test_gaps_leave_out_a_group_an_added_faq_now_answers(tmp_path, small_corpus)
     from faqsearch.querylog import log_answered
 
     path = str(tmp_path / "ix")
-    e = FAQSearch.build(small_corpus, path, encoder=FakeEncoder(), threshold=0.8)
+    e = build_index(small_corpus, path, threshold=0.8)
     qlog = QueryLog.for_index(path)
     asked = ["opening hours on sunday", "sunday opening hours", "opening hours sunday please"]
     log_answered(qlog, e.ask_many(asked), "hybrid", "api")

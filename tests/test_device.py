@@ -116,9 +116,7 @@ def test_every_encoding_command_has_the_device_and_threads_options():
 @pytest.fixture
 def recorded(monkeypatch, fake_models):
     """Every encoder load (build, open, lazily on first use) records the device asked for then."""
-    import faqsearch.build as build
     import faqsearch.encoders as encoders
-    import faqsearch.engine as engine
 
     seen: list[tuple[str, int | None]] = []
 
@@ -126,9 +124,7 @@ def recorded(monkeypatch, fake_models):
         seen.append((requested_device(device), threads))
         return FakeEncoder()
 
-    for module, name in ((build, "load_encoder"), (engine, "load_encoder"), (engine, "encoder_from_spec"),
-                         (encoders, "load_encoder")):
-        monkeypatch.setattr(module, name, load)
+    monkeypatch.setattr(encoders, "load_encoder", load)
     return seen
 
 

@@ -12,7 +12,7 @@ from faqsearch.corpus import FAQ
 from faqsearch.errors import CorpusError, FAQSearchError, InvalidOptionError, UnknownFAQError
 from faqsearch.whitening import Moments
 
-from .conftest import FakeEncoder, index_entries, index_files, version
+from .conftest import FakeEncoder, build_index, faq_rows, index_entries, index_files, version, write_corpus
 
 
 class CountingEncoder(FakeEncoder):
@@ -25,19 +25,13 @@ class CountingEncoder(FakeEncoder):
         return super().encode(texts, batch_size, progress)
 
 
-def corpus_file(tmp_path, rows, name="c.csv"):
-    p = tmp_path / name
-    p.write_text("id,question,answer\n" + "".join(f"{i},{q},{a}\n" for i, q, a in rows))
-    return str(p)
-
-
 BASE = [(i, f"question about topic{i} number{j}", f"answer{i}") for i in range(20) for j in range(3)]
 
 
 @pytest.fixture
 def engine(tmp_path):
     enc = CountingEncoder(dimension=24)
-    e = FAQSearch.build(corpus_file(tmp_path, BASE), str(tmp_path / "ix"), encoder=enc, threshold=-1)
+    e = FAQSearch.build(write_corpus(tmp_path, BASE), str(tmp_path / "ix"), encoder=enc, threshold=-1)
     enc.texts.clear()
     yield e
     e.close()
@@ -88,10 +82,10 @@ def test_answer_only_change_encodes_nothing(engine):
 def test_upsert_applies_only_the_difference(engine, tmp_path):
     rows = [r for r in BASE if r[0] != 7]  # FAQ 7 dropped
     rows = [(i, q, "edited" if i == 2 else a) for i, q, a in rows] + [(99, "question about a new topic", "a99")]
-    report = engine.upsert(corpus_file(tmp_path, rows, "v2.csv"))
+    report = engine.upsert(write_corpus(tmp_path, rows, "v2.csv"))
     assert report.removed_faqs == ["7"] and report.added_faqs == ["99"] and report.updated_faqs == ["2"]
     assert engine.encoder.texts == ["question about a new topic"]
-    assert engine.upsert(corpus_file(tmp_path, rows, "v2.csv")).changed is False  # idempotent
+    assert engine.upsert(write_corpus(tmp_path, rows, "v2.csv")).changed is False  # idempotent
 
 
 def test_moments_stay_exact_after_edits(engine, tmp_path):
@@ -166,13 +160,13 @@ def test_other_instance_sees_the_change(engine, tmp_path):
 def test_cli_edit_commands(tmp_path, fake_models):
     runner = CliRunner()
     ix = str(tmp_path / "ix")
-    base = corpus_file(tmp_path, BASE)
+    base = write_corpus(tmp_path, BASE)
 
     def run(*args):
         return runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
     assert run("ingest", base, "--index", ix, "-q").exit_code == 0
-    added = corpus_file(tmp_path, [("n1", "new question", "new answer")], "add.csv")
+    added = write_corpus(tmp_path, [("n1", "new question", "new answer")], "add.csv")
     assert json.loads(run("add", added, "--index", ix, "--json", "-q").output)["added_faqs"] == ["n1"]
     assert run("add", added, "--index", ix, "-q").exit_code == 1
     shown = json.loads(run("show", "n1", "--index", ix, "--json").output)
@@ -181,7 +175,7 @@ def test_cli_edit_commands(tmp_path, fake_models):
     assert json.loads(run("remove", "n1", "--index", ix, "--json").output)["removed_faqs"] == ["n1"]
     assert run("show", "n1", "--index", ix).exit_code == 1
     assert len(run("list", "--index", ix, "--json").output.strip().splitlines()) == 20
-    v2 = corpus_file(tmp_path, BASE[3:], "v2.csv")  # FAQ 0 gone
+    v2 = write_corpus(tmp_path, BASE[3:], "v2.csv")  # FAQ 0 gone
     out = json.loads(run("upsert", v2, "--index", ix, "--json", "-q").stdout)
     assert out["removed_faqs"] == ["0"] and out["added_questions"] == 0
     old = run("ingest", v2, "--index", ix, "--upsert", "--json", "-q")  # the older spelling, kept for a release
@@ -252,6 +246,7 @@ def test_small_edits_write_a_delta_and_leave_the_base_files_alone(engine, tmp_pa
     assert all(a.faq_id != "4" for a in engine.ask("question about topic4 number1", k=20, threshold=-1).answers)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index_type", ["flat", "hnsw", "ivf"])
 def test_delta_edits_answer_like_a_rewrite(tmp_path, monkeypatch, index_type):
     """Any sequence of edits applied as deltas gives the same FAQs and the same answers (dense,
@@ -261,7 +256,7 @@ def test_delta_edits_answer_like_a_rewrite(tmp_path, monkeypatch, index_type):
     import faqsearch.backends.embedded.editor as edits_mod
 
     rng = random.Random(7)
-    corpus = corpus_file(tmp_path, BASE)
+    corpus = write_corpus(tmp_path, BASE)
     edits = []
     for step in range(12):
         kind = rng.choice(["add", "update", "remove", "feedback", "add"])
@@ -283,8 +278,8 @@ def test_delta_edits_answer_like_a_rewrite(tmp_path, monkeypatch, index_type):
         ix = str(tmp_path / f"ix{limit}")
         if limit is not None:
             monkeypatch.setattr(edits_mod, "delta_limit", lambda n: 0)
-        e = FAQSearch.build(corpus, ix, encoder=FakeEncoder(dimension=24), threshold=-1, index_type=index_type,
-                            self_fusion=False)
+        e = build_index(corpus, ix, encoder=FakeEncoder(dimension=24), threshold=-1, index_type=index_type,
+                        self_fusion=False)
         for kind, arg in edits:
             try:
                 if kind == "feedback":
@@ -386,7 +381,7 @@ def test_an_update_without_a_category_column_keeps_the_stored_category(tmp_path)
     corpus = tmp_path / "c.csv"
     corpus.write_text("id,question,answer,category,owner\n1,How do I reset it?,Use the link.,account,team-a\n"
                       "2,Where is my parcel?,Track it.,shipping,team-b\n", encoding="utf-8")
-    e = FAQSearch.build(str(corpus), str(tmp_path / "ix"), encoder=FakeEncoder(), threshold=-1)
+    e = build_index(str(corpus), tmp_path / "ix", threshold=-1)
     e.update([FAQ("1", "Use the new link.", ["How do I reset it?"])])
     shown = e.show("1")
     assert (shown["answer"], shown["category"], shown["metadata"]) == ("Use the new link.", "account", {"owner": "team-a"})
@@ -399,7 +394,7 @@ def test_an_update_with_one_row_keeps_the_faqs_other_questions(engine, tmp_path)
     """#40.3: `update FILE` with one row for an FAQ, the natural way to change its answer, dropped its
     other questions ("2 questions removed" the only hint). They stay; --replace still gives it
     exactly the listed ones."""
-    report = engine.update(corpus_file(tmp_path, [(4, "question about topic4 number0", "changed answer")]))
+    report = engine.update(write_corpus(tmp_path, [(4, "question about topic4 number0", "changed answer")]))
     assert report.updated_faqs == ["4"] and (report.added_questions, report.removed_questions) == (0, 0)
     assert engine.encoder.texts == []  # an answer-only change encodes nothing
     faq = engine.show("4")
@@ -418,9 +413,9 @@ def test_upsert_still_drops_the_questions_an_export_no_longer_lists(engine, tmp_
     """upsert makes the index match an export: after an update that kept FAQ 4's questions, an export
     listing one of them removes the other two (the stored content hash is of the questions FAQ 4 holds,
     not of the one row the update gave, or the export would look unchanged)."""
-    engine.update(corpus_file(tmp_path, [(4, "question about topic4 number0", "changed answer")], "one.csv"))
+    engine.update(write_corpus(tmp_path, [(4, "question about topic4 number0", "changed answer")], "one.csv"))
     rows = [r for r in BASE if r[0] != 4] + [(4, "question about topic4 number0", "changed answer")]
-    report = engine.upsert(corpus_file(tmp_path, rows, "export.csv"))
+    report = engine.upsert(write_corpus(tmp_path, rows, "export.csv"))
     assert report.updated_faqs == ["4"] and report.removed_questions == 2 and report.removed_faqs == []
     assert [q["text"] for q in engine.show("4")["questions"]] == ["question about topic4 number0"]
 
@@ -449,8 +444,8 @@ def test_one_field_of_an_faq_is_edited_by_id(engine):
 
 def test_cli_update_keeps_questions_and_edits_one_field(run, tmp_path):
     ix = tmp_path / "ix"
-    assert run("ingest", corpus_file(tmp_path, BASE), "--index", ix, "-q").exit_code == 0
-    one = corpus_file(tmp_path, [(4, "question about topic4 number0", "changed answer")], "one.csv")
+    assert run("ingest", write_corpus(tmp_path, BASE), "--index", ix, "-q").exit_code == 0
+    one = write_corpus(tmp_path, [(4, "question about topic4 number0", "changed answer")], "one.csv")
     result = run("update", one, "--index", ix)
     assert result.exit_code == 0 and "0 questions removed" in result.output, result.output
     shown = json.loads(run("show", "4", "--index", ix, "--json").output)
@@ -465,3 +460,15 @@ def test_cli_update_keeps_questions_and_edits_one_field(run, tmp_path):
     assert result.exit_code == 1 and "unknown FAQ id 'nope'" in result.output
     result = run("update", "4", "--answer", "x", "--replace", "--index", ix)
     assert result.exit_code == 2 and "--replace" in result.output
+
+
+def test_ids_of_removed_vectors_are_never_reused(tmp_path):
+    e = build_index(write_corpus(tmp_path, faq_rows(15, 3)), tmp_path / "ix", index_type="hnsw", threshold=-1)
+    removed_text = "question about subject14 variant2"  # the last FAQ: it holds the largest ids
+    top = max(q[0] for q in e.store.all_questions())
+    e.remove(["f14"])
+    e.add([FAQ("other", "unrelated answer", ["zebra xylophone quartz"] * 1 + ["zebra xylophone", "quartz zebra"])])
+    assert min(q[0] for q in e.store.all_questions() if q[1] == "other") > top
+    hits = e.ask(removed_text, k=5, mode="dense").answers
+    assert all(a.faq_id != "other" for a in hits), [(a.faq_id, a.score) for a in hits]
+    e.close()

@@ -9,16 +9,11 @@ from faqsearch.index.config import FILES
 from faqsearch.errors import (CorpusError, EncoderMismatchError, IndexFormatError, IndexNotFoundError,
                               WouldDropError)
 
-from .conftest import FakeEncoder, index_entries, index_files, version
-
-
-def build(corpus, path, **kw):
-    kw.setdefault("encoder", FakeEncoder())
-    return FAQSearch.build(corpus, str(path), **kw)
+from .conftest import FakeEncoder, build_index, index_entries, index_files, version
 
 
 def test_build_open_ask(tmp_path, small_corpus):
-    e = build(small_corpus, tmp_path / "ix", threshold=0.0)
+    e = build_index(small_corpus, tmp_path / "ix", threshold=0.0)
     cfg = e.config
     assert cfg["counts"] == {"faqs": 4, "questions": 6, "max_questions_per_faq": 2}
     assert cfg["format_version"] == 2 and cfg["versions"]["faiss-cpu"]  # 2: its store stems English words
@@ -39,7 +34,7 @@ def test_grouping_keeps_best_question_and_k_distinct_faqs(tmp_path):
            ["b,password reset,B", "c,shipping time,C", "d,return policy,D"]
     p = tmp_path / "c.csv"
     p.write_text("\n".join(rows) + "\n")
-    e = build(str(p), tmp_path / "ix", whiten=False, threshold=-1)
+    e = build_index(str(p), tmp_path / "ix", whiten=False, threshold=-1)
     r = e.ask("password reset", k=3)
     assert [a.faq_id for a in r.answers][:1] == ["b"]
     assert len(r.answers) == 3 and len({a.faq_id for a in r.answers}) == 3
@@ -47,7 +42,7 @@ def test_grouping_keeps_best_question_and_k_distinct_faqs(tmp_path):
 
 
 def test_threshold_gives_no_answer(tmp_path, small_corpus):
-    e = build(small_corpus, tmp_path / "ix", threshold=0.99)
+    e = build_index(small_corpus, tmp_path / "ix", threshold=0.99)
     r = e.ask("completely unrelated words about volcanoes")
     assert r.answers == [] and not r.confident and r.best_score is not None and r.best_score < 0.99
     assert r.to_dict()["answers"] == []
@@ -56,7 +51,7 @@ def test_threshold_gives_no_answer(tmp_path, small_corpus):
 
 
 def test_ask_many_equals_ask_and_is_thread_safe(tmp_path, small_corpus):
-    e = build(small_corpus, tmp_path / "ix", threshold=-1)
+    e = build_index(small_corpus, tmp_path / "ix", threshold=-1)
     queries = ["reset password", "shipping abroad", "return an item", "how long shipping"] * 10
     expected = [(r.answers[0].faq_id, round(r.answers[0].score, 5)) for r in e.ask_many(queries)]
     with ThreadPoolExecutor(8) as pool:
@@ -67,15 +62,15 @@ def test_ask_many_equals_ask_and_is_thread_safe(tmp_path, small_corpus):
 
 def test_failed_build_leaves_previous_index_untouched(tmp_path, small_corpus):
     ix = tmp_path / "ix"
-    e = build(small_corpus, ix)
+    e = build_index(small_corpus, ix)
     e.close()
     before = index_files(ix)
     with pytest.raises(RuntimeError, match="encoder crashed"):
-        build(small_corpus, ix, encoder=FakeEncoder(fail_after=0))
+        build_index(small_corpus, ix, encoder=FakeEncoder(fail_after=0))
     bad = tmp_path / "bad.csv"
     bad.write_text("question,answer\nq,\n")
     with pytest.raises(CorpusError):
-        build(str(bad), ix)
+        build_index(str(bad), ix)
     assert index_files(ix) == before
     assert [d for d in index_entries(tmp_path) if not d.endswith(".csv")] == \
         ["ix", "ix/CURRENT", "ix/LOCK", "ix/v<generation>"]  # no temporary versions left
@@ -87,19 +82,19 @@ def test_rebuild_replaces_index(tmp_path, small_corpus):
     """A rebuild from a corpus that lacks the index's FAQs is refused unless replace=True (#40.1: it
     replaced the index silently); force=True, as scripts written before `replace` pass it, still replaces."""
     ix = tmp_path / "ix"
-    build(small_corpus, ix).close()
+    build_index(small_corpus, ix).close()
     before = index_files(ix)
     other = tmp_path / "o.csv"
     other.write_text("question,answer\nonly one question here,only answer\nsecond,two\n")
     with pytest.raises(WouldDropError, match=r"would drop 4 FAQs \(6 questions\).*`faqsearch add "):
-        build(str(other), ix)  # no id in common: its FAQs can be added
+        build_index(str(other), ix)  # no id in common: its FAQs can be added
     with pytest.raises(WouldDropError, match="would drop 4 FAQs"):
-        build(str(other), ix, force=True, replace=False)
+        build_index(str(other), ix, force=True, replace=False)
     assert index_files(ix) == before
-    e = build(str(other), ix, replace=True)
+    e = build_index(str(other), ix, replace=True)
     assert e.config["counts"]["faqs"] == 2
     e.close()
-    e = build(small_corpus, ix, force=True)
+    e = build_index(small_corpus, ix, force=True)
     assert e.config["counts"]["faqs"] == 4
     e.close()
 
@@ -108,7 +103,7 @@ def test_open_errors(tmp_path, small_corpus):
     with pytest.raises(IndexNotFoundError, match="faqsearch ingest"):
         FAQSearch.open(str(tmp_path / "missing"), encoder=FakeEncoder())
     ix = tmp_path / "ix"
-    build(small_corpus, ix).close()
+    build_index(small_corpus, ix).close()
     with pytest.raises(EncoderMismatchError, match="dimension"):
         FAQSearch.open(str(ix), encoder=FakeEncoder(dimension=16))
     cfg = json.loads((version(ix) / FILES["config"]).read_text())
@@ -121,7 +116,7 @@ def test_open_errors(tmp_path, small_corpus):
 def test_one_string_where_a_list_is_taken_is_one_item(tmp_path, small_corpus):
     """approve("1", "a phrasing") adds that phrasing (it added one question per character),
     ask_many("text") answers one query, remove("4") removes FAQ 4 (it complained about ids '4')."""
-    e = build(small_corpus, tmp_path / "ix", threshold=0.0)
+    e = build_index(small_corpus, tmp_path / "ix", threshold=0.0)
     assert e.approve("1", "I cannot log in any more").to_dict()["added_questions"] == 1
     assert [q["text"] for q in e.show("1")["questions"]][-1] == "I cannot log in any more"
     assert [r.query for r in e.ask_many("how long does shipping take")] == ["how long does shipping take"]
@@ -135,11 +130,11 @@ def test_what_an_embedding_chatbot_passes_is_taken_or_refused_as_a_faqsearch_err
     threshold of 1.5, "0.3" or True was taken; lexical results reported a threshold that did not
     apply; embed("text") encoded each character; ask(None) and remove(None) were bare TypeErrors; an
     engine sharing another's encoder failed once the lender was closed before the first query."""
-    import faqsearch.engine as engine_mod
+    import faqsearch.encoders as encoders
     from faqsearch.errors import FAQSearchError, InvalidOptionError
 
-    FAQSearch.build(small_corpus, str(tmp_path / "a"), encoder=FakeEncoder(), threshold=0.0).close()
-    monkeypatch.setattr(engine_mod, "encoder_from_spec", lambda spec, threads=None: FakeEncoder())
+    build_index(small_corpus, tmp_path / "a", threshold=0.0).close()
+    monkeypatch.setattr(encoders, "load_encoder", lambda *a, **k: FakeEncoder())
     borrower, lender = FAQSearch.open(str(tmp_path / "a")), FAQSearch.open(str(tmp_path / "a"))
     borrower.share_encoder(lender)
     lender.close()  # closed before anything loaded the shared encoder
@@ -166,7 +161,7 @@ def test_a_closed_engine_refuses_every_call_with_one_error(tmp_path, small_corpu
     sqlite3's own ProgrammingError, and an edit reopened the engine and committed."""
     from faqsearch import ClosedError
 
-    e = build(small_corpus, tmp_path / "ix")
+    e = build_index(small_corpus, tmp_path / "ix")
     e.ask("I forgot my password")
     e.close()
     calls = [lambda: e.ask("I forgot my password"), e.info, e.list, lambda: e.show("1"), e.reload,
@@ -187,7 +182,7 @@ def test_format_version_says_whether_the_store_stems(tmp_path, small_corpus):
     fr.write_text("id,question,answer\na,Où est ma commande ?,Dans le suivi.\nb,Puis-je annuler ?,Oui.\n",
                   encoding="utf-8")
     for corpus, name, want in ((small_corpus, "en", 2), (str(fr), "fr", 1)):
-        build(corpus, tmp_path / name).close()
+        build_index(corpus, tmp_path / name).close()
         assert json.loads((version(tmp_path / name) / FILES["config"]).read_text())["format_version"] == want
         with FAQSearch.open(str(tmp_path / name), encoder=FakeEncoder()) as e:
             assert e.info()["lexical"]["stem"] == ("english" if want == 2 else "none")
@@ -200,7 +195,7 @@ def test_format_version_says_whether_the_store_stems(tmp_path, small_corpus):
 
 def test_fit_on_other_texts(tmp_path, small_corpus):
     texts = [f"user query number {i} about password shipping returns {i % 7}" for i in range(60)]
-    e = build(small_corpus, tmp_path / "ix", fit_on=texts, k=8)
+    e = build_index(small_corpus, tmp_path / "ix", fit_on=texts, k=8)
     assert e.config["whitening"]["fit_count"] == 60 and e.config["dim_out"] == 8
     e.close()
 
@@ -208,7 +203,7 @@ def test_fit_on_other_texts(tmp_path, small_corpus):
 def test_transform_matches_stored_vectors(tmp_path, small_corpus):
     """The FAISS vectors are exactly whitening(encoder(question)), normalised."""
     enc = FakeEncoder()
-    e = build(small_corpus, tmp_path / "ix", encoder=enc, beta=1, gamma=1)
+    e = build_index(small_corpus, tmp_path / "ix", encoder=enc, beta=1, gamma=1)
     qs = e.store.all_questions()
     ids = np.array([q[0] for q in qs])
     expected = e.whitening.transform(enc.encode([q[2] for q in qs]))
@@ -216,3 +211,22 @@ def test_transform_matches_stored_vectors(tmp_path, small_corpus):
     raw = np.load(version(tmp_path / "ix") / FILES["vectors"])
     np.testing.assert_allclose(raw, enc.encode([q[2] for q in qs]), atol=1e-6)
     e.close()
+
+
+def test_open_with_a_model_loads_it_with_the_index_encoders_settings(tmp_path, small_corpus, monkeypatch):
+    """``open(model=...)`` loads that model through ``faqsearch.encoders.load_encoder`` (the one name the
+    tests patch) with the pooling, length and prefix the index was built with, then checks it."""
+    import faqsearch.encoders as encoders
+
+    build_index(small_corpus, tmp_path / "ix").close()
+    calls = []
+
+    def load(model, **options):
+        calls.append((model, options))
+        return FakeEncoder()
+
+    monkeypatch.setattr(encoders, "load_encoder", load)
+    with FAQSearch.open(str(tmp_path / "ix"), model="some-model", threads=2) as e:
+        assert e.ask("How long does shipping take?").answers[0].faq_id == "2"
+    assert calls == [("some-model", {"pooling": None, "max_length": 256, "prefix": "", "threads": 2, "gguf_file": None,
+                                     "quantize": False, "device": None})]

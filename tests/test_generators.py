@@ -255,6 +255,7 @@ def test_service_paraphrase_endpoint_uses_default_generator(tmp_path):
     service.close()
 
 
+@pytest.mark.slow
 def test_an_encoder_directory_given_as_a_generator_is_refused_naming_what_it_is():
     """It loaded as BertLMHeadModel and failed later with AttributeError inside the sampler."""
     from faqsearch.encoders import _minilm_path

@@ -3,14 +3,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from faqsearch import FAQSearch
 from faqsearch.cli import cli
 from faqsearch.results import Answer
 from faqsearch.search import fuse
 from faqsearch.evaluation import LabelledQuery
 from faqsearch.tuning import tune_fusion
 
-from .conftest import FakeEncoder, version
+from .conftest import build_index, version
 
 
 def test_fuse_formula_and_order():
@@ -30,7 +29,7 @@ def engine(tmp_path):
     p.write_text("id,question,answer\n1,printer shows error E42,Replace the drum.\n2,printer is slow,Update drivers.\n"
                  "3,how do I reset my password,Use the link.\n4,reset the router,Hold the button.\n"
                  "5,信用卡丢了怎么办,请挂失。\n")
-    e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(), threshold=-1)
+    e = build_index(str(p), tmp_path / "ix", threshold=-1)
     yield e
     e.close()
 

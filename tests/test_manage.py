@@ -1,11 +1,14 @@
-"""Issue #27 items 3 and 4: listing, renaming and dropping indexes; unassigning feedback; replace
-means replace."""
+"""Managing indexes: listing, renaming and dropping them; unassigning feedback; replace means
+replace."""
 from __future__ import annotations
 
 import json
 import os
 
+import pytest
 
+
+@pytest.mark.slow
 def test_indexes_rename_and_drop(tmp_path, run, small_corpus):
     home = tmp_path / "home"
     for name in ("support", "sales"):
@@ -28,6 +31,7 @@ def test_indexes_rename_and_drop(tmp_path, run, small_corpus):
     assert res.exit_code != 0 and (home / "notes" / "thesis.txt").read_text(encoding="utf-8") == "mine"
 
 
+@pytest.mark.slow
 def test_unassign_undoes_feedback_and_replace_means_replace(tmp_path, run, small_corpus):
     ix = tmp_path / "ix"
     run("ingest", small_corpus, "--index", ix, "-q")
@@ -50,6 +54,7 @@ def test_unassign_undoes_feedback_and_replace_means_replace(tmp_path, run, small
     assert [q["text"] for q in shown["questions"]] == ["Do you ship abroad?"]
 
 
+@pytest.mark.slow
 def test_names_paths_and_homes_mean_what_they_say(tmp_path, run, small_corpus, monkeypatch):
     """Found by a hostile run: `drop ""` dropped the default index; a user folder in the current
     directory named like an index hid it (and `ingest --index NAME` built into that folder);

@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
+pytestmark = pytest.mark.slow  # every test here runs milvus-lite: seconds each
 
 from faqsearch import FAQ, FAQSearch  # noqa: E402
 from faqsearch.errors import FAQSearchError  # noqa: E402
@@ -48,7 +49,6 @@ def assert_same_top10(emb, mil, texts):
         assert np.allclose([x.score for x in a], [x.score for x in b], atol=1e-4)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["sample_data", "CovidFAQ"])
 def test_parity_top10_and_eval_with_the_embedded_backend(tmp_path, minilm, name):
     if name == "sample_data":

@@ -47,6 +47,7 @@ def test_other_poolings_export_with_parity(pooling, tmp_path, monkeypatch):
     assert ((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))).min() >= PARITY
 
 
+@pytest.mark.slow
 def test_failed_parity_is_remembered_and_torch_serves(tmp_path, monkeypatch):
     monkeypatch.setenv("FAQSEARCH_CACHE", str(tmp_path))
     dest = entry(_minilm_path(), "mean", 256)
@@ -60,6 +61,7 @@ def test_failed_parity_is_remembered_and_torch_serves(tmp_path, monkeypatch):
         load_encoder("minilm", runtime="onnx")
 
 
+@pytest.mark.slow
 def test_runtime_choices(monkeypatch):
     with pytest.raises(InvalidOptionError, match="must be auto, onnx or torch"):  # a one-line error, not a traceback
         load_encoder("minilm", runtime="tensorrt")

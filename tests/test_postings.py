@@ -7,10 +7,10 @@ import shutil
 import pytest
 
 import faqsearch.backends.embedded.postings as postings
-from faqsearch import FAQ, FAQSearch
+from faqsearch import FAQ
 from faqsearch.backends.embedded.store import Store
 
-from .conftest import FakeEncoder
+from .conftest import build_index
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "sample_data")
@@ -51,7 +51,7 @@ def _same(a, b):
 def big(monkeypatch, tmp_path):
     """sample_data as a 'large' index: arrays are written from one question up."""
     monkeypatch.setattr(postings, "MIN_QUESTIONS", 1)
-    e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "ix"), encoder=FakeEncoder())
+    e = build_index(os.path.join(SAMPLE, "faq.csv"), tmp_path / "ix")
     yield e
     e.close()
 
@@ -60,6 +60,7 @@ def _store(e):
     return e.searcher().snap.store
 
 
+@pytest.mark.slow
 def test_arrays_score_as_fts5(big, tmp_path):
     store = _store(big)
     version = os.path.dirname(store.path)
@@ -75,6 +76,7 @@ def test_arrays_score_as_fts5(big, tmp_path):
     assert any(len(h) == 40 for h in got) and got[-1] == [] and got[-2] == []
 
 
+@pytest.mark.slow
 def test_edits_in_place_and_rewrites_keep_fts5_scores(big, tmp_path):
     texts = _queries()
     before = _store(big)
@@ -96,9 +98,10 @@ def test_edits_in_place_and_rewrites_keep_fts5_scores(big, tmp_path):
     _same(store.lexical(texts, 40), _fts_only(store, tmp_path, texts, 40))
 
 
+@pytest.mark.slow
 def test_small_versions_and_damaged_arrays_use_fts5(tmp_path, monkeypatch):
     monkeypatch.setattr(postings, "MIN_QUESTIONS", 10_000)
-    e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "ix"), encoder=FakeEncoder())
+    e = build_index(os.path.join(SAMPLE, "faq.csv"), tmp_path / "ix")
     try:
         store = _store(e)
         assert not os.path.exists(os.path.join(os.path.dirname(store.path), postings.DIR))  # under the minimum
@@ -106,7 +109,7 @@ def test_small_versions_and_damaged_arrays_use_fts5(tmp_path, monkeypatch):
     finally:
         e.close()
     monkeypatch.setattr(postings, "MIN_QUESTIONS", 1)
-    e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "ix2"), encoder=FakeEncoder())
+    e = build_index(os.path.join(SAMPLE, "faq.csv"), tmp_path / "ix2")
     try:
         store = _store(e)
         rows = os.path.join(os.path.dirname(store.path), postings.DIR, "rows.npy")
@@ -119,6 +122,7 @@ def test_small_versions_and_damaged_arrays_use_fts5(tmp_path, monkeypatch):
         e.close()
 
 
+@pytest.mark.slow
 def test_a_rewrite_writes_arrays_of_its_own(big, tmp_path, monkeypatch):
     import faqsearch.backends.embedded.editor as editor
 
@@ -202,7 +206,7 @@ def test_accented_and_joined_words_match_as_fts5_stores_them(tmp_path, monkeypat
 def test_every_version_keeps_arrays_even_one_without_words(tmp_path):
     """Small indexes are served from arrays too (faster than FTS5 at every size measured), and a
     store whose questions hold no word at all still writes them and answers nothing lexically."""
-    with FAQSearch.build(os.path.join(SAMPLE, "faq_zh.csv"), str(tmp_path / "zh"), encoder=FakeEncoder()) as e:
+    with build_index(os.path.join(SAMPLE, "faq_zh.csv"), tmp_path / "zh") as e:
         store = _store(e)
         assert os.path.isfile(os.path.join(os.path.dirname(store.path), postings.DIR, "meta.json"))
         texts = ["我的银行卡丢了怎么办", "转账多久到账", "信用卡额度", "password"]
@@ -210,7 +214,7 @@ def test_every_version_keeps_arrays_even_one_without_words(tmp_path):
         assert store._postings_memo[1] is not None  # served from the arrays
     corpus = tmp_path / "symbols.csv"
     corpus.write_text("id,question,answer\na,???,first\nb,!!!,second\n", encoding="utf-8")
-    with FAQSearch.build(str(corpus), str(tmp_path / "sym"), encoder=FakeEncoder()) as e:
+    with build_index(str(corpus), tmp_path / "sym") as e:
         store = _store(e)
         meta = json.load(open(os.path.join(os.path.dirname(store.path), postings.DIR, "meta.json")))
         assert meta["rows"] == 2 and meta["postings"] == 0

@@ -3,6 +3,8 @@ import logging
 import multiprocessing
 import sqlite3
 
+import pytest
+
 from faqsearch.querylog import QueryLog, log_answered
 from faqsearch.results import Result
 
@@ -20,6 +22,7 @@ def _write(path: str, n: int, tag: str) -> int:
     return failed
 
 
+@pytest.mark.slow
 def test_processes_writing_one_log_lose_nothing(tmp_path):
     """Each record takes the write lock first (BEGIN IMMEDIATE), so a second process waits for it;
     a deferred transaction that read max(id) first failed at once with 'database is locked' (two
@@ -73,6 +76,7 @@ def test_since_is_a_date_or_time_and_anything_else_is_an_error(tmp_path):
     qlog.close()
 
 
+@pytest.mark.slow
 def test_ask_log_on_a_read_only_index_answers_unlogged_with_a_warning(tmp_path, run, small_corpus, caplog):
     """#40 N6: `ask --log` where the index's folder cannot be written ended with "store.db cannot be
     read ... ingest --force"; it answers, and says the query was not logged."""

@@ -4,7 +4,7 @@ import pytest
 from faqsearch import FAQ, FAQSearch
 from faqsearch.backends.embedded.faiss import AUTO_FLAT_MAX, AUTO_HNSW_MAX, VectorIndex, factory_for, nlist_for
 
-from .conftest import FakeEncoder
+from .conftest import FakeEncoder, build_index
 
 
 def _unit(n, d, seed):
@@ -43,7 +43,7 @@ def test_hnsw_removal_uses_tombstones_and_refit_clears_them(tmp_path):
     rows = ["id,question,answer"] + [f"{i},question number {i} about item{i},answer {i}" for i in range(40)]
     p = tmp_path / "c.csv"
     p.write_text("\n".join(rows) + "\n")
-    e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(), index_type="hnsw", threshold=-1)
+    e = build_index(str(p), tmp_path / "ix", index_type="hnsw", threshold=-1)
     assert e.config["index"]["factory"] == "HNSW32" and not e.index.supports_removal
     e.remove([str(i) for i in range(20)])  # in place: the delta excludes their ids inside FAISS
     assert len(e.delta.removed) == 20
@@ -71,7 +71,7 @@ def test_ivf_index_trained_on_a_sample(tmp_path):
     rows = ["id,question,answer"] + [f"{i % 50},variant {i} of question {i % 50} w{i % 7},a{i % 50}" for i in range(800)]
     p = tmp_path / "c.csv"
     p.write_text("\n".join(rows) + "\n")
-    e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(), index_type="ivf", threshold=-1)
+    e = build_index(str(p), tmp_path / "ix", index_type="ivf", threshold=-1)
     assert e.config["index"]["factory"].startswith("IVF") and e.config["index"]["nprobe"] >= 1
     assert e.ask("variant 7 of question 7 w0", mode="dense").answers[0].faq_id == "7"
     e.add([FAQ("new", "n", ["brand new question"])])  # adding to a trained IVF works
@@ -193,6 +193,7 @@ def test_ivf_layout_check_refuses_what_it_cannot_write(tmp_path):
     assert not streams(filled, x, str(tmp_path))  # only an empty index is written from scratch
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index_type", ["ivf", "ivf-sq8", "IVF8,PQ8x4"])  # 4-bit PQ: trained in seconds
 def test_ivf_ingest_streams_its_index_and_answers_as_one_built_in_memory(tmp_path, monkeypatch, index_type):
     """An IVF ingest (and its refit) never adds to an in-memory FAISS index: the file is written as
@@ -296,7 +297,7 @@ def test_a_faiss_that_cannot_map_reads_the_file(tmp_path, monkeypatch):
 
 
 def test_an_opened_index_maps_its_faiss_file(tmp_path, small_corpus):
-    e = FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=FakeEncoder(), self_fusion=False)
+    e = build_index(small_corpus, tmp_path / "ix", self_fusion=False)
     assert e.searcher().snap.index.mapped
     assert e.ask("how do I reset my password").nearest is not None
     e.close()

@@ -12,7 +12,7 @@ from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import FAQ  # noqa: E402
 from faqsearch.service import Service, create_app  # noqa: E402
 
-from .conftest import FakeEncoder, read_only  # noqa: E402
+from .conftest import FakeEncoder, build_index, read_only  # noqa: E402
 
 KEY = "s3cret-key"
 STAFF = {"X-API-Key": KEY}  # a server with a key shows FAQs, queries and gaps to its keys only (#40.2)
@@ -20,7 +20,7 @@ STAFF = {"X-API-Key": KEY}  # a server with a key shows FAQs, queries and gaps t
 
 @pytest.fixture
 def ix(tmp_path, small_corpus):
-    FAQSearch.build(small_corpus, str(tmp_path / "shop"), encoder=FakeEncoder(), threshold=0.3).close()
+    build_index(small_corpus, tmp_path / "shop", threshold=0.3).close()
     return str(tmp_path / "shop")
 
 
@@ -215,7 +215,7 @@ def test_no_log_means_no_log(fake_models, ix):
 
 def test_several_indexes_by_name_and_openapi(fake_models, ix, tmp_path):
     other = str(tmp_path / "other")
-    FAQSearch.build([FAQ("x", "Other answer.", ["an other question"])], other, encoder=FakeEncoder()).close()
+    build_index([FAQ("x", "Other answer.", ["an other question"])], other).close()
     service, c = make_client([ix, other])
     assert [i["name"] for i in c.get("/indexes", headers=STAFF).json()["indexes"]] == ["shop", "other"]
     assert c.get("/indexes/other/ask", params={"q": "an other question"}).json()["answers"][0]["faq_id"] == "x"

@@ -110,6 +110,7 @@ GROUPS = [["how do i reset my password", "i forgot my password", "password reset
           ["change delivery address", "wrong shipping address", "update my address"]]
 
 
+@pytest.mark.slow
 def test_training_lowers_loss_and_lifts_pair_similarity(tiny_dir, tmp_path):
     model = SimBert.from_pretrained(tiny_dir)
     pairs = pairs_from_groups(GROUPS)
@@ -139,6 +140,7 @@ def test_training_lowers_loss_and_lifts_pair_similarity(tiny_dir, tmp_path):
     assert os.path.exists(tmp_path / "m" / "trainer_state.pt")
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_checkpoint(tiny_dir, tmp_path):
     out = str(tmp_path / "m")
     pairs = pairs_from_groups(GROUPS)
@@ -148,6 +150,7 @@ def test_resume_continues_from_the_checkpoint(tiny_dir, tmp_path):
     assert json.load(open(os.path.join(out, "faqsearch_simbert.json")))["epochs_done"] == 2
 
 
+@pytest.mark.slow
 def test_saved_model_is_an_ingest_encoder_with_cls_pooling(tiny_dir, tmp_path):
     from faqsearch.encoders import load_encoder
 
@@ -171,6 +174,7 @@ def test_mined_pairs():
     assert all("weather" not in p for pair in pairs for p in pair)
 
 
+@pytest.mark.slow
 def test_augment_and_cli(tiny_dir, tmp_path, fake_models):
     from click.testing import CliRunner
 

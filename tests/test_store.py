@@ -223,11 +223,11 @@ def test_a_store_damaged_past_its_open_checks_is_an_index_format_error(tmp_path)
     from faqsearch import FAQSearch
     from faqsearch.errors import IndexFormatError
 
-    from .conftest import FakeEncoder, version
+    from .conftest import FakeEncoder, build_index, version
 
     faqs = [FAQ(f"f{i}", f"answer {i} " * 40, [f"question about topic{i} variant{j}" for j in range(3)])
             for i in range(40)]
-    FAQSearch.build(faqs, str(tmp_path / "ix"), encoder=FakeEncoder(), threshold=-1).close()
+    build_index(faqs, tmp_path / "ix", threshold=-1).close()
     db = version(tmp_path / "ix") / "store.db"
     data = bytearray(db.read_bytes())
     for i in range(4096, len(data), 997):  # every page but the first (the schema) damaged

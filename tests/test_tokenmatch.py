@@ -18,6 +18,7 @@ TEXTS = ["How do I reset my passwords?", "Can my dog catch COVID-19?", "退货�
          "résumé upload_limit for card_holders"]
 
 
+@pytest.mark.slow
 def test_spans_map_to_the_stores_words(minilm):
     (states, spans), = minilm.token_states(["How do I reset my passwords?"])
     assert states.shape == (len(spans), minilm.dimension) and states.dtype == np.float16
@@ -75,6 +76,7 @@ def test_onnx_and_torch_token_states_agree(minilm):
             assert cos.min() >= 0.999
 
 
+@pytest.mark.slow
 def test_an_index_ranks_by_token_match(tmp_path, minilm):
     corpus = tmp_path / "faq.csv"
     corpus.write_text("id,question,answer\npets,Can pets get the coronavirus?,Rarely.\n"
@@ -94,6 +96,7 @@ def test_an_index_ranks_by_token_match(tmp_path, minilm):
     e.close()
 
 
+@pytest.mark.slow
 def test_tuning_ranks_as_the_index_answers_with_token_matching(tmp_path, minilm):
     """tune (transform) and tune --fusion measure the ranking `ask` gives, token matching included."""
     from faqsearch.evaluation import evaluate, read_labelled_queries

@@ -17,6 +17,8 @@ from faqsearch.backends.embedded.tokenstates import DIR, TokenStates, encode_wit
 
 from .conftest import ROOT, version
 
+pytestmark = pytest.mark.slow  # the real bundled encoder throughout
+
 FAQ = os.path.join(ROOT, "sample_data", "faq.csv")
 TEXTS = ["How do I reset my passwords?", "a", "", "退货需要多长时间？", "word " * 300, "Can my dog catch COVID-19?"]
 

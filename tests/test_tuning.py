@@ -10,7 +10,7 @@ from faqsearch.tuning import Setting, current_setting, grid, tune
 from faqsearch.tuning.transform import _reciprocal_ranks
 from faqsearch.tuning.transform import cross_validate as _cross_validate
 
-from .conftest import FakeEncoder, index_entries, version
+from .conftest import FakeEncoder, build_index, index_entries, version
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_self_tuning_holds_out_one_variant_per_faq(tmp_path):
             [f"{i},gamma{i} delta{i},a{i}" for i in range(40)]
     p = tmp_path / "c.csv"
     p.write_text("\n".join(lines) + "\n")
-    e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(dimension=48))
+    e = build_index(str(p), tmp_path / "ix", encoder=FakeEncoder(dimension=48))
     report = tune(e.searcher(), self_supervised=True)
     assert report.n == 40 and "held-out" in report.notes[0]
     assert all(0 <= r["mrr@10"] <= 1 for r in report.rows)
@@ -141,7 +141,7 @@ def _variants_index(tmp_path, monkeypatch, faqs: int, per_faq: int):
     rows = ["id,question,answer"] + [f"f{i},question {j} about thing{i},a{i}" for i in range(faqs) for j in range(per_faq)]
     p = tmp_path / "c.csv"
     p.write_text("\n".join(rows) + "\n")
-    e = FAQSearch.build(str(p), str(tmp_path / "ix"), encoder=FakeEncoder(), self_fusion=False)
+    e = build_index(str(p), tmp_path / "ix", self_fusion=False)
     sizes = []
     real = tuning.bm25_scorer
     monkeypatch.setattr(tuning, "bm25_scorer", lambda docs, *a, **k: sizes.append(len(docs)) or real(docs, *a, **k))

@@ -1,4 +1,4 @@
-"""Versions an index keeps and `faqsearch restore` (issue 40, "Versions a user can restore"). Fake encoder."""
+"""Versions an index keeps and `faqsearch restore`. Fake encoder."""
 import json
 import os
 
@@ -10,16 +10,10 @@ from faqsearch.errors import VersionNotFoundError
 from faqsearch.tuning import Setting
 from faqsearch.index.versions import list_versions, previous, restore
 
-from .conftest import FakeEncoder, index_files, version
+from .conftest import FakeEncoder, build_index, index_files, version, write_corpus
 
 ROWS = [(f"f{i}", f"question about subject{i} variant{j}", f"answer {i}", f"cat{i % 3}", f'"{{""k"": {i}}}"')
         for i in range(12) for j in range(3)]
-
-
-def corpus(tmp_path, rows, name="c.csv"):
-    p = tmp_path / name
-    p.write_text("id,question,answer,category,metadata\n" + "".join(",".join(r) + "\n" for r in rows), encoding="utf-8")
-    return str(p)
 
 
 def content(path) -> dict:
@@ -32,7 +26,7 @@ def edited_in_place(tmp_path, path):
     """add, update and feedback: each committed inside the live version (no new version directory)."""
     live = version(path)
     with FAQSearch.open(path, encoder=FakeEncoder()) as e:
-        e.add(corpus(tmp_path, [("new1", "a brand new question", "new answer", "catx", '"{""n"": 1}"')], "add.csv"))
+        e.add(write_corpus(tmp_path, [("new1", "a brand new question", "new answer", "catx", '"{""n"": 1}"')], "add.csv"))
         e.update_faq("f3", answer="a changed answer")
         e.feedback("some customer query about subject5", "f5")
     assert version(path) == live and json.loads((live / "config.json").read_text())["delta"]
@@ -41,18 +35,18 @@ def edited_in_place(tmp_path, path):
 @pytest.mark.parametrize("in_place_first", [False, True])
 def test_replace_then_restore_brings_back_every_faq(tmp_path, in_place_first):
     path = str(tmp_path / "ix")
-    FAQSearch.build(corpus(tmp_path, ROWS), path, encoder=FakeEncoder(), threshold=-1).close()
+    build_index(write_corpus(tmp_path, ROWS), path, threshold=-1).close()
     if in_place_first:
         edited_in_place(tmp_path, path)
     before, before_version = content(path), version(path).name
     assert len(before) == 12 + in_place_first and before["f0"]["metadata"] == {"metadata": "{\"k\": 0}"}
-    FAQSearch.build(corpus(tmp_path, ROWS[:3], "one.csv"), path, encoder=FakeEncoder(), replace=True).close()
+    build_index(write_corpus(tmp_path, ROWS[:3], "one.csv"), path, replace=True).close()
     assert list(content(path)) == ["f0"] and previous(path) == before_version
     live = restore(path, before_version)
     assert content(path) == before and live != before_version and version(path).name == live
     with FAQSearch.open(path, encoder=FakeEncoder()) as e:  # it answers, and takes edits, as before
         assert e.ask("question about subject7 variant1").answers[0].faq_id == "f7"
-        e.add(corpus(tmp_path, [("later", "a later question", "later answer", "c", "{}")], "later.csv"))
+        e.add(write_corpus(tmp_path, [("later", "a later question", "later answer", "c", "{}")], "later.csv"))
         assert e.ask("a later question").answers[0].faq_id == "later"
     made = {v.version: (v.made_by, v.edited_by) for v in list_versions(path)}
     assert made[live] == (f"restore {before_version}", "add")  # the add committed in place
@@ -60,9 +54,9 @@ def test_replace_then_restore_brings_back_every_faq(tmp_path, in_place_first):
 
 def test_restore_is_itself_a_version_that_can_be_undone(tmp_path):
     path = str(tmp_path / "ix")
-    FAQSearch.build(corpus(tmp_path, ROWS), path, encoder=FakeEncoder(), threshold=-1).close()
+    build_index(write_corpus(tmp_path, ROWS), path, threshold=-1).close()
     first = version(path).name
-    FAQSearch.build(corpus(tmp_path, ROWS[:3], "one.csv"), path, encoder=FakeEncoder(), replace=True).close()
+    build_index(write_corpus(tmp_path, ROWS[:3], "one.csv"), path, replace=True).close()
     second = version(path).name
     third = restore(path, first)
     rows = {v.version: v for v in list_versions(path)}
@@ -77,7 +71,7 @@ def test_a_kept_version_never_changes_with_later_edits_in_place(tmp_path):
     """refit shares the store with the version before it; the edits in place after it write into the
     store: never into the kept version's (nor into files the two share)."""
     path = str(tmp_path / "ix")
-    FAQSearch.build(corpus(tmp_path, ROWS), path, encoder=FakeEncoder(), threshold=-1).close()
+    build_index(write_corpus(tmp_path, ROWS), path, threshold=-1).close()
     with FAQSearch.open(path, encoder=FakeEncoder()) as e:
         e.refit(Setting(True, 0.5, 0.5, None))
         kept = previous(path)
@@ -92,7 +86,7 @@ def test_a_kept_version_never_changes_with_later_edits_in_place(tmp_path):
 
 def test_pruning_keeps_the_bound_and_never_the_live_one(tmp_path):
     path = str(tmp_path / "ix")
-    FAQSearch.build(corpus(tmp_path, ROWS), path, encoder=FakeEncoder(), threshold=-1).close()
+    build_index(write_corpus(tmp_path, ROWS), path, threshold=-1).close()
     names = [version(path).name]
     with FAQSearch.open(path, encoder=FakeEncoder()) as e:
         for i in range(KEEP_VERSIONS + 3):
@@ -105,26 +99,26 @@ def test_pruning_keeps_the_bound_and_never_the_live_one(tmp_path):
 
 def test_an_unknown_version_is_refused_with_the_known_ones(tmp_path):
     path = str(tmp_path / "ix")
-    FAQSearch.build(corpus(tmp_path, ROWS), path, encoder=FakeEncoder(), threshold=-1).close()
+    build_index(write_corpus(tmp_path, ROWS), path, threshold=-1).close()
     with pytest.raises(VersionNotFoundError, match=f"keeps {version(path).name}"):
         restore(path, "v00000099")
 
 
 def test_cli_versions_restore_and_the_undo_line(tmp_path, run):
     path = str(tmp_path / "ix")
-    first = run("ingest", corpus(tmp_path, ROWS), "--index", path)
+    first = run("ingest", write_corpus(tmp_path, ROWS), "--index", path)
     assert first.exit_code == 0 and "Undo with" not in first.output
     old = version(path).name
-    out = run("ingest", corpus(tmp_path, ROWS[:3], "one.csv"), "--index", path, "--replace")
+    out = run("ingest", write_corpus(tmp_path, ROWS[:3], "one.csv"), "--index", path, "--replace")
     assert out.exit_code == 0 and f"Undo with: faqsearch restore {old} --index {path}" in out.output
     before = version(path).name
-    js = json.loads(run("ingest", corpus(tmp_path, ROWS[:6], "two.csv"), "--index", path, "--replace",
+    js = json.loads(run("ingest", write_corpus(tmp_path, ROWS[:6], "two.csv"), "--index", path, "--replace",
                         "--json").output)
     assert js["previous_version"] == before and version(path).name != before
     before = version(path).name
     removed = run("remove", "f0", "--index", path, "--json")
     assert removed.exit_code == 0 and json.loads(removed.output)["previous_version"] == before
-    update = corpus(tmp_path, [("f1", "only this question now", "answer 1", "cat1", "{}")], "upd.csv")
+    update = write_corpus(tmp_path, [("f1", "only this question now", "answer 1", "cat1", "{}")], "upd.csv")
     before = version(path).name
     replaced = run("update", update, "--index", path, "--replace")
     assert f"Undo with: faqsearch restore {before} --index {path}" in replaced.output

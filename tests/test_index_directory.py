@@ -1,5 +1,5 @@
-"""The index directory (#23): one real directory that copies as a whole, versions named by
-generation, one writer, and readers that always hold one whole version."""
+"""The index directory (faqsearch/index/directory.py): one real directory that copies as a whole,
+versions named by generation, one writer, and readers that always hold one whole version."""
 from __future__ import annotations
 
 import os
@@ -14,21 +14,15 @@ import pytest
 from faqsearch import FAQ, FAQSearch
 from faqsearch.index.directory import layout
 
-from .conftest import FakeEncoder, index_files, version
+from .conftest import FakeEncoder, build_index, faq_rows, index_files, version, write_corpus
 
-ROWS = [(f"f{i}", f"question about subject{i} variant{j}", f"answer {i}") for i in range(12) for j in range(2)]
-
-
-def write_corpus(tmp_path, rows=ROWS, name="c.csv"):
-    p = tmp_path / name
-    p.write_text("id,question,answer\n" + "".join(f"{i},{q},{a}\n" for i, q, a in rows), encoding="utf-8")
-    return str(p)
+ROWS = faq_rows(12, 2)
 
 
 @pytest.fixture
 def built(tmp_path):
     path = str(tmp_path / "ix")
-    e = FAQSearch.build(write_corpus(tmp_path), path, encoder=FakeEncoder(), threshold=-1, self_fusion=False)
+    e = build_index(write_corpus(tmp_path, ROWS), path, threshold=-1, self_fusion=False)
     e.add([FAQ("d1", "in the delta", ["a question only the delta holds"])])  # a live delta
     e.close()
     return path
@@ -66,12 +60,14 @@ def test_cp_r_and_tar_give_independent_working_indexes(built, tmp_path):
     _check_independent(built, str(tmp_path / "restored" / "ix"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync is not installed")
 def test_rsync_a_gives_an_independent_working_index(built, tmp_path):
     subprocess.run(["rsync", "-a", built + "/", str(tmp_path / "synced")], check=True)
     _check_independent(built, str(tmp_path / "synced"))
 
 
+@pytest.mark.slow
 def test_versions_are_named_by_generation_and_nothing_lives_beside_the_index(built, tmp_path):
     with FAQSearch.open(built, encoder=FakeEncoder()) as e:
         g = e.config["generation"]
@@ -82,12 +78,13 @@ def test_versions_are_named_by_generation_and_nothing_lives_beside_the_index(bui
     assert sorted(os.listdir(tmp_path)) == ["c.csv", "ix"]
 
 
+@pytest.mark.slow
 def test_readers_hold_one_whole_version_while_reloads_swap_them(tmp_path):
     """Asks on several threads while another process's edits commit and reloads swap snapshots:
     every answer comes from one version (its answers and its vectors agree)."""
     rows = [(f"f{i}", f"question about subject{i}", "version 0") for i in range(10)]
     path = str(tmp_path / "ix")
-    FAQSearch.build(write_corpus(tmp_path, rows), path, encoder=FakeEncoder(), threshold=-1, self_fusion=False).close()
+    build_index(write_corpus(tmp_path, rows), path, threshold=-1, self_fusion=False).close()
     reader = FAQSearch.open(path, encoder=FakeEncoder())
     reader.auto_reload = False
     writer = FAQSearch.open(path, encoder=FakeEncoder())
@@ -140,6 +137,7 @@ def test_readers_hold_one_whole_version_while_reloads_swap_them(tmp_path):
     assert len(seen) > 2  # the readers did see several versions go by
 
 
+@pytest.mark.slow
 def test_an_index_whose_current_file_was_deleted_answers_from_its_newest_version_and_loses_nothing(
         built, tmp_path, run):
     """#40 N11: with CURRENT deleted, errors advised `faqsearch ingest`, which (without --force) exited 0
@@ -154,7 +152,7 @@ def test_an_index_whose_current_file_was_deleted_answers_from_its_newest_version
     os.remove(os.path.join(path, "CURRENT"))
     out = run("ask", "a question only add put here", "--index", path, "--json")
     assert out.exit_code == 0 and '"faq_id": "added"' in out.output, out.output
-    out = run("ingest", write_corpus(tmp_path), "--index", path)  # the corpus lacks the added FAQ
+    out = run("ingest", write_corpus(tmp_path, ROWS), "--index", path)  # the corpus lacks the added FAQ
     assert out.exit_code == 1 and "would drop 2 FAQs" in out.output, out.output
     assert FAQSearch.open(path, encoder=FakeEncoder()).info()["counts"] == counts
     out = run("add", write_corpus(tmp_path, [("more", "one more question", "more answer")], "more.csv"),

@@ -1,0 +1,91 @@
+"""Where an index may be written: never over a folder of the user's files, the current directory, a
+link to elsewhere or a file; an empty folder or an index of ours is replaced."""
+import os
+
+import pytest
+
+from faqsearch import FAQSearch
+from faqsearch.errors import IndexPathError
+
+from .conftest import FakeEncoder, build_index, faq_rows, tree, write_corpus
+
+ROWS = faq_rows(15, 3)
+FEW = faq_rows(6, 2)
+
+
+def test_ingest_refuses_a_directory_of_user_files(tmp_path):
+    docs = tmp_path / "mydocs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "thesis.txt").write_text("thesis")
+    (docs / "sub" / "notes.md").write_text("notes")
+    before = tree(docs)
+    enc = FakeEncoder()
+    with pytest.raises(IndexPathError, match="not a faqsearch index.*thesis.txt"):
+        FAQSearch.build(write_corpus(tmp_path, FEW), str(docs), encoder=enc)
+    assert enc.calls == 0 and tree(docs) == before and not os.path.islink(docs)
+
+
+def test_ingest_refuses_the_current_directory(tmp_path, run, monkeypatch):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "main.py").write_text("print('hi')")
+    corpus = write_corpus(project, FEW)
+    monkeypatch.chdir(project)
+    before = tree(project)
+    result = run("ingest", corpus, "--index", ".")
+    assert result.exit_code == 1 and "not a faqsearch index" in result.output
+    assert tree(project) == before and sorted(os.listdir(tmp_path)) == ["project"]
+
+
+def test_ingest_refuses_a_link_to_elsewhere_and_a_file(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    indexes = tmp_path / "indexes"
+    indexes.mkdir()
+    os.symlink(outside, indexes / "ix")
+    with pytest.raises(IndexPathError, match="symbolic link"):
+        build_index(write_corpus(tmp_path, FEW), str(indexes / "ix"))
+    assert tree(outside) == {"keep.txt": b"keep"} and os.path.islink(indexes / "ix")
+    (indexes / "plain").write_text("a file")
+    with pytest.raises(IndexPathError, match="is a file"):
+        build_index(write_corpus(tmp_path, FEW), str(indexes / "plain"))
+    assert (indexes / "plain").read_text() == "a file"
+    assert sorted(os.listdir(indexes)) == ["ix", "plain"]  # nothing renamed aside, no lock left behind
+
+
+def test_empty_directories_and_our_own_indexes_are_replaced(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    build_index(write_corpus(tmp_path, FEW), empty).close()
+    with build_index(write_corpus(tmp_path, FEW), empty, force=True) as e:
+        assert e.ask("question about subject3 variant1", mode="dense").answers[0].faq_id == "f3"
+
+
+@pytest.mark.parametrize("config", ['{"app": "mine", "debug": true}\n', "port: 8080\n"])
+@pytest.mark.parametrize("command", ["drop", "ingest", "rename"])
+def test_a_user_folder_with_a_config_json_is_refused_before_anything_is_touched(tmp_path, run, config, command):
+    """`drop` or `ingest` on a folder holding a config.json and a store.db that faqsearch did not write
+    moved them into v00000000/ and created CURRENT and LOCK before refusing: the folder, and the one
+    around it, are now left byte for byte as they were."""
+    import sqlite3
+
+    folder = tmp_path / "home" / "app"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(config)
+    conn = sqlite3.connect(folder / "store.db")
+    conn.execute("create table t(x)")
+    conn.commit()
+    conn.close()
+
+    def state():
+        return {str(p.relative_to(tmp_path / "home")): p.read_bytes() if p.is_file() else None
+                for p in (tmp_path / "home").rglob("*")}
+
+    before = state()
+    args = {"drop": ["drop", str(folder), "--yes"], "rename": ["rename", "--index", str(folder), str(tmp_path / "home" / "b")],
+            "ingest": ["ingest", write_corpus(tmp_path, ROWS), "--index", str(folder), "-q", "--force"]}[command]
+    result = run(*args)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "that faqsearch did not write" in result.output and "move that away yourself" in result.output
+    assert state() == before

@@ -1,0 +1,219 @@
+"""What comes in (corpus files, queries, options, HTTP requests) is checked before anything is encoded
+or written, and refused with a message that says what is wrong and what to do."""
+import gzip
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+from click.testing import CliRunner
+
+from faqsearch import FAQ, FAQSearch
+from faqsearch.cli import cli
+from faqsearch.corpus import read_corpus
+from faqsearch.errors import CorpusError, FAQSearchError
+
+from .conftest import API_KEY, ROOT, FakeEncoder, build_index, faq_rows, generation, write_corpus
+
+ROWS = faq_rows(15, 3)
+
+
+def test_control_only_questions_are_refused_and_text_is_normalised(tmp_path, run, built):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,question,answer\n1,hello,hi there\n2,\x00\x01\x02,junk\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"bad.csv:3: empty 'question'"):
+        read_corpus(str(bad))
+    with pytest.raises(CorpusError, match="visible"):
+        built.add([FAQ("z", "answer", ["\x00\u200b\x07"])])
+    faqs = read_corpus(write_corpus(tmp_path, [("1", "cafe\u0301\tmenu\x00  prices", "ok")], "nfc.csv"))
+    assert faqs[0].questions == ["caf\u00e9 menu prices"]
+    result = run("ask", "\x00\x01", "--index", built.path)
+    assert result.exit_code == 2 and "blank" in result.output
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid", "lexical"])
+def test_invalid_utf8_queries_are_answered_one_line_each(built, tmp_path, mode):
+    ix = built.path
+    stdin = b"question about subject2 \xff\xfe variant1\n\nquestion about subject4 variant0\n\xc3\n"
+    proc = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, %r); from tests.conftest import "
+                           "FakeEncoder; import faqsearch.encoders as e; e.load_encoder = lambda *a, **k: "
+                           "FakeEncoder(); from faqsearch.cli import cli; cli()" % ROOT,
+                           "ask", "--index", ix, "--mode", mode, "--threshold", "-1"],
+                          input=stdin, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    lines = [json.loads(x) for x in proc.stdout.decode().splitlines()]
+    assert len(lines) == 4
+    assert lines[0]["answers"][0]["faq_id"] == "f2" and "\ufffd" in lines[0]["query"]
+    assert lines[1]["answers"] == [] and lines[2]["answers"][0]["faq_id"] == "f4"
+    # argv with bytes that are not UTF-8 (Python hands them over as lone surrogates)
+    assert built.ask("question about subject2 \udcff variant1", mode=mode).answers[0].faq_id == "f2"
+
+
+def test_jsonl_line_separators_inside_strings_and_non_string_answers(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text(json.dumps({"id": "1", "question": "first\u2028line?", "answer": "a\u2029b\u0085c"},
+                            ensure_ascii=False) + "\n" + json.dumps({"id": "2", "question": "q2", "answer": "x"}) + "\n",
+                 encoding="utf-8")
+    faqs = read_corpus(str(p))
+    assert [f.id for f in faqs] == ["1", "2"] and faqs[0].questions == ["first line?"]
+    for bad, col in ([{"id": "3", "question": "q", "answer": ["a", "b"]}, "answer"],
+                     [{"id": "3", "question": "q", "answer": {"x": 1}}, "answer"],
+                     [{"id": "3", "question": ["ok", {"no": 1}], "answer": "a"}, "question"]):
+        p.write_text(json.dumps({"id": "1", "question": "q1", "answer": "a"}) + "\n" + json.dumps(bad) + "\n")
+        with pytest.raises(CorpusError, match=rf"c.jsonl:2: '{col}' is a JSON (list|object), expected a string"):
+            read_corpus(str(p))
+
+
+def test_file_kinds_are_named_and_advice_is_right(tmp_path, run, built):
+    cases = {
+        "u16.csv": ("id,question,answer\n1,q,a\n".encode("utf-16"), "UTF-16"),
+        "sheet.csv": (None, "ZIP archive"),
+        "c.csv.gz": (gzip.compress(b"id,question,answer\n1,q,a\n"), "gzip"),
+    }
+    with zipfile.ZipFile(tmp_path / "sheet.csv", "w") as z:
+        z.writestr("xl/workbook.xml", "<x/>")
+    for name, (data, what) in cases.items():
+        if data is not None:
+            (tmp_path / name).write_bytes(data)
+        with pytest.raises(CorpusError, match=what) as err:
+            read_corpus(str(tmp_path / name), fmt="csv")
+        assert "latin1" not in str(err.value)
+    big = "x" * 200_000
+    faqs = read_corpus(write_corpus(tmp_path, [("1", "a long one", big)], "big.csv"))
+    assert len(faqs[0].answer) == 200_000
+    os.mkdir(tmp_path / "adir")
+    result = run("ingest", tmp_path / "adir", "--index", tmp_path / "x")
+    assert result.exit_code == 1 and "is a directory" in result.output
+
+
+def test_unreadable_and_deeply_nested_corpora_are_clear_errors(tmp_path, monkeypatch, run):
+    import builtins
+
+    import faqsearch.corpus as corpus_mod
+
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"id": "1", "question": "q", "answer": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
+    result = run("ingest", deep, "--index", tmp_path / "ix")
+    assert result.exit_code == 1 and "nested too deeply" in result.output
+    locked = tmp_path / "locked.csv"
+    locked.write_text("question,answer\nq,a\n")
+    real_open = builtins.open
+
+    def denied(file, *a, **k):
+        if str(file) == str(locked):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *a, **k)
+
+    monkeypatch.setattr(corpus_mod, "open", denied, raising=False)
+    result = run("ingest", locked, "--index", tmp_path / "ix")
+    assert result.exit_code == 1 and "permission denied; check its permissions" in result.output
+
+
+def test_many_questions_under_one_id_are_read_once_each(tmp_path):
+    from faqsearch.corpus import read_corpus
+
+    p = tmp_path / "big.csv"
+    p.write_text("id,question,answer\n" + "".join(f"one,question number {i},the answer\n" for i in range(40_000))
+                 + "one,question number 7,the answer\n")
+    faqs = read_corpus(str(p))
+    assert len(faqs) == 1 and len(faqs[0].questions) == 40_000
+
+
+def test_nan_and_infinity_are_refused_at_input(tmp_path, run):
+    from faqsearch.corpus import read_corpus
+    from faqsearch.errors import CorpusError
+
+    p = tmp_path / "c.jsonl"
+    p.write_text('{"id": "1", "question": "q", "answer": "a"}\n{"id": "2", "question": "q2", "answer": "b", '
+                 '"price": NaN}\n')
+    with pytest.raises(CorpusError, match=r"c.jsonl:2: invalid JSON \(NaN is not a JSON value\)"):
+        read_corpus(str(p))
+    with pytest.raises(CorpusError, match="NaN and Infinity are not JSON"):
+        build_index([FAQ("1", "a", ["q"], metadata={"price": float("inf")})], tmp_path / "ix")
+    result = run("ask", "anything", "-t", "nan", "--index", str(tmp_path / "none"))
+    assert result.exit_code == 2 and "not a number" in result.output
+
+
+def test_index_type_typo_fails_before_encoding(tmp_path):
+    enc = FakeEncoder()
+    with pytest.raises(FAQSearchError, match="unknown --index-type 'hnws'"):
+        FAQSearch.build(write_corpus(tmp_path, ROWS), str(tmp_path / "ix"), encoder=enc, index_type="hnws")
+    assert enc.calls == 0
+
+
+def test_milvus_limits_are_checked_before_encoding(tmp_path):
+    pytest.importorskip("milvus_lite")
+    from faqsearch.errors import CorpusError
+
+    enc = FakeEncoder()
+    with pytest.raises(CorpusError, match="over 8192 bytes"):
+        FAQSearch.build([FAQ("1", "a", ["word " * 2000])], str(tmp_path / "m"), encoder=enc, backend="milvus",
+                        uri=str(tmp_path / "m.db"))
+    assert enc.calls == 0
+
+
+def test_edits_read_their_input_before_loading_the_model(built, tmp_path, monkeypatch):
+    import faqsearch.encoders as encoders
+
+    def no_model(*a, **k):
+        raise AssertionError("the model was loaded before the input was read")
+
+    monkeypatch.setattr(encoders, "load_encoder", no_model)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,question\n1,q\n")
+    runner = CliRunner()
+    for cmd in ("add", "update"):
+        result = runner.invoke(cli, [cmd, str(bad), "--index", built.path])
+        assert result.exit_code == 1 and "missing column(s) answer" in result.output
+    result = runner.invoke(cli, ["remove", "nope", "--index", built.path])
+    assert result.exit_code == 1 and "unknown FAQ id" in result.output
+    result = runner.invoke(cli, ["remove", "f1", "--index", built.path])  # removing needs no encoding at all
+    assert result.exit_code == 0, result.output
+
+
+def test_a_batch_with_a_repeated_id_is_refused_and_writes_nothing(api, tmp_path):
+    from faqsearch.errors import CorpusError
+
+    client, service, path = api
+    g = generation(path)
+    body = {"faqs": [{"id": "f1", "answer": "answer X", "questions": ["one wording"]},
+                     {"id": "f1", "answer": "answer Y", "questions": ["another wording"]}]}
+    for url in ("/indexes/shop/faqs/upsert", "/indexes/shop/faqs"):
+        r = client.post(url, json=body, headers={"X-API-Key": API_KEY})
+        assert r.status_code == 422 and "'f1' is given twice" in r.json()["error"]
+    assert generation(path) == g
+    assert client.get("/indexes/shop/ask", params={"q": "question about subject1 variant0"}).json()["answers"][0][
+        "faq_id"] == "f1"
+    with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+        with pytest.raises(CorpusError, match="'d1' is given twice"):
+            e.add([FAQ("d1", "answer X", ["x words"]), FAQ("d1", "answer Y", ["y words"])])
+        assert "d1" not in {f["id"] for f in e.list()} and e.config["generation"] == g
+
+
+def test_out_of_bounds_requests_are_4xx_and_write_nothing(api):
+    client, service, path = api
+    g = generation(path)
+    r = client.post("/indexes/shop/ask", json={"query": "x", "filters": {f"k{i}": "v" for i in range(3000)}})
+    assert r.status_code in (413, 422)
+    r = client.post("/indexes/shop/ask", json={"query": "x", "filters": {"product": [str(i) for i in range(300)]}})
+    assert r.status_code == 422 and "at most" in r.json()["error"]
+    assert client.get("/indexes/shop/faqs", params={"offset": 2 ** 63}, headers={"X-API-Key": API_KEY}).status_code == 422
+    r = client.post("/indexes/shop/feedback", headers={"X-API-Key": API_KEY},
+                    json={"query": "new words", "faq_id": "f1", "query_id": 2 ** 63})
+    assert r.status_code == 422 and generation(path) == g  # refused before anything was written
+    assert client.post("/indexes/shop/ask", json={"query": "   "}).status_code == 422
+
+
+def test_an_id_with_a_slash_works_over_http(api):
+    client, service, path = api
+    headers = {"X-API-Key": API_KEY}
+    faq = {"id": "billing/refunds", "answer": "slash answer", "questions": ["slash words"]}
+    assert client.post("/indexes/shop/faqs", headers=headers, json={"faqs": [faq]}).status_code == 200
+    assert client.get("/indexes/shop/faqs/billing/refunds", headers=headers).json()["answer"] == "slash answer"
+    r = client.put("/indexes/shop/faqs/billing/refunds", headers=headers, json={**faq, "answer": "changed"})
+    assert r.status_code == 200
+    assert client.get("/indexes/shop/faqs/billing/refunds", headers=headers).json()["answer"] == "changed"
+    assert client.delete("/indexes/shop/faqs/billing/refunds", headers=headers).status_code == 200
+    assert client.get("/indexes/shop/faqs/billing/refunds", headers=headers).status_code == 404
