@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from ..errors import EncoderMismatchError, FAQSearchError, InvalidOptionError, ModelNotFoundError
+from ..index.format import MODEL_CONFIG
 from .base import Encoder
 from .device import (DEVICES, DeviceError, available_cores, cpu_only, device_scope, requested_device, resolve_device,
                      resolve_threads, use_device)
@@ -131,7 +132,7 @@ def load_encoder(
     if not os.path.isdir(expanded) and (key.startswith(("/", "./", "../", "~")) or os.path.exists(expanded)):
         raise ModelNotFoundError(
             f"model directory {key!r} not found (or not a directory). Fix: pass the path of a directory with "
-            "config.json and the weights, a Hugging Face model id, or one of: " + ", ".join(sorted(ALIASES)))
+            f"{MODEL_CONFIG} and the weights, a Hugging Face model id, or one of: " + ", ".join(sorted(ALIASES)))
     name = os.path.abspath(expanded) if os.path.isdir(expanded) else key
     if os.path.isdir(expanded) and not gguf_file and device == "cpu":
         onnx = _onnx(runtime, name, name, pooling or "mean", max_length, prefix, threads, quantize)

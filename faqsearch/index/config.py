@@ -12,23 +12,12 @@ from typing import Any
 from ..errors import IndexFormatError, IndexNotFoundError, InvalidOptionError
 from ..lexical import stem_in_use
 from ..tokenmatch import supported as tokens_supported
+from .format import CURRENT, FILES, RECORDED_DIRS, SIZED
 
 # config.json's format_version: 1, or 2 for an index whose store stems its words for BM25 (a faqsearch
 # that reads only 1 would search such a store with its query words unstemmed, missing every stemmed row)
 FORMAT_VERSION = 2  # the newest this faqsearch reads and writes
 READABLE = (1, 2)
-FILES = {
-    "config": "config.json",
-    "whitening": "whitening.npz",
-    "faiss": "index.faiss",
-    "store": "store.db",
-    "vectors": "vectors.npy",  # raw encoder vectors, so the transform can be re-tuned without re-encoding
-    "ids": "ids.npy",  # the question id of each row of vectors.npy (indexes from before deltas lack it)
-}
-SIZED = ("whitening", "faiss", "vectors", "ids")  # written once per version: size, fingerprint and hash recorded
-# folders of a version whose every file is recorded too (size and fingerprint): the BM25 postings arrays
-# (faqsearch/postings.py) and the questions' token states (faqsearch/tokenstates.py)
-RECORDED_DIRS = ("lexical", "tokens")
 DEFAULT_HOME = "indexes"
 DEFAULT_NAME = "default"
 
@@ -72,7 +61,7 @@ def resolve_index_path(index: str | os.PathLike | None) -> str:
 def _looks_like_index(directory: str) -> bool:
     """A faqsearch index of any layout: CURRENT (versions), config.json (plain), or a link to a version."""
     return os.path.isdir(directory) and (os.path.islink(directory) or any(
-        os.path.isfile(os.path.join(directory, f)) for f in ("CURRENT", FILES["config"])))
+        os.path.isfile(os.path.join(directory, f)) for f in (CURRENT, FILES["config"])))
 
 
 def lexical_settings(directory: str) -> dict[str, str] | None:

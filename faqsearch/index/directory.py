@@ -37,26 +37,14 @@ from typing import Any
 from ..defaults import KEEP_VERSIONS
 from ..errors import IndexFormatError, IndexNotFoundError, IndexPathError
 from ..files import atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
+from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
+                     TOP as _TOP, VERSION_NAME, WHITENING, version_name)
 
 log = logging.getLogger(__name__)
 
-CURRENT = "CURRENT"
-LOCK = "LOCK"
-CONFIG = "config.json"
-QUERY_LOG = "queries.db"
-VERSION_NAME = re.compile(r"^v(\d{8,})$")
-_BUILDING = re.compile(r"^v\d{8,}\.tmp-[0-9a-f]+$")
-# what faqsearch writes into a version directory (and, in the plain layout, into the index directory)
-_OWN_FILES = re.compile(r"^(?:config\.json|whitening\.npz|index\.faiss|vectors\.npy|ids\.npy|store\.db"
-                        r"|delta-\d+\.npz)(?:\.tmp|-journal|-wal|-shm)?$")
-_TOP = re.compile(r"^(?:CURRENT(?:\.tmp)?|LOCK|queries\.db(?:-journal|-wal|-shm)?)$")
 # siblings of the symbolic-link layout: versions, temporary links, a migration's new directory
 _LEGACY_LABEL = re.compile(r"^(?:building|edit|tuning|old|v|link|oldlink|migrate)-[A-Za-z0-9_]+$")
 _UMASK_LOCK = threading.Lock()
-
-
-def version_name(generation: int) -> str:
-    return f"v{int(generation):08d}"
 
 
 # ---- reading the layout --------------------------------------------------------------------------
@@ -211,7 +199,7 @@ def _check_own_config(path: str, directory: str) -> None:
         with open(os.path.join(directory, CONFIG), encoding="utf-8") as fh:
             config = json.load(fh)
     except (OSError, ValueError):  # our files with a damaged config (rebuilding is the fix), or someone else's
-        config = None if os.path.exists(os.path.join(directory, "whitening.npz")) else []
+        config = None if os.path.exists(os.path.join(directory, WHITENING)) else []
     if config is not None and (not isinstance(config, dict) or "format_version" not in config):
         raise IndexPathError(f"{path} holds a {CONFIG} that faqsearch did not write; faqsearch replaces only its "
                              "own indexes. Choose another --index, or move that away yourself")
@@ -381,10 +369,10 @@ class Writer:
         log.info("moved index %s to the directory layout", self.path)
 
     def _link_version(self, src: str, directory: str, gen: int) -> None:
-        tmp = os.path.join(directory, f"{version_name(gen)}.tmp-{secrets.token_hex(4)}")
+        tmp = os.path.join(directory, f"{version_name(gen)}{TMP}-{secrets.token_hex(4)}")
         _mkdir(tmp)
         for e in os.listdir(src):
-            if _OWN_FILES.match(e) and not e.endswith((".tmp", "-journal", "-wal", "-shm")):
+            if _OWN_FILES.match(e) and not e.endswith((TMP, *SQLITE_SIDE)):
                 link_or_copy(os.path.join(src, e), os.path.join(tmp, e))
         fsync_dir(tmp)
         os.rename(tmp, os.path.join(directory, version_name(gen)))
@@ -400,7 +388,7 @@ class Writer:
             atomic_write(os.path.join(self.path, CURRENT), (os.path.basename(current) + "\n").encode())
         for e in os.listdir(self.path):
             full = os.path.join(self.path, e)
-            if _BUILDING.match(e) or e == f"{CURRENT}.tmp":
+            if _BUILDING.match(e) or e == f"{CURRENT}{TMP}":
                 _remove(full)
             elif VERSION_NAME.match(e) and (current is None or _number(e) > _number(current)):
                 _remove(full)
@@ -439,7 +427,7 @@ class Writer:
 
     def new_version(self) -> str:
         """An empty directory to build the next version in (removed unless committed)."""
-        tmp = os.path.join(self.path, f"{version_name(self.generation + 1)}.tmp-{secrets.token_hex(4)}")
+        tmp = os.path.join(self.path, f"{version_name(self.generation + 1)}{TMP}-{secrets.token_hex(4)}")
         _mkdir(tmp)
         self._building.append(tmp)
         return tmp

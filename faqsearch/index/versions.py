@@ -17,13 +17,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from . import config as cfg
-from ..backends.embedded.delta import delta_file
 from ..errors import FAQSearchError, IndexFormatError, VersionNotFoundError
 from ..files import link_or_copy
-from .directory import CONFIG, VERSION_NAME, Writer, resolve
+from .directory import Writer, resolve
+from .format import CONFIG, DELTA, SQLITE_SIDE, STORE, TMP, VERSION_NAME, delta_file
 from ..backends.embedded.store import Store
 
-_SKIP = (CONFIG, cfg.FILES["store"])  # written by restore itself: the config by the commit, the store copied
+_SKIP = (CONFIG, STORE)  # written by restore itself: the config by the commit, the store copied
 
 
 @dataclass
@@ -107,9 +107,9 @@ def restore(path: str | os.PathLike, version: str) -> str:
                 os.makedirs(os.path.join(tmp, rel, d), exist_ok=True)
             for f in files:
                 name = os.path.normpath(os.path.join(rel, f))
-                if name in _SKIP or name.endswith((".tmp", "-journal", "-wal", "-shm")):
+                if name in _SKIP or name.endswith((TMP, *SQLITE_SIDE)):
                     continue
-                if name.startswith("delta-") and name != delta.get("file"):
+                if DELTA.match(name) and name != delta.get("file"):
                     continue  # a delta of an earlier generation, kept only for readers of that moment
                 target = delta_file(writer.generation + 1) if name == delta.get("file") else name
                 link_or_copy(os.path.join(src, name), os.path.join(tmp, target))

@@ -163,7 +163,7 @@ class EmbeddedBackend:
             tomb = int(ix.get("tombstones", 0))
             if n != expected or len(index) != n + tomb:
                 raise IndexFormatError(
-                    f"index {path} is inconsistent: {cfg.FILES['store']} holds {n} questions, config.json "
+                    f"index {path} is inconsistent: {cfg.FILES['store']} holds {n} questions, {cfg.FILES['config']} "
                     f"{expected}, {cfg.FILES['faiss']} {len(index)} vectors ({tomb} removed). Restore the index "
                     "from a backup or re-run faqsearch ingest")
             raw = RawVectors(path, version, store, delta)

@@ -80,7 +80,7 @@ def spec_of(config: dict[str, Any], path: str) -> dict[str, Any]:
     spec = spec if isinstance(spec, dict) else {}
     missing = [k for k in ("uri", "base", "collection", "index_type") if not isinstance(spec.get(k), str) or not spec[k]]
     if missing:
-        raise IndexFormatError(f"index {path}: config.json names no Milvus {' or '.join(missing)} (its backend section "
+        raise IndexFormatError(f"index {path}: {cfg.FILES['config']} names no Milvus {' or '.join(missing)} (its backend section "
                                "is damaged). Restore the index directory from a backup, or rebuild it with: faqsearch "
                                f"ingest CORPUS --index {path} --backend milvus --uri URI --force")
     return spec
@@ -168,7 +168,7 @@ class MilvusBackend:
         if n != expected:
             c.close()
             raise IndexFormatError(f"index {path} is inconsistent: Milvus collection {c.collection} shows {n} "
-                                   f"questions at generation {c.generation}, config.json {expected}; re-run "
+                                   f"questions at generation {c.generation}, {cfg.FILES['config']} {expected}; re-run "
                                    "faqsearch ingest")
         return Opened(MilvusIndex(c), store, MilvusRaw(c), whitening)
 
