@@ -68,3 +68,113 @@ def test_patterns_match_the_names_written():
     for name in ("notes.txt", "config.jsonx", fmt.version_name(1), "v1" + fmt.TMP):
         assert not fmt.OWN_FILES.match(name) and not fmt.TOP.match(name), name
     assert fmt.BUILDING.match(f"{fmt.version_name(2)}{fmt.TMP}-0a1b")
+
+
+# ---- the typed config ---------------------------------------------------------------------------
+def _config_json(path) -> dict:
+    import json
+
+    from faqsearch.index.directory import resolve
+
+    with open(os.path.join(resolve(str(path)), fmt.CONFIG), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _assert_round_trip(raw: dict) -> fmt.Config:
+    import json
+
+    config = fmt.Config.from_dict(raw)
+    assert json.dumps(config.to_dict()) == json.dumps(raw)  # same keys, same order, same values
+    return config
+
+
+def test_config_of_an_embedded_index_round_trips_and_is_typed(tmp_path, small_corpus, fake_encoder):
+    from faqsearch import FAQSearch
+
+    engine = FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=fake_encoder)
+    engine.close()
+    raw = _config_json(tmp_path / "ix")
+    config = _assert_round_trip(raw)
+    assert isinstance(config.encoder, fmt.EncoderSection) and config.encoder.name == raw["encoder"]["name"]
+    assert isinstance(config.whitening, fmt.WhiteningSection) and config.whitening.beta == raw["whitening"]["beta"]
+    assert config.counts.questions == 6 and config.counts.faqs == 4 and config.dim_in == raw["dim_in"]
+    assert config.index.factory == raw["index"]["factory"] and config.generation == raw["generation"]
+    assert config.files == raw["files"] and set(config.files) >= {fmt.FAISS, fmt.WHITENING}
+    from faqsearch.index.config import load_config
+    from faqsearch.index.directory import resolve
+
+    loaded = load_config(resolve(str(tmp_path / "ix")))
+    assert loaded == config and loaded["counts"] == raw["counts"]  # load_config gives the typed Config
+
+
+def test_config_of_a_milvus_lite_index_round_trips(tmp_path, small_corpus, fake_encoder):
+    import pytest
+
+    pytest.importorskip("pymilvus")
+    pytest.importorskip("milvus_lite")
+    from faqsearch import FAQSearch
+
+    engine = FAQSearch.build(small_corpus, str(tmp_path / "mil"), encoder=fake_encoder, backend="milvus",
+                             uri=str(tmp_path / "m.db"))
+    engine.close()
+    raw = _config_json(tmp_path / "mil")
+    config = _assert_round_trip(raw)
+    assert config.backend.kind == "milvus" and config.backend.collection == raw["backend"]["collection"]
+
+
+def test_unknown_keys_and_order_survive_a_read_and_a_write():
+    raw = {"format_version": 2, "from_the_future": {"x": [1, 2]}, "encoder": {"name": "e", "new_knob": 3},
+           "dim_out": 8, "dim_in": 16, "whitening": {"enabled": False, "k": None}, "delta": {"file": "d", "z": 1}}
+    config = _assert_round_trip(raw)
+    assert config.extra == {"from_the_future": {"x": [1, 2]}} and config.encoder.extra == {"new_knob": 3}
+    assert config.whitening.k is None and "k" in config.to_dict()["whitening"]  # null kept, not dropped
+    from dataclasses import replace
+
+    changed = replace(config, generation=3, dim_out=4).without("delta")
+    assert list(changed.to_dict()) == ["format_version", "from_the_future", "encoder", "dim_out", "dim_in",
+                                       "whitening", "generation"]
+    assert changed.to_dict()["dim_out"] == 4 and changed.delta is None
+
+
+BASE = {"format_version": 2, "encoder": {"name": "e"}, "whitening": {"enabled": True}, "dim_in": 16, "dim_out": 8}
+
+
+def test_damaged_configs_are_refused_naming_the_key():
+    import pytest
+
+    from faqsearch.errors import IndexFormatError
+
+    cases = [({"encoder": "x"}, "'encoder' must be an object"),
+             ({"dim_in": 0}, "'dim_in' must be a positive integer"),
+             ({"dim_out": True}, "'dim_out' must be a positive integer"),
+             ({"generation": -1}, "'generation' must be a non-negative integer"),
+             ({"threshold": 2}, "'threshold' must be a number between -1 and 1"),
+             ({"hybrid_weight": "a"}, "'hybrid_weight' must be a number between 0 and 100"),
+             ({"token_weight": 101}, "'token_weight' must be a number between 0 and 100"),
+             ({"mode": "fuzzy"}, "'mode' must be one of dense, lexical, hybrid, found \"fuzzy\""),
+             ({"counts": {"faqs": 1}}, "'counts' must be an object with non-negative faqs and questions"),
+             ({"files": []}, "'files' must be an object")]
+    for change, message in cases:
+        with pytest.raises(IndexFormatError) as err:
+            fmt.Config.from_dict({**BASE, **change}, "ix/v1/config.json")
+        assert str(err.value).startswith(f"ix/v1/config.json: {message}"), str(err.value)
+        assert "rebuild with faqsearch ingest --force" in str(err.value)
+    _assert_round_trip(BASE)
+
+
+def test_a_hand_damaged_config_json_is_refused_on_open(tmp_path, small_corpus, fake_models):
+    import json
+
+    import pytest
+
+    from faqsearch import FAQSearch
+    from faqsearch.errors import IndexFormatError
+    from faqsearch.index.directory import resolve
+
+    FAQSearch.build(small_corpus, str(tmp_path / "ix")).close()
+    file = os.path.join(resolve(str(tmp_path / "ix")), fmt.CONFIG)
+    raw = json.load(open(file, encoding="utf-8"))
+    json.dump({**raw, "threshold": "high"}, open(file, "w", encoding="utf-8"))
+    with pytest.raises(IndexFormatError, match=f"{re.escape(file)}: 'threshold' must be a number between -1 and 1, "
+                                                'found "high"'):
+        FAQSearch.open(str(tmp_path / "ix"))

@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import IndexFormatError, IndexNotFoundError, InvalidOptionError
 from ..lexical import stem_in_use
 from ..tokenmatch import supported as tokens_supported
-from .format import CURRENT, FILES, RECORDED_DIRS, SIZED
+from .format import CURRENT, FILES, RECORDED_DIRS, SIZED, Config, check_values  # noqa: F401  (check_values: re-exported)
 
 # config.json's format_version: 1, or 2 for an index whose store stems its words for BM25 (a faqsearch
 # that reads only 1 would search such a store with its query words unstemmed, missing every stemmed row)
@@ -105,7 +105,7 @@ def whitening_section(white, enabled: bool, fitted_on: str, fit_count: int, **ex
             **extra}
 
 
-def load_config(directory: str, path: str | None = None) -> dict[str, Any]:
+def load_config(directory: str, path: str | None = None) -> Config:
     """Read and check a version's config.json (``path``: the index, for messages)."""
     where = path or directory
     file = os.path.join(directory, FILES["config"])
@@ -132,43 +132,7 @@ def load_config(directory: str, path: str | None = None) -> dict[str, Any]:
             f"index {where} has format version {fv} (built by faqsearch {built}); this faqsearch reads "
             f"versions {' and '.join(map(str, READABLE))}. "
             + ("Upgrade faqsearch (pip install -U faqsearch)." if newer else "Re-run faqsearch ingest to rebuild it."))
-    check_values(config, file)
-    return config
-
-
-def check_values(config: dict[str, Any], file: str) -> None:
-    """The values everything else relies on have the right types: a hand-edited config.json is an
-    error naming the key, never a traceback later."""
-    def bad(key: str, want: str) -> IndexFormatError:
-        return IndexFormatError(f"{file}: {key!r} must be {want}, found {json.dumps(config.get(key))[:60]}. Restore "
-                                "the file from a backup, or rebuild with faqsearch ingest --force")
-
-    for key in ("encoder", "whitening"):
-        if not isinstance(config.get(key), dict):
-            raise bad(key, "an object")
-    for key in ("dim_in", "dim_out"):
-        if not isinstance(config.get(key), int) or isinstance(config.get(key), bool) or config[key] < 1:
-            raise bad(key, "a positive integer")
-    for key in ("generation", "next_question_id"):
-        if key in config and (not isinstance(config[key], int) or isinstance(config[key], bool) or config[key] < 0):
-            raise bad(key, "a non-negative integer")
-    if "threshold" in config and (not isinstance(config["threshold"], (int, float)) or isinstance(config["threshold"], bool)
-                                  or not -1.0 <= float(config["threshold"]) <= 1.0):
-        raise bad("threshold", "a number between -1 and 1")
-    if "hybrid_weight" in config and (not isinstance(config["hybrid_weight"], (int, float))
-                                      or not 0.0 <= float(config["hybrid_weight"]) <= 100.0):
-        raise bad("hybrid_weight", "a number between 0 and 100")
-    if "token_weight" in config and (not isinstance(config["token_weight"], (int, float))
-                                     or not 0.0 <= float(config["token_weight"]) <= 100.0):
-        raise bad("token_weight", "a number between 0 and 100")
-    if "mode" in config and config["mode"] not in ("dense", "lexical", "hybrid"):
-        raise bad("mode", "one of dense, lexical, hybrid")
-    counts = config.get("counts")
-    if counts is not None and (not isinstance(counts, dict) or not all(
-            isinstance(counts.get(k), int) and counts[k] >= 0 for k in ("faqs", "questions"))):
-        raise bad("counts", "an object with non-negative faqs and questions")
-    if "files" in config and not isinstance(config["files"], dict):
-        raise bad("files", "an object")
+    return Config.from_dict(config, file)
 
 
 def damaged(path: str, key: str, why: Any) -> str:

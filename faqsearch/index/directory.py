@@ -32,13 +32,14 @@ import re
 import secrets
 import shutil
 import threading
+from dataclasses import replace
 from typing import Any
 
 from ..defaults import KEEP_VERSIONS
 from ..errors import IndexFormatError, IndexNotFoundError, IndexPathError
 from ..files import atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
 from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
-                     TOP as _TOP, VERSION_NAME, WHITENING, version_name)
+                     TOP as _TOP, VERSION_NAME, WHITENING, Config, version_name)
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +272,7 @@ class Writer:
         self._staged: dict[str, dict[str, dict[str, Any]]] = {}  # records computed by stage(), per version
         self._created = False
         self.version: str | None = None
-        self.config: dict[str, Any] | None = None
+        self.config: Config | None = None
 
     # -- the lock, migration and repair
     def __enter__(self) -> "Writer":
@@ -432,7 +433,7 @@ class Writer:
         self._building.append(tmp)
         return tmp
 
-    def stage(self, config: dict[str, Any], version: str) -> None:
+    def stage(self, config: Config | dict[str, Any], version: str) -> None:
         """Write ``config`` into a version being built, as :meth:`commit` will (generation G+1), so the
         version can be opened and measured before it is committed; nothing becomes live."""
         from .config import version_records
@@ -440,7 +441,7 @@ class Writer:
         atomic_write(os.path.join(version, CONFIG), _config_bytes({**config, "generation": self.generation + 1,
                                                                   "files": version_records(version, self._staged)}))
 
-    def commit(self, config: dict[str, Any], version: str | None = None,
+    def commit(self, config: Config | dict[str, Any], version: str | None = None,
                records: dict[str, dict[str, Any]] | None = None) -> str:
         """Commit ``config`` as generation G+1: written into ``version`` (from :meth:`new_version`),
         which then becomes live, or, with no ``version``, into the live version in place. Files of a
@@ -448,10 +449,12 @@ class Writer:
         Returns the live version directory."""
         from .config import FILES, version_records
 
-        config = {k: v for k, v in config.items() if version is None or k != "edited"}  # a new version: unedited
-        config["generation"] = self.generation + 1
-        config["modified"] = now()
-        config["made" if version else "edited"] = {"by": self.made_by or "edit", "at": config["modified"]}
+        config = _typed(config)
+        if version is not None:
+            config = config.without("edited")  # a new version: unedited
+        modified = now()
+        config = replace(config, generation=self.generation + 1, modified=modified,
+                         **{"made" if version else "edited": {"by": self.made_by or "edit", "at": modified}})
         if version is None:
             if self.version is None:
                 raise IndexNotFoundError(f"no index at {self.path} to edit")
@@ -464,15 +467,15 @@ class Writer:
             fsync_file(os.path.join(version, name))
         if os.path.exists(os.path.join(version, FILES["store"])):
             fsync_file(os.path.join(version, FILES["store"]))
-        config["files"] = files
+        config = replace(config, files=files)
         atomic_write(os.path.join(version, CONFIG), _config_bytes(config))
-        final = os.path.join(self.path, version_name(config["generation"]))
+        final = os.path.join(self.path, version_name(config.generation))
         if os.path.lexists(final):
             _remove(final)
         os.rename(version, final)
         self._building.remove(version)
         fsync_dir(self.path)
-        atomic_write(os.path.join(self.path, CURRENT), (version_name(config["generation"]) + "\n").encode())
+        atomic_write(os.path.join(self.path, CURRENT), (version_name(config.generation) + "\n").encode())
         self.version, self.config = final, config
         older = sorted(_number(e) for e in os.listdir(self.path) if VERSION_NAME.match(e) and _number(e) < _number(final))
         for g in older[:max(0, len(older) - KEEP_VERSIONS)]:  # after the switch; readers keep their open files
@@ -484,5 +487,10 @@ def _number(version: str) -> int:
     return int(os.path.basename(version)[1:])
 
 
-def _config_bytes(config: dict[str, Any]) -> bytes:
-    return (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+def _typed(config: Config | dict[str, Any]) -> Config:
+    return config if isinstance(config, Config) else Config.from_dict(config)
+
+
+def _config_bytes(config: Config | dict[str, Any]) -> bytes:
+    """config.json's bytes: the one place a config is written (through :meth:`Config.to_dict`)."""
+    return (json.dumps(_typed(config).to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")

@@ -7,7 +7,13 @@ An index directory holds :data:`CURRENT`, :data:`LOCK`, :data:`QUERY_LOG` and it
 """
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar, Iterator, Mapping
+
+from ..defaults import MODES
+from ..errors import IndexFormatError
 
 # ---- a version's files ---------------------------------------------------------------------------
 CONFIG = "config.json"  # what built the version and the records of its files; replacing it commits
@@ -75,3 +81,219 @@ OWN_FILES = re.compile(rf"^(?:{_any(FILES.values())}|{re.escape(DELTA_PREFIX)}\d
                        rf"(?:{_any((TMP, *SQLITE_SIDE))})?$")
 TOP = re.compile(rf"^(?:{re.escape(CURRENT)}(?:{re.escape(TMP)})?|{re.escape(LOCK)}|{re.escape(QUERY_LOG)}"
                  rf"(?:{_any(SQLITE_SIDE)})?)$")
+
+
+# ---- config.json: a typed view, read and written here -------------------------------------------
+_OWN = ("extra", "order")
+
+
+@dataclass(frozen=True)
+class Section:
+    """A JSON object of config.json with its known keys as typed fields. ``order`` keeps the keys in
+    the order they were read and ``extra`` the keys this faqsearch does not know (written by a newer
+    one), so :meth:`to_dict` gives back the object read, key for key."""
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+    order: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    SECTIONS: ClassVar[dict[str, type[Section]]] = {}  # key -> the Section class its object reads as
+
+    @classmethod
+    def keys_known(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.name not in _OWN)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]):
+        known = set(cls.keys_known())
+        values = {k: (cls.SECTIONS[k].from_dict(v) if k in cls.SECTIONS and isinstance(v, dict) else v)
+                  for k, v in d.items() if k in known}
+        return cls(**values, extra={k: v for k, v in d.items() if k not in known}, order=tuple(d))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object: the keys read, in their order, then keys set since (those not None)."""
+        known = self.keys_known()
+        out: dict[str, Any] = {}
+        for k in (*self.order, *(k for k in known if k not in self.order and getattr(self, k) is not None),
+                  *(k for k in self.extra if k not in self.order)):
+            v = getattr(self, k) if k in known else self.extra[k]
+            out[k] = v.to_dict() if isinstance(v, Section) else v
+        return out
+
+    def without(self, *keys: str):
+        """A copy with ``keys`` left out of the JSON (a known key reads None)."""
+        return replace(self, **{k: None for k in keys if k in self.keys_known()},
+                       extra={k: v for k, v in self.extra.items() if k not in keys},
+                       order=tuple(k for k in self.order if k not in keys))
+
+
+@dataclass(frozen=True)
+class EncoderSection(Section):
+    """Which encoder built the index, as :func:`faqsearch.encoders.encoder_from_spec` reads it."""
+    backend: str | None = None
+    name: str | None = None
+    source: str | None = None
+    pooling: str | None = None
+    max_length: int | None = None
+    prefix: str | None = None
+    dimension: int | None = None
+    gguf_file: str | None = None
+    quantize: str | None = None
+    runtime: str | None = None
+
+
+@dataclass(frozen=True)
+class WhiteningSection(Section):
+    """The transform (:func:`faqsearch.index.config.whitening_section` gives the keys)."""
+    enabled: bool | None = None
+    beta: float | None = None
+    gamma: float | None = None
+    k: int | None = None
+    k_effective: int | None = None
+    rank: int | None = None
+    fitted_on: str | None = None
+    fit_count: int | None = None
+
+
+@dataclass(frozen=True)
+class Counts(Section):
+    faqs: int | None = None
+    questions: int | None = None
+    max_questions_per_faq: int | None = None
+
+
+@dataclass(frozen=True)
+class IndexSection(Section):
+    """The vector index: its type as asked, the FAISS factory it became, search parameters."""
+    type: str | None = None
+    factory: str | None = None
+    tombstones: int | None = None
+    nprobe: int | None = None
+    ef_search: int | None = None
+
+
+@dataclass(frozen=True)
+class BackendSection(Section):
+    """Where the vectors and rows live beyond the version's files (``kind`` 'milvus'); absent: embedded."""
+    kind: str | None = None
+    uri: str | None = None
+    base: str | None = None
+    collection: str | None = None
+    index_type: str | None = None
+
+
+@dataclass(frozen=True)
+class DeltaSection(Section):
+    """The embedded backend's delta file of the live version (questions added and removed since its base)."""
+    file: str | None = None
+    added: int | None = None
+    removed: int | None = None
+    changes: int | None = None
+    bytes: int | None = None
+    sample: str | None = None
+
+
+@dataclass(frozen=True)
+class Config(Section):
+    """A version's config.json. :meth:`from_dict` checks the values everything else relies on (a
+    hand-edited file is an error naming the key); :meth:`to_dict` gives back the JSON read, unknown
+    keys included, so a config from a newer faqsearch survives a read and a write. Free-form records
+    (calibration, fusion, confidence, generator, made, edited, versions, files) stay plain objects."""
+    format_version: int | None = None
+    created: str | None = None
+    versions: dict[str, Any] | None = None
+    index_id: str | None = None
+    encoder: EncoderSection | None = None
+    dim_in: int | None = None
+    dim_out: int | None = None
+    whitening: WhiteningSection | None = None
+    threshold: float | None = None
+    counts: Counts | None = None
+    corpus: str | None = None
+    calibration: dict[str, Any] | None = None
+    next_question_id: int | None = None
+    index: IndexSection | None = None
+    backend: BackendSection | None = None
+    mode: str | None = None
+    hybrid_weight: float | None = None
+    token_weight: float | None = None
+    fusion: dict[str, Any] | None = None
+    confidence: dict[str, Any] | None = None
+    min_confidence: float | None = None
+    generator: dict[str, Any] | None = None
+    delta: DeltaSection | None = None
+    generation: int | None = None
+    modified: str | None = None
+    made: dict[str, Any] | None = None
+    edited: dict[str, Any] | None = None
+    files: dict[str, Any] | None = None
+    SECTIONS: ClassVar[dict[str, type[Section]]] = {
+        "encoder": EncoderSection, "whitening": WhiteningSection, "counts": Counts, "index": IndexSection,
+        "backend": BackendSection, "delta": DeltaSection}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], file: str = CONFIG) -> Config:
+        """``d`` checked (``file``: where it was read, for messages) and typed."""
+        check_values(d, file)
+        return super().from_dict(d)
+
+    # a read-only mapping of the JSON, for the readers not yet typed
+    def _json(self) -> dict[str, Any]:
+        cached = self.__dict__.get("_json_cache")
+        if cached is None:
+            cached = self.to_dict()
+            object.__setattr__(self, "_json_cache", cached)
+        return cached
+
+    def __getitem__(self, key: str) -> Any:
+        return self._json()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._json()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._json())
+
+    def __len__(self) -> int:
+        return len(self._json())
+
+    def keys(self):
+        return self._json().keys()
+
+    def items(self):
+        return self._json().items()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._json().get(key, default)
+
+
+def check_values(config: Mapping[str, Any], file: str) -> None:
+    """The values everything else relies on have the right types: a hand-edited config.json is an
+    error naming the key, never a traceback later."""
+    def bad(key: str, want: str) -> IndexFormatError:
+        return IndexFormatError(f"{file}: {key!r} must be {want}, found {json.dumps(config.get(key))[:60]}. Restore "
+                                "the file from a backup, or rebuild with faqsearch ingest --force")
+
+    for key in ("encoder", "whitening"):
+        if not isinstance(config.get(key), dict):
+            raise bad(key, "an object")
+    for key in ("dim_in", "dim_out"):
+        if not isinstance(config.get(key), int) or isinstance(config.get(key), bool) or config[key] < 1:
+            raise bad(key, "a positive integer")
+    for key in ("generation", "next_question_id"):
+        if key in config and (not isinstance(config[key], int) or isinstance(config[key], bool) or config[key] < 0):
+            raise bad(key, "a non-negative integer")
+    if "threshold" in config and (not isinstance(config["threshold"], (int, float)) or isinstance(config["threshold"], bool)
+                                  or not -1.0 <= float(config["threshold"]) <= 1.0):
+        raise bad("threshold", "a number between -1 and 1")
+    if "hybrid_weight" in config and (not isinstance(config["hybrid_weight"], (int, float))
+                                      or not 0.0 <= float(config["hybrid_weight"]) <= 100.0):
+        raise bad("hybrid_weight", "a number between 0 and 100")
+    if "token_weight" in config and (not isinstance(config["token_weight"], (int, float))
+                                     or not 0.0 <= float(config["token_weight"]) <= 100.0):
+        raise bad("token_weight", "a number between 0 and 100")
+    if "mode" in config and config["mode"] not in MODES:
+        raise bad("mode", "one of " + ", ".join(MODES))
+    counts = config.get("counts")
+    if counts is not None and (not isinstance(counts, dict) or not all(
+            isinstance(counts.get(k), int) and counts[k] >= 0 for k in ("faqs", "questions"))):
+        raise bad("counts", "an object with non-negative faqs and questions")
+    if "files" in config and not isinstance(config["files"], dict):
+        raise bad("files", "an object")

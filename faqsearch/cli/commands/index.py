@@ -167,7 +167,7 @@ def info(index, out):
 
     path = cfg.resolve_index_path(index)
     version = resolve(path)
-    config = cfg.load_config(version, path)
+    config = cfg.load_config(version, path).to_dict()  # the JSON, with what info adds
     if (config.get("backend") or {}).get("kind") != "milvus":
         config["lexical"] = cfg.lexical_settings(version)
     config["token_states"] = token_states(version, config.get("encoder"))
