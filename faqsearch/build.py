@@ -24,6 +24,7 @@ from .encoders import Encoder, load_encoder, model_for_corpus
 from .errors import FAQSearchError, InvalidOptionError, WouldDropError
 from .files import NpyWriter, load_npy
 from .index.directory import Writer, check_target
+from .index.format import Config
 from .progress import progress_bar
 from .index.snapshot import open_version
 from .tokenmatch import gives_states
@@ -294,11 +295,11 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def info_summary(config: dict[str, Any]) -> dict[str, Any]:
+def info_summary(config: Config) -> dict[str, Any]:
     """What `ingest` reports of a built index."""
-    return {"faqs": config["counts"]["faqs"], "questions": config["counts"]["questions"],
-            "encoder": config["encoder"]["name"], "dim_in": config["dim_in"], "dim_out": config["dim_out"],
-            "whitening": config["whitening"], "mode": config.get("mode", "hybrid"),
-            **cfg.fusion_weights(config), "fusion": config.get("fusion"),
-            "threshold": config.get("threshold"), "calibration": config.get("calibration"),
-            "confidence": config.get("confidence"), "min_confidence": config.get("min_confidence")}
+    return {"faqs": config.counts.faqs, "questions": config.counts.questions,
+            "encoder": config.encoder.name, "dim_in": config.dim_in, "dim_out": config.dim_out,
+            "whitening": config.whitening.to_dict(), "mode": config.mode or "hybrid",
+            **cfg.fusion_weights(config), "fusion": config.fusion,
+            "threshold": config.threshold, "calibration": config.calibration,
+            "confidence": config.confidence, "min_confidence": config.min_confidence}

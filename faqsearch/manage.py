@@ -10,7 +10,7 @@ from .index import config as cfg
 from .backends import backend_for
 from .errors import FAQSearchError, IndexNotFoundError
 from .index.directory import Writer, layout, resolve
-from .index.format import QUERY_LOG, SQLITE_SIDE, legacy_query_log
+from .index.format import QUERY_LOG, SQLITE_SIDE, Counts, legacy_query_log
 
 
 def _size(path: str) -> int:
@@ -32,11 +32,10 @@ def describe(path: str) -> dict[str, Any]:
         config = cfg.load_config(version, path)
     except FAQSearchError as exc:
         return {**out, "error": str(exc)}
-    counts = config.get("counts") or {}
-    backend = config.get("backend") or {}
-    return {**out, "faqs": counts.get("faqs"), "questions": counts.get("questions"),
-            "encoder": config["encoder"].get("name"), "backend": backend.get("kind", "embedded"),
-            "generation": config.get("generation", 0), "modified": config.get("modified") or config.get("created"),
+    counts = config.counts or Counts()
+    return {**out, "faqs": counts.faqs, "questions": counts.questions,
+            "encoder": config.encoder.name, "backend": config.backend_kind,
+            "generation": config.generation or 0, "modified": config.modified or config.created,
             "bytes": _size(os.path.realpath(path) if layout(path) == "link" else path)}
 
 

@@ -175,14 +175,14 @@ def recorded_files(directory: str) -> list[str]:
     return out
 
 
-def recorded_dirs(config: dict[str, Any]) -> set[str]:
+def recorded_dirs(config: Config) -> set[str]:
     """The RECORDED_DIRS folders whose files config.json records: only those are read (a version
     written before they were recorded keeps its folders unread: BM25 is then scored by FTS5 and
     token states are computed, the answers those files would give)."""
-    return {name.split("/", 1)[0] for name in (config.get("files") or {}) if name.split("/", 1)[0] in RECORDED_DIRS}
+    return {name.split("/", 1)[0] for name in config.recorded if name.split("/", 1)[0] in RECORDED_DIRS}
 
 
-def check_files(directory: str, config: dict[str, Any], path: str, required=("whitening", "faiss", "store")) -> None:
+def check_files(directory: str, config: Config, path: str, required=("whitening", "faiss", "store")) -> None:
     """Every file of the version present with its recorded size and fingerprint (cheap checks: a
     file from another index, a truncated or a replaced one is refused), and a record for every file
     the version has (records emptied by hand would turn every check off)."""
@@ -191,9 +191,9 @@ def check_files(directory: str, config: dict[str, Any], path: str, required=("wh
     for key in required:
         if not os.path.exists(os.path.join(directory, FILES[key])):
             raise IndexFormatError(damaged(path, key, "missing"))
-    records = config.get("files") or {}
+    records = config.recorded
     names = {v: k for k, v in FILES.items()}
-    if "next_question_id" in config:  # written by a faqsearch that records its files (since 2026-11-22)
+    if config.next_question_id is not None:  # written by a faqsearch that records its files (since 2026-11-22)
         kept = recorded_dirs(config)
         for name in recorded_files(directory):
             folder = name.split("/", 1)[0] if "/" in name else None
@@ -220,12 +220,12 @@ def check_files(directory: str, config: dict[str, Any], path: str, required=("wh
                                                       "come from another index"))
 
 
-def verify_files(directory: str, config: dict[str, Any], path: str, keys=("vectors", "ids")) -> None:
+def verify_files(directory: str, config: Config, path: str, keys=("vectors", "ids")) -> None:
     """Full SHA-256 check of files a writer is about to build on (refit, tune, a compaction)."""
     from ..files import file_digest
 
     for key in keys:
-        record = (config.get("files") or {}).get(FILES[key])
+        record = config.recorded.get(FILES[key])
         full = os.path.join(directory, FILES[key])
         if isinstance(record, dict) and record.get("sha256") and os.path.exists(full):
             if file_digest(full) != record["sha256"]:
@@ -233,14 +233,16 @@ def verify_files(directory: str, config: dict[str, Any], path: str, keys=("vecto
                                                           "written"))
 
 
-def fusion_weights(config: dict[str, Any]) -> dict[str, float | None]:
+def fusion_weights(config: Config | dict[str, Any]) -> dict[str, float | None]:
     """The weights hybrid mode ranks with (None for both in another mode): BM25's ('hybrid_weight',
     HYBRID_WEIGHT unless chosen) and token matching's ('token_weight', TOKEN_WEIGHT where the encoder
     has token states and the store BM25 statistics, i.e. not USE and not Milvus, else 0)."""
     from ..defaults import HYBRID_WEIGHT, MODE, TOKEN_WEIGHT
 
-    if config.get("mode", MODE) != "hybrid":
+    if not isinstance(config, Config):  # a config being built, as a JSON object
+        config = Config.from_dict(config, check=False)
+    if (config.mode or MODE) != "hybrid":
         return {"hybrid_weight": None, "token_weight": None}
-    usable = tokens_supported(config.get("encoder")) and (config.get("backend") or {}).get("kind") != "milvus"
-    return {"hybrid_weight": float(config.get("hybrid_weight", HYBRID_WEIGHT)),
-            "token_weight": float(config.get("token_weight", TOKEN_WEIGHT if usable else 0.0))}
+    usable = tokens_supported(config.encoder_spec) and config.backend_kind != "milvus"
+    return {"hybrid_weight": float(HYBRID_WEIGHT if config.hybrid_weight is None else config.hybrid_weight),
+            "token_weight": float((TOKEN_WEIGHT if usable else 0.0) if config.token_weight is None else config.token_weight)}

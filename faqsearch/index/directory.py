@@ -424,7 +424,7 @@ class Writer:
     # -- committing
     @property
     def generation(self) -> int:
-        return int((self.config or {}).get("generation", 0))
+        return int(self.config.generation or 0) if self.config is not None else 0
 
     def new_version(self) -> str:
         """An empty directory to build the next version in (removed unless committed)."""

@@ -229,10 +229,32 @@ class Config(Section):
         "backend": BackendSection, "delta": DeltaSection}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], file: str = CONFIG) -> Config:
-        """``d`` checked (``file``: where it was read, for messages) and typed."""
-        check_values(d, file)
+    def from_dict(cls, d: Mapping[str, Any], file: str = CONFIG, check: bool = True) -> Config:
+        """``d`` checked (``file``: where it was read, for messages) and typed; ``check=False`` for a
+        listing that shows what a version's config says, damaged or not."""
+        if check:
+            check_values(d, file)
         return super().from_dict(d)
+
+    def merged(self, changes: Mapping[str, Any] | None = None, **more: Any) -> Config:
+        """A new Config whose JSON is this one's with ``changes`` set, as ``{**config, **changes}``
+        would give (keys already there keep their place, new ones come last), checked again."""
+        return Config.from_dict({**self.to_dict(), **(changes or {}), **more})
+
+    @property
+    def backend_kind(self) -> str:
+        """'milvus', or 'embedded' where the config names no backend."""
+        return (self.backend.kind if self.backend is not None else None) or "embedded"
+
+    @property
+    def encoder_spec(self) -> dict[str, Any] | None:
+        """The encoder section as the encoder functions take it (a plain object)."""
+        return self.encoder.to_dict() if self.encoder is not None else None
+
+    @property
+    def recorded(self) -> dict[str, Any]:
+        """The records of the version's files (name -> size, sample, SHA-256), empty where there are none."""
+        return self.files or {}
 
     # a read-only mapping of the JSON, for the readers not yet typed
     def _json(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from . import config as cfg
 from ..errors import FAQSearchError, IndexFormatError, VersionNotFoundError
 from ..files import link_or_copy
 from .directory import Writer, resolve
-from .format import CONFIG, DELTA, SQLITE_SIDE, STORE, TMP, VERSION_NAME, delta_file
+from .format import CONFIG, DELTA, SQLITE_SIDE, STORE, TMP, VERSION_NAME, Config, Counts, delta_file
 from ..backends.embedded.store import Store
 
 _SKIP = (CONFIG, STORE)  # written by restore itself: the config by the commit, the store copied
@@ -48,13 +48,13 @@ def _names(path: str) -> list[str]:
                   key=lambda e: int(e[1:]))
 
 
-def _config(directory: str) -> dict[str, Any]:
+def _config(directory: str) -> Config:
     try:
         with open(os.path.join(directory, CONFIG), encoding="utf-8") as fh:
             config = json.load(fh)
     except (OSError, ValueError) as exc:
         raise IndexFormatError(f"{directory} has no readable {CONFIG}; choose another version") from exc
-    return config if isinstance(config, dict) else {}
+    return Config.from_dict(config if isinstance(config, dict) else {}, check=False)
 
 
 def list_versions(path: str | os.PathLike) -> list[Version]:
@@ -66,10 +66,10 @@ def list_versions(path: str | os.PathLike) -> list[Version]:
         try:
             config = _config(os.path.join(path, name))
         except IndexFormatError:
-            config = {}
-        made, counts = config.get("made") or {}, config.get("counts") or {}
-        out.append(Version(name, made.get("at") or config.get("modified"), made.get("by"), counts.get("faqs"),
-                           counts.get("questions"), name == live, (config.get("edited") or {}).get("by")))
+            config = Config()
+        made, counts = config.made or {}, config.counts or Counts()
+        out.append(Version(name, made.get("at") or config.modified, made.get("by"), counts.faqs,
+                           counts.questions, name == live, (config.edited or {}).get("by")))
     return out
 
 
@@ -95,12 +95,12 @@ def restore(path: str | os.PathLike, version: str) -> str:
                                        f"See them with: faqsearch versions --index {os.path.basename(path)}")
         src = os.path.join(path, version)
         config = _config(src)
-        if (config.get("backend") or {}).get("kind", "embedded") != "embedded":
+        if config.backend_kind != "embedded":
             raise FAQSearchError(f"restore works on embedded indexes only; {os.path.basename(path)!r} keeps its "
                                  "rows in Milvus, which keeps no versions")
-        generation = int(config.get("generation", 0))
+        generation = int(config.generation or 0)
         tmp = writer.new_version()
-        delta = dict(config.get("delta") or {})
+        delta = config.delta.to_dict() if config.delta is not None else {}
         for root, dirs, files in os.walk(src):
             rel = os.path.relpath(root, src)
             for d in dirs:
@@ -114,9 +114,9 @@ def restore(path: str | os.PathLike, version: str) -> str:
                 target = delta_file(writer.generation + 1) if name == delta.get("file") else name
                 link_or_copy(os.path.join(src, name), os.path.join(tmp, target))
         if delta:
-            config["delta"] = {**delta, "file": delta_file(writer.generation + 1)}
+            config = config.merged(delta={**delta, "file": delta_file(writer.generation + 1)})
         _copy_store(os.path.join(src, cfg.FILES["store"]), os.path.join(tmp, cfg.FILES["store"]), generation)
-        return os.path.basename(writer.commit(config, tmp, config.get("files") or None))
+        return os.path.basename(writer.commit(config, tmp, config.files or None))
 
 
 def _copy_store(src: str, dst: str, generation: int) -> None:
