@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from ..errors import EncoderMismatchError, FAQSearchError, InvalidOptionError, ModelNotFoundError
-from ..index.format import MODEL_CONFIG
+from ..index.format import MODEL_CONFIG, Config
 from .base import Encoder
 from .device import (DEVICES, DeviceError, available_cores, cpu_only, device_scope, requested_device, resolve_device,
                      resolve_threads, use_device)
@@ -198,11 +198,11 @@ def check_spec(index_spec: dict[str, Any], encoder_spec: dict[str, Any], where: 
         )
 
 
-def check_encoder(config: dict[str, Any], encoder: Encoder, path: str) -> None:
+def check_encoder(config: Config, encoder: Encoder, path: str) -> None:
     """An encoder whose vectors are unlike those of the index (its config) is refused."""
     from ..errors import IndexFormatError
 
-    check_spec(config["encoder"], encoder.spec(), path)
-    if encoder.dimension != config["dim_in"]:
-        raise IndexFormatError(f"index {path} expects {config['dim_in']}-dimensional vectors, its encoder gives "
+    check_spec(config.encoder_spec, encoder.spec(), path)
+    if encoder.dimension != config.dim_in:
+        raise IndexFormatError(f"index {path} expects {config.dim_in}-dimensional vectors, its encoder gives "
                                f"{encoder.dimension}; re-run faqsearch ingest")

@@ -1,7 +1,8 @@
 """A version's config.json: what built the index, with which parameters, and what its files are.
 
-Only :class:`faqsearch.index.directory.Writer` writes it (that write is the commit); this module reads
-and checks it, and builds its sections.
+Only :class:`faqsearch.index.directory.Writer` writes it (that write is the commit), through
+:class:`faqsearch.index.format.Config`, which types and checks it; this module finds and reads it,
+checks the version's files against its records, and builds its sections.
 """
 from __future__ import annotations
 

@@ -244,7 +244,7 @@ class Config(Section):
     @property
     def backend_kind(self) -> str:
         """'milvus', or 'embedded' where the config names no backend."""
-        return (self.backend.kind if self.backend is not None else None) or "embedded"
+        return (self.backend.kind if isinstance(self.backend, BackendSection) else None) or "embedded"
 
     @property
     def encoder_spec(self) -> dict[str, Any] | None:

@@ -83,8 +83,8 @@ def indexes(request: Request):
     for name in svc.names():
         s = svc.served(name)
         snap = s.engine.snapshot
-        out.append({"name": name, "faqs": snap.config["counts"]["faqs"],
-                    "questions": snap.config["counts"]["questions"], "encoder": snap.config["encoder"]["name"],
+        out.append({"name": name, "faqs": snap.config.counts.faqs,
+                    "questions": snap.config.counts.questions, "encoder": snap.config.encoder.name,
                     "mode": snap.mode, "threshold": snap.threshold, "writable": bool(svc.api_key) and not s.read_only,
                     "logging": s.querylog is not None})
     return {"indexes": out}
@@ -222,7 +222,7 @@ def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20,
     store = searcher.snap.store
     if store.faq(faq_id) is None and (whole := store.faq(f"{faq_id}/suggestions")) is not None:
         return JSONResponse(jsonable_encoder(whole))  # GET of an FAQ whose own id ends in /suggestions
-    spec = searcher.snap.config.get("generator")
+    spec = searcher.snap.config.generator
     return suggest(searcher, faq_id, s.querylog, limit=limit, generate=generate, languages=spec_languages(spec),
                    load_generator=lambda: request.app.state.generators.get(spec)).to_dict()
 
@@ -321,7 +321,7 @@ def paraphrase(request: Request, name: str, body: ParaphraseIn):
     from ..generators import check_languages, paraphrase as run, spec_languages
 
     searcher = service(request).engine(name).searcher()
-    spec = searcher.snap.config.get("generator")
+    spec = searcher.snap.config.generator
     check_languages([body.text], spec_languages(spec), (spec or {}).get("name"))  # 400 at once, nothing loaded
     gen = request.app.state.generators.get(spec)
     return {"text": body.text, "paraphrases": [{"text": p.text, "score": p.score}

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...index import config as cfg
+from ...index.format import Config, IndexSection
 from ...errors import IndexFormatError
 from ...files import load_npy
 from .store import Store
@@ -125,15 +126,16 @@ class EmbeddedBackend:
         pass  # everything is in the index directory
 
     # -- opening
-    def open(self, path: str, version: str, config: dict[str, Any], whitening, base: "Snapshot | None") -> Opened:
+    def open(self, path: str, version: str, config: Config, whitening, base: "Snapshot | None") -> Opened:
         cfg.check_files(version, config, path)
-        ix = config.get("index") or {}
+        ix = config.index or IndexSection()
         if base is not None:
             vindex = getattr(base.index, "base", base.index)
         else:
             try:
-                vindex = VectorIndex.load(os.path.join(version, cfg.FILES["faiss"]), ix.get("factory", DEFAULT_FACTORY),
-                                          ix.get("nprobe"), ix.get("ef_search"), mmap=True)
+                factory = DEFAULT_FACTORY if ix.factory is None else ix.factory
+                vindex = VectorIndex.load(os.path.join(version, cfg.FILES["faiss"]), factory, ix.nprobe, ix.ef_search,
+                                          mmap=True)
             except RuntimeError as exc:
                 raise IndexFormatError(cfg.damaged(path, "faiss", str(exc).strip().splitlines()[-1])) from None
             why = vindex.damaged_sample(unit=whitening.residual is None)
@@ -143,24 +145,24 @@ class EmbeddedBackend:
             raise IndexFormatError(f"index {path} is inconsistent (transform gives {whitening.dim_out} dimensions, "
                                    f"FAISS holds {vindex.dim}); re-run faqsearch ingest")
         store = Store.open_existing(os.path.join(version, cfg.FILES["store"]), path,
-                                    generation=int(config.get("generation", 0)))
+                                    generation=int(config.generation or 0))
         store.read_arrays, store.index = "lexical" in cfg.recorded_dirs(config), path
         try:
             _check_owner(path, config, store)
             delta = None
-            if config.get("delta"):
-                delta = _load_delta(path, version, config["delta"])
+            if config.delta is not None and config.delta.to_dict():
+                delta = _load_delta(path, version, config.delta.to_dict())
                 if delta.moments:
                     whitening = replace(whitening, moments=Moments.from_arrays(delta.moments))
                 index = DeltaIndex(vindex, delta, whitening)
             else:
                 index = vindex
-            expected = (config.get("counts") or {}).get("questions")
+            expected = config.counts.questions if config.counts is not None else None
             # counted once per version directory; an in-place edit's reload trusts its writer's count
             n = int(expected) if base is not None and expected is not None else store.question_count()
             expected = n if expected is None else int(expected)
             store.known_count = n
-            tomb = int(ix.get("tombstones", 0))
+            tomb = int(ix.tombstones or 0)
             if n != expected or len(index) != n + tomb:
                 raise IndexFormatError(
                     f"index {path} is inconsistent: {cfg.FILES['store']} holds {n} questions, {cfg.FILES['config']} "
@@ -174,9 +176,9 @@ class EmbeddedBackend:
             vindex.refiner = _refiner(raw, whitening)
         return Opened(index, store, raw, whitening)
 
-    def open_store(self, path: str, version: str, config: dict[str, Any]) -> Store:
+    def open_store(self, path: str, version: str, config: Config) -> Store:
         store = Store.open_existing(os.path.join(version, cfg.FILES["store"]), path,
-                                    generation=int(config.get("generation", 0)))
+                                    generation=int(config.generation or 0))
         store.read_arrays, store.index = "lexical" in cfg.recorded_dirs(config), path
         try:
             _check_owner(path, config, store)
@@ -193,9 +195,9 @@ class EmbeddedBackend:
         editor.rebuild(writer, snap, white, config, calibrate)
 
 
-def _check_owner(path: str, config: dict[str, Any], store: Store) -> None:
+def _check_owner(path: str, config: Config, store: Store) -> None:
     """A store.db from another index (swapped in by hand, or restored from the wrong backup) is refused."""
-    want = config.get("index_id")
+    want = config.index_id
     if want is None:
         return  # an index from before ids were recorded
     have = store.get_setting("index_id")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from ...index import config as cfg
+from ...index.format import Config
 from ...corpus import faq_hash
 from ...errors import CorpusError, FAQSearchError, IndexFormatError, InvalidOptionError
 from ...progress import progress_bar
@@ -73,7 +74,17 @@ def check_limits(faqs: Iterable, questions: Iterable[tuple[str, str]] = ()) -> N
                                                  "Milvus backend's limit; shorten it or use the embedded backend")
 
 
-def spec_of(config: dict[str, Any], path: str) -> dict[str, Any]:
+def _collection(config: Config, path: str) -> Collection:
+    """The collection of the generation ``config`` describes."""
+    return Collection(spec_of(config, path), int(config.generation or 0), int(config.dim_out), int(config.dim_in),
+                      int(1 if config.next_question_id is None else config.next_question_id))
+
+
+def _questions(config: Config) -> int:
+    return int(config.counts.questions or 0) if config.counts is not None else 0
+
+
+def spec_of(config: Config | dict[str, Any], path: str) -> dict[str, Any]:
     """The Milvus section of an index's config, refused with the fix where a key it needs is missing
     (a config edited by hand, or restored from another index)."""
     spec = config.get("backend")
@@ -160,11 +171,10 @@ class MilvusBackend:
             c.close()
 
     # -- opening
-    def open(self, path: str, version: str, config: dict[str, Any], whitening, base: "Snapshot | None") -> Opened:
-        c = Collection(spec_of(config, path), int(config.get("generation", 0)), int(config["dim_out"]),
-                       int(config["dim_in"]), int(config.get("next_question_id", 1)))
+    def open(self, path: str, version: str, config: Config, whitening, base: "Snapshot | None") -> Opened:
+        c = _collection(config, path)
         store = MilvusStore(c)
-        n, expected = store.question_count(), int((config.get("counts") or {}).get("questions", 0))
+        n, expected = store.question_count(), _questions(config)
         if n != expected:
             c.close()
             raise IndexFormatError(f"index {path} is inconsistent: Milvus collection {c.collection} shows {n} "
@@ -172,9 +182,8 @@ class MilvusBackend:
                                    "faqsearch ingest")
         return Opened(MilvusIndex(c), store, MilvusRaw(c), whitening)
 
-    def open_store(self, path: str, version: str, config: dict[str, Any]) -> MilvusStore:
-        return MilvusStore(Collection(spec_of(config, path), int(config.get("generation", 0)), int(config["dim_out"]),
-                                      int(config["dim_in"]), int(config.get("next_question_id", 1))))
+    def open_store(self, path: str, version: str, config: Config) -> MilvusStore:
+        return MilvusStore(_collection(config, path))
 
     # -- writing
     def apply(self, writer, snap: "Snapshot", plan, raw_new: np.ndarray, source: str) -> tuple[int, int]:
@@ -194,7 +203,7 @@ class MilvusBackend:
         gone = set(removed)
         keep_rows = [r for r in b.query(f"faq_id in {json.dumps(list(changed), ensure_ascii=False)}", _ALL)
                      if r["id"] not in gone] if changed else []
-        next_id = max(b.next_id, int(snap.config.get("next_question_id", 1)))
+        next_id = max(b.next_id, int(1 if snap.config.next_question_id is None else snap.config.next_question_id))
         # the listing order of new FAQs: after every stored one (a scan, so only when FAQs are added)
         seq_base = max([r["faq_seq"] for r in b.query("", ["faq_seq"])] or [-1]) + 1 if plan.new_faqs else 0
         fields = store.faq_fields({fid for fid, _ in plan.new_questions} - set(changed))
@@ -216,7 +225,7 @@ class MilvusBackend:
         new_faq_ids = [f.id for f in plan.new_faqs for _ in f.questions] + [fid for fid, _ in plan.new_questions]
         new_rows = [(copy_id + i, fid, text, source) for i, (fid, text) in enumerate(zip(new_faq_ids, texts))]
         moments = Moments.from_arrays(snap.whitening.moments.to_arrays())
-        if snap.config["whitening"].get("fitted_on") == "corpus questions":
+        if snap.config.whitening.fitted_on == "corpus questions":
             if removed:
                 dead = b.by_ids(removed, ["raw"], visible=False)
                 moments.remove(np.array([r["raw"] for r in dead], dtype=np.float32).reshape(-1, b.dim_in))
@@ -233,7 +242,7 @@ class MilvusBackend:
         after = Collection(b.spec, g1, b.dim, b.dim_in, copy_id)
         try:
             config["counts"] = MilvusStore(after).counts()
-            expected = int((snap.config.get("counts") or {}).get("questions", 0)) + len(new_rows) - len(gone)
+            expected = _questions(snap.config) + len(new_rows) - len(gone)
             if config["counts"]["questions"] != expected:
                 raise FAQSearchError(f"the edit would leave {config['counts']['questions']} questions, {expected} "
                                      "expected; nothing was committed")

@@ -109,7 +109,7 @@ def ask(text, index, top_k, threshold, min_confidence, model, mode, category, lo
             from ...generators import generator_from_spec, load_generator, paraphrase, spec_languages
             from ...generators.languages import UnsupportedLanguageError, check_languages, generator_languages
 
-            spec = searcher.snap.config.get("generator")
+            spec = searcher.snap.config.generator
             languages = generator_languages(generator) if generator else spec_languages(spec)
             writable = []
             for q in queries:  # refused before the model loads: the answer stands, with a note

@@ -169,7 +169,7 @@ def suggest(faq_id, index, limit, generate, generator, languages, out, threads):
     with FAQSearch.open(index, threads=threads) as engine:
         qlog = QueryLog.for_index(engine.path) if os.path.exists(log_path(engine.path)) else None
         searcher = engine.searcher()
-        spec = searcher.snap.config.get("generator")
+        spec = searcher.snap.config.generator
         if generator:
             langs = generator_languages(generator, languages)
             load = lambda: load_generator(generator, threads=threads, languages=languages)  # noqa: E731
