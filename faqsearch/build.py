@@ -24,7 +24,7 @@ from .encoders import Encoder, load_encoder, model_for_corpus
 from .errors import FAQSearchError, InvalidOptionError, WouldDropError
 from .files import NpyWriter, load_npy
 from .index.directory import Writer, check_target
-from .index.format import Config
+from .index.format import VECTORS, WHITENING, Config
 from .progress import progress_bar
 from .index.snapshot import open_version
 from .tokenmatch import gives_states
@@ -175,7 +175,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             index_id = uuid.uuid4().hex
             store.set_setting("index_id", index_id)
             ids = store.insert_corpus(faqs)  # empties faqs: from here on the rows live in the store only
-            vec_path = os.path.join(tmp, cfg.FILES["vectors"])
+            vec_path = os.path.join(tmp, VECTORS)
             tokens = keep_token_states(encoder, backend, tmp, len(ids))
             try:
                 with NpyWriter(vec_path, len(ids), encoder.dimension) as out:  # a full disk fails here, at once
@@ -193,7 +193,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             raw = load_npy(vec_path, mmap_mode="r")
             sections = backend.write_base(tmp, prepared, store, ids, raw, white, writer.generation + 1, progress)
             del raw
-            white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+            white.save(os.path.join(tmp, WHITENING))
             counts = store.counts()
             stem = getattr(store, "stem", "none")  # chosen by the first insert
         finally:

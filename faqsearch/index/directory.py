@@ -39,7 +39,7 @@ from ..defaults import KEEP_VERSIONS
 from ..errors import IndexFormatError, IndexNotFoundError, IndexPathError
 from ..files import atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
 from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
-                     TOP as _TOP, VERSION_NAME, WHITENING, Config, version_name)
+                     STORE, TOP as _TOP, VERSION_NAME, WHITENING, Config, version_name)
 
 log = logging.getLogger(__name__)
 
@@ -447,7 +447,7 @@ class Writer:
         which then becomes live, or, with no ``version``, into the live version in place. Files of a
         new version are fsynced and recorded (size, sample, SHA-256) unless ``records`` gives them.
         Returns the live version directory."""
-        from .config import FILES, version_records
+        from .config import version_records
 
         config = _typed(config)
         if version is not None:
@@ -461,12 +461,12 @@ class Writer:
             atomic_write(os.path.join(self.version, CONFIG), _config_bytes(config))
             self.config = config
             return self.version
-        unshare(os.path.join(version, FILES["store"]))  # written in place later: never a link to a kept version
+        unshare(os.path.join(version, STORE))  # written in place later: never a link to a kept version
         files = version_records(version, self._staged, records)
         for name in files:
             fsync_file(os.path.join(version, name))
-        if os.path.exists(os.path.join(version, FILES["store"])):
-            fsync_file(os.path.join(version, FILES["store"]))
+        if os.path.exists(os.path.join(version, STORE)):
+            fsync_file(os.path.join(version, STORE))
         config = replace(config, files=files)
         atomic_write(os.path.join(version, CONFIG), _config_bytes(config))
         final = os.path.join(self.path, version_name(config.generation))

@@ -15,7 +15,7 @@ from ..confidence import ConfidenceModel
 from ..defaults import HYBRID_WEIGHT, MODE, THRESHOLD
 from ..errors import ClosedError, IndexFormatError
 from .directory import resolve, stamp
-from .format import Config
+from .format import WHITENING, Config
 from ..backends.embedded.tokenstates import TokenStates
 from ..whitening import Whitening
 
@@ -151,7 +151,7 @@ def _open_version(path: str, version: str, st: tuple | None, base: Snapshot | No
     if reuse is not None:
         whitening = replace(reuse.whitening)  # a delta may replace its moments: never the reader's object
     else:
-        file = os.path.join(version, cfg.FILES["whitening"])
+        file = os.path.join(version, WHITENING)
         if not os.path.exists(file):
             raise IndexFormatError(cfg.damaged(path, "whitening", "missing"))
         try:

@@ -16,7 +16,6 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from . import config as cfg
 from ..errors import FAQSearchError, IndexFormatError, VersionNotFoundError
 from ..files import link_or_copy
 from .directory import Writer, resolve
@@ -115,7 +114,7 @@ def restore(path: str | os.PathLike, version: str) -> str:
                 link_or_copy(os.path.join(src, name), os.path.join(tmp, target))
         if delta:
             config = config.merged(delta={**delta, "file": delta_file(writer.generation + 1)})
-        _copy_store(os.path.join(src, cfg.FILES["store"]), os.path.join(tmp, cfg.FILES["store"]), generation)
+        _copy_store(os.path.join(src, STORE), os.path.join(tmp, STORE), generation)
         return os.path.basename(writer.commit(config, tmp, config.files or None))
 
 

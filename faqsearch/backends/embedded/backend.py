@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...index import config as cfg
-from ...index.format import Config, IndexSection
+from ...index.format import CONFIG, FAISS, STORE, VECTORS, Config, IndexSection
 from ...errors import IndexFormatError
 from ...files import load_npy
 from .store import Store
@@ -34,7 +34,7 @@ class RawVectors:
 
     def __init__(self, path: str, version: str, store: Store, delta: Delta | None):
         self.delta = delta
-        vec_path = os.path.join(version, cfg.FILES["vectors"])
+        vec_path = os.path.join(version, VECTORS)
         if not os.path.exists(vec_path):
             raise IndexFormatError(cfg.damaged(path, "vectors", "missing"))
         try:
@@ -107,13 +107,13 @@ class EmbeddedBackend:
         pass  # SQLite and FAISS take any length
 
     def new_store(self, directory: str) -> Store:
-        return Store(os.path.join(directory, cfg.FILES["store"]))
+        return Store(os.path.join(directory, STORE))
 
     def write_base(self, directory: str, prepared: dict[str, Any], store: Store, ids: np.ndarray, raw: np.ndarray,
                    white, generation: int, progress: bool) -> dict[str, Any]:
         index_type = prepared["index_type"]
         factory = factory_for(index_type, len(ids), white.dim_out)
-        target, vectors = os.path.join(directory, cfg.FILES["faiss"]), os.path.join(directory, cfg.FILES["vectors"])
+        target, vectors = os.path.join(directory, FAISS), os.path.join(directory, VECTORS)
         vindex = write_vector_index(white, ids, factory, target, vectors)
         np.save(os.path.join(directory, IDS_FILE), ids)
         store.write_postings(directory)
@@ -134,7 +134,7 @@ class EmbeddedBackend:
         else:
             try:
                 factory = DEFAULT_FACTORY if ix.factory is None else ix.factory
-                vindex = VectorIndex.load(os.path.join(version, cfg.FILES["faiss"]), factory, ix.nprobe, ix.ef_search,
+                vindex = VectorIndex.load(os.path.join(version, FAISS), factory, ix.nprobe, ix.ef_search,
                                           mmap=True)
             except RuntimeError as exc:
                 raise IndexFormatError(cfg.damaged(path, "faiss", str(exc).strip().splitlines()[-1])) from None
@@ -144,7 +144,7 @@ class EmbeddedBackend:
         if vindex.dim != whitening.dim_out:
             raise IndexFormatError(f"index {path} is inconsistent (transform gives {whitening.dim_out} dimensions, "
                                    f"FAISS holds {vindex.dim}); re-run faqsearch ingest")
-        store = Store.open_existing(os.path.join(version, cfg.FILES["store"]), path,
+        store = Store.open_existing(os.path.join(version, STORE), path,
                                     generation=int(config.generation or 0))
         store.read_arrays, store.index = "lexical" in cfg.recorded_dirs(config), path
         try:
@@ -165,8 +165,8 @@ class EmbeddedBackend:
             tomb = int(ix.tombstones or 0)
             if n != expected or len(index) != n + tomb:
                 raise IndexFormatError(
-                    f"index {path} is inconsistent: {cfg.FILES['store']} holds {n} questions, {cfg.FILES['config']} "
-                    f"{expected}, {cfg.FILES['faiss']} {len(index)} vectors ({tomb} removed). Restore the index "
+                    f"index {path} is inconsistent: {STORE} holds {n} questions, {CONFIG} "
+                    f"{expected}, {FAISS} {len(index)} vectors ({tomb} removed). Restore the index "
                     "from a backup or re-run faqsearch ingest")
             raw = RawVectors(path, version, store, delta)
         except BaseException:
@@ -177,7 +177,7 @@ class EmbeddedBackend:
         return Opened(index, store, raw, whitening)
 
     def open_store(self, path: str, version: str, config: Config) -> Store:
-        store = Store.open_existing(os.path.join(version, cfg.FILES["store"]), path,
+        store = Store.open_existing(os.path.join(version, STORE), path,
                                     generation=int(config.generation or 0))
         store.read_arrays, store.index = "lexical" in cfg.recorded_dirs(config), path
         try:

@@ -29,7 +29,7 @@ from ...defaults import CHUNK
 from ...errors import FAQSearchError
 from ...files import load_npy, preallocate, sample_digest, share_file
 from ...index.directory import Writer
-from ...index.format import Config
+from ...index.format import CONFIG, FAISS, STORE, VECTORS, WHITENING, Config
 from .postings import share as share_postings
 from .store import Store
 from .tokenstates import share as share_token_states
@@ -70,7 +70,7 @@ _CHECKED_LOCK = threading.Lock()
 
 
 def _store_state(version: str) -> tuple[int, ...]:
-    st = os.stat(os.path.join(version, cfg.FILES["store"]))
+    st = os.stat(os.path.join(version, STORE))
     # ctime too: a program can set a file's times back (cp -p, rsync, touch -r), never its ctime
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
@@ -159,10 +159,10 @@ def _linked_version(writer: Writer, snap: "Snapshot") -> str:
             os.makedirs(os.path.join(tmp, rel, d), exist_ok=True)
         for f in files:
             name = os.path.normpath(os.path.join(rel, f))
-            if name not in (cfg.FILES["config"], cfg.FILES["store"]) and not name.endswith(
+            if name not in (CONFIG, STORE) and not name.endswith(
                     (".tmp", "-journal", "-wal", "-shm")):
                 share_file(snap.version, tmp, name)
-    snap.store.backup(os.path.join(tmp, cfg.FILES["store"]))
+    snap.store.backup(os.path.join(tmp, STORE))
     return tmp
 
 
@@ -174,7 +174,7 @@ def apply_delta(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndar
     directory = directory or snap.version
     remove_stale(directory, keep={g - 1, g})  # files of killed writers (never committed)
     first_id = _first_id(snap, delta)
-    store = Store(os.path.join(directory, cfg.FILES["store"]), generation=g + 1)
+    store = Store(os.path.join(directory, STORE), generation=g + 1)
     name = delta_file(g + 1)
     committed = False
     try:
@@ -230,11 +230,11 @@ def write_live_vectors(snap: "Snapshot", directory: str, drop: np.ndarray | None
     drop = np.empty(0, np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
     extra = np.empty((0, raw.dim), np.float32) if extra is None else extra
     extra_ids = np.empty(0, np.int64) if extra_ids is None else np.asarray(extra_ids, dtype=np.int64)
-    vec_path, ids_path = os.path.join(directory, cfg.FILES["vectors"]), os.path.join(directory, IDS_FILE)
+    vec_path, ids_path = os.path.join(directory, VECTORS), os.path.join(directory, IDS_FILE)
     files = snap.config.recorded
     if not len(delta) and not len(drop) and not len(extra) and raw.has_ids:
         records = {}
-        for name in (cfg.FILES["vectors"], IDS_FILE):
+        for name in (VECTORS, IDS_FILE):
             share_file(snap.version, directory, name)
             if isinstance(files.get(name), dict) and files[name].get("sha256"):
                 records[name] = files[name]
@@ -265,8 +265,8 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
     g = snap.generation
     first_id = _first_id(snap, delta)
     tmp = writer.new_version()
-    snap.store.backup(os.path.join(tmp, cfg.FILES["store"]))
-    store = Store(os.path.join(tmp, cfg.FILES["store"]), generation=g)
+    snap.store.backup(os.path.join(tmp, STORE))
+    store = Store(os.path.join(tmp, STORE), generation=g)
     try:
         store.keep_only(g)  # the copy holds generation G exactly: no rows of killed writers, none removed
         removed, rows = _write_rows(store, plan, source, first_id, None)
@@ -277,7 +277,7 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
         white = replace(snap.whitening, moments=_moments(snap, gone, raw_new))
         _, _, records = write_live_vectors(snap, tmp, drop=gone, extra=raw_new, extra_ids=new_ids)
         ixc = _index_record(snap)
-        vindex = VectorIndex.load(os.path.join(snap.version, cfg.FILES["faiss"]), snap.index.factory,
+        vindex = VectorIndex.load(os.path.join(snap.version, FAISS), snap.index.factory,
                                   ixc.get("nprobe"), ixc.get("ef_search"))
         from_base = np.union1d(delta.removed, gone[np.isin(gone, snap.raw.ids)])
         if len(from_base) and vindex.remove(from_base) == 0 and not vindex.supports_removal:
@@ -286,8 +286,8 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
         added_ids = np.concatenate([delta.ids[dkeep], new_ids])
         if len(added_ids):
             vindex.add(white.transform(np.concatenate([delta.raw[dkeep], raw_new])), added_ids)
-        vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
-        white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+        vindex.save(os.path.join(tmp, FAISS))
+        white.save(os.path.join(tmp, WHITENING))
         counts = store.counts()
         if len(vindex) != counts["questions"] + int(ixc.get("tombstones", 0)):
             raise InconsistentEdit(f"the edit would leave {counts['questions']} questions and {len(vindex)} vectors; "
@@ -321,14 +321,14 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: Config, calibrate=N
     cfg.verify_files(snap.version, snap.config, snap.path, ("vectors", "ids"))
     snap.store.check_integrity(snap.path)
     tmp = writer.new_version()
-    store = Store(os.path.join(snap.version, cfg.FILES["store"]), generation=snap.generation)
+    store = Store(os.path.join(snap.version, STORE), generation=snap.generation)
     try:
         store.discard_uncommitted(snap.generation)  # shared with the new version: no killed edit's rows in it
         if "lexical" not in cfg.recorded_dirs(snap.config):  # arrays never checked (a version from before records)
             store.write_postings(tmp)
     finally:
         store.close()
-    share_file(snap.version, tmp, cfg.FILES["store"])
+    share_file(snap.version, tmp, STORE)
     if "lexical" in cfg.recorded_dirs(snap.config):
         share_postings(snap.version, tmp)  # the same rows: the same postings
     _keep_token_states(snap, tmp, config)  # the same questions and encoder
@@ -336,9 +336,9 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: Config, calibrate=N
     ixc = _index_record(snap)
     factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
     # rebuilt from the live vectors (no tombstones), read back chunk by chunk from the new vectors.npy
-    vindex = write_vector_index(white, ids, factory, os.path.join(tmp, cfg.FILES["faiss"]),
-                                os.path.join(tmp, cfg.FILES["vectors"]))
-    white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+    vindex = write_vector_index(white, ids, factory, os.path.join(tmp, FAISS),
+                                os.path.join(tmp, VECTORS))
+    white.save(os.path.join(tmp, WHITENING))
     config = config.without("delta")
     config = config.merged(index={**ixc, **index_section(ixc.get("type", "auto"), vindex)},
                            next_question_id=max(int(config.next_question_id or 0), snap.index.max_id() + 1))

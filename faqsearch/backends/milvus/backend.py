@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from ...index import config as cfg
-from ...index.format import Config
+from ...index.format import CONFIG, VECTORS, WHITENING, Config
 from ...corpus import faq_hash
 from ...errors import CorpusError, FAQSearchError, IndexFormatError, InvalidOptionError
 from ...progress import progress_bar
@@ -91,7 +90,7 @@ def spec_of(config: Config | dict[str, Any], path: str) -> dict[str, Any]:
     spec = spec if isinstance(spec, dict) else {}
     missing = [k for k in ("uri", "base", "collection", "index_type") if not isinstance(spec.get(k), str) or not spec[k]]
     if missing:
-        raise IndexFormatError(f"index {path}: {cfg.FILES['config']} names no Milvus {' or '.join(missing)} (its backend section "
+        raise IndexFormatError(f"index {path}: {CONFIG} names no Milvus {' or '.join(missing)} (its backend section "
                                "is damaged). Restore the index directory from a backup, or rebuild it with: faqsearch "
                                f"ingest CORPUS --index {path} --backend milvus --uri URI --force")
     return spec
@@ -148,7 +147,7 @@ class MilvusBackend:
                     bar.update(len(chunk))
 
         spec = _new_collection(prepared, generation, white.dim_out, raw.shape[1], batches())
-        os.remove(os.path.join(directory, cfg.FILES["vectors"]))  # Milvus keeps the raw vectors
+        os.remove(os.path.join(directory, VECTORS))  # Milvus keeps the raw vectors
         return {"backend": spec, "index": {"type": prepared["index_type"], "factory": f"milvus:{prepared['index_type']}",
                                            "tombstones": 0}}
 
@@ -178,7 +177,7 @@ class MilvusBackend:
         if n != expected:
             c.close()
             raise IndexFormatError(f"index {path} is inconsistent: Milvus collection {c.collection} shows {n} "
-                                   f"questions at generation {c.generation}, {cfg.FILES['config']} {expected}; re-run "
+                                   f"questions at generation {c.generation}, {CONFIG} {expected}; re-run "
                                    "faqsearch ingest")
         return Opened(MilvusIndex(c), store, MilvusRaw(c), whitening)
 
@@ -237,7 +236,7 @@ class MilvusBackend:
         b.insert(rows)
         b.kill(removed + [r["id"] for r in keep_rows], g1)
         b.client.flush(b.collection)
-        white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+        white.save(os.path.join(tmp, WHITENING))
         config = {**snap.config, **plan.config, "next_question_id": copy_id}
         after = Collection(b.spec, g1, b.dim, b.dim_in, copy_id)
         try:
@@ -285,7 +284,7 @@ def _rebuild(writer, b: Collection, white, config: dict[str, Any], calibrate=Non
     tmp = writer.new_version()
     config = dict(config)
     config["backend"] = _new_collection(spec, generation, white.dim_out, b.dim_in, batches())
-    white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+    white.save(os.path.join(tmp, WHITENING))
     if calibrate is not None:
         try:
             config = calibrate(config, tmp)
