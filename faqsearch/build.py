@@ -208,7 +208,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             next_question_id=int(ids.max()) + 1 if len(ids) else 1, **sections)
         if calibrate is not None:  # measured on the version as it will be, and committed with it: one commit
             config = measured(writer, config, tmp, lambda snap: calibrate(snap, encoder))
-        if not cfg.fusion_weights({**config, "mode": "hybrid"})["token_weight"]:
+        if not cfg.fusion_weights(config.merged(mode="hybrid"))["token_weight"]:
             remove_token_states(tmp)  # hybrid mode does not read them: no disk spent on them
         writer.commit(config, tmp)
     backend.after_commit(config)
@@ -217,15 +217,14 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
     return encoder
 
 
-def measured(writer: Writer, config: dict[str, Any], version: str, measure: Callable[[Any], Mapping[str, Any]]
-             ) -> dict[str, Any]:
+def measured(writer: Writer, config: Config, version: str, measure: Callable[[Any], Mapping[str, Any]]) -> Config:
     """``config`` with what ``measure(snapshot)`` learns of the version being built in ``version``,
     staged there and opened as it will be committed (by build, refit and tune --apply: the threshold
     and confidence go into the same commit as the rows and transform they were measured on)."""
-    writer.stage({k: v for k, v in config.items() if k != "files"}, version)  # its files are recorded at the commit
+    writer.stage(config.without("files"), version)  # its files are recorded at the commit
     snap = open_version(writer.path, version)
     try:
-        return {**config, **measure(snap)}
+        return config.merged(measure(snap))
     finally:
         snap.close()
 

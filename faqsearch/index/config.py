@@ -93,10 +93,11 @@ def format_version(stem: str) -> int:
     return 1 if stem_in_use(stem) == "none" else 2
 
 
-def new_config(stem: str = "none", **fields: Any) -> dict[str, Any]:
+def new_config(stem: str = "none", **fields: Any) -> Config:
+    """The config of a new index (``fields``: its keys after format version, creation time and versions)."""
     from ..files import now
 
-    return {"format_version": format_version(stem), "created": now(), "versions": versions(), **fields}
+    return Config.from_dict({"format_version": format_version(stem), "created": now(), "versions": versions(), **fields})
 
 
 def whitening_section(white, enabled: bool, fitted_on: str, fit_count: int, **extra: Any) -> dict[str, Any]:
@@ -234,14 +235,12 @@ def verify_files(directory: str, config: Config, path: str, keys=("vectors", "id
                                                           "written"))
 
 
-def fusion_weights(config: Config | dict[str, Any]) -> dict[str, float | None]:
+def fusion_weights(config: Config) -> dict[str, float | None]:
     """The weights hybrid mode ranks with (None for both in another mode): BM25's ('hybrid_weight',
     HYBRID_WEIGHT unless chosen) and token matching's ('token_weight', TOKEN_WEIGHT where the encoder
     has token states and the store BM25 statistics, i.e. not USE and not Milvus, else 0)."""
     from ..defaults import HYBRID_WEIGHT, MODE, TOKEN_WEIGHT
 
-    if not isinstance(config, Config):  # a config being built, as a JSON object
-        config = Config.from_dict(config, check=False)
     if (config.mode or MODE) != "hybrid":
         return {"hybrid_weight": None, "token_weight": None}
     usable = tokens_supported(config.encoder_spec) and config.backend_kind != "milvus"

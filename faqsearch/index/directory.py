@@ -438,8 +438,8 @@ class Writer:
         version can be opened and measured before it is committed; nothing becomes live."""
         from .config import version_records
 
-        atomic_write(os.path.join(version, CONFIG), _config_bytes({**config, "generation": self.generation + 1,
-                                                                  "files": version_records(version, self._staged)}))
+        staged = replace(_typed(config), generation=self.generation + 1, files=version_records(version, self._staged))
+        atomic_write(os.path.join(version, CONFIG), _config_bytes(staged))
 
     def commit(self, config: Config | dict[str, Any], version: str | None = None,
                records: dict[str, dict[str, Any]] | None = None) -> str:

@@ -119,10 +119,10 @@ class EmbeddedBackend:
         store.write_postings(directory)
         return {"index": index_section(index_type, vindex)}
 
-    def after_commit(self, config: dict[str, Any]) -> None:
+    def after_commit(self, config: Config) -> None:
         pass
 
-    def drop(self, config: dict[str, Any]) -> None:
+    def drop(self, config: Config) -> None:
         pass  # everything is in the index directory
 
     # -- opening
@@ -191,7 +191,7 @@ class EmbeddedBackend:
     def apply(self, writer, snap: "Snapshot", plan, raw_new: np.ndarray, source: str) -> tuple[int, int]:
         return editor.apply(writer, snap, plan, raw_new, source)
 
-    def rebuild(self, writer, snap: "Snapshot", white, config: dict[str, Any], calibrate=None) -> None:
+    def rebuild(self, writer, snap: "Snapshot", white, config: Config, calibrate=None) -> None:
         editor.rebuild(writer, snap, white, config, calibrate)
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from ...index.format import CONFIG, VECTORS, WHITENING, Config
+from ...index.format import CONFIG, VECTORS, WHITENING, BackendSection, Config
 from ...corpus import faq_hash
 from ...errors import CorpusError, FAQSearchError, IndexFormatError, InvalidOptionError
 from ...progress import progress_bar
@@ -83,11 +83,10 @@ def _questions(config: Config) -> int:
     return int(config.counts.questions or 0) if config.counts is not None else 0
 
 
-def spec_of(config: Config | dict[str, Any], path: str) -> dict[str, Any]:
+def spec_of(config: Config, path: str) -> dict[str, Any]:
     """The Milvus section of an index's config, refused with the fix where a key it needs is missing
     (a config edited by hand, or restored from another index)."""
-    spec = config.get("backend")
-    spec = spec if isinstance(spec, dict) else {}
+    spec = config.backend.to_dict() if isinstance(config.backend, BackendSection) else {}
     missing = [k for k in ("uri", "base", "collection", "index_type") if not isinstance(spec.get(k), str) or not spec[k]]
     if missing:
         raise IndexFormatError(f"index {path}: {CONFIG} names no Milvus {' or '.join(missing)} (its backend section "
@@ -151,12 +150,12 @@ class MilvusBackend:
         return {"backend": spec, "index": {"type": prepared["index_type"], "factory": f"milvus:{prepared['index_type']}",
                                            "tombstones": 0}}
 
-    def after_commit(self, config: dict[str, Any]) -> None:
-        drop_stale(config["backend"])
+    def after_commit(self, config: Config) -> None:
+        drop_stale(config.backend.to_dict())
 
-    def drop(self, config: dict[str, Any]) -> None:
+    def drop(self, config: Config) -> None:
         """Drop the alias and every collection of this index."""
-        spec = config["backend"]
+        spec = config.backend.to_dict()
         c = client(spec["uri"], spec.get("token"))
         try:
             try:
@@ -237,20 +236,19 @@ class MilvusBackend:
         b.kill(removed + [r["id"] for r in keep_rows], g1)
         b.client.flush(b.collection)
         white.save(os.path.join(tmp, WHITENING))
-        config = {**snap.config, **plan.config, "next_question_id": copy_id}
         after = Collection(b.spec, g1, b.dim, b.dim_in, copy_id)
         try:
-            config["counts"] = MilvusStore(after).counts()
+            counts = MilvusStore(after).counts()
             expected = _questions(snap.config) + len(new_rows) - len(gone)
-            if config["counts"]["questions"] != expected:
-                raise FAQSearchError(f"the edit would leave {config['counts']['questions']} questions, {expected} "
+            if counts["questions"] != expected:
+                raise FAQSearchError(f"the edit would leave {counts['questions']} questions, {expected} "
                                      "expected; nothing was committed")
             dead = after.count_dead()
         finally:
             after.close()
-        config["backend"] = {**config["backend"], "dead": dead}
-        writer.commit(config, tmp)
-        if dead > delta_limit(config["counts"]["questions"]):  # removed rows kept for older readers: compact
+        config = snap.config.merged(plan.config, next_question_id=copy_id, counts=counts)
+        writer.commit(config.merged(backend={**config.backend.to_dict(), "dead": dead}), tmp)
+        if dead > delta_limit(counts["questions"]):  # removed rows kept for older readers: compact
             after = Collection(b.spec, g1, b.dim, b.dim_in, copy_id)
             try:
                 _rebuild(writer, after, white, writer.config)
@@ -258,12 +256,12 @@ class MilvusBackend:
                 after.close()
         return len(new_rows), len(removed)
 
-    def rebuild(self, writer, snap: "Snapshot", white, config: dict[str, Any], calibrate=None) -> None:
+    def rebuild(self, writer, snap: "Snapshot", white, config: Config, calibrate=None) -> None:
         """A new collection with every live row re-transformed (refit, tune --apply)."""
         _rebuild(writer, snap.index.b, white, config, calibrate)
 
 
-def _rebuild(writer, b: Collection, white, config: dict[str, Any], calibrate=None) -> None:
+def _rebuild(writer, b: Collection, white, config: Config, calibrate=None) -> None:
     """Copy the live rows of ``b`` (its generation) into a new collection, transformed by ``white``,
     and commit ``config`` naming it (``calibrate(config, version)``: the config to commit, measured
     on the new version first; failing, the new collection is dropped and the alias put back)."""
@@ -282,8 +280,7 @@ def _rebuild(writer, b: Collection, white, config: dict[str, Any], calibrate=Non
             yield chunk
 
     tmp = writer.new_version()
-    config = dict(config)
-    config["backend"] = _new_collection(spec, generation, white.dim_out, b.dim_in, batches())
+    config = config.merged(backend=_new_collection(spec, generation, white.dim_out, b.dim_in, batches()))
     white.save(os.path.join(tmp, WHITENING))
     if calibrate is not None:
         try:
@@ -292,12 +289,12 @@ def _rebuild(writer, b: Collection, white, config: dict[str, Any], calibrate=Non
             c = client(spec["uri"], spec.get("token"))
             try:
                 _switch_alias(c, spec["base"], b.collection)
-                c.drop_collection(config["backend"]["collection"])
+                c.drop_collection(config.backend.collection)
             finally:
                 c.close()
             raise
     writer.commit(config, tmp)
-    drop_stale(config["backend"])
+    drop_stale(config.backend.to_dict())
 
 
 def _new_collection(spec: dict[str, Any], generation: int, dim: int, dim_in: int,

@@ -167,11 +167,12 @@ def info(index, out):
 
     path = cfg.resolve_index_path(index)
     version = resolve(path)
-    config = cfg.load_config(version, path).to_dict()  # the JSON, with what info adds
-    if (config.get("backend") or {}).get("kind") != "milvus":
+    typed = cfg.load_config(version, path)
+    config = typed.to_dict()  # the JSON, with what info adds
+    if typed.backend_kind != "milvus":
         config["lexical"] = cfg.lexical_settings(version)
-    config["token_states"] = token_states(version, config.get("encoder"))
-    config.update({k: v for k, v in cfg.fusion_weights(config).items() if v is not None})  # what it answers with
+    config["token_states"] = token_states(version, typed.encoder_spec)
+    config.update({k: v for k, v in cfg.fusion_weights(typed).items() if v is not None})  # what it answers with
     if out.json:
         click.echo(dump({"path": path, **config}))
     else:
