@@ -256,7 +256,8 @@ class Config(Section):
         """The records of the version's files (name -> size, sample, SHA-256), empty where there are none."""
         return self.files or {}
 
-    # a read-only mapping of the JSON, for the readers not yet typed
+    # a read-only mapping of the JSON: FAQSearch.config was a dict, and library users read it so
+    # (faqsearch itself reads the attributes)
     def _json(self) -> dict[str, Any]:
         cached = self.__dict__.get("_json_cache")
         if cached is None:
