@@ -1,6 +1,7 @@
-"""The index format's names: every file and folder of an index directory and of a version, spelled
-here once (a test keeps them out of every other module), and the patterns of the names faqsearch
-writes, so a writer removes only its own leftovers.
+"""The index format: the names of every file and folder of an index directory and of a version,
+spelled here once (tests/test_format.py keeps them out of every other module), the patterns of the
+names faqsearch writes (so a writer removes only its own leftovers), and :class:`Config`, the typed
+config.json (sections as dataclasses, checked when read; the only way it is written).
 
 An index directory holds :data:`CURRENT`, :data:`LOCK`, :data:`QUERY_LOG` and its versions
 (:func:`version_name`); a version holds the entries of :data:`VERSION_ENTRIES`.
