@@ -6,19 +6,14 @@ checks the version's files against its records, and builds its sections.
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
-from ..errors import IndexFormatError, IndexNotFoundError, InvalidOptionError
+from ..errors import IndexFormatError, InvalidOptionError
 from ..lexical import stem_in_use
 from ..tokenmatch import supported as tokens_supported
 from .format import CURRENT, FILES, RECORDED_DIRS, SIZED, Config, check_values  # noqa: F401  (check_values: re-exported)
 
-# config.json's format_version: 1, or 2 for an index whose store stems its words for BM25 (a faqsearch
-# that reads only 1 would search such a store with its query words unstemmed, missing every stemmed row)
-FORMAT_VERSION = 2  # the newest this faqsearch reads and writes
-READABLE = (1, 2)
 DEFAULT_HOME = "indexes"
 DEFAULT_NAME = "default"
 
@@ -97,7 +92,8 @@ def new_config(stem: str = "none", **fields: Any) -> Config:
     """The config of a new index (``fields``: its keys after format version, creation time and versions)."""
     from ..files import now
 
-    return Config.from_dict({"format_version": format_version(stem), "created": now(), "versions": versions(), **fields})
+    return Config.from_dict({"format_version": format_version(stem), "created": now(), "versions": versions(),
+                             **fields})
 
 
 def whitening_section(white, enabled: bool, fitted_on: str, fit_count: int, **extra: Any) -> dict[str, Any]:
@@ -108,33 +104,8 @@ def whitening_section(white, enabled: bool, fitted_on: str, fit_count: int, **ex
 
 
 def load_config(directory: str, path: str | None = None) -> Config:
-    """Read and check a version's config.json (``path``: the index, for messages)."""
-    where = path or directory
-    file = os.path.join(directory, FILES["config"])
-    if not os.path.isdir(directory):
-        raise IndexNotFoundError(f"no index at {where}. Create one with: faqsearch ingest CORPUS.csv "
-                                 f"--index {os.path.basename(where)}")
-    if not os.path.exists(file):
-        raise IndexFormatError(f"{where} is not a faqsearch index (no {FILES['config']}); re-run faqsearch ingest")
-    try:
-        with open(file, encoding="utf-8") as fh:
-            config = json.load(fh)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise IndexFormatError(f"{file} is damaged ({exc}). Restore the index directory from a backup, or "
-                               f"rebuild it with: faqsearch ingest CORPUS --index {where} --force") from None
-    except OSError as exc:
-        raise IndexFormatError(f"cannot read {file} ({exc.strerror}); check its permissions") from None
-    if not isinstance(config, dict):
-        raise IndexFormatError(f"{file} is damaged (not a JSON object); rebuild with faqsearch ingest --force")
-    fv = config.get("format_version")
-    if fv not in READABLE or isinstance(fv, bool):
-        built = (config.get("versions") or {}).get("faqsearch") if isinstance(config.get("versions"), dict) else None
-        newer = isinstance(fv, int) and fv > FORMAT_VERSION
-        raise IndexFormatError(
-            f"index {where} has format version {fv} (built by faqsearch {built}); this faqsearch reads "
-            f"versions {' and '.join(map(str, READABLE))}. "
-            + ("Upgrade faqsearch (pip install -U faqsearch)." if newer else "Re-run faqsearch ingest to rebuild it."))
-    return Config.from_dict(config, file)
+    """Read and check a version's config.json (``path``: the index, for messages): :meth:`Config.load`."""
+    return Config.load(directory, path)
 
 
 def damaged(path: str, key: str, why: Any) -> str:

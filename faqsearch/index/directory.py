@@ -493,4 +493,4 @@ def _typed(config: Config | dict[str, Any]) -> Config:
 
 def _config_bytes(config: Config | dict[str, Any]) -> bytes:
     """config.json's bytes: the one place a config is written (through :meth:`Config.to_dict`)."""
-    return (json.dumps(_typed(config).to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return _typed(config).to_json()

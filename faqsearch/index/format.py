@@ -9,12 +9,13 @@ An index directory holds :data:`CURRENT`, :data:`LOCK`, :data:`QUERY_LOG` and it
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Iterator, Mapping
 
 from ..defaults import MODES
-from ..errors import IndexFormatError
+from ..errors import IndexFormatError, IndexNotFoundError
 
 # ---- a version's files ---------------------------------------------------------------------------
 CONFIG = "config.json"  # what built the version and the records of its files; replacing it commits
@@ -85,6 +86,11 @@ TOP = re.compile(rf"^(?:{re.escape(CURRENT)}(?:{re.escape(TMP)})?|{re.escape(LOC
 
 
 # ---- config.json: a typed view, read and written here -------------------------------------------
+# config.json's format_version: 1, or 2 for an index whose store stems its words for BM25 (a faqsearch
+# that reads only 1 would search such a store with its query words unstemmed, missing every stemmed row)
+FORMAT_VERSION = 2  # the newest this faqsearch reads and writes
+READABLE = (1, 2)
+
 _OWN = ("extra", "order")
 
 
@@ -236,6 +242,42 @@ class Config(Section):
         if check:
             check_values(d, file)
         return super().from_dict(d)
+
+    @classmethod
+    def load(cls, directory: str, path: str | None = None) -> Config:
+        """Read and check a version's config.json (``path``: the index, for messages)."""
+        where = path or directory
+        file = os.path.join(directory, CONFIG)
+        if not os.path.isdir(directory):
+            raise IndexNotFoundError(f"no index at {where}. Create one with: faqsearch ingest CORPUS.csv "
+                                     f"--index {os.path.basename(where)}")
+        if not os.path.exists(file):
+            raise IndexFormatError(f"{where} is not a faqsearch index (no {CONFIG}); re-run faqsearch ingest")
+        try:
+            with open(file, encoding="utf-8") as fh:
+                config = json.load(fh)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise IndexFormatError(f"{file} is damaged ({exc}). Restore the index directory from a backup, or "
+                                   f"rebuild it with: faqsearch ingest CORPUS --index {where} --force") from None
+        except OSError as exc:
+            raise IndexFormatError(f"cannot read {file} ({exc.strerror}); check its permissions") from None
+        if not isinstance(config, dict):
+            raise IndexFormatError(f"{file} is damaged (not a JSON object); rebuild with faqsearch ingest --force")
+        fv = config.get("format_version")
+        if fv not in READABLE or isinstance(fv, bool):
+            versions = config.get("versions")
+            built = (versions or {}).get("faqsearch") if isinstance(versions, dict) else None
+            newer = isinstance(fv, int) and fv > FORMAT_VERSION
+            raise IndexFormatError(
+                f"index {where} has format version {fv} (built by faqsearch {built}); this faqsearch reads "
+                f"versions {' and '.join(map(str, READABLE))}. "
+                + ("Upgrade faqsearch (pip install -U faqsearch)." if newer
+                   else "Re-run faqsearch ingest to rebuild it."))
+        return cls.from_dict(config, file)
+
+    def to_json(self) -> bytes:
+        """config.json's bytes, as every writer writes them."""
+        return (json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
     def merged(self, changes: Mapping[str, Any] | None = None, **more: Any) -> Config:
         """A new Config whose JSON is this one's with ``changes`` set, as ``{**config, **changes}``
