@@ -25,7 +25,6 @@ under the lock, never by a reader, and only ever names that faqsearch writes.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -39,7 +38,7 @@ from ..defaults import KEEP_VERSIONS
 from ..errors import IndexFormatError, IndexNotFoundError, IndexPathError
 from ..files import atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
 from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
-                     STORE, TOP as _TOP, VERSION_NAME, WHITENING, Config, version_name)
+                     STORE, TOP as _TOP, VERSION_NAME, WHITENING, Config, read_json, version_name)
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +74,7 @@ def _read_current(directory: str) -> str | None:
 
 def _generation_of(version: str) -> int:
     try:
-        with open(os.path.join(version, CONFIG), encoding="utf-8") as fh:
-            return int(json.load(fh).get("generation", 0))
+        return int(read_json(version).get("generation", 0))
     except (OSError, ValueError, TypeError, AttributeError):
         return -1
 
@@ -197,8 +195,7 @@ def check_target(path: str) -> None:
 
 def _check_own_config(path: str, directory: str) -> None:
     try:
-        with open(os.path.join(directory, CONFIG), encoding="utf-8") as fh:
-            config = json.load(fh)
+        config = read_json(directory)
     except (OSError, ValueError):  # our files with a damaged config (rebuilding is the fix), or someone else's
         config = None if os.path.exists(os.path.join(directory, WHITENING)) else []
     if config is not None and (not isinstance(config, dict) or "format_version" not in config):
@@ -492,5 +489,5 @@ def _typed(config: Config | dict[str, Any]) -> Config:
 
 
 def _config_bytes(config: Config | dict[str, Any]) -> bytes:
-    """config.json's bytes: the one place a config is written (through :meth:`Config.to_dict`)."""
+    """config.json's bytes (:meth:`Config.to_json`), for the commit and the stage."""
     return _typed(config).to_json()

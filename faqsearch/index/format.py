@@ -94,6 +94,13 @@ READABLE = (1, 2)
 _OWN = ("extra", "order")
 
 
+def read_json(directory: str) -> Any:
+    """The JSON in the config.json of ``directory`` as written, unchecked (OSError, ValueError where it
+    cannot be read): for the layout checks and version listings that must look at any config."""
+    with open(os.path.join(directory, CONFIG), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
 @dataclass(frozen=True)
 class Section:
     """A JSON object of config.json with its known keys as typed fields. ``order`` keeps the keys in

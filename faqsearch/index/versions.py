@@ -10,7 +10,6 @@ vNNNNNNNN"), so a restore can itself be undone the same way.
 """
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from dataclasses import asdict, dataclass
@@ -19,7 +18,7 @@ from typing import Any
 from ..errors import FAQSearchError, IndexFormatError, VersionNotFoundError
 from ..files import link_or_copy
 from .directory import Writer, resolve
-from .format import CONFIG, DELTA, SQLITE_SIDE, STORE, TMP, VERSION_NAME, Config, Counts, delta_file
+from .format import CONFIG, DELTA, SQLITE_SIDE, STORE, TMP, VERSION_NAME, Config, Counts, delta_file, read_json
 from ..backends.embedded.store import Store
 
 _SKIP = (CONFIG, STORE)  # written by restore itself: the config by the commit, the store copied
@@ -49,8 +48,7 @@ def _names(path: str) -> list[str]:
 
 def _config(directory: str) -> Config:
     try:
-        with open(os.path.join(directory, CONFIG), encoding="utf-8") as fh:
-            config = json.load(fh)
+        config = read_json(directory)
     except (OSError, ValueError) as exc:
         raise IndexFormatError(f"{directory} has no readable {CONFIG}; choose another version") from exc
     return Config.from_dict(config if isinstance(config, dict) else {}, check=False)
