@@ -25,6 +25,7 @@ from .encoders import Encoder, model_for_corpus
 from .errors import FAQSearchError, InvalidOptionError, WouldDropError
 from .files import NpyWriter, load_npy
 from .index.directory import Writer, check_target
+from .index.format import VECTORS, WHITENING, Config
 from .progress import progress_bar
 from .index.snapshot import open_version
 from .tokenmatch import gives_states
@@ -176,7 +177,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             index_id = uuid.uuid4().hex
             store.set_setting("index_id", index_id)
             ids = store.insert_corpus(faqs)  # empties faqs: from here on the rows live in the store only
-            vec_path = os.path.join(tmp, cfg.FILES["vectors"])
+            vec_path = os.path.join(tmp, VECTORS)
             tokens = keep_token_states(encoder, backend, tmp, len(ids))
             try:
                 with NpyWriter(vec_path, len(ids), encoder.dimension) as out:  # a full disk fails here, at once
@@ -194,7 +195,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             raw = load_npy(vec_path, mmap_mode="r")
             sections = backend.write_base(tmp, prepared, store, ids, raw, white, writer.generation + 1, progress)
             del raw
-            white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+            white.save(os.path.join(tmp, WHITENING))
             counts = store.counts()
             stem = store.stem  # chosen by the first insert
         finally:
@@ -209,7 +210,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             next_question_id=int(ids.max()) + 1 if len(ids) else 1, **sections)
         if calibrate is not None:  # measured on the version as it will be, and committed with it: one commit
             config = measured(writer, config, tmp, lambda snap: calibrate(snap, encoder))
-        if not cfg.fusion_weights({**config, "mode": "hybrid"})["token_weight"]:
+        if not cfg.fusion_weights(config.merged(mode="hybrid"))["token_weight"]:
             remove_token_states(tmp)  # hybrid mode does not read them: no disk spent on them
         writer.commit(config, tmp)
     backend.after_commit(config)
@@ -218,15 +219,14 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
     return encoder
 
 
-def measured(writer: Writer, config: dict[str, Any], version: str, measure: Callable[[Any], Mapping[str, Any]]
-             ) -> dict[str, Any]:
+def measured(writer: Writer, config: Config, version: str, measure: Callable[[Any], Mapping[str, Any]]) -> Config:
     """``config`` with what ``measure(snapshot)`` learns of the version being built in ``version``,
     staged there and opened as it will be committed (by build, refit and tune --apply: the threshold
     and confidence go into the same commit as the rows and transform they were measured on)."""
-    writer.stage({k: v for k, v in config.items() if k != "files"}, version)  # its files are recorded at the commit
+    writer.stage(config.without("files"), version)  # its files are recorded at the commit
     snap = open_version(writer.path, version)
     try:
-        return {**config, **measure(snap)}
+        return config.merged(measure(snap))
     finally:
         snap.close()
 
@@ -296,11 +296,11 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def info_summary(config: dict[str, Any]) -> dict[str, Any]:
+def info_summary(config: Config) -> dict[str, Any]:
     """What `ingest` reports of a built index."""
-    return {"faqs": config["counts"]["faqs"], "questions": config["counts"]["questions"],
-            "encoder": config["encoder"]["name"], "dim_in": config["dim_in"], "dim_out": config["dim_out"],
-            "whitening": config["whitening"], "mode": config.get("mode", "hybrid"),
-            **cfg.fusion_weights(config), "fusion": config.get("fusion"),
-            "threshold": config.get("threshold"), "calibration": config.get("calibration"),
-            "confidence": config.get("confidence"), "min_confidence": config.get("min_confidence")}
+    return {"faqs": config.counts.faqs, "questions": config.counts.questions,
+            "encoder": config.encoder.name, "dim_in": config.dim_in, "dim_out": config.dim_out,
+            "whitening": config.whitening.to_dict(), "mode": config.mode or "hybrid",
+            **cfg.fusion_weights(config), "fusion": config.fusion,
+            "threshold": config.threshold, "calibration": config.calibration,
+            "confidence": config.confidence, "min_confidence": config.min_confidence}

@@ -68,7 +68,7 @@ class FAQSearch:
 
     def share_encoder(self, other: "FAQSearch") -> None:
         """Use ``other``'s encoder and query cache (one model for several indexes of one encoder)."""
-        check_spec(self._snap.config["encoder"], other._snap.config["encoder"], self._snap.path)
+        check_spec(self._snap.config.encoder_spec, other._snap.config.encoder_spec, self._snap.path)
         self._queries = other._queries
 
     def searcher(self) -> Searcher:
@@ -104,7 +104,7 @@ class FAQSearch:
         (``model``: load this one instead, checked to be the index's)."""
         snap = open_snapshot(cfg.resolve_index_path(index))
         if encoder is None and model is not None:
-            spec = snap.config["encoder"]
+            spec = snap.config.encoder_spec
             encoder = EncoderSpec(model, pooling=spec.get("pooling") if spec.get("backend") == "transformers" else None,
                                   max_length=spec.get("max_length", MAX_LENGTH), prefix=spec.get("prefix", ""),
                                   threads=threads).load()
@@ -195,17 +195,17 @@ class FAQSearch:
         touched nothing), then let the backend apply and commit it."""
         with self._writing(made_by) as (writer, snap):
             plan = planner(snap)
-            report = plans.report_for(plan, int((snap.config.get("counts") or {}).get("faqs", 0)))
+            report = plans.report_for(plan, int(snap.config.counts.faqs or 0) if snap.config.counts is not None else 0)
             if plan.empty:
                 return report
             snap.backend.check_faqs(plan.new_faqs + plan.changed_faqs, plan.new_questions)
             texts = plan.texts()
             raw = self._queries.encoder.encode(texts, progress=progress) if texts else \
-                np.empty((0, int(snap.config["dim_in"])), np.float32)
+                np.empty((0, int(snap.config.dim_in)), np.float32)
             report.added_questions, report.removed_questions = snap.backend.apply(writer, snap, plan, raw, plan.source)
             kept = report.removed_questions and snap.backend.kind == "embedded"  # Milvus keeps no versions
             report.previous_version = os.path.basename(snap.version) if kept else None
-        if needs_recalibration(self._snap.config, int(self._snap.config["counts"]["questions"])):
+        if needs_recalibration(self._snap.config, int(self._snap.config.counts.questions)):
             self._self_tune(fusion=False, threshold=True)  # grown or shrunk by a tenth since it was chosen
         return report
 
@@ -285,16 +285,16 @@ class FAQSearch:
 
     def _set_config(self, made_by: str = "tune", **changes: Any) -> None:
         with self._writing(made_by) as (writer, snap):
-            writer.commit({**snap.config, **changes})
+            writer.commit(snap.config.merged(changes))
 
     def _self_tune(self, fusion: bool, threshold: bool) -> None:
         """What an index learns about itself without labels: the hybrid weight, then the threshold."""
         self_tune(self.searcher, self.set_fusion if fusion else None, self.set_threshold if threshold else None)
 
 
-def _encoder_for(config: dict[str, Any], path: str, threads: int | None) -> Encoder:
+def _encoder_for(config: cfg.Config, path: str, threads: int | None) -> Encoder:
     """The encoder of an index's config, checked against it (bound when the engine is made, so an
     engine that shares its encoder may be closed before the encoder is first loaded)."""
-    enc = encoder_from_spec(config["encoder"], threads=threads)
+    enc = encoder_from_spec(config.encoder_spec, threads=threads)
     check_encoder(config, enc, path)
     return enc

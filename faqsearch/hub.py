@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import MissingExtraError, ModelNotFoundError
 from .files import file_digest
+from .index.format import MODEL_CONFIG
 from .progress import library_bars
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ def load_pretrained(source: str, auto_cls, *, gguf_file: str | None = None, loca
     option = "--generator" if what == "generator" else "--model"
     if source.startswith((".", "/", "~")) and not os.path.isdir(os.path.expanduser(source)):
         raise ModelNotFoundError(f"{what} directory {source!r} not found (or not a directory). Fix: give the "
-                                 f"directory that holds its config.json ({option} /path/to/model), or a Hugging "
+                                 f"directory that holds its {MODEL_CONFIG} ({option} /path/to/model), or a Hugging "
                                  "Face id")
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     tried: list[str] = []

@@ -10,6 +10,7 @@ from .index import config as cfg
 from .backends import backend_for
 from .errors import FAQSearchError, IndexNotFoundError
 from .index.directory import Writer, layout, resolve
+from .index.format import QUERY_LOG, SQLITE_SIDE, Counts, legacy_query_log
 
 
 def _size(path: str) -> int:
@@ -31,11 +32,10 @@ def describe(path: str) -> dict[str, Any]:
         config = cfg.load_config(version, path)
     except FAQSearchError as exc:
         return {**out, "error": str(exc)}
-    counts = config.get("counts") or {}
-    backend = config.get("backend") or {}
-    return {**out, "faqs": counts.get("faqs"), "questions": counts.get("questions"),
-            "encoder": config["encoder"].get("name"), "backend": backend.get("kind", "embedded"),
-            "generation": config.get("generation", 0), "modified": config.get("modified") or config.get("created"),
+    counts = config.counts or Counts()
+    return {**out, "faqs": counts.faqs, "questions": counts.questions,
+            "encoder": config.encoder.name, "backend": config.backend_kind,
+            "generation": config.generation or 0, "modified": config.modified or config.created,
             "bytes": _size(os.path.realpath(path) if layout(path) == "link" else path)}
 
 
@@ -47,11 +47,12 @@ def info(index: str | None = None) -> dict[str, Any]:
 
     path = cfg.resolve_index_path(index)
     version = resolve(path)
-    config = cfg.load_config(version, path)
-    if (config.get("backend") or {}).get("kind") != "milvus":
+    typed = cfg.load_config(version, path)
+    config = typed.to_dict()  # the JSON, with what info adds
+    if typed.backend_kind != "milvus":
         config["lexical"] = cfg.lexical_settings(version)
-    config["token_states"] = token_states(version, config.get("encoder"))
-    config.update({k: v for k, v in cfg.fusion_weights(config).items() if v is not None})  # what it answers with
+    config["token_states"] = token_states(version, typed.encoder_spec)
+    config.update({k: v for k, v in cfg.fusion_weights(typed).items() if v is not None})  # what it answers with
     return {"path": path, **config}
 
 
@@ -108,8 +109,8 @@ def drop_index(path: str) -> dict[str, Any]:
         gone = os.path.join(parent, f".{name}.dropped-{secrets.token_hex(4)}")
         os.rename(path, gone)  # the name is free at once; readers with open files keep them
     shutil.rmtree(gone, ignore_errors=True)
-    legacy_log = os.path.join(os.path.dirname(path), f"{os.path.basename(path)}.queries.db")
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    legacy_log = os.path.join(os.path.dirname(path), legacy_query_log(os.path.basename(path)))
+    for suffix in ("", *SQLITE_SIDE):
         if os.path.exists(legacy_log + suffix):
             os.remove(legacy_log + suffix)
     return info
@@ -127,7 +128,7 @@ def rename_index(path: str, new_path: str) -> str:
                              "with a '/' is a path; give a plain name to keep it beside the others)")
     with Writer(path):  # moves an older layout to the directory layout first, so one rename moves it all
         os.rename(path, new_path)
-    legacy_log = os.path.join(os.path.dirname(path), f"{os.path.basename(path)}.queries.db")
+    legacy_log = os.path.join(os.path.dirname(path), legacy_query_log(os.path.basename(path)))
     if os.path.exists(legacy_log):
-        os.rename(legacy_log, os.path.join(new_path, "queries.db"))
+        os.rename(legacy_log, os.path.join(new_path, QUERY_LOG))
     return new_path

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Iterator
 from sqlite_utils import Database, Migrations
 
 from .errors import InvalidOptionError
+from .index.format import CONFIG, QUERY_LOG, legacy_query_log
 from .text import clean_text
 
 migrations = Migrations("faqsearch-querylog")
@@ -39,10 +40,10 @@ def log_path(index_path: str) -> str:
     """Inside the index directory; beside it for an index of an older layout (a link, or a plain
     directory of version files) or where such a log already exists."""
     parent, name = os.path.split(os.path.abspath(index_path))
-    legacy = os.path.join(parent, f"{name}.queries.db")
-    if os.path.exists(legacy) or os.path.islink(index_path) or os.path.exists(os.path.join(index_path, "config.json")):
+    legacy = os.path.join(parent, legacy_query_log(name))
+    if os.path.exists(legacy) or os.path.islink(index_path) or os.path.exists(os.path.join(index_path, CONFIG)):
         return legacy
-    return os.path.join(index_path, "queries.db")
+    return os.path.join(index_path, QUERY_LOG)
 
 
 def log_time(when: datetime.datetime | None = None) -> str:

@@ -224,3 +224,18 @@ def test_newcomers_path_names_every_module_once():
     absent = sorted({m for m in named if not os.path.isfile(os.path.join(package, m))})
     assert not (missing or twice or absent), \
         f"docs/architecture.md, A newcomer's path: not named {missing}, named twice {twice}, no such module {absent}"
+
+
+def test_indexes_readme_lists_the_files_format_names():
+    """indexes/README.md lists every entry of an index directory and of a version as
+    faqsearch/index/format.py names them, and nothing else; each folder's row names its files."""
+    from faqsearch.index import format as fmt
+
+    text = read(os.path.join(ROOT, "indexes", "README.md"))
+    top = re.findall(r"^indexes/NAME/(\S+)", text, flags=re.M)
+    top = {"v<G>/" if fmt.VERSION_NAME.match(e.rstrip("/")) else e for e in top}
+    assert top == set(fmt.INDEX_ENTRIES)
+    rows = dict(re.findall(r"^\| `([^`]+)` \| (.*) \|$", text, flags=re.M))
+    assert sorted(rows) == sorted(fmt.VERSION_ENTRIES)
+    for folder, files in ((fmt.LEXICAL, [a + fmt.NPY for a in fmt.LEXICAL_ARRAYS]), (fmt.TOKENS, fmt.TOKENS_FILES)):
+        assert all(f"`{name}`" in rows[f"{folder}/"] for name in (*files, fmt.DIR_META)), folder

@@ -3,7 +3,7 @@
 is their factory."""
 from __future__ import annotations
 
-from typing import Any
+from ..index.format import Config
 
 from ..errors import InvalidOptionError
 from .base import (BACKENDS, Backend, BuildStore, Counts, FAQRecord, FAQSummary, Opened, QuestionRow, RawSource,
@@ -25,7 +25,6 @@ def backend_named(kind: str) -> Backend:
     raise InvalidOptionError(f"unknown backend {kind!r}; choose one of {', '.join(BACKENDS)}")
 
 
-def backend_for(config: dict[str, Any]) -> Backend:
+def backend_for(config: Config) -> Backend:
     """The backend an index was built with (its config's ``backend.kind``, embedded by default)."""
-    section = config.get("backend") or {}
-    return backend_named(str(section.get("kind", "embedded")) if isinstance(section, dict) else "embedded")
+    return backend_named(config.backend_kind)

@@ -17,6 +17,7 @@ from ..defaults import DELTA_MAX, DELTA_MIN, DELTA_SHARE
 if TYPE_CHECKING:
     from ..edits.plan import Edit
     from ..index.directory import Writer
+    from ..index.format import Config
     from ..index.snapshot import Snapshot
     from ..whitening import Whitening
 
@@ -222,20 +223,20 @@ class Backend(Protocol):
         """Write the searchable side of a new version; returns its config sections."""
         ...
 
-    def after_commit(self, config: dict[str, Any]) -> None:
+    def after_commit(self, config: "Config") -> None:
         """Drop what the committed version replaced and no reader can reach any more."""
         ...
 
-    def drop(self, config: dict[str, Any]) -> None:
+    def drop(self, config: "Config") -> None:
         """Delete what the backend keeps outside the index directory (``faqsearch drop``)."""
         ...
 
-    def open(self, path: str, version: str, config: dict[str, Any], whitening: "Whitening",
+    def open(self, path: str, version: str, config: "Config", whitening: "Whitening",
              base: "Snapshot | None") -> Opened:
         """Open a version (``base``: a snapshot of the same version whose base files can be reused)."""
         ...
 
-    def open_store(self, path: str, version: str, config: dict[str, Any]) -> StoreView:
+    def open_store(self, path: str, version: str, config: "Config") -> StoreView:
         """The rows alone (listing, showing): no vectors loaded."""
         ...
 
@@ -245,7 +246,7 @@ class Backend(Protocol):
         questions. Commits generation G+1 through ``writer``."""
         ...
 
-    def rebuild(self, writer: "Writer", snap: "Snapshot", white: "Whitening", config: dict[str, Any],
+    def rebuild(self, writer: "Writer", snap: "Snapshot", white: "Whitening", config: "Config",
                 calibrate: "Callable[[dict[str, Any], str], dict[str, Any]] | None" = None) -> None:
         """Re-transform every stored vector with ``white`` (refit, tune) and commit ``config``;
         ``calibrate(config, version)``: the config to commit, measured on the new version first."""

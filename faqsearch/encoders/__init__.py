@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from ..errors import EncoderMismatchError, FAQSearchError, InvalidOptionError, ModelNotFoundError
+from ..index.format import MODEL_CONFIG, Config
 from .base import Encoder
 from .device import (DEVICES, DeviceError, available_cores, cpu_only, device_scope, requested_device, resolve_device,
                      resolve_threads, use_device)
@@ -131,7 +132,7 @@ def load_encoder(
     if not os.path.isdir(expanded) and (key.startswith(("/", "./", "../", "~")) or os.path.exists(expanded)):
         raise ModelNotFoundError(
             f"model directory {key!r} not found (or not a directory). Fix: pass the path of a directory with "
-            "config.json and the weights, a Hugging Face model id, or one of: " + ", ".join(sorted(ALIASES)))
+            f"{MODEL_CONFIG} and the weights, a Hugging Face model id, or one of: " + ", ".join(sorted(ALIASES)))
     name = os.path.abspath(expanded) if os.path.isdir(expanded) else key
     if os.path.isdir(expanded) and not gguf_file and device == "cpu":
         onnx = _onnx(runtime, name, name, pooling or "mean", max_length, prefix, threads, quantize)
@@ -197,11 +198,11 @@ def check_spec(index_spec: dict[str, Any], encoder_spec: dict[str, Any], where: 
         )
 
 
-def check_encoder(config: dict[str, Any], encoder: Encoder, path: str) -> None:
+def check_encoder(config: Config, encoder: Encoder, path: str) -> None:
     """An encoder whose vectors are unlike those of the index (its config) is refused."""
     from ..errors import IndexFormatError
 
-    check_spec(config["encoder"], encoder.spec(), path)
-    if encoder.dimension != config["dim_in"]:
-        raise IndexFormatError(f"index {path} expects {config['dim_in']}-dimensional vectors, its encoder gives "
+    check_spec(config.encoder_spec, encoder.spec(), path)
+    if encoder.dimension != config.dim_in:
+        raise IndexFormatError(f"index {path} expects {config.dim_in}-dimensional vectors, its encoder gives "
                                f"{encoder.dimension}; re-run faqsearch ingest")

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..hub import cache_dir, file_digest
+from ..index.format import MODEL_CONFIG
 from ..progress import progress_bar
 from .base import PARITY_TEXTS, fit_max_length, token_limit
 from .device import configure_tokenizers, resolve_threads
@@ -238,7 +239,7 @@ def load(source: str, pooling: str, max_length: int, *, name: str | None = None,
     parity, export error)."""
     if pooling not in POOLINGS or not available():
         return None
-    config = os.path.join(source, "config.json")
+    config = os.path.join(source, MODEL_CONFIG)
     if os.path.isfile(config):
         with open(config, encoding="utf-8") as fh:
             max_length = fit_max_length(max_length, token_limit(json.load(fh)), name or source)

@@ -1,34 +1,19 @@
 """A version's config.json: what built the index, with which parameters, and what its files are.
 
-Only :class:`faqsearch.index.directory.Writer` writes it (that write is the commit); this module reads
-and checks it, and builds its sections.
+Only :class:`faqsearch.index.directory.Writer` writes it (that write is the commit), through
+:class:`faqsearch.index.format.Config`, which types and checks it; this module finds and reads it,
+checks the version's files against its records, and builds its sections.
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
-from ..errors import IndexFormatError, IndexNotFoundError, InvalidOptionError
+from ..errors import IndexFormatError, InvalidOptionError
 from ..lexical import stem_in_use
 from ..tokenmatch import supported as tokens_supported
+from .format import CURRENT, FILES, RECORDED_DIRS, SIZED, Config, check_values  # noqa: F401  (check_values: re-exported)
 
-# config.json's format_version: 1, or 2 for an index whose store stems its words for BM25 (a faqsearch
-# that reads only 1 would search such a store with its query words unstemmed, missing every stemmed row)
-FORMAT_VERSION = 2  # the newest this faqsearch reads and writes
-READABLE = (1, 2)
-FILES = {
-    "config": "config.json",
-    "whitening": "whitening.npz",
-    "faiss": "index.faiss",
-    "store": "store.db",
-    "vectors": "vectors.npy",  # raw encoder vectors, so the transform can be re-tuned without re-encoding
-    "ids": "ids.npy",  # the question id of each row of vectors.npy (indexes from before deltas lack it)
-}
-SIZED = ("whitening", "faiss", "vectors", "ids")  # written once per version: size, fingerprint and hash recorded
-# folders of a version whose every file is recorded too (size and fingerprint): the BM25 postings arrays
-# (faqsearch/postings.py) and the questions' token states (faqsearch/tokenstates.py)
-RECORDED_DIRS = ("lexical", "tokens")
 DEFAULT_HOME = "indexes"
 DEFAULT_NAME = "default"
 
@@ -72,7 +57,7 @@ def resolve_index_path(index: str | os.PathLike | None) -> str:
 def _looks_like_index(directory: str) -> bool:
     """A faqsearch index of any layout: CURRENT (versions), config.json (plain), or a link to a version."""
     return os.path.isdir(directory) and (os.path.islink(directory) or any(
-        os.path.isfile(os.path.join(directory, f)) for f in ("CURRENT", FILES["config"])))
+        os.path.isfile(os.path.join(directory, f)) for f in (CURRENT, FILES["config"])))
 
 
 def lexical_settings(directory: str) -> dict[str, str] | None:
@@ -103,10 +88,12 @@ def format_version(stem: str) -> int:
     return 1 if stem_in_use(stem) == "none" else 2
 
 
-def new_config(stem: str = "none", **fields: Any) -> dict[str, Any]:
+def new_config(stem: str = "none", **fields: Any) -> Config:
+    """The config of a new index (``fields``: its keys after format version, creation time and versions)."""
     from ..files import now
 
-    return {"format_version": format_version(stem), "created": now(), "versions": versions(), **fields}
+    return Config.from_dict({"format_version": format_version(stem), "created": now(), "versions": versions(),
+                             **fields})
 
 
 def whitening_section(white, enabled: bool, fitted_on: str, fit_count: int, **extra: Any) -> dict[str, Any]:
@@ -116,70 +103,9 @@ def whitening_section(white, enabled: bool, fitted_on: str, fit_count: int, **ex
             **extra}
 
 
-def load_config(directory: str, path: str | None = None) -> dict[str, Any]:
-    """Read and check a version's config.json (``path``: the index, for messages)."""
-    where = path or directory
-    file = os.path.join(directory, FILES["config"])
-    if not os.path.isdir(directory):
-        raise IndexNotFoundError(f"no index at {where}. Create one with: faqsearch ingest CORPUS.csv "
-                                 f"--index {os.path.basename(where)}")
-    if not os.path.exists(file):
-        raise IndexFormatError(f"{where} is not a faqsearch index (no {FILES['config']}); re-run faqsearch ingest")
-    try:
-        with open(file, encoding="utf-8") as fh:
-            config = json.load(fh)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise IndexFormatError(f"{file} is damaged ({exc}). Restore the index directory from a backup, or "
-                               f"rebuild it with: faqsearch ingest CORPUS --index {where} --force") from None
-    except OSError as exc:
-        raise IndexFormatError(f"cannot read {file} ({exc.strerror}); check its permissions") from None
-    if not isinstance(config, dict):
-        raise IndexFormatError(f"{file} is damaged (not a JSON object); rebuild with faqsearch ingest --force")
-    fv = config.get("format_version")
-    if fv not in READABLE or isinstance(fv, bool):
-        built = (config.get("versions") or {}).get("faqsearch") if isinstance(config.get("versions"), dict) else None
-        newer = isinstance(fv, int) and fv > FORMAT_VERSION
-        raise IndexFormatError(
-            f"index {where} has format version {fv} (built by faqsearch {built}); this faqsearch reads "
-            f"versions {' and '.join(map(str, READABLE))}. "
-            + ("Upgrade faqsearch (pip install -U faqsearch)." if newer else "Re-run faqsearch ingest to rebuild it."))
-    check_values(config, file)
-    return config
-
-
-def check_values(config: dict[str, Any], file: str) -> None:
-    """The values everything else relies on have the right types: a hand-edited config.json is an
-    error naming the key, never a traceback later."""
-    def bad(key: str, want: str) -> IndexFormatError:
-        return IndexFormatError(f"{file}: {key!r} must be {want}, found {json.dumps(config.get(key))[:60]}. Restore "
-                                "the file from a backup, or rebuild with faqsearch ingest --force")
-
-    for key in ("encoder", "whitening"):
-        if not isinstance(config.get(key), dict):
-            raise bad(key, "an object")
-    for key in ("dim_in", "dim_out"):
-        if not isinstance(config.get(key), int) or isinstance(config.get(key), bool) or config[key] < 1:
-            raise bad(key, "a positive integer")
-    for key in ("generation", "next_question_id"):
-        if key in config and (not isinstance(config[key], int) or isinstance(config[key], bool) or config[key] < 0):
-            raise bad(key, "a non-negative integer")
-    if "threshold" in config and (not isinstance(config["threshold"], (int, float)) or isinstance(config["threshold"], bool)
-                                  or not -1.0 <= float(config["threshold"]) <= 1.0):
-        raise bad("threshold", "a number between -1 and 1")
-    if "hybrid_weight" in config and (not isinstance(config["hybrid_weight"], (int, float))
-                                      or not 0.0 <= float(config["hybrid_weight"]) <= 100.0):
-        raise bad("hybrid_weight", "a number between 0 and 100")
-    if "token_weight" in config and (not isinstance(config["token_weight"], (int, float))
-                                     or not 0.0 <= float(config["token_weight"]) <= 100.0):
-        raise bad("token_weight", "a number between 0 and 100")
-    if "mode" in config and config["mode"] not in ("dense", "lexical", "hybrid"):
-        raise bad("mode", "one of dense, lexical, hybrid")
-    counts = config.get("counts")
-    if counts is not None and (not isinstance(counts, dict) or not all(
-            isinstance(counts.get(k), int) and counts[k] >= 0 for k in ("faqs", "questions"))):
-        raise bad("counts", "an object with non-negative faqs and questions")
-    if "files" in config and not isinstance(config["files"], dict):
-        raise bad("files", "an object")
+def load_config(directory: str, path: str | None = None) -> Config:
+    """Read and check a version's config.json (``path``: the index, for messages): :meth:`Config.load`."""
+    return Config.load(directory, path)
 
 
 def damaged(path: str, key: str, why: Any) -> str:
@@ -222,14 +148,14 @@ def recorded_files(directory: str) -> list[str]:
     return out
 
 
-def recorded_dirs(config: dict[str, Any]) -> set[str]:
+def recorded_dirs(config: Config) -> set[str]:
     """The RECORDED_DIRS folders whose files config.json records: only those are read (a version
     written before they were recorded keeps its folders unread: BM25 is then scored by FTS5 and
     token states are computed, the answers those files would give)."""
-    return {name.split("/", 1)[0] for name in (config.get("files") or {}) if name.split("/", 1)[0] in RECORDED_DIRS}
+    return {name.split("/", 1)[0] for name in config.recorded if name.split("/", 1)[0] in RECORDED_DIRS}
 
 
-def check_files(directory: str, config: dict[str, Any], path: str, required=("whitening", "faiss", "store")) -> None:
+def check_files(directory: str, config: Config, path: str, required=("whitening", "faiss", "store")) -> None:
     """Every file of the version present with its recorded size and fingerprint (cheap checks: a
     file from another index, a truncated or a replaced one is refused), and a record for every file
     the version has (records emptied by hand would turn every check off)."""
@@ -238,9 +164,9 @@ def check_files(directory: str, config: dict[str, Any], path: str, required=("wh
     for key in required:
         if not os.path.exists(os.path.join(directory, FILES[key])):
             raise IndexFormatError(damaged(path, key, "missing"))
-    records = config.get("files") or {}
+    records = config.recorded
     names = {v: k for k, v in FILES.items()}
-    if "next_question_id" in config:  # written by a faqsearch that records its files (since 2026-11-22)
+    if config.next_question_id is not None:  # written by a faqsearch that records its files (since 2026-11-22)
         kept = recorded_dirs(config)
         for name in recorded_files(directory):
             folder = name.split("/", 1)[0] if "/" in name else None
@@ -267,12 +193,12 @@ def check_files(directory: str, config: dict[str, Any], path: str, required=("wh
                                                       "come from another index"))
 
 
-def verify_files(directory: str, config: dict[str, Any], path: str, keys=("vectors", "ids")) -> None:
+def verify_files(directory: str, config: Config, path: str, keys=("vectors", "ids")) -> None:
     """Full SHA-256 check of files a writer is about to build on (refit, tune, a compaction)."""
     from ..files import file_digest
 
     for key in keys:
-        record = (config.get("files") or {}).get(FILES[key])
+        record = config.recorded.get(FILES[key])
         full = os.path.join(directory, FILES[key])
         if isinstance(record, dict) and record.get("sha256") and os.path.exists(full):
             if file_digest(full) != record["sha256"]:
@@ -280,14 +206,14 @@ def verify_files(directory: str, config: dict[str, Any], path: str, keys=("vecto
                                                           "written"))
 
 
-def fusion_weights(config: dict[str, Any]) -> dict[str, float | None]:
+def fusion_weights(config: Config) -> dict[str, float | None]:
     """The weights hybrid mode ranks with (None for both in another mode): BM25's ('hybrid_weight',
     HYBRID_WEIGHT unless chosen) and token matching's ('token_weight', TOKEN_WEIGHT where the encoder
     has token states and the store BM25 statistics, i.e. not USE and not Milvus, else 0)."""
     from ..defaults import HYBRID_WEIGHT, MODE, TOKEN_WEIGHT
 
-    if config.get("mode", MODE) != "hybrid":
+    if (config.mode or MODE) != "hybrid":
         return {"hybrid_weight": None, "token_weight": None}
-    usable = tokens_supported(config.get("encoder")) and (config.get("backend") or {}).get("kind") != "milvus"
-    return {"hybrid_weight": float(config.get("hybrid_weight", HYBRID_WEIGHT)),
-            "token_weight": float(config.get("token_weight", TOKEN_WEIGHT if usable else 0.0))}
+    usable = tokens_supported(config.encoder_spec) and config.backend_kind != "milvus"
+    return {"hybrid_weight": float(HYBRID_WEIGHT if config.hybrid_weight is None else config.hybrid_weight),
+            "token_weight": float((TOKEN_WEIGHT if usable else 0.0) if config.token_weight is None else config.token_weight)}

@@ -25,38 +25,26 @@ under the lock, never by a reader, and only ever names that faqsearch writes.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import secrets
 import shutil
 import threading
+from dataclasses import replace
 from typing import Any
 
 from ..defaults import KEEP_VERSIONS
 from ..errors import IndexFormatError, IndexNotFoundError, IndexPathError
 from ..files import atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
+from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
+                     STORE, TOP as _TOP, VERSION_NAME, WHITENING, Config, read_json, version_name)
 
 log = logging.getLogger(__name__)
 
-CURRENT = "CURRENT"
-LOCK = "LOCK"
-CONFIG = "config.json"
-QUERY_LOG = "queries.db"
-VERSION_NAME = re.compile(r"^v(\d{8,})$")
-_BUILDING = re.compile(r"^v\d{8,}\.tmp-[0-9a-f]+$")
-# what faqsearch writes into a version directory (and, in the plain layout, into the index directory)
-_OWN_FILES = re.compile(r"^(?:config\.json|whitening\.npz|index\.faiss|vectors\.npy|ids\.npy|store\.db"
-                        r"|delta-\d+\.npz)(?:\.tmp|-journal|-wal|-shm)?$")
-_TOP = re.compile(r"^(?:CURRENT(?:\.tmp)?|LOCK|queries\.db(?:-journal|-wal|-shm)?)$")
 # siblings of the symbolic-link layout: versions, temporary links, a migration's new directory
 _LEGACY_LABEL = re.compile(r"^(?:building|edit|tuning|old|v|link|oldlink|migrate)-[A-Za-z0-9_]+$")
 _UMASK_LOCK = threading.Lock()
-
-
-def version_name(generation: int) -> str:
-    return f"v{int(generation):08d}"
 
 
 # ---- reading the layout --------------------------------------------------------------------------
@@ -86,8 +74,7 @@ def _read_current(directory: str) -> str | None:
 
 def _generation_of(version: str) -> int:
     try:
-        with open(os.path.join(version, CONFIG), encoding="utf-8") as fh:
-            return int(json.load(fh).get("generation", 0))
+        return int(read_json(version).get("generation", 0))
     except (OSError, ValueError, TypeError, AttributeError):
         return -1
 
@@ -208,10 +195,9 @@ def check_target(path: str) -> None:
 
 def _check_own_config(path: str, directory: str) -> None:
     try:
-        with open(os.path.join(directory, CONFIG), encoding="utf-8") as fh:
-            config = json.load(fh)
+        config = read_json(directory)
     except (OSError, ValueError):  # our files with a damaged config (rebuilding is the fix), or someone else's
-        config = None if os.path.exists(os.path.join(directory, "whitening.npz")) else []
+        config = None if os.path.exists(os.path.join(directory, WHITENING)) else []
     if config is not None and (not isinstance(config, dict) or "format_version" not in config):
         raise IndexPathError(f"{path} holds a {CONFIG} that faqsearch did not write; faqsearch replaces only its "
                              "own indexes. Choose another --index, or move that away yourself")
@@ -283,7 +269,7 @@ class Writer:
         self._staged: dict[str, dict[str, dict[str, Any]]] = {}  # records computed by stage(), per version
         self._created = False
         self.version: str | None = None
-        self.config: dict[str, Any] | None = None
+        self.config: Config | None = None
 
     # -- the lock, migration and repair
     def __enter__(self) -> "Writer":
@@ -381,10 +367,10 @@ class Writer:
         log.info("moved index %s to the directory layout", self.path)
 
     def _link_version(self, src: str, directory: str, gen: int) -> None:
-        tmp = os.path.join(directory, f"{version_name(gen)}.tmp-{secrets.token_hex(4)}")
+        tmp = os.path.join(directory, f"{version_name(gen)}{TMP}-{secrets.token_hex(4)}")
         _mkdir(tmp)
         for e in os.listdir(src):
-            if _OWN_FILES.match(e) and not e.endswith((".tmp", "-journal", "-wal", "-shm")):
+            if _OWN_FILES.match(e) and not e.endswith((TMP, *SQLITE_SIDE)):
                 link_or_copy(os.path.join(src, e), os.path.join(tmp, e))
         fsync_dir(tmp)
         os.rename(tmp, os.path.join(directory, version_name(gen)))
@@ -400,7 +386,7 @@ class Writer:
             atomic_write(os.path.join(self.path, CURRENT), (os.path.basename(current) + "\n").encode())
         for e in os.listdir(self.path):
             full = os.path.join(self.path, e)
-            if _BUILDING.match(e) or e == f"{CURRENT}.tmp":
+            if _BUILDING.match(e) or e == f"{CURRENT}{TMP}":
                 _remove(full)
             elif VERSION_NAME.match(e) and (current is None or _number(e) > _number(current)):
                 _remove(full)
@@ -435,56 +421,58 @@ class Writer:
     # -- committing
     @property
     def generation(self) -> int:
-        return int((self.config or {}).get("generation", 0))
+        return int(self.config.generation or 0) if self.config is not None else 0
 
     def new_version(self) -> str:
         """An empty directory to build the next version in (removed unless committed)."""
-        tmp = os.path.join(self.path, f"{version_name(self.generation + 1)}.tmp-{secrets.token_hex(4)}")
+        tmp = os.path.join(self.path, f"{version_name(self.generation + 1)}{TMP}-{secrets.token_hex(4)}")
         _mkdir(tmp)
         self._building.append(tmp)
         return tmp
 
-    def stage(self, config: dict[str, Any], version: str) -> None:
+    def stage(self, config: Config | dict[str, Any], version: str) -> None:
         """Write ``config`` into a version being built, as :meth:`commit` will (generation G+1), so the
         version can be opened and measured before it is committed; nothing becomes live."""
         from .config import version_records
 
-        atomic_write(os.path.join(version, CONFIG), _config_bytes({**config, "generation": self.generation + 1,
-                                                                  "files": version_records(version, self._staged)}))
+        staged = replace(_typed(config), generation=self.generation + 1, files=version_records(version, self._staged))
+        atomic_write(os.path.join(version, CONFIG), _config_bytes(staged))
 
-    def commit(self, config: dict[str, Any], version: str | None = None,
+    def commit(self, config: Config | dict[str, Any], version: str | None = None,
                records: dict[str, dict[str, Any]] | None = None) -> str:
         """Commit ``config`` as generation G+1: written into ``version`` (from :meth:`new_version`),
         which then becomes live, or, with no ``version``, into the live version in place. Files of a
         new version are fsynced and recorded (size, sample, SHA-256) unless ``records`` gives them.
         Returns the live version directory."""
-        from .config import FILES, version_records
+        from .config import version_records
 
-        config = {k: v for k, v in config.items() if version is None or k != "edited"}  # a new version: unedited
-        config["generation"] = self.generation + 1
-        config["modified"] = now()
-        config["made" if version else "edited"] = {"by": self.made_by or "edit", "at": config["modified"]}
+        config = _typed(config)
+        if version is not None:
+            config = config.without("edited")  # a new version: unedited
+        modified = now()
+        config = replace(config, generation=self.generation + 1, modified=modified,
+                         **{"made" if version else "edited": {"by": self.made_by or "edit", "at": modified}})
         if version is None:
             if self.version is None:
                 raise IndexNotFoundError(f"no index at {self.path} to edit")
             atomic_write(os.path.join(self.version, CONFIG), _config_bytes(config))
             self.config = config
             return self.version
-        unshare(os.path.join(version, FILES["store"]))  # written in place later: never a link to a kept version
+        unshare(os.path.join(version, STORE))  # written in place later: never a link to a kept version
         files = version_records(version, self._staged, records)
         for name in files:
             fsync_file(os.path.join(version, name))
-        if os.path.exists(os.path.join(version, FILES["store"])):
-            fsync_file(os.path.join(version, FILES["store"]))
-        config["files"] = files
+        if os.path.exists(os.path.join(version, STORE)):
+            fsync_file(os.path.join(version, STORE))
+        config = replace(config, files=files)
         atomic_write(os.path.join(version, CONFIG), _config_bytes(config))
-        final = os.path.join(self.path, version_name(config["generation"]))
+        final = os.path.join(self.path, version_name(config.generation))
         if os.path.lexists(final):
             _remove(final)
         os.rename(version, final)
         self._building.remove(version)
         fsync_dir(self.path)
-        atomic_write(os.path.join(self.path, CURRENT), (version_name(config["generation"]) + "\n").encode())
+        atomic_write(os.path.join(self.path, CURRENT), (version_name(config.generation) + "\n").encode())
         self.version, self.config = final, config
         older = sorted(_number(e) for e in os.listdir(self.path) if VERSION_NAME.match(e) and _number(e) < _number(final))
         for g in older[:max(0, len(older) - KEEP_VERSIONS)]:  # after the switch; readers keep their open files
@@ -496,5 +484,10 @@ def _number(version: str) -> int:
     return int(os.path.basename(version)[1:])
 
 
-def _config_bytes(config: dict[str, Any]) -> bytes:
-    return (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+def _typed(config: Config | dict[str, Any]) -> Config:
+    return config if isinstance(config, Config) else Config.from_dict(config)
+
+
+def _config_bytes(config: Config | dict[str, Any]) -> bytes:
+    """config.json's bytes (:meth:`Config.to_json`), for the commit and the stage."""
+    return _typed(config).to_json()

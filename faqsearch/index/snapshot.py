@@ -15,6 +15,7 @@ from ..confidence import ConfidenceModel
 from ..defaults import HYBRID_WEIGHT, MODE, THRESHOLD
 from ..errors import ClosedError, IndexFormatError
 from .directory import resolve, stamp
+from .format import WHITENING, Config
 from ..backends.embedded.tokenstates import TokenStates
 from ..whitening import Whitening
 
@@ -23,7 +24,7 @@ from ..whitening import Whitening
 class Snapshot:
     path: str  # the index
     version: str  # the version directory its files came from
-    config: dict[str, Any]
+    config: Config
     whitening: Whitening
     index: VectorSearch
     store: StoreView
@@ -34,52 +35,54 @@ class Snapshot:
 
     @property
     def generation(self) -> int:
-        return int(self.config.get("generation", 0))
+        return int(self.config.generation or 0)
 
     @property
     def threshold(self) -> float:
-        return float(self.config.get("threshold", THRESHOLD))
+        return float(THRESHOLD if self.config.threshold is None else self.config.threshold)
 
     @functools.cached_property
     def confidence(self) -> ConfidenceModel | None:
         """The confidence model the index learned (None for an index without one: it answers by its
         cosine threshold, and its answers carry no confidence)."""
-        return ConfidenceModel.from_dict(self.config.get("confidence"))
+        return ConfidenceModel.from_dict(self.config.confidence)
 
     @property
     def min_confidence(self) -> float | None:
         """The confidence at or above which the first answer is given: one set by the user
         (``min_confidence``), else the operating point the index chose; None without a model, and
         where a cosine threshold was given at ingest (that threshold decides)."""
-        given = self.config.get("min_confidence")
+        given = self.config.min_confidence
         if isinstance(given, (int, float)) and not isinstance(given, bool) and 0.0 <= given <= 1.0:
             return float(given)
-        if (self.config.get("calibration") or {}).get("chosen_by") == "given":
+        if (self.config.calibration or {}).get("chosen_by") == "given":
             return None
         return self.confidence.operating_point if self.confidence is not None else None
 
     @property
     def mode(self) -> str:
-        return str(self.config.get("mode", MODE))
+        return str(self.config.mode or MODE)
 
     @property
     def hybrid_weight(self) -> float:
-        return float(self.config.get("hybrid_weight", HYBRID_WEIGHT))
+        return float(HYBRID_WEIGHT if self.config.hybrid_weight is None else self.config.hybrid_weight)
 
     @property
     def token_weight(self) -> float:
         """Weight of token matching in hybrid mode (:func:`faqsearch.index.config.fusion_weights`)."""
-        if "token_weight" in self.config:
-            return float(self.config["token_weight"])
-        return float(cfg.fusion_weights({**self.config, "mode": "hybrid"})["token_weight"])
+        if self.config.token_weight is not None:
+            return float(self.config.token_weight)
+        return float(cfg.fusion_weights(replace(self.config, mode="hybrid"))["token_weight"])
 
     @property
     def max_per_faq(self) -> int:
-        return max(1, int((self.config.get("counts") or {}).get("max_questions_per_faq", 1)))
+        counts = self.config.counts
+        return max(1, int(1 if counts is None or counts.max_questions_per_faq is None else counts.max_questions_per_faq))
 
     @property
     def tombstones(self) -> int:
-        return int((self.config.get("index") or {}).get("tombstones", 0))
+        index = self.config.index
+        return int(0 if index is None or index.tombstones is None else index.tombstones)
 
     @property
     def delta(self):
@@ -92,7 +95,7 @@ class Snapshot:
         question token states it keeps ('token_states': texts and bytes, None without)."""
         lexical = {"cjk": self.store.cjk, "stem": self.store.stem} if self.backend.kind == "embedded" else None
         kept = None if self.tokens is None else self.tokens.summary()
-        return {"path": self.path, **self.config, "counts": self.store.counts(), "vectors": len(self.index),
+        return {"path": self.path, **self.config.to_dict(), "counts": self.store.counts(), "vectors": len(self.index),
                 "lexical": lexical, "token_states": kept}
 
     def close(self) -> None:
@@ -148,19 +151,19 @@ def _open_version(path: str, version: str, st: tuple | None, base: Snapshot | No
     if reuse is not None:
         whitening = replace(reuse.whitening)  # a delta may replace its moments: never the reader's object
     else:
-        file = os.path.join(version, cfg.FILES["whitening"])
+        file = os.path.join(version, WHITENING)
         if not os.path.exists(file):
             raise IndexFormatError(cfg.damaged(path, "whitening", "missing"))
         try:
             whitening = Whitening.load(file)
         except Exception as exc:  # noqa: BLE001 - zip, pickle-free npz and EOF errors alike: a damaged file
             raise IndexFormatError(cfg.damaged(path, "whitening", f"{type(exc).__name__}: {exc}")) from None
-    if whitening.dim_in != config["dim_in"] or whitening.dim_out != config["dim_out"]:
+    if whitening.dim_in != config.dim_in or whitening.dim_out != config.dim_out:
         raise IndexFormatError(f"index {path} is inconsistent (transform {whitening.dim_in}->{whitening.dim_out}, "
-                               f"config {config['dim_in']}->{config['dim_out']}); re-run faqsearch ingest")
+                               f"config {config.dim_in}->{config.dim_out}); re-run faqsearch ingest")
     opened = backend.open(path, version, config, whitening, reuse)
     tokens = reuse.tokens if reuse is not None else (
-        TokenStates.open(version, config.get("encoder")) if "tokens" in cfg.recorded_dirs(config) else None)
+        TokenStates.open(version, config.encoder_spec) if "tokens" in cfg.recorded_dirs(config) else None)
     return Snapshot(path, version, config, opened.whitening, opened.index, opened.store, opened.raw, backend, st,
                     tokens)
 

@@ -10,20 +10,18 @@ vNNNNNNNN"), so a restore can itself be undone the same way.
 """
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from . import config as cfg
-from ..backends.embedded.delta import delta_file
 from ..errors import FAQSearchError, IndexFormatError, VersionNotFoundError
 from ..files import link_or_copy
-from .directory import CONFIG, VERSION_NAME, Writer, resolve
+from .directory import Writer, resolve
+from .format import CONFIG, DELTA, SQLITE_SIDE, STORE, TMP, VERSION_NAME, Config, Counts, delta_file, read_json
 from ..backends.embedded.store import Store
 
-_SKIP = (CONFIG, cfg.FILES["store"])  # written by restore itself: the config by the commit, the store copied
+_SKIP = (CONFIG, STORE)  # written by restore itself: the config by the commit, the store copied
 
 
 @dataclass
@@ -48,13 +46,12 @@ def _names(path: str) -> list[str]:
                   key=lambda e: int(e[1:]))
 
 
-def _config(directory: str) -> dict[str, Any]:
+def _config(directory: str) -> Config:
     try:
-        with open(os.path.join(directory, CONFIG), encoding="utf-8") as fh:
-            config = json.load(fh)
+        config = read_json(directory)
     except (OSError, ValueError) as exc:
         raise IndexFormatError(f"{directory} has no readable {CONFIG}; choose another version") from exc
-    return config if isinstance(config, dict) else {}
+    return Config.from_dict(config if isinstance(config, dict) else {}, check=False)
 
 
 def list_versions(path: str | os.PathLike) -> list[Version]:
@@ -66,10 +63,10 @@ def list_versions(path: str | os.PathLike) -> list[Version]:
         try:
             config = _config(os.path.join(path, name))
         except IndexFormatError:
-            config = {}
-        made, counts = config.get("made") or {}, config.get("counts") or {}
-        out.append(Version(name, made.get("at") or config.get("modified"), made.get("by"), counts.get("faqs"),
-                           counts.get("questions"), name == live, (config.get("edited") or {}).get("by")))
+            config = Config()
+        made, counts = config.made or {}, config.counts or Counts()
+        out.append(Version(name, made.get("at") or config.modified, made.get("by"), counts.faqs,
+                           counts.questions, name == live, (config.edited or {}).get("by")))
     return out
 
 
@@ -95,28 +92,28 @@ def restore(path: str | os.PathLike, version: str) -> str:
                                        f"See them with: faqsearch versions --index {os.path.basename(path)}")
         src = os.path.join(path, version)
         config = _config(src)
-        if (config.get("backend") or {}).get("kind", "embedded") != "embedded":
+        if config.backend_kind != "embedded":
             raise FAQSearchError(f"restore works on embedded indexes only; {os.path.basename(path)!r} keeps its "
                                  "rows in Milvus, which keeps no versions")
-        generation = int(config.get("generation", 0))
+        generation = int(config.generation or 0)
         tmp = writer.new_version()
-        delta = dict(config.get("delta") or {})
+        delta = config.delta.to_dict() if config.delta is not None else {}
         for root, dirs, files in os.walk(src):
             rel = os.path.relpath(root, src)
             for d in dirs:
                 os.makedirs(os.path.join(tmp, rel, d), exist_ok=True)
             for f in files:
                 name = os.path.normpath(os.path.join(rel, f))
-                if name in _SKIP or name.endswith((".tmp", "-journal", "-wal", "-shm")):
+                if name in _SKIP or name.endswith((TMP, *SQLITE_SIDE)):
                     continue
-                if name.startswith("delta-") and name != delta.get("file"):
+                if DELTA.match(name) and name != delta.get("file"):
                     continue  # a delta of an earlier generation, kept only for readers of that moment
                 target = delta_file(writer.generation + 1) if name == delta.get("file") else name
                 link_or_copy(os.path.join(src, name), os.path.join(tmp, target))
         if delta:
-            config["delta"] = {**delta, "file": delta_file(writer.generation + 1)}
-        _copy_store(os.path.join(src, cfg.FILES["store"]), os.path.join(tmp, cfg.FILES["store"]), generation)
-        return os.path.basename(writer.commit(config, tmp, config.get("files") or None))
+            config = config.merged(delta={**delta, "file": delta_file(writer.generation + 1)})
+        _copy_store(os.path.join(src, STORE), os.path.join(tmp, STORE), generation)
+        return os.path.basename(writer.commit(config, tmp, config.files or None))
 
 
 def _copy_store(src: str, dst: str, generation: int) -> None:

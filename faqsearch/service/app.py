@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import (CorpusError, DuplicateFAQError, FAQSearchError, IndexFormatError, IndexNotFoundError,
                       InvalidOptionError, MissingExtraError, UnknownFAQError, VersionNotFoundError,
                       WritesDisabledError)
+from ..index.format import STORE
 from .models import MAX_BODY
 from .service import Forbidden, Service, Unauthorized
 
@@ -121,7 +122,7 @@ def create_app(service: Service, max_body: int = MAX_BODY):
     @app.exception_handler(sqlite3.DatabaseError)
     async def damaged_store(request: Request, exc: sqlite3.DatabaseError):
         log.error("request %s %s: the store cannot be read (%s)", request.method, request.url.path, exc)
-        return JSONResponse({"error": "the index's store.db cannot be read; the server log has the details"},
+        return JSONResponse({"error": f"the index's {STORE} cannot be read; the server log has the details"},
                             status_code=503)
 
     @app.exception_handler(Exception)

@@ -80,8 +80,8 @@ def indexes(request: Request):
     for name in svc.names():
         s = svc.served(name)
         snap = s.engine.snapshot
-        out.append({"name": name, "faqs": snap.config["counts"]["faqs"],
-                    "questions": snap.config["counts"]["questions"], "encoder": snap.config["encoder"]["name"],
+        out.append({"name": name, "faqs": snap.config.counts.faqs,
+                    "questions": snap.config.counts.questions, "encoder": snap.config.encoder.name,
                     "mode": snap.mode, "threshold": snap.threshold, "writable": bool(svc.api_key) and not s.read_only,
                     "logging": s.traffic.logging})
     return {"indexes": out}
@@ -206,7 +206,7 @@ def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20,
     store = searcher.snap.store
     if store.faq(faq_id) is None and (whole := store.faq(f"{faq_id}/suggestions")) is not None:
         return JSONResponse(jsonable_encoder(whole))  # GET of an FAQ whose own id ends in /suggestions
-    spec = searcher.snap.config.get("generator")
+    spec = searcher.snap.config.generator
     return s.traffic.suggest(searcher, faq_id, choose_generator(spec, cached=request.app.state.generators.get),
                              limit=limit, generate=generate).to_dict()
 
@@ -289,7 +289,7 @@ def paraphrase(request: Request, name: str, body: ParaphraseIn):
     from ..generators import choose_generator, paraphrase_queries
 
     searcher = service(request).engine(name).searcher()
-    spec = searcher.snap.config.get("generator")
+    spec = searcher.snap.config.generator
     choice = choose_generator(spec, cached=request.app.state.generators.get)  # a language it does not write: 400
     got, _ = paraphrase_queries(choice, [body.text], body.n, scorer=searcher.embed_full, strict=True)
     return {"text": body.text, "paraphrases": [{"text": p.text, "score": p.score} for p in got[0]]}

@@ -69,7 +69,7 @@ class Service:
             engine = FAQSearch.open(path, threads=threads)
             engine.auto_reload = False  # the watcher reloads, off the request path
             for other in self._served.values():
-                if other.engine.config["encoder"] == engine.config["encoder"]:
+                if other.engine.config.encoder_spec == engine.config.encoder_spec:
                     engine.share_encoder(other.engine)  # one model per distinct encoder
                     break
             engine.embed(["warm up"])

@@ -22,6 +22,7 @@ from ..confidence import ConfidenceModel
 from ..defaults import SELF_THRESHOLD_MIN, THRESHOLD_RANGE
 from ..errors import FAQSearchError, TooFewVariantsError
 from ..evaluation import LabelledQuery
+from ..index.format import Config
 from ..search import fuse
 from ..text import non_latin_share
 from . import confidence as conf
@@ -117,7 +118,7 @@ def calibrate(searcher, candidates: tuple[list, list] | None = None, offtopic: S
         t = np.quantile(off, 0.99)
         rule = "99th percentile of out-of-scope scores (too few FAQs with several questions for positives)"
     t = float(np.clip(t, *THRESHOLD_RANGE))
-    return ThresholdReport(round(t, 4), "self-calibrated", rule, len(right), len(off), int(snap.config["counts"]["questions"]),
+    return ThresholdReport(round(t, 4), "self-calibrated", rule, len(right), len(off), int(snap.config.counts.questions),
                            trade_off(right, len(tops), off), current=snap.threshold,
                            confidence=_confidence(searcher, lambda: sim, round(t, 4), "self-calibrated"))
 
@@ -153,7 +154,7 @@ def tune_threshold(searcher, queries: Sequence[LabelledQuery], offtopic: Sequenc
     lo, hi = cuts[best[0]], cuts[min(run_end + 1, len(cuts) - 1)]
     t = float((lo + hi) / 2) if hi > lo else float(lo)
     return ThresholdReport(round(t, 4), "labelled", "maximises in-scope answered right minus out-of-scope answered",
-                           len(queries), len(off), int(searcher.snap.config["counts"]["questions"]),
+                           len(queries), len(off), int(searcher.snap.config.counts.questions),
                            trade_off(right, len(queries), off), current=searcher.snap.threshold,
                            confidence=_confidence(searcher, lambda: conf.labelled(searcher, [q.text for q in queries],
                                                                                   [q.gold for q in queries], offtopic),
@@ -186,18 +187,18 @@ def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
     queries = QueryEncoder(lambda: encoder)
     changes: dict[str, Any] = {}
     # a threshold given at ingest stays (and decides); the confidence is learned all the same, to be shown
-    self_tune(lambda: Searcher(replace(snap, config={**snap.config, **changes}), queries),
+    self_tune(lambda: Searcher(replace(snap, config=snap.config.merged(changes)), queries),
               (lambda r: changes.update(fusion_changes(r) or {})) if fusion and snap.mode == "hybrid" else None,
               (lambda r: changes.update(threshold_changes(r) if threshold else {"confidence": r.confidence_section()})))
     return changes
 
 
-def refit_calibration(writer, config: dict[str, Any], threshold: float | None, encoder: Callable[[], Any]
+def refit_calibration(writer, config: Config, threshold: float | None, encoder: Callable[[], Any]
                       ) -> Callable[[dict[str, Any], str], dict[str, Any]] | None:
     """What a refit (or tune --apply) commits with its new transform, for ``Backend.rebuild``: the
     threshold and confidence chosen again on the version it built, measured before its one commit
     (scores move with the transform). None where a threshold is given now or was given before."""
-    if threshold is not None or (config.get("calibration") or {}).get("chosen_by") != "self-calibrated":
+    if threshold is not None or (config.calibration or {}).get("chosen_by") != "self-calibrated":
         return None
     from ..build import measured
 
@@ -218,9 +219,9 @@ def self_tune(searcher: Callable[[], Any], set_fusion: Callable | None, set_thre
         set_threshold(calibrate(searcher(), cands))
 
 
-def needs_recalibration(config: dict[str, Any], questions: int) -> bool:
+def needs_recalibration(config: Config, questions: int) -> bool:
     """A self-calibrated threshold is chosen again once the index has grown or shrunk by a tenth."""
-    calib = config.get("calibration") or {}
+    calib = config.calibration or {}
     if calib.get("chosen_by") != "self-calibrated":
         return False
     before = max(int(calib.get("questions") or 0), 1)

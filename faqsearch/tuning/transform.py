@@ -19,6 +19,7 @@ import numpy as np
 from ..defaults import BETAS, FOLDS, GAMMAS, KS, LEXICAL_POOL
 from ..errors import FAQSearchError, TooFewVariantsError
 from ..evaluation import LabelledQuery, reciprocal_rank, spearman
+from ..index.format import Config
 from ..progress import progress_bar
 from ..search import fusion_score, lexical_top
 from ..whitening import Moments, Whitening
@@ -86,12 +87,12 @@ def grid(dim: int, rank: int) -> list[Setting]:
     return out
 
 
-def current_setting(config: dict[str, Any]) -> Setting:
-    w = config["whitening"]
-    if not w.get("enabled", True):
+def current_setting(config: Config) -> Setting:
+    w = config.whitening
+    if not (w.enabled if w.enabled is not None else "enabled" not in w.order):  # absent: enabled
         return Setting(False)
-    k = int(w.get("k_effective") or config["dim_out"])
-    return Setting(True, float(w["beta"]), float(w["gamma"]), None if k == config["dim_in"] else k)
+    k = int(w.k_effective or config.dim_out)
+    return Setting(True, float(w.beta), float(w.gamma), None if k == config.dim_in else k)
 
 
 def transform_for(setting: Setting, moments: Moments, dim: int) -> Whitening:
@@ -215,7 +216,7 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
         q_raw = np.asarray(raw[held])
         gold = [{doc_faq[i]} for i in held]
         raw_docs, doc_faq = np.asarray(raw[keep]), doc_faq[keep]
-        if snap.config["whitening"].get("fitted_on") == "corpus questions":
+        if snap.config.whitening.fitted_on == "corpus questions":
             moments = Moments(dim).update(raw_docs)  # the held-out questions must not shape the transform
         notes.append(f"self-supervised: {len(held)} held-out question variants as queries")
     else:
@@ -297,8 +298,8 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
     return report
 
 
-def refit_config(config: dict[str, Any], moments: Moments, setting: Setting | None = None,
-                 threshold: float | None = None) -> tuple[Whitening, dict[str, Any]]:
+def refit_config(config: Config, moments: Moments, setting: Setting | None = None,
+                 threshold: float | None = None) -> tuple[Whitening, Config]:
     """The transform for ``setting`` (default: the index's current one) from ``moments``, and the
     config that records it (what refit and tune --apply commit)."""
     from dataclasses import replace
@@ -306,14 +307,12 @@ def refit_config(config: dict[str, Any], moments: Moments, setting: Setting | No
     from ..index.config import whitening_section
 
     setting = setting or current_setting(config)
-    white = replace(transform_for(setting, moments, int(config["dim_in"])), moments=moments)
-    section = whitening_section(white, setting.whiten, config["whitening"].get("fitted_on", "corpus questions"),
-                                moments.n, tuned=True)
+    white = replace(transform_for(setting, moments, int(config.dim_in)), moments=moments)
+    fitted_on = config.whitening.fitted_on if "fitted_on" in config.whitening.order else "corpus questions"
+    section = whitening_section(white, setting.whiten, fitted_on, moments.n, tuned=True)
     section["k"] = setting.k if setting.whiten else None
-    out = {**config, "dim_out": white.dim_out, "whitening": section}
-    if threshold is not None:
-        out["threshold"] = float(threshold)
-    return white, out
+    return white, config.merged({"dim_out": white.dim_out, "whitening": section},
+                                **({"threshold": float(threshold)} if threshold is not None else {}))
 
 
 def moments_rank(moments: Moments) -> int:

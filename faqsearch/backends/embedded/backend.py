@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...index import config as cfg
+from ...index.format import CONFIG, FAISS, STORE, VECTORS, Config, IndexSection
 from ...errors import IndexFormatError
 from ...files import load_npy
 from .store import Store
@@ -33,7 +34,7 @@ class RawVectors:
 
     def __init__(self, path: str, version: str, store: Store, delta: Delta | None):
         self.delta = delta
-        vec_path = os.path.join(version, cfg.FILES["vectors"])
+        vec_path = os.path.join(version, VECTORS)
         if not os.path.exists(vec_path):
             raise IndexFormatError(cfg.damaged(path, "vectors", "missing"))
         try:
@@ -106,34 +107,35 @@ class EmbeddedBackend:
         pass  # SQLite and FAISS take any length
 
     def new_store(self, directory: str) -> Store:
-        return Store(os.path.join(directory, cfg.FILES["store"]))
+        return Store(os.path.join(directory, STORE))
 
     def write_base(self, directory: str, prepared: dict[str, Any], store: Store, ids: np.ndarray, raw: np.ndarray,
                    white, generation: int, progress: bool) -> dict[str, Any]:
         index_type = prepared["index_type"]
         factory = factory_for(index_type, len(ids), white.dim_out)
-        target, vectors = os.path.join(directory, cfg.FILES["faiss"]), os.path.join(directory, cfg.FILES["vectors"])
+        target, vectors = os.path.join(directory, FAISS), os.path.join(directory, VECTORS)
         vindex = write_vector_index(white, ids, factory, target, vectors)
         np.save(os.path.join(directory, IDS_FILE), ids)
         store.write_postings(directory)
         return {"index": index_section(index_type, vindex)}
 
-    def after_commit(self, config: dict[str, Any]) -> None:
+    def after_commit(self, config: Config) -> None:
         pass
 
-    def drop(self, config: dict[str, Any]) -> None:
+    def drop(self, config: Config) -> None:
         pass  # everything is in the index directory
 
     # -- opening
-    def open(self, path: str, version: str, config: dict[str, Any], whitening, base: "Snapshot | None") -> Opened:
+    def open(self, path: str, version: str, config: Config, whitening, base: "Snapshot | None") -> Opened:
         cfg.check_files(version, config, path)
-        ix = config.get("index") or {}
+        ix = config.index or IndexSection()
         if base is not None:
             vindex = getattr(base.index, "base", base.index)
         else:
             try:
-                vindex = VectorIndex.load(os.path.join(version, cfg.FILES["faiss"]), ix.get("factory", DEFAULT_FACTORY),
-                                          ix.get("nprobe"), ix.get("ef_search"), mmap=True)
+                factory = DEFAULT_FACTORY if ix.factory is None else ix.factory
+                vindex = VectorIndex.load(os.path.join(version, FAISS), factory, ix.nprobe, ix.ef_search,
+                                          mmap=True)
             except RuntimeError as exc:
                 raise IndexFormatError(cfg.damaged(path, "faiss", str(exc).strip().splitlines()[-1])) from None
             why = vindex.damaged_sample(unit=whitening.residual is None)
@@ -142,29 +144,29 @@ class EmbeddedBackend:
         if vindex.dim != whitening.dim_out:
             raise IndexFormatError(f"index {path} is inconsistent (transform gives {whitening.dim_out} dimensions, "
                                    f"FAISS holds {vindex.dim}); re-run faqsearch ingest")
-        store = Store.open_existing(os.path.join(version, cfg.FILES["store"]), path,
-                                    generation=int(config.get("generation", 0)))
+        store = Store.open_existing(os.path.join(version, STORE), path,
+                                    generation=int(config.generation or 0))
         store.read_arrays, store.index = "lexical" in cfg.recorded_dirs(config), path
         try:
             _check_owner(path, config, store)
             delta = None
-            if config.get("delta"):
-                delta = _load_delta(path, version, config["delta"])
+            if config.delta is not None and config.delta.to_dict():
+                delta = _load_delta(path, version, config.delta.to_dict())
                 if delta.moments:
                     whitening = replace(whitening, moments=Moments.from_arrays(delta.moments))
                 index = DeltaIndex(vindex, delta, whitening)
             else:
                 index = vindex
-            expected = (config.get("counts") or {}).get("questions")
+            expected = config.counts.questions if config.counts is not None else None
             # counted once per version directory; an in-place edit's reload trusts its writer's count
             n = int(expected) if base is not None and expected is not None else store.question_count()
             expected = n if expected is None else int(expected)
             store.known_count = n
-            tomb = int(ix.get("tombstones", 0))
+            tomb = int(ix.tombstones or 0)
             if n != expected or len(index) != n + tomb:
                 raise IndexFormatError(
-                    f"index {path} is inconsistent: {cfg.FILES['store']} holds {n} questions, config.json "
-                    f"{expected}, {cfg.FILES['faiss']} {len(index)} vectors ({tomb} removed). Restore the index "
+                    f"index {path} is inconsistent: {STORE} holds {n} questions, {CONFIG} "
+                    f"{expected}, {FAISS} {len(index)} vectors ({tomb} removed). Restore the index "
                     "from a backup or re-run faqsearch ingest")
             raw = RawVectors(path, version, store, delta)
         except BaseException:
@@ -174,9 +176,9 @@ class EmbeddedBackend:
             vindex.refiner = _refiner(raw, whitening)
         return Opened(index, store, raw, whitening)
 
-    def open_store(self, path: str, version: str, config: dict[str, Any]) -> Store:
-        store = Store.open_existing(os.path.join(version, cfg.FILES["store"]), path,
-                                    generation=int(config.get("generation", 0)))
+    def open_store(self, path: str, version: str, config: Config) -> Store:
+        store = Store.open_existing(os.path.join(version, STORE), path,
+                                    generation=int(config.generation or 0))
         store.read_arrays, store.index = "lexical" in cfg.recorded_dirs(config), path
         try:
             _check_owner(path, config, store)
@@ -189,13 +191,13 @@ class EmbeddedBackend:
     def apply(self, writer, snap: "Snapshot", plan, raw_new: np.ndarray, source: str) -> tuple[int, int]:
         return editor.apply(writer, snap, plan, raw_new, source)
 
-    def rebuild(self, writer, snap: "Snapshot", white, config: dict[str, Any], calibrate=None) -> None:
+    def rebuild(self, writer, snap: "Snapshot", white, config: Config, calibrate=None) -> None:
         editor.rebuild(writer, snap, white, config, calibrate)
 
 
-def _check_owner(path: str, config: dict[str, Any], store: Store) -> None:
+def _check_owner(path: str, config: Config, store: Store) -> None:
     """A store.db from another index (swapped in by hand, or restored from the wrong backup) is refused."""
-    want = config.get("index_id")
+    want = config.index_id
     if want is None:
         return  # an index from before ids were recorded
     have = store.get_setting("index_id")

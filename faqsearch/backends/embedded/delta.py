@@ -19,20 +19,13 @@ exactly beside it. When the delta outgrows :func:`delta_limit`, the next edit wr
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from ...index.config import FILES
+from ...index.format import DELTA as _DELTA, IDS as IDS_FILE, TMP, delta_file  # noqa: F401  (delta_file: re-exported)
 from ...files import NPY_LOCK
 
-IDS_FILE = FILES["ids"]
-_DELTA = re.compile(r"^delta-(\d+)\.npz$")
-
-
-def delta_file(generation: int) -> str:
-    return f"delta-{int(generation)}.npz"
 
 
 @dataclass
@@ -81,8 +74,8 @@ class Delta:
 def remove_stale(directory: str, keep: set[int]) -> None:
     """Delete delta files of generations not in ``keep`` (the writer's: under the lock)."""
     for name in os.listdir(directory):
-        m = _DELTA.match(name) or (_DELTA.match(name[:-4]) if name.endswith(".tmp") else None)
-        if m and (int(m.group(1)) not in keep or name.endswith(".tmp")):
+        m = _DELTA.match(name) or (_DELTA.match(name[:-len(TMP)]) if name.endswith(TMP) else None)
+        if m and (int(m.group(1)) not in keep or name.endswith(TMP)):
             try:
                 os.remove(os.path.join(directory, name))
             except FileNotFoundError:

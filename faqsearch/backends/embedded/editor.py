@@ -29,6 +29,7 @@ from ...defaults import CHUNK
 from ...errors import FAQSearchError
 from ...files import load_npy, preallocate, sample_digest, share_file
 from ...index.directory import Writer
+from ...index.format import CONFIG, FAISS, STORE, VECTORS, WHITENING, Config
 from .postings import share as share_postings
 from .store import Store
 from .tokenstates import share as share_token_states
@@ -51,7 +52,8 @@ def apply(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray, s
     check_store(snap)  # a damaged store is refused, never edited
     delta = snap.delta or Delta.empty(snap.raw.dim)
     drops = len(plan.removed_questions) + snap.store.count_questions(plan.removed_faqs)
-    pending = int((snap.config.get("delta") or {}).get("changes", len(delta)))
+    recorded = snap.config.delta.changes if snap.config.delta is not None else None
+    pending = int(len(delta) if recorded is None else recorded)
     change = len(raw_new) + drops + len(plan.changed_faqs)
     if snap.raw.has_ids and pending + change <= delta_limit(len(snap.raw.ids)):
         # an edit that drops questions writes its delta into a new version, so the one before it is kept whole
@@ -68,7 +70,7 @@ _CHECKED_LOCK = threading.Lock()
 
 
 def _store_state(version: str) -> tuple[int, ...]:
-    st = os.stat(os.path.join(version, cfg.FILES["store"]))
+    st = os.stat(os.path.join(version, STORE))
     # ctime too: a program can set a file's times back (cp -p, rsync, touch -r), never its ctime
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
@@ -94,7 +96,7 @@ def _trust(state: tuple[int, ...]) -> None:
 def _first_id(snap: "Snapshot", delta: Delta) -> int:
     """Ids are never reused: a base vector of a removed question (a tombstone) still carries its id."""
     base_ids = snap.raw.ids
-    return max(int(snap.config.get("next_question_id", 0)), snap.index.max_id() + 1,
+    return max(int(snap.config.next_question_id or 0), snap.index.max_id() + 1,
                int(base_ids.max()) + 1 if len(base_ids) else 1, int(delta.ids.max()) + 1 if len(delta.ids) else 1)
 
 
@@ -115,7 +117,7 @@ def _write_rows(store: Store, plan: "Edit", source: str, first_id: int, gen: int
 def _moments(snap: "Snapshot", removed: np.ndarray, raw_new: np.ndarray) -> Moments:
     """The transform's moments after the edit: exact when it was fitted on the corpus questions."""
     moments = Moments.from_arrays(snap.whitening.moments.to_arrays())
-    if snap.config["whitening"].get("fitted_on") == "corpus questions":
+    if snap.config.whitening.fitted_on == "corpus questions":
         moments.remove(snap.raw.get(removed)).update(raw_new)
     return moments
 
@@ -123,7 +125,7 @@ def _moments(snap: "Snapshot", removed: np.ndarray, raw_new: np.ndarray) -> Mome
 def _counts(snap: "Snapshot", plan: "Edit", store: Store, added: int, removed: int) -> dict[str, int]:
     """The counts after an in-place edit without counting the whole store: FAQs and questions
     exactly, the largest FAQ as an upper bound (it only sizes the dense search's first fetch)."""
-    old = snap.config.get("counts") or store.counts()
+    old = snap.config.counts.to_dict() if snap.config.counts is not None else store.counts()
     touched = {f.id for f in plan.new_faqs} | {f.id for f in plan.changed_faqs} | {fid for fid, _ in plan.new_questions}
     most = max([int(old.get("max_questions_per_faq", 1))] + [store.count_questions([fid]) for fid in touched])
     return {"faqs": int(old["faqs"]) + len(plan.new_faqs) - len(plan.removed_faqs),
@@ -157,10 +159,10 @@ def _linked_version(writer: Writer, snap: "Snapshot") -> str:
             os.makedirs(os.path.join(tmp, rel, d), exist_ok=True)
         for f in files:
             name = os.path.normpath(os.path.join(rel, f))
-            if name not in (cfg.FILES["config"], cfg.FILES["store"]) and not name.endswith(
+            if name not in (CONFIG, STORE) and not name.endswith(
                     (".tmp", "-journal", "-wal", "-shm")):
                 share_file(snap.version, tmp, name)
-    snap.store.backup(os.path.join(tmp, cfg.FILES["store"]))
+    snap.store.backup(os.path.join(tmp, STORE))
     return tmp
 
 
@@ -172,7 +174,7 @@ def apply_delta(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndar
     directory = directory or snap.version
     remove_stale(directory, keep={g - 1, g})  # files of killed writers (never committed)
     first_id = _first_id(snap, delta)
-    store = Store(os.path.join(directory, cfg.FILES["store"]), generation=g + 1)
+    store = Store(os.path.join(directory, STORE), generation=g + 1)
     name = delta_file(g + 1)
     committed = False
     try:
@@ -187,14 +189,13 @@ def apply_delta(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndar
             index_len = len(getattr(snap.index, "base", snap.index)) - len(new_delta.removed) + len(new_delta.ids)
             _check_generation(store, snap, plan, counts, rows, removed, index_len)
             new_delta.save(os.path.join(directory, name))
-        config = {**snap.config, **plan.config, "counts": counts,
-                  "next_question_id": max([first_id] + [r[0] + 1 for r in rows])}
         size = os.path.getsize(os.path.join(directory, name))
-        config["delta"] = {"file": name, "added": int(len(new_delta.ids)), "removed": int(len(new_delta.removed)),
-                           "changes": int(changes), "bytes": size,
-                           "sample": sample_digest(os.path.join(directory, name), size)}
+        record = {"file": name, "added": int(len(new_delta.ids)), "removed": int(len(new_delta.removed)),
+                  "changes": int(changes), "bytes": size, "sample": sample_digest(os.path.join(directory, name), size)}
+        config = snap.config.merged(plan.config, counts=counts,
+                                    next_question_id=max([first_id] + [r[0] + 1 for r in rows]), delta=record)
         new = None if directory == snap.version else directory
-        directory = writer.commit(config, new, snap.config.get("files") if new else None)
+        directory = writer.commit(config, new, snap.config.files if new else None)
         committed = True
         try:
             _trust(_store_state(directory))  # what this edit left: the next one need not read it all again
@@ -229,11 +230,11 @@ def write_live_vectors(snap: "Snapshot", directory: str, drop: np.ndarray | None
     drop = np.empty(0, np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
     extra = np.empty((0, raw.dim), np.float32) if extra is None else extra
     extra_ids = np.empty(0, np.int64) if extra_ids is None else np.asarray(extra_ids, dtype=np.int64)
-    vec_path, ids_path = os.path.join(directory, cfg.FILES["vectors"]), os.path.join(directory, IDS_FILE)
-    files = snap.config.get("files") or {}
+    vec_path, ids_path = os.path.join(directory, VECTORS), os.path.join(directory, IDS_FILE)
+    files = snap.config.recorded
     if not len(delta) and not len(drop) and not len(extra) and raw.has_ids:
         records = {}
-        for name in (cfg.FILES["vectors"], IDS_FILE):
+        for name in (VECTORS, IDS_FILE):
             share_file(snap.version, directory, name)
             if isinstance(files.get(name), dict) and files[name].get("sha256"):
                 records[name] = files[name]
@@ -264,8 +265,8 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
     g = snap.generation
     first_id = _first_id(snap, delta)
     tmp = writer.new_version()
-    snap.store.backup(os.path.join(tmp, cfg.FILES["store"]))
-    store = Store(os.path.join(tmp, cfg.FILES["store"]), generation=g)
+    snap.store.backup(os.path.join(tmp, STORE))
+    store = Store(os.path.join(tmp, STORE), generation=g)
     try:
         store.keep_only(g)  # the copy holds generation G exactly: no rows of killed writers, none removed
         removed, rows = _write_rows(store, plan, source, first_id, None)
@@ -275,8 +276,8 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
         gone = np.array(removed, dtype=np.int64)
         white = replace(snap.whitening, moments=_moments(snap, gone, raw_new))
         _, _, records = write_live_vectors(snap, tmp, drop=gone, extra=raw_new, extra_ids=new_ids)
-        ixc = dict(snap.config.get("index") or {})
-        vindex = VectorIndex.load(os.path.join(snap.version, cfg.FILES["faiss"]), snap.index.factory,
+        ixc = _index_record(snap)
+        vindex = VectorIndex.load(os.path.join(snap.version, FAISS), snap.index.factory,
                                   ixc.get("nprobe"), ixc.get("ef_search"))
         from_base = np.union1d(delta.removed, gone[np.isin(gone, snap.raw.ids)])
         if len(from_base) and vindex.remove(from_base) == 0 and not vindex.supports_removal:
@@ -285,14 +286,14 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
         added_ids = np.concatenate([delta.ids[dkeep], new_ids])
         if len(added_ids):
             vindex.add(white.transform(np.concatenate([delta.raw[dkeep], raw_new])), added_ids)
-        vindex.save(os.path.join(tmp, cfg.FILES["faiss"]))
-        white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+        vindex.save(os.path.join(tmp, FAISS))
+        white.save(os.path.join(tmp, WHITENING))
         counts = store.counts()
         if len(vindex) != counts["questions"] + int(ixc.get("tombstones", 0)):
             raise InconsistentEdit(f"the edit would leave {counts['questions']} questions and {len(vindex)} vectors; "
                                    "nothing was committed")
-        config = {k: v for k, v in {**snap.config, **plan.config}.items() if k != "delta"}
-        config.update(counts=counts, index=ixc, next_question_id=max([first_id] + [r[0] + 1 for r in rows]))
+        config = snap.config.merged(plan.config, counts=counts, index=ixc,
+                                    next_question_id=max([first_id] + [r[0] + 1 for r in rows])).without("delta")
     finally:
         store.close()
     _keep_token_states(snap, tmp, config)  # keyed by text: right for any rows (new questions are encoded)
@@ -300,42 +301,47 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
     return len(rows), len(removed)
 
 
-def _keep_token_states(snap: "Snapshot", new: str, config: dict[str, Any]) -> None:
+def _index_record(snap: "Snapshot") -> dict[str, Any]:
+    """The snapshot's index section as a plain object, to build the next one from."""
+    return snap.config.index.to_dict() if snap.config.index is not None else {}
+
+
+def _keep_token_states(snap: "Snapshot", new: str, config: Config) -> None:
     """The question token states of the snapshot's version into the new version, where its hybrid
     mode uses token matching (a weight set to 0 since, by `tune --fusion --apply`, leaves them
     behind), and only states the snapshot's config records (checked when it was opened)."""
-    if cfg.fusion_weights({**config, "mode": "hybrid"})["token_weight"] and "tokens" in cfg.recorded_dirs(snap.config):
+    if cfg.fusion_weights(replace(config, mode="hybrid"))["token_weight"] and "tokens" in cfg.recorded_dirs(snap.config):
         share_token_states(snap.version, new)
 
 
-def rebuild(writer: Writer, snap: "Snapshot", white, config: dict[str, Any], calibrate=None) -> None:
+def rebuild(writer: Writer, snap: "Snapshot", white, config: Config, calibrate=None) -> None:
     """A new base for another transform (refit, tune --apply): the stored raw vectors transformed
     again, nothing re-encoded; the delta folded in, tombstones dropped; the store shared.
     ``calibrate(config, version)``: the config to commit, measured on the new version first."""
     cfg.verify_files(snap.version, snap.config, snap.path, ("vectors", "ids"))
     snap.store.check_integrity(snap.path)
     tmp = writer.new_version()
-    store = Store(os.path.join(snap.version, cfg.FILES["store"]), generation=snap.generation)
+    store = Store(os.path.join(snap.version, STORE), generation=snap.generation)
     try:
         store.discard_uncommitted(snap.generation)  # shared with the new version: no killed edit's rows in it
         if "lexical" not in cfg.recorded_dirs(snap.config):  # arrays never checked (a version from before records)
             store.write_postings(tmp)
     finally:
         store.close()
-    share_file(snap.version, tmp, cfg.FILES["store"])
+    share_file(snap.version, tmp, STORE)
     if "lexical" in cfg.recorded_dirs(snap.config):
         share_postings(snap.version, tmp)  # the same rows: the same postings
     _keep_token_states(snap, tmp, config)  # the same questions and encoder
     ids, raw, records = write_live_vectors(snap, tmp)
-    ixc = dict(snap.config.get("index") or {})
+    ixc = _index_record(snap)
     factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
     # rebuilt from the live vectors (no tombstones), read back chunk by chunk from the new vectors.npy
-    vindex = write_vector_index(white, ids, factory, os.path.join(tmp, cfg.FILES["faiss"]),
-                                os.path.join(tmp, cfg.FILES["vectors"]))
-    white.save(os.path.join(tmp, cfg.FILES["whitening"]))
-    config = {k: v for k, v in config.items() if k != "delta"}
-    config["index"] = {**ixc, **index_section(ixc.get("type", "auto"), vindex)}
-    config["next_question_id"] = max(int(config.get("next_question_id", 0)), snap.index.max_id() + 1)
+    vindex = write_vector_index(white, ids, factory, os.path.join(tmp, FAISS),
+                                os.path.join(tmp, VECTORS))
+    white.save(os.path.join(tmp, WHITENING))
+    config = config.without("delta")
+    config = config.merged(index={**ixc, **index_section(ixc.get("type", "auto"), vindex)},
+                           next_question_id=max(int(config.next_question_id or 0), snap.index.max_id() + 1))
     if calibrate is not None:
         config = calibrate(config, tmp)
     writer.commit(config, tmp, records)

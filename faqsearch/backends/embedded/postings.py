@@ -31,12 +31,11 @@ from ...defaults import LEXICAL_ARRAYS_MIN as MIN_QUESTIONS
 from ...errors import IndexFormatError
 from ...files import load_npy, preallocate, share_dir
 from ...filters import filter_sql
+from ...index.format import DIR_META, LEXICAL as DIR, LEXICAL_ARRAYS as _ARRAYS, NPY
 from ...lexical import fts_query, fts_tokens, query_terms
 
-DIR = "lexical"
 FORMAT = 1
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
-_ARRAYS = ("ids", "doclen", "terms", "term_start", "starts", "rows", "tf")
 _MEMO = 100_000  # term numbers a Postings remembers
 
 
@@ -91,7 +90,7 @@ def write(conn: sqlite3.Connection, directory: str, min_questions: int | None = 
             "from questions_fts_vocab").fetchone()
 
         def out(name, shape, dtype):
-            path = os.path.join(tmp, name + ".npy")
+            path = os.path.join(tmp, name + NPY)
             arr = open_memmap(path, mode="w+", dtype=dtype, shape=(shape,))
             preallocate(path)  # a full disk fails here, not with SIGBUS on a page of the map
             return arr
@@ -143,14 +142,14 @@ def write(conn: sqlite3.Connection, directory: str, min_questions: int | None = 
             last = (tid[-1], pos[-1])
         if at != n_post or seen != t_at:
             raise RuntimeError(f"FTS5 gave {at} postings and {seen} tokens, its vocabulary {n_post} and {t_at}")
-        np.save(os.path.join(tmp, "ids.npy"), ids)
-        np.save(os.path.join(tmp, "doclen.npy"), doclen.astype(np.int32))
+        np.save(os.path.join(tmp, "ids" + NPY), ids)
+        np.save(os.path.join(tmp, "doclen" + NPY), doclen.astype(np.int32))
         for arr in (terms, term_start, starts, rows, tf):
             arr.flush()
         del terms, term_start, starts, rows, tf
         meta = {"format": FORMAT, "max_id": int(ids.max()), "rows": int(len(ids)), "terms": int(n_terms),
-                "postings": int(n_post), "bytes": {n: os.path.getsize(os.path.join(tmp, n + ".npy")) for n in _ARRAYS}}
-        with open(os.path.join(tmp, "meta.json"), "w", encoding="utf-8") as f:
+                "postings": int(n_post), "bytes": {n: os.path.getsize(os.path.join(tmp, n + NPY)) for n in _ARRAYS}}
+        with open(os.path.join(tmp, DIR_META), "w", encoding="utf-8") as f:
             json.dump(meta, f)
         os.rename(tmp, target)
         return True
@@ -169,7 +168,7 @@ class Postings:
         self.index: str | None = None  # the index, for messages (its store's)
         self.max_id = int(meta["max_id"])
         for name in _ARRAYS:  # plain views of the maps: a memmap's own slicing costs microseconds a call
-            setattr(self, name, load_npy(os.path.join(path, name + ".npy"), mmap_mode="r").view(np.ndarray))
+            setattr(self, name, load_npy(os.path.join(path, name + NPY), mmap_mode="r").view(np.ndarray))
         self._blob = memoryview(self.terms)
         self._numbers: dict[str, int] = {}  # term -> number, for the terms asked so far (bounded below)
 
@@ -178,10 +177,10 @@ class Postings:
         """The postings beside a store, or None where there are none or they do not match their meta."""
         path = os.path.join(directory, DIR)
         try:
-            with open(os.path.join(path, "meta.json"), encoding="utf-8") as f:
+            with open(os.path.join(path, DIR_META), encoding="utf-8") as f:
                 meta = json.load(f)
             if meta.get("format") != FORMAT or any(
-                    os.path.getsize(os.path.join(path, n + ".npy")) != meta["bytes"][n] for n in _ARRAYS):
+                    os.path.getsize(os.path.join(path, n + NPY)) != meta["bytes"][n] for n in _ARRAYS):
                 return None
             return cls(path, meta)
         except (OSError, ValueError, KeyError, TypeError):
@@ -235,11 +234,11 @@ class Postings:
                 idf = 1e-6
             first, stop = int(self.starts[j]), int(self.starts[j + 1])
             if not 0 <= first <= stop <= len(self.rows):
-                raise self.damaged("starts.npy", f"term {j} has postings {first} to {stop} of {len(self.rows)}")
+                raise self.damaged("starts" + NPY, f"term {j} has postings {first} to {stop} of {len(self.rows)}")
             rows = np.asarray(self.rows[first:stop])
             if len(rows) and (rows.min() < 0 or rows.max() >= len(self.ids)):
                 wrong = int(rows[(rows < 0) | (rows >= len(self.ids))][0])
-                raise self.damaged("rows.npy", f"a posting names row {wrong} of {len(self.ids)}")
+                raise self.damaged("rows" + NPY, f"a posting names row {wrong} of {len(self.ids)}")
             f = np.asarray(self.tf[first:stop], dtype=np.float64)
             d = self.doclen[rows].astype(np.float64)
             out[rows] += idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / avgdl)))
@@ -401,4 +400,4 @@ def _rows_beside(conn: sqlite3.Connection, arrays: Postings) -> tuple[bool, int]
 def share(src_dir: str, dst_dir: str) -> bool:
     """Put the arrays of ``src_dir`` into the new version ``dst_dir`` as hard links (copies where the
     filesystem has none): for a version whose store holds the same rows up to their last id."""
-    return share_dir(os.path.join(src_dir, DIR), os.path.join(dst_dir, DIR), [n + ".npy" for n in _ARRAYS])
+    return share_dir(os.path.join(src_dir, DIR), os.path.join(dst_dir, DIR), [n + NPY for n in _ARRAYS])

@@ -30,10 +30,10 @@ import numpy as np
 
 from ...encoders import IDENTITY_KEYS
 from ...files import fsync_dir, fsync_file, load_npy, share_dir
+from ...index.format import (DIR_META, TOKEN_KEYS as KEYS, TOKEN_SPANS as SPANS, TOKEN_STATES as STATES,
+                              TOKENS as DIR, TOKENS_FILES as _FILES)
 
-DIR = "tokens"
 FORMAT = 1
-_FILES = ("keys.npy", "spans.npy", "states.f16")
 # what makes two encoders' states equal: an index's encoder identity and the token limit (not the
 # runtime: ONNX Runtime matches torch)
 _IDENTITY = (*IDENTITY_KEYS, "max_length")
@@ -68,7 +68,7 @@ class TokenWriter:
         shutil.rmtree(self.path, ignore_errors=True)
         os.makedirs(self.path)
         self.encoder, self.dim = identity(encoder_spec), int(dim)
-        self._fh = open(os.path.join(self.path, "states.f16"), "wb")
+        self._fh = open(os.path.join(self.path, STATES), "wb")
         self._keys: dict[int, tuple[int, int]] = {}
         self._rows = 0
 
@@ -90,13 +90,13 @@ class TokenWriter:
         self._fh.close()
         keys = np.array(sorted(self._keys), dtype=np.int64)
         spans = np.array([self._keys[k] for k in keys.tolist()], dtype=np.int64).reshape(-1, 2)
-        np.save(os.path.join(self.path, "keys.npy"), keys)
-        np.save(os.path.join(self.path, "spans.npy"), spans)
-        for name in ("keys.npy", "spans.npy"):
+        np.save(os.path.join(self.path, KEYS), keys)
+        np.save(os.path.join(self.path, SPANS), spans)
+        for name in (KEYS, SPANS):
             fsync_file(os.path.join(self.path, name))
         meta = {"format": FORMAT, "encoder": self.encoder, "dimension": self.dim, "texts": len(keys),
                 "tokens": self._rows, "bytes": {n: os.path.getsize(os.path.join(self.path, n)) for n in _FILES}}
-        with open(os.path.join(self.path, "meta.json"), "w", encoding="utf-8") as f:
+        with open(os.path.join(self.path, DIR_META), "w", encoding="utf-8") as f:
             json.dump(meta, f)
             f.flush()
             os.fsync(f.fileno())
@@ -114,10 +114,10 @@ class TokenStates:
 
     def __init__(self, path: str, meta: dict[str, Any]):
         self.meta = meta
-        self.keys = load_npy(os.path.join(path, "keys.npy"))
-        self.spans = load_npy(os.path.join(path, "spans.npy"))
+        self.keys = load_npy(os.path.join(path, KEYS))
+        self.spans = load_npy(os.path.join(path, SPANS))
         rows = int(meta["tokens"])
-        self.states = (np.memmap(os.path.join(path, "states.f16"), dtype=np.float16, mode="r",
+        self.states = (np.memmap(os.path.join(path, STATES), dtype=np.float16, mode="r",
                                  shape=(rows, int(meta["dimension"]))) if rows else
                        np.empty((0, int(meta["dimension"])), np.float16))
 
@@ -128,13 +128,13 @@ class TokenStates:
         path = os.path.join(directory, DIR)
         want = identity(encoder_spec)
         try:
-            with open(os.path.join(path, "meta.json"), encoding="utf-8") as f:
+            with open(os.path.join(path, DIR_META), encoding="utf-8") as f:
                 meta = json.load(f)
             if (not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("encoder") != want
                     or meta.get("dimension") != want["dimension"] or not isinstance(meta.get("tokens"), int)
                     or not isinstance(meta.get("texts"), int) or not isinstance(meta.get("bytes"), dict)
                     or any(os.path.getsize(os.path.join(path, n)) != meta["bytes"].get(n) for n in _FILES)
-                    or meta["bytes"]["states.f16"] != 2 * meta["tokens"] * meta["dimension"]):
+                    or meta["bytes"][STATES] != 2 * meta["tokens"] * meta["dimension"]):
                 return None
             out = cls(path, meta)
             keys, spans = out.keys, out.spans

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from ...index import config as cfg
+from ...index.format import CONFIG, VECTORS, WHITENING, BackendSection, Config
 from ...corpus import faq_hash
 from ...errors import CorpusError, FAQSearchError, IndexFormatError, InvalidOptionError
 from ...progress import progress_bar
@@ -73,14 +73,23 @@ def check_limits(faqs: Iterable, questions: Iterable[tuple[str, str]] = ()) -> N
                                                  "Milvus backend's limit; shorten it or use the embedded backend")
 
 
-def spec_of(config: dict[str, Any], path: str) -> dict[str, Any]:
+def _collection(config: Config, path: str) -> Collection:
+    """The collection of the generation ``config`` describes."""
+    return Collection(spec_of(config, path), int(config.generation or 0), int(config.dim_out), int(config.dim_in),
+                      int(1 if config.next_question_id is None else config.next_question_id))
+
+
+def _questions(config: Config) -> int:
+    return int(config.counts.questions or 0) if config.counts is not None else 0
+
+
+def spec_of(config: Config, path: str) -> dict[str, Any]:
     """The Milvus section of an index's config, refused with the fix where a key it needs is missing
     (a config edited by hand, or restored from another index)."""
-    spec = config.get("backend")
-    spec = spec if isinstance(spec, dict) else {}
+    spec = config.backend.to_dict() if isinstance(config.backend, BackendSection) else {}
     missing = [k for k in ("uri", "base", "collection", "index_type") if not isinstance(spec.get(k), str) or not spec[k]]
     if missing:
-        raise IndexFormatError(f"index {path}: config.json names no Milvus {' or '.join(missing)} (its backend section "
+        raise IndexFormatError(f"index {path}: {CONFIG} names no Milvus {' or '.join(missing)} (its backend section "
                                "is damaged). Restore the index directory from a backup, or rebuild it with: faqsearch "
                                f"ingest CORPUS --index {path} --backend milvus --uri URI --force")
     return spec
@@ -137,16 +146,16 @@ class MilvusBackend:
                     bar.update(len(chunk))
 
         spec = _new_collection(prepared, generation, white.dim_out, raw.shape[1], batches())
-        os.remove(os.path.join(directory, cfg.FILES["vectors"]))  # Milvus keeps the raw vectors
+        os.remove(os.path.join(directory, VECTORS))  # Milvus keeps the raw vectors
         return {"backend": spec, "index": {"type": prepared["index_type"], "factory": f"milvus:{prepared['index_type']}",
                                            "tombstones": 0}}
 
-    def after_commit(self, config: dict[str, Any]) -> None:
-        drop_stale(config["backend"])
+    def after_commit(self, config: Config) -> None:
+        drop_stale(config.backend.to_dict())
 
-    def drop(self, config: dict[str, Any]) -> None:
+    def drop(self, config: Config) -> None:
         """Drop the alias and every collection of this index."""
-        spec = config["backend"]
+        spec = config.backend.to_dict()
         c = client(spec["uri"], spec.get("token"))
         try:
             try:
@@ -160,21 +169,19 @@ class MilvusBackend:
             c.close()
 
     # -- opening
-    def open(self, path: str, version: str, config: dict[str, Any], whitening, base: "Snapshot | None") -> Opened:
-        c = Collection(spec_of(config, path), int(config.get("generation", 0)), int(config["dim_out"]),
-                       int(config["dim_in"]), int(config.get("next_question_id", 1)))
+    def open(self, path: str, version: str, config: Config, whitening, base: "Snapshot | None") -> Opened:
+        c = _collection(config, path)
         store = MilvusStore(c)
-        n, expected = store.question_count(), int((config.get("counts") or {}).get("questions", 0))
+        n, expected = store.question_count(), _questions(config)
         if n != expected:
             c.close()
             raise IndexFormatError(f"index {path} is inconsistent: Milvus collection {c.collection} shows {n} "
-                                   f"questions at generation {c.generation}, config.json {expected}; re-run "
+                                   f"questions at generation {c.generation}, {CONFIG} {expected}; re-run "
                                    "faqsearch ingest")
         return Opened(MilvusIndex(c), store, MilvusRaw(c), whitening)
 
-    def open_store(self, path: str, version: str, config: dict[str, Any]) -> MilvusStore:
-        return MilvusStore(Collection(spec_of(config, path), int(config.get("generation", 0)), int(config["dim_out"]),
-                                      int(config["dim_in"]), int(config.get("next_question_id", 1))))
+    def open_store(self, path: str, version: str, config: Config) -> MilvusStore:
+        return MilvusStore(_collection(config, path))
 
     # -- writing
     def apply(self, writer, snap: "Snapshot", plan, raw_new: np.ndarray, source: str) -> tuple[int, int]:
@@ -194,7 +201,7 @@ class MilvusBackend:
         gone = set(removed)
         keep_rows = [r for r in b.query(f"faq_id in {json.dumps(list(changed), ensure_ascii=False)}", _ALL)
                      if r["id"] not in gone] if changed else []
-        next_id = max(b.next_id, int(snap.config.get("next_question_id", 1)))
+        next_id = max(b.next_id, int(1 if snap.config.next_question_id is None else snap.config.next_question_id))
         # the listing order of new FAQs: after every stored one (a scan, so only when FAQs are added)
         seq_base = max([r["faq_seq"] for r in b.query("", ["faq_seq"])] or [-1]) + 1 if plan.new_faqs else 0
         fields = store.faq_fields({fid for fid, _ in plan.new_questions} - set(changed))
@@ -216,7 +223,7 @@ class MilvusBackend:
         new_faq_ids = [f.id for f in plan.new_faqs for _ in f.questions] + [fid for fid, _ in plan.new_questions]
         new_rows = [(copy_id + i, fid, text, source) for i, (fid, text) in enumerate(zip(new_faq_ids, texts))]
         moments = Moments.from_arrays(snap.whitening.moments.to_arrays())
-        if snap.config["whitening"].get("fitted_on") == "corpus questions":
+        if snap.config.whitening.fitted_on == "corpus questions":
             if removed:
                 dead = b.by_ids(removed, ["raw"], visible=False)
                 moments.remove(np.array([r["raw"] for r in dead], dtype=np.float32).reshape(-1, b.dim_in))
@@ -228,21 +235,20 @@ class MilvusBackend:
         b.insert(rows)
         b.kill(removed + [r["id"] for r in keep_rows], g1)
         b.client.flush(b.collection)
-        white.save(os.path.join(tmp, cfg.FILES["whitening"]))
-        config = {**snap.config, **plan.config, "next_question_id": copy_id}
+        white.save(os.path.join(tmp, WHITENING))
         after = Collection(b.spec, g1, b.dim, b.dim_in, copy_id)
         try:
-            config["counts"] = MilvusStore(after).counts()
-            expected = int((snap.config.get("counts") or {}).get("questions", 0)) + len(new_rows) - len(gone)
-            if config["counts"]["questions"] != expected:
-                raise FAQSearchError(f"the edit would leave {config['counts']['questions']} questions, {expected} "
+            counts = MilvusStore(after).counts()
+            expected = _questions(snap.config) + len(new_rows) - len(gone)
+            if counts["questions"] != expected:
+                raise FAQSearchError(f"the edit would leave {counts['questions']} questions, {expected} "
                                      "expected; nothing was committed")
             dead = after.count_dead()
         finally:
             after.close()
-        config["backend"] = {**config["backend"], "dead": dead}
-        writer.commit(config, tmp)
-        if dead > delta_limit(config["counts"]["questions"]):  # removed rows kept for older readers: compact
+        config = snap.config.merged(plan.config, next_question_id=copy_id, counts=counts)
+        writer.commit(config.merged(backend={**config.backend.to_dict(), "dead": dead}), tmp)
+        if dead > delta_limit(counts["questions"]):  # removed rows kept for older readers: compact
             after = Collection(b.spec, g1, b.dim, b.dim_in, copy_id)
             try:
                 _rebuild(writer, after, white, writer.config)
@@ -250,12 +256,12 @@ class MilvusBackend:
                 after.close()
         return len(new_rows), len(removed)
 
-    def rebuild(self, writer, snap: "Snapshot", white, config: dict[str, Any], calibrate=None) -> None:
+    def rebuild(self, writer, snap: "Snapshot", white, config: Config, calibrate=None) -> None:
         """A new collection with every live row re-transformed (refit, tune --apply)."""
         _rebuild(writer, snap.index.b, white, config, calibrate)
 
 
-def _rebuild(writer, b: Collection, white, config: dict[str, Any], calibrate=None) -> None:
+def _rebuild(writer, b: Collection, white, config: Config, calibrate=None) -> None:
     """Copy the live rows of ``b`` (its generation) into a new collection, transformed by ``white``,
     and commit ``config`` naming it (``calibrate(config, version)``: the config to commit, measured
     on the new version first; failing, the new collection is dropped and the alias put back)."""
@@ -274,9 +280,8 @@ def _rebuild(writer, b: Collection, white, config: dict[str, Any], calibrate=Non
             yield chunk
 
     tmp = writer.new_version()
-    config = dict(config)
-    config["backend"] = _new_collection(spec, generation, white.dim_out, b.dim_in, batches())
-    white.save(os.path.join(tmp, cfg.FILES["whitening"]))
+    config = config.merged(backend=_new_collection(spec, generation, white.dim_out, b.dim_in, batches()))
+    white.save(os.path.join(tmp, WHITENING))
     if calibrate is not None:
         try:
             config = calibrate(config, tmp)
@@ -284,12 +289,12 @@ def _rebuild(writer, b: Collection, white, config: dict[str, Any], calibrate=Non
             c = client(spec["uri"], spec.get("token"))
             try:
                 _switch_alias(c, spec["base"], b.collection)
-                c.drop_collection(config["backend"]["collection"])
+                c.drop_collection(config.backend.collection)
             finally:
                 c.close()
             raise
     writer.commit(config, tmp)
-    drop_stale(config["backend"])
+    drop_stale(config.backend.to_dict())
 
 
 def _new_collection(spec: dict[str, Any], generation: int, dim: int, dim_in: int,

@@ -106,7 +106,7 @@ def ask(text, index, top_k, threshold, min_confidence, model, mode, category, lo
         if paraphrases:
             from ...generators import choose_generator, paraphrase_queries
 
-            spec = searcher.snap.config.get("generator")
+            spec = searcher.snap.config.generator
             choice = choose_generator(spec, generator, threads=threads)
             similar, notes = paraphrase_queries(choice, queries, paraphrases, scorer=searcher.embed_full)
             for note in notes:  # the answer stands, with a note

@@ -165,7 +165,7 @@ def suggest(faq_id, index, limit, generate, generator, languages, out, threads):
 
     with FAQSearch.open(index, threads=threads) as engine, Traffic.existing(engine.path) as traffic:
         searcher = engine.searcher()
-        spec = searcher.snap.config.get("generator")
+        spec = searcher.snap.config.generator
         got = traffic.suggest(searcher, faq_id, choose_generator(spec, generator, languages=languages, threads=threads),
                               limit=limit, generate=generate)
     if out.json:

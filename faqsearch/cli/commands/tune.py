@@ -226,15 +226,15 @@ def refit(index, beta, gamma, k, out):
 
     with FAQSearch.open(index) as engine:
         cur = current_setting(engine.config)
-        wanted = engine.config["whitening"].get("k")
+        wanted = engine.config.whitening.k
         engine.refit(Setting(True, cur.beta if beta is None else beta, cur.gamma if gamma is None else gamma,
                              wanted if k is None else k))
-        w, n, dims = engine.config["whitening"], engine.whitening.moments.n, engine.config["dim_out"]
-        chosen_by = (engine.config.get("calibration") or {}).get("chosen_by")
-        result = {"index": engine.path, "beta": w["beta"], "gamma": w["gamma"], "dims": dims, "fit_count": n,
+        w, n, dims = engine.config.whitening, engine.whitening.moments.n, engine.config.dim_out
+        chosen_by = (engine.config.calibration or {}).get("chosen_by")
+        result = {"index": engine.path, "beta": w.beta, "gamma": w.gamma, "dims": dims, "fit_count": n,
                   "threshold": engine.threshold, "threshold_chosen_by": chosen_by}
     click.echo(dump(result) if out.json else
-               f"Refitted on {n} vectors: beta={w['beta']:g} gamma={w['gamma']:g}, {dims} dims; threshold "
+               f"Refitted on {n} vectors: beta={w.beta:g} gamma={w.gamma:g}, {dims} dims; threshold "
                f"{result['threshold']:.3g} ({'chosen again by the index' if chosen_by == 'self-calibrated' else chosen_by})."
                + ("" if chosen_by in ("self-calibrated", "given") else
                   " Scores moved with the transform: choose it again with `faqsearch tune QUERIES --threshold`."))
