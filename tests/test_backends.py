@@ -260,7 +260,7 @@ def backend_uses(source: str) -> list[tuple[str, str, int]]:
 
     The heuristic, per function (lambdas included): an expression is a backend object when it is
     ``<anything>.store`` / ``.index`` / ``.raw`` / ``.backend`` (a snapshot's, an engine's, an
-    Opened's faces); a call of ``open_store``, ``backend_named`` or ``backend_for``; ``new_store``,
+    Opened's faces; not on a ``config``, whose ``index`` and ``backend`` are sections of the typed Config); a call of ``open_store``, ``backend_named`` or ``backend_for``; ``new_store``,
     ``open`` or ``open_store`` called on a backend; a parameter named ``store`` or ``backend``; or a
     name assigned (``=`` or ``with ... as``) from one of these earlier in the function. Every
     ``obj.member`` and ``getattr(obj, "member", ...)`` on such an object is a use. It misses objects
@@ -275,10 +275,14 @@ def backend_uses(source: str) -> list[tuple[str, str, int]]:
         args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
         bound = {a.arg: PARAMETERS[a.arg] for a in args if a.arg in PARAMETERS}
 
+        def is_config(e):  # a typed Config's sections (config.index, config.backend) are no faces
+            return (isinstance(e, ast.Attribute) and e.attr == "config") or \
+                (isinstance(e, ast.Name) and e.id in ("config", "typed"))
+
         def kind(e):
             if isinstance(e, ast.Name):
                 return bound.get(e.id)
-            if isinstance(e, ast.Attribute) and e.attr in FACES:
+            if isinstance(e, ast.Attribute) and e.attr in FACES and not is_config(e.value):
                 return FACES[e.attr]
             if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
                 return OPENERS.get(e.func.id)

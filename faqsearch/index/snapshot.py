@@ -81,8 +81,8 @@ class Snapshot:
 
     @property
     def tombstones(self) -> int:
-        index = self.config.index
-        return int(0 if index is None or index.tombstones is None else index.tombstones)
+        section = self.config.index
+        return int(0 if section is None or section.tombstones is None else section.tombstones)
 
     @property
     def delta(self):
