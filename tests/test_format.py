@@ -178,3 +178,32 @@ def test_a_hand_damaged_config_json_is_refused_on_open(tmp_path, small_corpus, f
     with pytest.raises(IndexFormatError, match=f"{re.escape(file)}: 'threshold' must be a number between -1 and 1, "
                                                 'found "high"'):
         FAQSearch.open(str(tmp_path / "ix"))
+
+
+def test_faqsearch_reads_its_config_by_attribute_never_as_a_mapping(tmp_path, monkeypatch, run):
+    """Config is still readable as a mapping (FAQSearch.config was a dict for library users), but
+    faqsearch itself reads the typed attributes: with the mapping turned off, the commands that read
+    and write every section (ingest, ask, info, edits, refit, tune, versions, restore) work."""
+    def refused(self, *args, **kwargs):
+        raise AssertionError("faqsearch read its Config as a mapping")
+
+    for name in ("__getitem__", "__contains__", "__iter__", "__len__", "keys", "items", "get"):
+        monkeypatch.setattr(fmt.Config, name, refused)
+    corpus = tmp_path / "faq.csv"
+    corpus.write_text("id,question,answer,category\n" + "".join(
+        f"{i},how do I change thing {i},answer {i},c{i % 2}\n{i},thing {i} change please,answer {i},c{i % 2}\n"
+        for i in range(12)), encoding="utf-8")
+    ix = str(tmp_path / "ix")
+    more = tmp_path / "more.csv"
+    more.write_text("id,question,answer\n99,where is the new thing,here\n", encoding="utf-8")
+    queries = tmp_path / "q.csv"
+    queries.write_text("query,faq_id\n" + "".join(f"change thing {i},{i}\n" for i in range(12)), encoding="utf-8")
+    for args in (("ingest", corpus, "--index", ix), ("ask", "how do I change thing 3", "--index", ix, "--json"),
+                 ("ask", "thing 4", "--index", ix, "--category", "c0"), ("info", "--index", ix, "--json"),
+                 ("info", "--index", ix), ("add", more, "--index", ix), ("remove", "99", "--index", ix),
+                 ("feedback", "change my thing 5", "5", "--index", ix), ("refit", "--index", ix),
+                 ("tune", "threshold", "--self", "--apply", "--index", ix), ("tune", "transform", queries, "--apply", "--index", ix),
+                 ("tune", "confidence", "0.6", "--index", ix),
+                 ("list", "--index", ix), ("versions", "--index", ix), ("restore", "v00000001", "--index", ix)):
+        result = run(*args)
+        assert result.exit_code == 0, (args, result.output)
