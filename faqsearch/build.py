@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .index import config as cfg
-from .backends import backend_named
+from .backends import TokenSink, backend_named
 from .corpus import FAQ, Columns, check_faq, read_corpus, read_texts
 from .defaults import (BATCH_SIZE, BETA, CHUNK, GAMMA, INDEX_TYPE, K, MAX_LENGTH, PROGRESS_STEP,
-                       THRESHOLD, TOKEN_STORE_MAX)
+                       THRESHOLD)
 from .edits.plan import check_batch
 from . import encoders
 from .encoders import Encoder, model_for_corpus
@@ -28,10 +28,6 @@ from .index.directory import Writer, check_target
 from .index.format import VECTORS, WHITENING, Config
 from .progress import progress_bar
 from .index.snapshot import open_version
-from .tokenmatch import gives_states
-from .tokenmatch import supported as tokens_supported
-from .backends.embedded.tokenstates import TokenWriter, encode_with_tokens
-from .backends.embedded.tokenstates import remove as remove_token_states
 from .whitening import Moments, Whitening
 
 log = logging.getLogger(__name__)
@@ -94,7 +90,7 @@ def as_faqs(corpus: str | os.PathLike | Sequence[FAQ], columns: Columns | None =
 
 def encode_stream(encoder: Encoder, texts: Sequence[str] | Callable[[int], Iterable[list[str]]], batch_size: int,
                   progress: bool, out: NpyWriter | None = None, total: int | None = None,
-                  tokens: TokenWriter | None = None) -> Moments:
+                  tokens: TokenSink | None = None) -> Moments:
     """Encode texts chunk by chunk, accumulating moments (and appending raw vectors to ``out``, and
     their token states, from the same encoder run, to ``tokens``). ``texts``: the texts, or a function
     giving them in chunks of a size it is passed (a store's rows, read as they are encoded: then
@@ -111,8 +107,7 @@ def encode_stream(encoder: Encoder, texts: Sequence[str] | Callable[[int], Itera
     with progress_bar(total, progress, "encoding") as bar:
         for chunk in chunks:
             if tokens is not None:
-                vecs, states = encode_with_tokens(encoder, chunk, batch_size)
-                tokens.write(chunk, states)
+                vecs = tokens.encode(encoder, chunk, batch_size)
             else:
                 vecs = encoder.encode(chunk, batch_size=batch_size)
             moments.update(vecs)
@@ -178,7 +173,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             store.set_setting("index_id", index_id)
             ids = store.insert_corpus(faqs)  # empties faqs: from here on the rows live in the store only
             vec_path = os.path.join(tmp, VECTORS)
-            tokens = keep_token_states(encoder, backend, tmp, len(ids))
+            tokens = backend.token_sink(tmp, encoder, len(ids))  # None where it keeps none
             try:
                 with NpyWriter(vec_path, len(ids), encoder.dimension) as out:  # a full disk fails here, at once
                     moments = encode_stream(encoder, store.iter_texts, batch_size, progress, out=out, total=len(ids),
@@ -211,7 +206,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
         if calibrate is not None:  # measured on the version as it will be, and committed with it: one commit
             config = measured(writer, config, tmp, lambda snap: calibrate(snap, encoder))
         if not cfg.fusion_weights(config.merged(mode="hybrid"))["token_weight"]:
-            remove_token_states(tmp)  # hybrid mode does not read them: no disk spent on them
+            backend.drop_token_states(tmp)  # hybrid mode does not read them: no disk spent on them
         writer.commit(config, tmp)
     backend.after_commit(config)
     log.info("built index %s: %d FAQs, %d questions, %d -> %d dims", path, counts["faqs"], counts["questions"],
@@ -229,16 +224,6 @@ def measured(writer: Writer, config: Config, version: str, measure: Callable[[An
         return config.merged(measure(snap))
     finally:
         snap.close()
-
-
-def keep_token_states(encoder: Encoder, backend, directory: str, n: int) -> TokenWriter | None:
-    """A writer of the questions' token states into the version ``directory``, where hybrid mode can
-    use them (:mod:`faqsearch.backends.embedded.tokenstates`): an encoder with token states that token matching
-    supports, the embedded backend, at most TOKEN_STORE_MAX questions."""
-    if (backend.kind != "embedded" or n > TOKEN_STORE_MAX or not tokens_supported(encoder.spec())
-            or not gives_states(encoder)):
-        return None
-    return TokenWriter(directory, encoder.spec(), encoder.dimension)
 
 
 def fit_transform(moments: Moments, wspec: WhiteningSpec, dim: int) -> tuple[Whitening, bool]:

@@ -43,15 +43,14 @@ def info(index: str | None = None) -> dict[str, Any]:
     """What `faqsearch info` reports of an index, read from its files (nothing loads): its path, the
     live version's config, how its store tokenises for BM25 ('lexical', embedded backend), the token
     states it keeps and the fusion weights it answers with."""
-    from .backends.embedded.tokenstates import summary as token_states
-
     path = cfg.resolve_index_path(index)
     version = resolve(path)
     typed = cfg.load_config(version, path)
     config = typed.to_dict()  # the JSON, with what info adds
     if typed.backend_kind != "milvus":
         config["lexical"] = cfg.lexical_settings(version)
-    config["token_states"] = token_states(version, typed.encoder_spec)
+    kept = backend_for(typed).token_states(version, typed)
+    config["token_states"] = None if kept is None else kept.summary()
     config.update({k: v for k, v in cfg.fusion_weights(typed).items() if v is not None})  # what it answers with
     return {"path": path, **config}
 

@@ -142,3 +142,12 @@ def test_npy_files_are_read_under_the_lock():
             if "np.load(" in line and name != "files" and "NPY_LOCK" not in line:
                 bare.append(f"{name}:{n}: {line.strip()}")
     assert not bare, "\n".join(bare)
+
+
+def test_only_backends_reach_into_a_backend():
+    """Code outside faqsearch/backends/ uses a backend through the protocol of backends/base.py
+    (``backend_for``, ``backend_named``): it never imports the embedded or Milvus modules themselves."""
+    inside = [f"faqsearch.backends.{kind}" for kind in ("embedded", "milvus")]
+    leaks = [f"{src} imports {dst}" for src, dsts in graph().items() if not src.startswith("backends")
+             for dst in dsts if any(f"faqsearch.{dst}" == p or f"faqsearch.{dst}".startswith(p + ".") for p in inside)]
+    assert not leaks, "\n".join(sorted(leaks))

@@ -185,8 +185,11 @@ def _implementations() -> dict[str, list[type]]:
     from faqsearch.backends.milvus.backend import MilvusRaw
     from faqsearch.backends.milvus.faces import MilvusIndex, MilvusStore
 
+    from faqsearch.backends.embedded.tokenstates import TokenStates, TokenWriter
+
     return {"VectorSearch": [VectorIndex, DeltaIndex, MilvusIndex], "StoreView": [Store, MilvusStore],
-            "BuildStore": [Store], "RawSource": [RawVectors, MilvusRaw], "Backend": [EmbeddedBackend, MilvusBackend]}
+            "BuildStore": [Store], "RawSource": [RawVectors, MilvusRaw], "Backend": [EmbeddedBackend, MilvusBackend],
+            "TokenSink": [TokenWriter], "TokenSource": [TokenStates]}  # Milvus keeps no token states
 
 
 def _mismatches(proto: type, cls: type) -> list[str]:
@@ -473,9 +476,10 @@ def test_every_vector_and_raw_member_answers_on_both_backends(engine):
 
 def test_every_backend_and_build_store_member_is_called_by_build_edit_refit_and_drop(tmp_path, request):
     """The writes: each Backend and BuildStore member, spied on its class, is called by a build, an
-    edit, a refit, an open of the rows alone and a drop, and each left what it should."""
+    edit, a refit, a restore, an open of the rows alone and a drop, and each left what it should."""
     from faqsearch.backends import Backend, BuildStore, backend_named
     from faqsearch.index.snapshot import open_store
+    from faqsearch.index.versions import list_versions, restore
     from faqsearch.manage import drop_index
 
     for kind in ("embedded", "milvus"):
@@ -499,6 +503,15 @@ def test_every_backend_and_build_store_member_is_called_by_build_edit_refit_and_
             e.refit(Setting(True, 1.0, 1.0, 8))
             assert ids(e.ask("brand new wording", mode="dense"))[0] == "new" and e.config["dim_out"] <= 8
             e.close()
+            first = list_versions(path)[0]  # the build's version, with the edit made in place
+            if kind == "embedded":
+                made = restore(path, first.version)
+                assert made != first.version and list_versions(path)[-1].live
+                with FAQSearch.open(path, encoder=FakeEncoder()) as again:
+                    assert again.config["counts"]["faqs"] == first.faqs == 13 and again.config["dim_out"] > 8
+            else:
+                with pytest.raises(FAQSearchError, match="embedded indexes only"):
+                    restore(path, first.version)
             rows = open_store(path)
             assert rows.counts()["faqs"] == 13
             rows.close()
@@ -528,3 +541,49 @@ def test_ask_category_through_the_cli(run, tmp_path, small_corpus, kind):
     r = run("ask", "how long does shipping take", "--index", index, "--category", "Shipping", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["answers"] == []
     assert "no FAQ has category 'Shipping'" in r.stderr and "account, returns, shipping" in r.stderr
+
+
+class StatesEncoder(FakeEncoder):
+    """The fake encoder with token states (one per word, with its span), declared as a mean-pooled
+    transformers model: what the embedded backend keeps token states for."""
+
+    def token_states(self, texts, batch_size: int = 32):
+        import re
+
+        out = []
+        for t in texts:
+            words = list(re.finditer(r"\w+", t.lower())) or []
+            states = np.array([self._word(w.group()) for w in words], dtype=np.float32).reshape(-1, self.dimension)
+            out.append((states, np.array([w.span() for w in words], dtype=np.int64).reshape(-1, 2)))
+        return out
+
+    def spec(self):
+        return {**super().spec(), "backend": "transformers", "pooling": "mean"}
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_token_states_through_the_protocol(tmp_path, kind):
+    """A build keeps its questions' token states through the backend's TokenSink and a snapshot reads
+    them back as its TokenSource (embedded); Milvus keeps none, and hybrid answers there all the same."""
+    from faqsearch.backends import TokenSink, TokenSource, backend_named
+    from faqsearch.defaults import TOKEN_STORE_MAX
+
+    backend, enc = backend_named(kind), StatesEncoder()
+    kw = {"backend": "milvus", "uri": str(tmp_path / "m.db")} if kind == "milvus" else {}
+    with FAQSearch.build(CORPUS, str(tmp_path / "ix"), encoder=enc, threshold=-1, self_fusion=False, **kw) as e:
+        kept = e._current().tokens
+        assert ids(e.ask("question about topic3 variant1", mode="hybrid"))[0] == "f3"
+    assert backend.token_sink(str(tmp_path / "big"), enc, TOKEN_STORE_MAX + 1) is None
+    if kind == "milvus":
+        assert kept is None and backend.token_sink(str(tmp_path / "v"), enc, 3) is None
+        return
+    assert isinstance(kept, TokenSource) and len(kept) == 36  # 12 FAQs x 3 distinct questions
+    assert kept.summary()["texts"] == 36
+    got = kept.get(["question about topic3 variant1", "never stored"])
+    assert list(got) == ["question about topic3 variant1"] and got["question about topic3 variant1"].shape == (4, 32)
+    sink = backend.token_sink(str(tmp_path / "v"), enc, 2)
+    assert isinstance(sink, TokenSink)
+    vecs = sink.encode(enc, ["a b", "c"], 2)
+    assert np.allclose(vecs, enc.encode(["a b", "c"])) and sink.finish()["texts"] == 2
+    backend.drop_token_states(str(tmp_path / "v"))
+    assert not os.listdir(str(tmp_path / "v"))

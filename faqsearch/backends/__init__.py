@@ -7,10 +7,11 @@ from ..index.format import Config
 
 from ..errors import InvalidOptionError
 from .base import (BACKENDS, Backend, BuildStore, Counts, FAQRecord, FAQSummary, Opened, QuestionRow, RawSource,
-                   StoreView, VectorSearch, delta_limit)
+                   StoreView, TokenSink, TokenSource, VectorSearch, delta_limit)
 
 __all__ = ["BACKENDS", "Backend", "BuildStore", "Counts", "FAQRecord", "FAQSummary", "Opened", "QuestionRow",
-           "RawSource", "StoreView", "VectorSearch", "backend_for", "backend_named", "delta_limit"]
+           "RawSource", "StoreView", "TokenSink", "TokenSource", "VectorSearch", "backend_for", "backend_named",
+           "delta_limit"]
 
 
 def backend_named(kind: str) -> Backend:

@@ -16,6 +16,7 @@ from ..defaults import DELTA_MAX, DELTA_MIN, DELTA_SHARE
 
 if TYPE_CHECKING:
     from ..edits.plan import Edit
+    from ..encoders.base import Encoder
     from ..index.directory import Writer
     from ..index.format import Config
     from ..index.snapshot import Snapshot
@@ -195,6 +196,39 @@ class Opened:
 
 
 @runtime_checkable
+class TokenSink(Protocol):
+    """Where a build keeps its questions' token states (hybrid mode's token matching) as it encodes."""
+
+    def encode(self, encoder: "Encoder", texts: Sequence[str], batch_size: int) -> np.ndarray:
+        """The sentence vectors of ``texts``, their token states kept from the same encoder run."""
+        ...
+
+    def finish(self) -> dict[str, Any]:
+        """Write what remains, durably; returns what was kept (texts, tokens, bytes)."""
+        ...
+
+    def discard(self) -> None:
+        """Remove everything written (a build that failed)."""
+        ...
+
+
+@runtime_checkable
+class TokenSource(Protocol):
+    """The token states a version keeps, by question text."""
+
+    def __len__(self) -> int:
+        ...
+
+    def summary(self) -> dict[str, int]:
+        """Texts, tokens and bytes kept (``faqsearch info``)."""
+        ...
+
+    def get(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The token states of those ``texts`` it keeps, by text."""
+        ...
+
+
+@runtime_checkable
 class Backend(Protocol):
     """The writes and the opening that differ per backend. Every write commits through the
     :class:`faqsearch.index.directory.Writer` it is given, never by itself."""
@@ -250,4 +284,22 @@ class Backend(Protocol):
                 calibrate: "Callable[[dict[str, Any], str], dict[str, Any]] | None" = None) -> None:
         """Re-transform every stored vector with ``white`` (refit, tune) and commit ``config``;
         ``calibrate(config, version)``: the config to commit, measured on the new version first."""
+        ...
+
+    def token_sink(self, directory: str, encoder: "Encoder", n: int) -> TokenSink | None:
+        """Where a build of ``n`` questions into the new version ``directory`` keeps their token
+        states; None where this backend keeps none, or this encoder or size gives none."""
+        ...
+
+    def drop_token_states(self, directory: str) -> None:
+        """Remove the token states of the new version ``directory`` (its hybrid mode does not use them)."""
+        ...
+
+    def token_states(self, version: str, config: "Config") -> TokenSource | None:
+        """The token states the version keeps and may use, None without (nothing loaded until read)."""
+        ...
+
+    def restore(self, writer: "Writer", src: str, config: "Config") -> str:
+        """Commit the content of the kept version ``src`` (whose config is ``config``) as a new
+        version through ``writer``; returns its name (``faqsearch restore``)."""
         ...

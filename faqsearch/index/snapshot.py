@@ -10,13 +10,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import config as cfg
-from ..backends import Backend, RawSource, StoreView, VectorSearch, backend_for
+from ..backends import Backend, RawSource, StoreView, TokenSource, VectorSearch, backend_for
 from ..confidence import ConfidenceModel
 from ..defaults import HYBRID_WEIGHT, MODE, THRESHOLD
 from ..errors import ClosedError, IndexFormatError
 from .directory import resolve, stamp
 from .format import WHITENING, Config
-from ..backends.embedded.tokenstates import TokenStates
 from ..whitening import Whitening
 
 
@@ -31,7 +30,7 @@ class Snapshot:
     raw: RawSource  # the raw encoder vectors
     backend: Backend
     stamp: tuple | None = None  # indexdir.stamp() when it was opened
-    tokens: Any = None  # tokenstates.TokenStates: the questions' token states it keeps, None without
+    tokens: TokenSource | None = None  # the questions' token states it keeps, None without
 
     @property
     def generation(self) -> int:
@@ -162,8 +161,7 @@ def _open_version(path: str, version: str, st: tuple | None, base: Snapshot | No
         raise IndexFormatError(f"index {path} is inconsistent (transform {whitening.dim_in}->{whitening.dim_out}, "
                                f"config {config.dim_in}->{config.dim_out}); re-run faqsearch ingest")
     opened = backend.open(path, version, config, whitening, reuse)
-    tokens = reuse.tokens if reuse is not None else (
-        TokenStates.open(version, config.encoder_spec) if "tokens" in cfg.recorded_dirs(config) else None)
+    tokens = reuse.tokens if reuse is not None else backend.token_states(version, config)
     return Snapshot(path, version, config, opened.whitening, opened.index, opened.store, opened.raw, backend, st,
                     tokens)
 

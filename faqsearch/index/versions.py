@@ -11,17 +11,13 @@ vNNNNNNNN"), so a restore can itself be undone the same way.
 from __future__ import annotations
 
 import os
-import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import FAQSearchError, IndexFormatError, VersionNotFoundError
-from ..files import link_or_copy
+from ..backends import backend_for
+from ..errors import IndexFormatError, VersionNotFoundError
 from .directory import Writer, resolve
-from .format import CONFIG, DELTA, SQLITE_SIDE, STORE, TMP, VERSION_NAME, Config, Counts, delta_file, read_json
-from ..backends.embedded.store import Store
-
-_SKIP = (CONFIG, STORE)  # written by restore itself: the config by the commit, the store copied
+from .format import CONFIG, VERSION_NAME, Config, Counts, read_json
 
 
 @dataclass
@@ -81,8 +77,10 @@ def previous(path: str | os.PathLike) -> str | None:
 def restore(path: str | os.PathLike, version: str) -> str:
     """Make the content of the kept ``version`` live again as a new version; returns its name.
 
-    Its files are hard-linked into the new version (they are written once), its store is copied
-    with exactly the rows that version saw, and its delta file renamed for the new generation."""
+    The backend makes it (:meth:`faqsearch.backends.base.Backend.restore`): the embedded one
+    hard-links its files into the new version (they are written once), copies its store with exactly
+    the rows that version saw and renames its delta file for the new generation; Milvus keeps no
+    versions."""
     path = os.path.abspath(path)
     with Writer(path, f"restore {version}") as writer:
         known = _names(path)
@@ -92,42 +90,4 @@ def restore(path: str | os.PathLike, version: str) -> str:
                                        f"See them with: faqsearch versions --index {os.path.basename(path)}")
         src = os.path.join(path, version)
         config = _config(src)
-        if config.backend_kind != "embedded":
-            raise FAQSearchError(f"restore works on embedded indexes only; {os.path.basename(path)!r} keeps its "
-                                 "rows in Milvus, which keeps no versions")
-        generation = int(config.generation or 0)
-        tmp = writer.new_version()
-        delta = config.delta.to_dict() if config.delta is not None else {}
-        for root, dirs, files in os.walk(src):
-            rel = os.path.relpath(root, src)
-            for d in dirs:
-                os.makedirs(os.path.join(tmp, rel, d), exist_ok=True)
-            for f in files:
-                name = os.path.normpath(os.path.join(rel, f))
-                if name in _SKIP or name.endswith((TMP, *SQLITE_SIDE)):
-                    continue
-                if DELTA.match(name) and name != delta.get("file"):
-                    continue  # a delta of an earlier generation, kept only for readers of that moment
-                target = delta_file(writer.generation + 1) if name == delta.get("file") else name
-                link_or_copy(os.path.join(src, name), os.path.join(tmp, target))
-        if delta:
-            config = config.merged(delta={**delta, "file": delta_file(writer.generation + 1)})
-        _copy_store(os.path.join(src, STORE), os.path.join(tmp, STORE), generation)
-        return os.path.basename(writer.commit(config, tmp, config.files or None))
-
-
-def _copy_store(src: str, dst: str, generation: int) -> None:
-    """A private copy of a kept store, read only (the kept file is never written), holding exactly the
-    rows ``generation`` saw (none of a killed writer's, none removed)."""
-    source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
-    dest = sqlite3.connect(dst)
-    try:
-        source.backup(dest)
-    finally:
-        dest.close()
-        source.close()
-    store = Store(dst, generation=generation)
-    try:
-        store.keep_only(generation)
-    finally:
-        store.close()
+        return backend_for(config).restore(writer, src, config)  # refused by a backend that keeps no versions

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import errno
 import os
+import sqlite3
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...index import config as cfg
-from ...index.format import CONFIG, FAISS, STORE, VECTORS, Config, IndexSection
+from ...defaults import TOKEN_STORE_MAX
+from ...index.format import (CONFIG, DELTA, FAISS, SQLITE_SIDE, STORE, TMP, TOKENS, VECTORS, Config, IndexSection,
+                             delta_file)
 from ...errors import IndexFormatError
-from ...files import load_npy
+from ...files import link_or_copy, load_npy
+from ...tokenmatch import gives_states
+from ...tokenmatch import supported as tokens_supported
+from . import tokenstates
 from .store import Store
 from ...whitening import Moments
 from ..base import Opened
@@ -193,6 +199,64 @@ class EmbeddedBackend:
 
     def rebuild(self, writer, snap: "Snapshot", white, config: Config, calibrate=None) -> None:
         editor.rebuild(writer, snap, white, config, calibrate)
+
+    # -- the questions' token states (tokens/ of a version)
+    def token_sink(self, directory: str, encoder, n: int) -> tokenstates.TokenWriter | None:
+        """Token states are kept for an encoder that gives them and token matching supports, up to
+        TOKEN_STORE_MAX questions."""
+        if n > TOKEN_STORE_MAX or not tokens_supported(encoder.spec()) or not gives_states(encoder):
+            return None
+        return tokenstates.TokenWriter(directory, encoder.spec(), encoder.dimension)
+
+    def drop_token_states(self, directory: str) -> None:
+        tokenstates.remove(directory)
+
+    def token_states(self, version: str, config: Config) -> tokenstates.TokenStates | None:
+        """Only those config.json records: a version written before they were recorded computes them."""
+        if TOKENS not in cfg.recorded_dirs(config):
+            return None
+        return tokenstates.TokenStates.open(version, config.encoder_spec)
+
+    def restore(self, writer, src: str, config: Config) -> str:
+        """The kept version's files hard-linked into the new version (they are written once), its
+        store copied with exactly the rows that version saw, and its delta renamed for the new
+        generation."""
+        generation = int(config.generation or 0)
+        tmp = writer.new_version()
+        delta = config.delta.to_dict() if config.delta is not None else {}
+        for root, dirs, files in os.walk(src):
+            rel = os.path.relpath(root, src)
+            for d in dirs:
+                os.makedirs(os.path.join(tmp, rel, d), exist_ok=True)
+            for f in files:
+                name = os.path.normpath(os.path.join(rel, f))
+                if name in (CONFIG, STORE) or name.endswith((TMP, *SQLITE_SIDE)):
+                    continue  # written by the restore itself: the config by the commit, the store copied
+                if DELTA.match(name) and name != delta.get("file"):
+                    continue  # a delta of an earlier generation, kept only for readers of that moment
+                target = delta_file(writer.generation + 1) if name == delta.get("file") else name
+                link_or_copy(os.path.join(src, name), os.path.join(tmp, target))
+        if delta:
+            config = config.merged(delta={**delta, "file": delta_file(writer.generation + 1)})
+        _copy_store(os.path.join(src, STORE), os.path.join(tmp, STORE), generation)
+        return os.path.basename(writer.commit(config, tmp, config.files or None))
+
+
+def _copy_store(src: str, dst: str, generation: int) -> None:
+    """A private copy of a kept store, read only (the kept file is never written), holding exactly the
+    rows ``generation`` saw (none of a killed writer's, none removed)."""
+    source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    dest = sqlite3.connect(dst)
+    try:
+        source.backup(dest)
+    finally:
+        dest.close()
+        source.close()
+    store = Store(dst, generation=generation)
+    try:
+        store.keep_only(generation)
+    finally:
+        store.close()
 
 
 def _check_owner(path: str, config: Config, store: Store) -> None:

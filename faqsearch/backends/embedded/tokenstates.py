@@ -72,6 +72,12 @@ class TokenWriter:
         self._keys: dict[int, tuple[int, int]] = {}
         self._rows = 0
 
+    def encode(self, encoder, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        """The sentence vectors of ``texts``, their token states kept from the same encoder run."""
+        vecs, states = encode_with_tokens(encoder, texts, batch_size)
+        self.write(texts, states)
+        return vecs
+
     def write(self, texts: Sequence[str], states: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
         """Keep each text's token states (``states``: (states, spans) pairs, spans unused)."""
         for text, (s, _) in zip(texts, states):

@@ -183,6 +183,20 @@ class MilvusBackend:
     def open_store(self, path: str, version: str, config: Config) -> MilvusStore:
         return MilvusStore(_collection(config, path))
 
+    # -- token states: none (token matching needs the BM25 statistics of the embedded store)
+    def token_sink(self, directory: str, encoder, n: int) -> None:
+        return None
+
+    def drop_token_states(self, directory: str) -> None:
+        pass  # a Milvus version keeps none
+
+    def token_states(self, version: str, config: Config) -> None:
+        return None
+
+    def restore(self, writer, src: str, config: Config) -> str:
+        raise FAQSearchError(f"restore works on embedded indexes only; {os.path.basename(writer.path)!r} keeps its "
+                             "rows in Milvus, which keeps no versions")
+
     # -- writing
     def apply(self, writer, snap: "Snapshot", plan, raw_new: np.ndarray, source: str) -> tuple[int, int]:
         """Rows of generation G+1 and removed rows marked dead at G+1, then the config commit (in a
