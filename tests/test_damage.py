@@ -30,6 +30,22 @@ def test_missing_or_empty_store_is_an_error_naming_the_file(built, run, tmp_path
     assert result.exit_code == 1 and "store.db is empty" in result.output
 
 
+@pytest.mark.parametrize("seed", range(1, 6))
+def test_random_bytes_over_the_stores_schema_are_a_damaged_store(tmp_path, run, seed):
+    """Garbage over the schema pages gives SQLite's "malformed schema" or names Python cannot decode
+    (a UnicodeDecodeError, not a DatabaseError): both are the one-line damaged-store error."""
+    import random
+
+    path = str(tmp_path / "ix")
+    build_index(write_corpus(tmp_path, FEW), path).close()
+    rng = random.Random(seed)
+    with open(os.path.join(version(path), FILES["store"]), "r+b") as fh:
+        fh.seek(4000)
+        fh.write(bytes(rng.randrange(256) for _ in range(200)))
+    result = run("ask", "hello", "--index", path)
+    assert result.exit_code == 1 and "store.db is damaged" in result.output and "Traceback" not in result.output
+
+
 def test_damaged_faiss_file_is_an_error_not_an_answer(built, run):
     faiss_file = os.path.join(version(built.path), FILES["faiss"])
     data = bytearray(open(faiss_file, "rb").read())

@@ -111,14 +111,14 @@ class Store:
         try:
             conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, check_same_thread=False)
             tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a damaged schema page: undecodable names
             raise bad(f"not a faqsearch database ({exc})") from None
         conn.close()
         if not {"faqs", "questions"} <= tables:
             raise bad("not a faqsearch database (no faqs/questions tables)")
         try:
             return cls(path, generation=generation, index=index)
-        except sqlite3.DatabaseError as exc:  # a StoreDamagedError says so already
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a StoreDamagedError says so already
             raise (exc if isinstance(exc, IndexFormatError) else bad(f"damaged ({exc})")) from None
 
     def close(self) -> None:
