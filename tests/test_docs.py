@@ -21,6 +21,7 @@ DOCS = os.path.join(ROOT, "docs")
 README = os.path.join(ROOT, "README.md")
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
 BENCHMARKS_README = os.path.join(BENCHMARKS, "README.md")
+RESULTS = os.path.join(BENCHMARKS, "results")  # the full measurement records the user pages summarise
 BENCHMARK_HELPERS = {"common.py", "synth.py"}  # imported or run by the benchmarks; they feed no table
 
 
@@ -42,7 +43,8 @@ def commands(group: click.Group = cli, prefix: str = "faqsearch"):
 
 
 def markdown_files() -> list[str]:
-    return [README, BENCHMARKS_README] + sorted(os.path.join(DOCS, f) for f in os.listdir(DOCS) if f.endswith(".md"))
+    return [README, BENCHMARKS_README] + sorted(
+        os.path.join(folder, f) for folder in (DOCS, RESULTS) for f in os.listdir(folder) if f.endswith(".md"))
 
 
 def without_code(text: str) -> str:
