@@ -241,3 +241,14 @@ def test_indexes_readme_lists_the_files_format_names():
     assert sorted(rows) == sorted(fmt.VERSION_ENTRIES)
     for folder, files in ((fmt.LEXICAL, [a + fmt.NPY for a in fmt.LEXICAL_ARRAYS]), (fmt.TOKENS, fmt.TOKENS_FILES)):
         assert all(f"`{name}`" in rows[f"{folder}/"] for name in (*files, fmt.DIR_META)), folder
+
+
+PAGE_LINES = 250  # a user page longer than this holds a record that belongs in benchmarks/results/
+GENERATED_PAGES = {"cli.md"}  # generated from --help, as long as the commands make it
+
+
+def test_every_docs_page_but_the_generated_reference_is_short():
+    pages = sorted(f for f in os.listdir(DOCS) if f.endswith(".md") and f not in GENERATED_PAGES)
+    assert pages, "no pages in docs/"
+    long = {f: n for f in pages if (n := len(read(os.path.join(DOCS, f)).splitlines())) >= PAGE_LINES}
+    assert not long, f"docs/ pages of {PAGE_LINES} lines or more (move measurement records to benchmarks/results/): {long}"
