@@ -252,3 +252,26 @@ def test_every_docs_page_but_the_generated_reference_is_short():
     assert pages, "no pages in docs/"
     long = {f: n for f in pages if (n := len(read(os.path.join(DOCS, f)).splitlines())) >= PAGE_LINES}
     assert not long, f"docs/ pages of {PAGE_LINES} lines or more (move measurement records to benchmarks/results/): {long}"
+
+
+FIRST_SCREEN = 40  # lines of README.md a new reader sees before scrolling
+
+
+def test_readme_first_screen_shows_the_corpus_format_and_where_to_start():
+    screen = "\n".join(read(README).splitlines()[:FIRST_SCREEN])
+    assert "\nid,question,answer,category\n" in screen, "README's first screen shows no corpus header"
+    links = re.findall(r"\]\(([^)\s]+)\)", without_code(screen))
+    assert {"docs/chatbot.md", "docs/troubleshooting.md", "docs/how-it-works.md#corpus-files"} <= set(links), links
+
+
+def test_readme_corpus_example_reads_as_it_says(tmp_path):
+    """The CSV in README's first screen is a corpus faqsearch reads: two rows of one id are one FAQ."""
+    from faqsearch.corpus import read_corpus
+
+    block = re.search(r"^```csv\n(.*?)^```", read(README), flags=re.S | re.M)
+    assert block, "README has no csv block"
+    path = tmp_path / "faq.csv"
+    path.write_text(block.group(1), encoding="utf-8")
+    faqs = read_corpus(str(path))
+    assert [f.id for f in faqs] == ["ret-01", "shp-01"]
+    assert len(faqs[0].questions) == 2 and faqs[0].category == "returns"
