@@ -275,3 +275,54 @@ def test_readme_corpus_example_reads_as_it_says(tmp_path):
     faqs = read_corpus(str(path))
     assert [f.id for f in faqs] == ["ret-01", "shp-01"]
     assert len(faqs[0].questions) == 2 and faqs[0].category == "returns"
+
+
+TROUBLESHOOTING = os.path.join(DOCS, "troubleshooting.md")
+PLACEHOLDER = re.compile(r"<[A-Z][A-Z ]*>")  # what a run fills in: <PATH>, <NAME>, <WHAT TO DO>
+SHORTEST_FRAGMENT = 8  # shorter pieces between placeholders ("index ", ": ") say nothing alone
+
+
+def message_texts() -> list[str]:
+    """Every string the package can print: the literal text of each string and f-string of
+    faqsearch/ (implicit concatenations joined, each interpolated value a NUL, so a quoted fragment
+    cannot span one), and the page's scripts as they are."""
+    package, texts = os.path.join(ROOT, "faqsearch"), []
+    for root, _, files in os.walk(package):
+        for f in files:
+            path = os.path.join(root, f)
+            if f.endswith(".js"):
+                texts.append(read(path))
+            if not f.endswith(".py"):
+                continue
+            for node in ast.walk(ast.parse(read(path))):
+                if isinstance(node, ast.JoinedStr):
+                    texts.append("".join(v.value if isinstance(v, ast.Constant) else "\0" for v in node.values))
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    texts.append(node.value)
+    return texts
+
+
+def quoted_messages() -> list[str]:
+    blocks = re.findall(r"^```text\n(.*?)^```", read(TROUBLESHOOTING), flags=re.S | re.M)
+    return [line.removeprefix("Error: ") for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_troubleshooting_quotes_messages_the_code_prints():
+    messages = quoted_messages()
+    assert len(messages) >= 20, messages
+    texts = message_texts()
+    stale = []
+    for message in messages:
+        # the punctuation around a placeholder is often the code's joining of two texts ("{where}: {message}")
+        fragments = [f for f in (f.strip(" :;,.()") for f in PLACEHOLDER.split(message)) if len(f) >= SHORTEST_FRAGMENT]
+        assert fragments, f"nothing to check in {message!r}"
+        stale += [f"{message!r}: {f!r}" for f in fragments if not any(f in t for t in texts)]
+    assert not stale, "docs/troubleshooting.md quotes text faqsearch does not print: " + "; ".join(stale)
+
+
+def test_troubleshooting_covers_what_users_hit():
+    headings = anchors(TROUBLESHOOTING)
+    for heading in ("no-confident-answer", "no-index", "a-damaged-or-newer-index", "the-corpus-file",
+                    "a-model-that-cannot-be-loaded-offline", "the-page-or-the-api-does-not-load", "milvus",
+                    "permissions-and-a-full-disk"):
+        assert heading in headings, heading
