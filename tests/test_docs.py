@@ -43,7 +43,7 @@ def commands(group: click.Group = cli, prefix: str = "faqsearch"):
 
 
 def markdown_files() -> list[str]:
-    return [README, BENCHMARKS_README] + sorted(
+    return [README, BENCHMARKS_README, os.path.join(ROOT, "CHANGELOG.md")] + sorted(
         os.path.join(folder, f) for folder in (DOCS, RESULTS) for f in os.listdir(folder) if f.endswith(".md"))
 
 
