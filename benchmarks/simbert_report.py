@@ -8,7 +8,7 @@
 4. Paraphrases of 20 held-out queries: the share that is new (not a copy of the input) and similar
    (cosine >= SIMILAR under the bundled encoder, mean pooling), all listed.
 
-    python benchmarks/simbert_report.py --out reports/simbert_sample_data.md [--epochs 10]
+    python benchmarks/simbert_report.py --out benchmarks/results/simbert_sample_data.md [--epochs 10]
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Nothing here imports anything: this is the bottom of the dependency graph.
 """
 from __future__ import annotations
 
-# -- the transform (docs/quality.md, "Choosing the defaults"): with the bundled encoders a rotation
+# -- the transform (benchmarks/results/quality.md, "Choosing the defaults"): with the bundled encoders a rotation
 # that keeps 256 dimensions never lost quality, while full whitening did
 BETA = 0.0
 GAMMA = 0.0
@@ -81,7 +81,7 @@ DELTA_MAX = 20_000
 CJK = "unigram"
 COMMON = 0.2  # query tokens found in more than this share of the questions are dropped
 LEXICAL_ARRAYS_MIN = 1  # versions this large keep their BM25 postings as arrays (faqsearch/postings.py): faster than
-# FTS5 at every size measured, 500 to 1M questions (docs/speed.md, "Chinese lexical search")
+# FTS5 at every size measured, 500 to 1M questions (benchmarks/results/speed.md, "Chinese lexical search")
 KEEP_MIN = 2  # ... unless that would leave fewer than this many tokens (the rarest are kept)
 
 # -- versions (docs/reliability.md, "Versions kept"): previous versions an index keeps besides the live one,

@@ -21,6 +21,7 @@ DOCS = os.path.join(ROOT, "docs")
 README = os.path.join(ROOT, "README.md")
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
 BENCHMARKS_README = os.path.join(BENCHMARKS, "README.md")
+RESULTS = os.path.join(BENCHMARKS, "results")  # the full measurement records the user pages summarise
 BENCHMARK_HELPERS = {"common.py", "synth.py"}  # imported or run by the benchmarks; they feed no table
 
 
@@ -42,7 +43,8 @@ def commands(group: click.Group = cli, prefix: str = "faqsearch"):
 
 
 def markdown_files() -> list[str]:
-    return [README, BENCHMARKS_README] + sorted(os.path.join(DOCS, f) for f in os.listdir(DOCS) if f.endswith(".md"))
+    return [README, BENCHMARKS_README, os.path.join(ROOT, "CHANGELOG.md")] + sorted(
+        os.path.join(folder, f) for folder in (DOCS, RESULTS) for f in os.listdir(folder) if f.endswith(".md"))
 
 
 def without_code(text: str) -> str:
@@ -239,3 +241,88 @@ def test_indexes_readme_lists_the_files_format_names():
     assert sorted(rows) == sorted(fmt.VERSION_ENTRIES)
     for folder, files in ((fmt.LEXICAL, [a + fmt.NPY for a in fmt.LEXICAL_ARRAYS]), (fmt.TOKENS, fmt.TOKENS_FILES)):
         assert all(f"`{name}`" in rows[f"{folder}/"] for name in (*files, fmt.DIR_META)), folder
+
+
+PAGE_LINES = 250  # a user page longer than this holds a record that belongs in benchmarks/results/
+GENERATED_PAGES = {"cli.md"}  # generated from --help, as long as the commands make it
+
+
+def test_every_docs_page_but_the_generated_reference_is_short():
+    pages = sorted(f for f in os.listdir(DOCS) if f.endswith(".md") and f not in GENERATED_PAGES)
+    assert pages, "no pages in docs/"
+    long = {f: n for f in pages if (n := len(read(os.path.join(DOCS, f)).splitlines())) >= PAGE_LINES}
+    assert not long, f"docs/ pages of {PAGE_LINES} lines or more (move measurement records to benchmarks/results/): {long}"
+
+
+FIRST_SCREEN = 40  # lines of README.md a new reader sees before scrolling
+
+
+def test_readme_first_screen_shows_the_corpus_format_and_where_to_start():
+    screen = "\n".join(read(README).splitlines()[:FIRST_SCREEN])
+    assert "\nid,question,answer,category\n" in screen, "README's first screen shows no corpus header"
+    links = re.findall(r"\]\(([^)\s]+)\)", without_code(screen))
+    assert {"docs/chatbot.md", "docs/troubleshooting.md", "docs/how-it-works.md#corpus-files"} <= set(links), links
+
+
+def test_readme_corpus_example_reads_as_it_says(tmp_path):
+    """The CSV in README's first screen is a corpus faqsearch reads: two rows of one id are one FAQ."""
+    from faqsearch.corpus import read_corpus
+
+    block = re.search(r"^```csv\n(.*?)^```", read(README), flags=re.S | re.M)
+    assert block, "README has no csv block"
+    path = tmp_path / "faq.csv"
+    path.write_text(block.group(1), encoding="utf-8")
+    faqs = read_corpus(str(path))
+    assert [f.id for f in faqs] == ["ret-01", "shp-01"]
+    assert len(faqs[0].questions) == 2 and faqs[0].category == "returns"
+
+
+TROUBLESHOOTING = os.path.join(DOCS, "troubleshooting.md")
+PLACEHOLDER = re.compile(r"<[A-Z][A-Z ]*>")  # what a run fills in: <PATH>, <NAME>, <WHAT TO DO>
+SHORTEST_FRAGMENT = 8  # shorter pieces between placeholders ("index ", ": ") say nothing alone
+
+
+def message_texts() -> list[str]:
+    """Every string the package can print: the literal text of each string and f-string of
+    faqsearch/ (implicit concatenations joined, each interpolated value a NUL, so a quoted fragment
+    cannot span one), and the page's scripts as they are."""
+    package, texts = os.path.join(ROOT, "faqsearch"), []
+    for root, _, files in os.walk(package):
+        for f in files:
+            path = os.path.join(root, f)
+            if f.endswith(".js"):
+                texts.append(read(path))
+            if not f.endswith(".py"):
+                continue
+            for node in ast.walk(ast.parse(read(path))):
+                if isinstance(node, ast.JoinedStr):
+                    texts.append("".join(v.value if isinstance(v, ast.Constant) else "\0" for v in node.values))
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    texts.append(node.value)
+    return texts
+
+
+def quoted_messages() -> list[str]:
+    blocks = re.findall(r"^```text\n(.*?)^```", read(TROUBLESHOOTING), flags=re.S | re.M)
+    return [line.removeprefix("Error: ") for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_troubleshooting_quotes_messages_the_code_prints():
+    messages = quoted_messages()
+    assert len(messages) >= 20, messages
+    texts = message_texts()
+    stale = []
+    for message in messages:
+        # the punctuation around a placeholder is often the code's joining of two texts ("{where}: {message}")
+        fragments = [f for f in (f.strip(" :;,.()") for f in PLACEHOLDER.split(message)) if len(f) >= SHORTEST_FRAGMENT]
+        assert fragments, f"nothing to check in {message!r}"
+        stale += [f"{message!r}: {f!r}" for f in fragments if not any(f in t for t in texts)]
+    assert not stale, "docs/troubleshooting.md quotes text faqsearch does not print: " + "; ".join(stale)
+
+
+def test_troubleshooting_covers_what_users_hit():
+    headings = anchors(TROUBLESHOOTING)
+    for heading in ("no-confident-answer", "no-index", "a-damaged-or-newer-index", "the-corpus-file",
+                    "a-model-that-cannot-be-loaded-offline", "the-page-or-the-api-does-not-load", "milvus",
+                    "permissions-and-a-full-disk"):
+        assert heading in headings, heading

@@ -4,7 +4,7 @@ For each set: build with defaults, evaluate dense and hybrid on the held-out lab
 N paraphrases per FAQ with the default generator (SmolLM2, re-ranked by the index), evaluate again.
 Same figures as `faqsearch eval`. Sets: CovidFAQ (one question per FAQ) and sample_data (en).
 
-    python benchmarks/experiments/augment_quality.py [--n 3] [--out reports/augment_quality.md]
+    python benchmarks/experiments/augment_quality.py [--n 3] [--out benchmarks/results/augment_quality.md]
 """
 from __future__ import annotations
 

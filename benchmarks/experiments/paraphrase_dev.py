@@ -1,6 +1,6 @@
 """Prompt choices for the causal LM generator, measured on a development split disjoint from the report.
 
-reports/paraphrase_quality.md uses sample queries [0::4][:40] and CovidFAQ questions [0::3][:20];
+benchmarks/results/paraphrase_quality.md uses sample queries [0::4][:40] and CovidFAQ questions [0::3][:20];
 this script uses [2::4][:40] and [1::3][:20], so a prompt chosen here is not chosen on the report's
 inputs. Per prompt variant: paraphrases returned, share new and similar under USE multilingual
 (cosine >= 0.7, not the re-ranker), seconds per input; --show prints every returned paraphrase.
