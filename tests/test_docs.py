@@ -241,11 +241,12 @@ def test_indexes_readme_lists_the_files_format_names():
         assert all(f"`{name}`" in rows[f"{folder}/"] for name in (*files, fmt.DIR_META)), folder
 
 
-def test_chatbot_snippets_run_and_the_three_bots_agree(tmp_path, monkeypatch, fake_models, capsys):
-    """docs/chatbot.md's library, HTTP and LangChain bots, run as written on the sample FAQ indexed
-    with the fake encoder as `shop` (the HTTP one against the service in process): each prints its
-    replies, and the three reply alike to the same questions."""
+def test_chatbot_snippets_run_and_the_bots_agree(tmp_path, monkeypatch, fake_models, capsys):
+    """docs/chatbot.md's library, HTTP, LangChain and Haystack bots, run as written on the sample FAQ
+    indexed with the fake encoder as `shop` (the HTTP one against the service in process): each
+    prints its replies, and they reply alike to the same questions."""
     pytest.importorskip("langchain_core")
+    pytest.importorskip("haystack")
     pytest.importorskip("fastapi")
     import httpx
     from fastapi.testclient import TestClient
@@ -255,8 +256,9 @@ def test_chatbot_snippets_run_and_the_three_bots_agree(tmp_path, monkeypatch, fa
 
     page = os.path.join(DOCS, "chatbot.md")
     snippets = re.findall(r"^```python\n(.*?)^```", read(page), flags=re.S | re.M)
-    assert len(snippets) == 3, "docs/chatbot.md: the library, HTTP and LangChain bots"
+    assert len(snippets) == 4, "docs/chatbot.md: the library, HTTP, LangChain and Haystack bots"
     monkeypatch.setenv("FAQSEARCH_HOME", str(tmp_path))
+    monkeypatch.setenv("HAYSTACK_TELEMETRY_ENABLED", "False")
     with build_index(os.path.join(ROOT, "sample_data", "faq.csv"), tmp_path / "shop") as shop:
         shop.set_min_confidence(0.35)  # the fake encoder's confidences run low: a stored question answers
     printed = []
@@ -270,12 +272,12 @@ def test_chatbot_snippets_run_and_the_three_bots_agree(tmp_path, monkeypatch, fa
             bots.append(scope["reply"] if "reply" in scope else scope["bot"].invoke)
         stored = "When will I get my money back?"  # a question of the FAQ: answered, whatever the encoder
         refund = "We refund within 3 business days of receiving the return"
-        assert [bot(stored)[:len(refund)] for bot in bots] == [refund] * 3
-    library, http, langchain = printed
+        assert [bot(stored)[:len(refund)] for bot in bots] == [refund] * 4
+    library, http, langchain, haystack = printed
     assert len(library) == 4 and library[3] == "I don't know."  # blank input
     assert http == library[:3]
     said = [line if not line.startswith("I don't know") else "I don't know." for line in library]
-    assert langchain[:2] == [said[0], said[2]]
+    assert langchain[:2] == [said[0], said[2]] == haystack
     with FAQSearch.open(tmp_path / "shop") as faq:
         refund = faq.ask("when will my refund arrive?", k=1)
     context = refund.answers[0].answer if refund.answered else "I don't know."

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..engine import FAQSearch
 from ..results import Answer, Result
+from . import metadata, retrieved
 
 try:
     from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
@@ -29,10 +30,7 @@ __all__ = ["FAQSearchRetriever", "to_document"]
 
 def to_document(answer: Answer, answered: bool) -> Document:
     """One FAQ as a LangChain ``Document``: the answer as its text, the match in its metadata."""
-    return Document(page_content=answer.answer, id=answer.faq_id,
-                    metadata={"faq_id": answer.faq_id, "question": answer.question, "confidence": answer.confidence,
-                              "score": answer.score, "answered": answered, "category": answer.category,
-                              "source": answer.source, **({"metadata": answer.metadata} if answer.metadata else {})})
+    return Document(page_content=answer.answer, id=answer.faq_id, metadata=metadata(answer, answered))
 
 
 class FAQSearchRetriever(BaseRetriever):
@@ -74,11 +72,7 @@ class FAQSearchRetriever(BaseRetriever):
 
     def documents(self, result: Result) -> list[Document]:
         """The documents this retriever returns for a result (see the class docstring)."""
-        if result.answered:
-            return [to_document(a, True) for a in result.answers]
-        if self.only_answered or result.nearest is None:
-            return []
-        return [to_document(result.nearest, False)]
+        return [to_document(a, answered) for a, answered in retrieved(result, self.only_answered)]
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         return self.documents(self.ask(query))
