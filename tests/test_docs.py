@@ -1,8 +1,8 @@
 """The documentation stays true to the code: docs/cli.md is what the commands' own help generates,
 every command and option is documented, the README stays short and runs what CI runs, every
 relative link (with its #anchor) points at something that exists, benchmarks/README.md names
-every benchmark script and the pages that cite it, and docs/architecture.md's newcomer's path names
-every module of the package once."""
+every benchmark script and the pages that cite it, docs/architecture.md's newcomer's path names
+every module of the package once, and docs/chatbot.md's Python snippets run."""
 from __future__ import annotations
 
 import ast
@@ -15,7 +15,7 @@ import pytest
 from faqsearch.cli import cli
 from faqsearch.cli.docs import render
 
-from .conftest import ROOT
+from .conftest import ROOT, build_index
 
 DOCS = os.path.join(ROOT, "docs")
 README = os.path.join(ROOT, "README.md")
@@ -326,3 +326,47 @@ def test_troubleshooting_covers_what_users_hit():
                     "a-model-that-cannot-be-loaded-offline", "the-page-or-the-api-does-not-load", "milvus",
                     "permissions-and-a-full-disk"):
         assert heading in headings, heading
+
+
+def test_chatbot_snippets_run_and_the_bots_agree(tmp_path, monkeypatch, fake_models, capsys):
+    """docs/chatbot.md's library, HTTP, LangChain and Haystack bots, run as written on the sample FAQ
+    indexed with the fake encoder as `shop` (the HTTP one against the service in process): each
+    prints its replies, and they reply alike to the same questions."""
+    pytest.importorskip("langchain_core")
+    pytest.importorskip("haystack")
+    pytest.importorskip("fastapi")
+    import httpx
+    from fastapi.testclient import TestClient
+
+    from faqsearch import FAQSearch
+    from faqsearch.service import Service, create_app
+
+    page = os.path.join(DOCS, "chatbot.md")
+    snippets = re.findall(r"^```python\n(.*?)^```", read(page), flags=re.S | re.M)
+    assert len(snippets) == 4, "docs/chatbot.md: the library, HTTP, LangChain and Haystack bots"
+    monkeypatch.setenv("FAQSEARCH_HOME", str(tmp_path))
+    monkeypatch.setenv("HAYSTACK_TELEMETRY_ENABLED", "False")
+    with build_index(os.path.join(ROOT, "sample_data", "faq.csv"), tmp_path / "shop") as shop:
+        shop.set_min_confidence(0.35)  # the fake encoder's confidences run low: a stored question answers
+    printed = []
+    with TestClient(create_app(Service({"shop": str(tmp_path / "shop")}, watch=False))) as client:
+        monkeypatch.setattr(httpx, "post", client.post)  # the snippet's localhost:8000 is this service
+        bots = []
+        for code in snippets:
+            scope = {"__name__": "chatbot"}
+            exec(compile(code, page, "exec"), scope)
+            printed.append(capsys.readouterr().out.splitlines())
+            bots.append(scope["reply"] if "reply" in scope else scope["bot"].invoke)
+        stored = "When will I get my money back?"  # a question of the FAQ: answered, whatever the encoder
+        refund = "We refund within 3 business days of receiving the return"
+        assert [bot(stored)[:len(refund)] for bot in bots] == [refund] * 4
+    library, http, langchain, haystack = printed
+    assert len(library) == 4 and library[3] == "I don't know."  # blank input
+    assert http == library[:3]
+    said = [line if not line.startswith("I don't know") else "I don't know." for line in library]
+    assert langchain[:2] == [said[0], said[2]] == haystack
+    with FAQSearch.open(tmp_path / "shop") as faq:
+        refund = faq.ask("when will my refund arrive?", k=1)
+    context = refund.answers[0].answer if refund.answered else "I don't know."
+    assert langchain[2].startswith("Human: ") and langchain[3:] == [f"FAQ: {context}",
+                                                                    "Question: when will my refund arrive?"]
