@@ -123,6 +123,8 @@ def test_an_faq_is_created_then_edited_through_the_forms(page, server):
     card = page.locator("#faq-list .faq[data-id='gft-01']")  # listed by its question, the id beside it
     card.wait_for(timeout=15000)
     assert card.locator(".faq-question").inner_text() == "Do you sell gift cards?"
+    page.click("#faq-new")  # after one is made, "New FAQ" gives an empty form for the next
+    assert page.locator("#faq-editor .faq-create-form:not(.done) .faq-field-id").input_value() == ""
     card.locator("summary").click()
     card.locator(".faq-edit-open").click()
     edit = card.locator(".faq-edit-form")

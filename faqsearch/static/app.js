@@ -307,7 +307,7 @@ function faqForm(faq, send) {
 // "New FAQ" above the list: the FAQ is added, then listed by its question.
 function newFaq() {
   const box = $("#faq-editor");
-  if (box.firstChild) { box.replaceChildren(); return; }
+  if (box.firstChild && !box.firstChild.classList.contains("done")) { box.replaceChildren(); return; } // closes it
   box.replaceChildren(faqForm(null, async (key, f) => {
     await post("/faqs", key, { faqs: [f] });
     titles.set(f.id, f.questions[0]);
