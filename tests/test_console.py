@@ -77,7 +77,8 @@ def test_the_bot_says_i_dont_know_with_the_nearest_guess(page, server):
     guess = decision.locator(".answer.guess")
     assert guess.locator(".faq-id").inner_text() == result["nearest"]["faq_id"]
     assert guess.locator(".matched").inner_text() == result["nearest"]["question"]
-    assert guess.locator(".score").inner_text().startswith("nearest guess, ")
+    assert guess.locator(".guess-label").inner_text() == "nearest guess"
+    assert guess.locator(".score").inner_text() == f"{round(100 * result['nearest']['confidence'])}% sure"
     assert "this index answers at" in decision.locator(".why").inner_text()
     assert page.locator("#answers > .answer").count() == 0
 

@@ -121,9 +121,10 @@ function answerCard(a, query, queryId, label = "") {
           text: a.score.toFixed(3) }) :
         el("span", { class: "score", title: `confidence: the chance that this is the right answer ` +
           `(similarity of the query to the matched question ${a.score.toFixed(3)})`,
-          text: `${label ? `${label}, ` : ""}${percent(a.confidence)} sure` })),
+          text: `${percent(a.confidence)} sure` })),
     el("div", { class: "answer-text", text: a.answer }),
     el("div", { class: "meta" },
+      label ? el("span", { class: "guess-label", text: label }) : "",
       el("span", { class: "faq-id", text: a.faq_id }),
       a.category ? el("span", { class: "badge", text: a.category }) : "",
       a.source !== "corpus" ? el("span", { class: "muted", text: `matched a ${a.source} question` }) : "",
