@@ -61,6 +61,8 @@ def test_the_decision_is_on_top_with_the_other_answers_below(page, server):
     assert decision.locator(".answer .matched").inner_text() == top["question"]
     sure = decision.locator(".score").inner_text()
     assert sure == f"{round(100 * top['confidence'])}% sure", sure
+    bar = f"this index answers at {round(100 * result['min_confidence'])}% or more"  # the bar, answered or not
+    assert decision.locator(".why").inner_text() == f"{sure}; {bar}."
     below = page.locator("#answers > .answer .faq-id").all_inner_texts()  # the rest, after the decision
     assert below == [a["faq_id"] for a in result["answers"][1:]]
     assert page.locator("#answers > h2.others").text_content() == f"Other answers ({len(below)})"

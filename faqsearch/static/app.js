@@ -89,7 +89,7 @@ function renderResult(out, result, queryId) {
   const [top, ...rest] = result.answers;
   const decision = top ?
     el("section", { class: "decision answered" }, el("h2", { text: "The bot answers" }),
-      answerCard(top, result.query, queryId)) :
+      el("p", { class: "why", text: whyAnswered(result, top) }), answerCard(top, result.query, queryId)) :
     el("section", { class: "decision no-answer" }, el("h2", { text: "The bot says: I don't know" }),
       el("p", { class: "why", text: whyNot(result) }),
       result.nearest ? answerCard(result.nearest, result.query, queryId, "nearest guess") : "",
@@ -109,6 +109,14 @@ function whyNot(result) {
     return `Its nearest guess is ${percent(near.confidence)} sure; this index answers at ${percent(result.min_confidence)} or more.`;
   }
   return `The best score ${result.best_score.toFixed(3)} is below the threshold ${result.threshold.toFixed(2)}.`;
+}
+
+// Why it answers: how sure, against the bar the index answers at (its operating point, else its threshold).
+function whyAnswered(result, top) {
+  if (result.min_confidence !== null && top.confidence !== null) {
+    return `${percent(top.confidence)} sure; this index answers at ${percent(result.min_confidence)} or more.`;
+  }
+  return `Score ${top.score.toFixed(3)}; this index answers at ${result.threshold.toFixed(2)} or more.`;
 }
 
 // One answer: the stored question that matched, the answer, how sure, the FAQ, and the feedback control.
