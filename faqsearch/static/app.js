@@ -83,37 +83,61 @@ function percent(p) {
   return v < 1 ? "<1%" : v > 99 ? ">99%" : `${Math.round(v)}%`;
 }
 
-// One card per answer: the stored question that matched, the answer, the score and where it comes from.
+// The bot's decision on top: the answer it gives with its confidence, or "I don't know" with the
+// nearest guess; the other answers below. Every answer has "Wrong answer? The right FAQ is...".
 function renderResult(out, result, queryId) {
-  out.replaceChildren();
-  if (!result.answers.length) {
-    const near = result.nearest;
-    const best = result.best_score === null ? "nothing matched" :
-      result.min_confidence !== null && near && near.confidence !== null ?
-        `best guess ${near.faq_id} at ${percent(near.confidence)} confidence, below the ${percent(result.min_confidence)} ` +
-        "this index answers at" :
-        `best score ${result.best_score.toFixed(3)} is below the threshold ${result.threshold.toFixed(2)}`;
-    out.append(el("div", { class: "no-answer" }, el("strong", { text: "No confident answer" }), ` (${best}).`,
-      assignButton(result.query, queryId)));
-    return;
+  const [top, ...rest] = result.answers;
+  const decision = top ?
+    el("section", { class: "decision answered" }, el("h2", { text: "The bot answers" }),
+      el("p", { class: "why", text: whyAnswered(result, top) }), answerCard(top, result.query, queryId)) :
+    el("section", { class: "decision no-answer" }, el("h2", { text: "The bot says: I don't know" }),
+      el("p", { class: "why", text: whyNot(result) }),
+      result.nearest ? answerCard(result.nearest, result.query, queryId, "nearest guess") : "",
+      result.nearest ? "" : assignButton(result.query, queryId, "The right FAQ is…"));
+  out.replaceChildren(decision);
+  if (rest.length) {
+    out.append(el("h2", { class: "others", text: `Other answers (${rest.length})` }),
+      ...rest.map((a) => answerCard(a, result.query, queryId)));
   }
-  for (const a of result.answers) {
-    out.append(el("article", { class: "answer" },
-      el("div", { class: "head" },
-        el("span", { class: "matched", text: a.question }),
-        a.confidence === null ?
-          el("span", { class: "score", title: "similarity of the query to the matched question",
-            text: a.score.toFixed(3) }) :
-          el("span", { class: "score", title: `confidence: the chance that this is the right answer ` +
-            `(similarity of the query to the matched question ${a.score.toFixed(3)})`,
-            text: `${percent(a.confidence)} sure` })),
-      el("div", { class: "answer-text", text: a.answer }),
-      el("div", { class: "meta" },
-        el("span", { class: "faq-id", text: a.faq_id }),
-        a.category ? el("span", { class: "badge", text: a.category }) : "",
-        a.source !== "corpus" ? el("span", { class: "muted", text: `matched a ${a.source} question` }) : "",
-        assigned(a.source) ? unassignButton(a.question, a.faq_id) : "")));
+}
+
+// Why the bot does not answer, in words: the operating point it answers at.
+function whyNot(result) {
+  const near = result.nearest;
+  if (result.best_score === null) return "Nothing in the index matched.";
+  if (result.min_confidence !== null && near && near.confidence !== null) {
+    return `Its nearest guess is ${percent(near.confidence)} sure; this index answers at ${percent(result.min_confidence)} or more.`;
   }
+  return `The best score ${result.best_score.toFixed(3)} is below the threshold ${result.threshold.toFixed(2)}.`;
+}
+
+// Why it answers: how sure, against the bar the index answers at (its operating point, else its threshold).
+function whyAnswered(result, top) {
+  if (result.min_confidence !== null && top.confidence !== null) {
+    return `${percent(top.confidence)} sure; this index answers at ${percent(result.min_confidence)} or more.`;
+  }
+  return `Score ${top.score.toFixed(3)}; this index answers at ${result.threshold.toFixed(2)} or more.`;
+}
+
+// One answer: the stored question that matched, the answer, how sure, the FAQ, and the feedback control.
+function answerCard(a, query, queryId, label = "") {
+  return el("article", { class: label ? "answer guess" : "answer" },
+    el("div", { class: "head" },
+      el("span", { class: "matched", text: a.question }),
+      a.confidence === null ?
+        el("span", { class: "score", title: "similarity of the query to the matched question",
+          text: a.score.toFixed(3) }) :
+        el("span", { class: "score", title: `confidence: the chance that this is the right answer ` +
+          `(similarity of the query to the matched question ${a.score.toFixed(3)})`,
+          text: `${percent(a.confidence)} sure` })),
+    el("div", { class: "answer-text", text: a.answer }),
+    el("div", { class: "meta" },
+      label ? el("span", { class: "guess-label", text: label }) : "",
+      el("span", { class: "faq-id", text: a.faq_id }),
+      a.category ? el("span", { class: "badge", text: a.category }) : "",
+      a.source !== "corpus" ? el("span", { class: "muted", text: `matched a ${a.source} question` }) : "",
+      assigned(a.source) ? unassignButton(a.question, a.faq_id) : ""),
+    assignButton(query, queryId, label ? "Not this one? The right FAQ is…" : "Wrong answer? The right FAQ is…"));
 }
 
 // ---- writes: a small inline form that takes the API key (remembered for the tab) ---------------
@@ -139,26 +163,28 @@ function writeForm(cls, submitText, fields, send) {
   return form;
 }
 
-// "This query should have matched FAQ X": the query becomes a question of X (feedback).
-function assignButton(query, queryId) {
+// "This query should have matched FAQ X": the query becomes a question of X (feedback). X is picked
+// by its question (the list follows what is typed) or typed as its id.
+function assignButton(query, queryId, label = "Assign to an FAQ…") {
   if (!writable) return "";
   const wrap = el("div", { class: "assign" });
-  const open = el("button", { class: "assign-open secondary", type: "button", text: "Assign to an FAQ…" });
+  const open = el("button", { class: "assign-open secondary small", type: "button", text: label });
   open.addEventListener("click", () => {
     open.hidden = true;
     wrap.classList.add("open");
-    const faq = el("input", { class: "assign-faq", list: "faq-ids", placeholder: "FAQ id", required: "",
-      "aria-label": "FAQ id" });
+    const faq = el("input", { class: "assign-faq", type: "search", list: "faq-ids", required: "",
+      placeholder: "the right FAQ: type its question or id", "aria-label": "the right FAQ (its question or id)" });
+    faq.addEventListener("input", () => findFaqs(faq.value));
     let undo = null; // next to the form, not in it: forms do not nest
-    wrap.append(writeForm("assign", "Add as a question of this FAQ", [faq], async (key) => {
-      const faqId = faq.value.trim();
+    wrap.append(writeForm("assign", "Add the query to this FAQ", [faq], async (key) => {
+      const faqId = await pickedFaq(faq.value, key);
       await post("/feedback", key, { query, faq_id: faqId, query_id: queryId ? Number(queryId) : null });
       const next = unassignButton(query, faqId, "Undo");
       if (undo) undo.replaceWith(next); else wrap.append(next);
       undo = next;
-      return `Added: "${query}" now leads to ${faqId}.`;
+      return `Added: "${query}" now leads to ${faqTitle(faqId)}.`;
     }));
-    loadFaqIds();
+    findFaqs("");
   });
   wrap.append(open);
   return wrap;
@@ -185,11 +211,39 @@ function unassignButton(query, faqId, label = "Unassign", done = null) {
   return wrap;
 }
 
-async function loadFaqIds() {
+// FAQs by their first question: the picker's list (#faq-ids) follows what is typed, and the titles
+// seen so far turn an id into words.
+const titles = new Map(); // FAQ id -> its first question
+const faqTitle = (id) => (titles.has(id) ? `"${titles.get(id)}" (${id})` : id);
+let finding = 0;
+let titled = null; // the index whose titles are loaded
+async function loadTitles() { // once per index: the titles of its first 1,000 FAQs
+  if (titled === index) return;
+  const { body } = await api(`${base()}/faqs?limit=1000`);
+  body.faqs.forEach((f) => titles.set(f.id, f.question));
+  titled = index;
+}
+async function findFaqs(text) {
+  const seq = ++finding;
   try {
-    const { body } = await api(`${base()}/faqs?limit=1000`);
-    $("#faq-ids").replaceChildren(...body.faqs.map((f) => el("option", { value: f.id, text: f.question })));
+    const q = text.trim();
+    const { body } = await api(`${base()}/faqs?limit=20${q ? `&q=${encodeURIComponent(q)}` : ""}`);
+    if (seq !== finding) return;
+    body.faqs.forEach((f) => titles.set(f.id, f.question));
+    $("#faq-ids").replaceChildren(...body.faqs.map((f) => el("option", { value: f.question, label: f.id })));
   } catch (e) { /* the id can still be typed */ }
+}
+
+// The FAQ the picker names: an id, or one of the questions listed for it (looked up with the form's key).
+async function pickedFaq(text, key) {
+  const t = text.trim();
+  if (titles.has(t)) return t;
+  const byQuestion = [...titles].filter(([, q]) => q === t).map(([id]) => id);
+  if (byQuestion.length === 1) return byQuestion[0];
+  const { body } = await api(`${base()}/faqs?limit=2&q=${encodeURIComponent(t)}`, { headers: { "X-API-Key": key } });
+  const exact = body.faqs.filter((f) => f.id === t || f.question === t);
+  if (exact.length === 1) return exact[0].id;
+  throw new Error("Pick the FAQ from the list (type part of its question) or type its id.");
 }
 
 // ---- FAQs: one card per FAQ, its first question as the title; open it for the rest -------------
@@ -202,6 +256,7 @@ async function listFaqs(event) {
     if (!latest()) return;
     if (!body.faqs.length) out.replaceChildren(el("p", { class: "muted", text: "No FAQ matches." }));
     else out.replaceChildren(...body.faqs.map(faqCard));
+    body.faqs.forEach((f) => titles.set(f.id, f.question));
   });
 }
 
@@ -228,8 +283,71 @@ async function showFaq(card, id) {
     const { body } = await api(`${base()}/faqs/${encodeURIComponent(id)}`);
     const questions = el("ul", { class: "questions" }, ...body.questions.map((q) => questionItem(q, id)));
     card.append(el("div", { class: "faq-body" }, el("div", { class: "answer-text", text: body.answer }),
-      el("h3", { text: plural(body.questions.length, "question") }), questions, suggestBox(id, questions)));
+      el("h3", { text: plural(body.questions.length, "question") }), questions, suggestBox(id, questions),
+      editButton(card, body)));
   } catch (err) { card.append(el("p", { class: "error", text: err.message })); }
+}
+
+// ---- create and edit an FAQ: its questions one per line, its answer, its category (API key) ------
+function faqForm(faq, send) {
+  const field = (label, node) => el("label", { class: "field" }, el("span", { text: label }), node);
+  const id = el("input", { class: "faq-field-id", required: "", maxlength: "200", placeholder: "e.g. ship-12" });
+  const questions = el("textarea", { class: "faq-field-questions", rows: "4", required: "",
+    placeholder: "How long does delivery take?\nWhen will my parcel arrive?" });
+  const answer = el("textarea", { class: "faq-field-answer", rows: "4", required: "" });
+  const category = el("input", { class: "faq-field-category", maxlength: "200", placeholder: "optional" });
+  if (faq) {
+    id.value = faq.id;
+    id.readOnly = true;
+    questions.value = faq.questions.map((q) => q.text).join("\n");
+    answer.value = faq.answer;
+    category.value = faq.category || "";
+  }
+  const read = () => ({ id: id.value.trim(), answer: answer.value.trim(), category: category.value.trim() || null,
+    questions: questions.value.split("\n").map((q) => q.trim()).filter(Boolean),
+    metadata: faq ? faq.metadata || {} : {} });
+  const form = writeForm(faq ? "faq-edit" : "faq-create", faq ? "Save" : "Create FAQ", [el("div", { class: "fields" },
+    field("Id", id), field("Questions, one per line", questions), field("Answer", answer),
+    field("Category", category))], (key) => send(key, read()));
+  form.classList.add("faq-editor");
+  return form;
+}
+
+// "New FAQ" above the list: the FAQ is added, then listed by its question.
+function newFaq() {
+  const box = $("#faq-editor");
+  if (box.firstChild && !box.firstChild.classList.contains("done")) { box.replaceChildren(); return; } // closes it
+  box.replaceChildren(faqForm(null, async (key, f) => {
+    await post("/faqs", key, { faqs: [f] });
+    titles.set(f.id, f.questions[0]);
+    $("#faq-search").value = f.id;
+    listFaqs();
+    return `Created ${faqTitle(f.id)}.`;
+  }));
+}
+
+// "Edit" in an opened FAQ: the form holds all its questions; saving replaces the FAQ with what it holds.
+function editButton(card, faq) {
+  if (!writable) return "";
+  const wrap = el("div", { class: "edit" });
+  const open = el("button", { class: "faq-edit-open secondary small", type: "button", text: "Edit" });
+  open.addEventListener("click", () => {
+    open.hidden = true;
+    wrap.append(faqForm(faq, async (key, f) => {
+      await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`, { method: "PUT",
+        headers: { "Content-Type": "application/json", "X-API-Key": key }, body: JSON.stringify(f) });
+      const { body } = await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`);
+      $(".faq-question", card).textContent = body.questions[0].text;
+      $(".faq-answer", card).textContent = body.answer;
+      $(".faq-body > .answer-text", card).textContent = body.answer;
+      $(".faq-body > h3", card).textContent = plural(body.questions.length, "question");
+      $(".faq-body > .questions", card).replaceChildren(...body.questions.map((q) => questionItem(q, faq.id)));
+      titles.set(faq.id, body.questions[0].text);
+      return "Saved: the index answers with it now.";
+    }));
+  });
+  wrap.append(open);
+  return wrap;
 }
 
 function questionItem(q, id) {
@@ -286,6 +404,7 @@ function suggestBox(id, questions) {
 async function listGaps() {
   const out = $("#gap-list");
   await loading(out, async (latest) => {
+    await loadTitles();
     const { body } = await api(`${base()}/gaps`);
     if (!latest()) return;
     if (!body.gaps.length) {
@@ -295,7 +414,7 @@ async function listGaps() {
     out.replaceChildren(...body.gaps.map((g) => el("div", { class: "gap" },
       el("strong", { text: `${g.count} queries (${g.distinct} distinct)` }),
       g.nearest_faq ?
-        el("span", { class: "muted", text: ` · nearest FAQ ${g.nearest_faq} at ` + (g.nearest_confidence === null ?
+        el("span", { class: "muted", text: ` · nearest FAQ ${faqTitle(g.nearest_faq)} at ` + (g.nearest_confidence === null ?
           g.nearest_score.toFixed(2) : `${percent(g.nearest_confidence)} confidence`) }) : "",
       el("ul", {}, ...g.examples.map((ex) => el("li", {}, ex, assignButton(ex, null)))))));
   });
@@ -305,6 +424,7 @@ async function listQueries() {
   const out = $("#query-list");
   const only = $("#only-unanswered").checked;
   await loading(out, async (latest) => {
+    await loadTitles();
     const { body } = await api(`${base()}/queries?limit=100${only ? "&unanswered=true" : ""}`);
     if (!latest()) return;
     if (!body.queries.length) out.replaceChildren(el("p", { class: "muted", text: "No logged queries." }));
@@ -315,7 +435,8 @@ async function listQueries() {
 function queryRow(q) {
   const row = el("div", { class: "query" },
     el("span", { class: "text", text: q.query }),
-    el("span", { class: `badge ${q.answered ? "" : "unanswered"}`, text: q.answered ? `→ ${q.top_faq}` : "unanswered" }),
+    q.answered ? el("span", { class: "to-faq", text: `→ ${faqTitle(q.top_faq)}` }) :
+      el("span", { class: "badge unanswered", text: "unanswered" }),
     el("span", { class: "score", text: q.score === null ? "–" : q.score.toFixed(3) }),
     el("span", { class: "muted time",
       text: q.feedback_faq ? `assigned to ${q.feedback_faq}` : q.time.replace("T", " ").slice(0, 16) }));
@@ -359,6 +480,10 @@ async function loadIndexes(names) {
   const show = () => {
     index = select.value;
     document.body.classList.toggle("read-only", !writable); // no write buttons where writes are refused
+    $("#faq-new").hidden = !writable;
+    titles.clear();
+    titled = null;
+    $("#faq-editor").replaceChildren();
     const i = details && details.find((x) => x.name === index);
     const info = i ? `${i.faqs} FAQs · ${i.questions} questions · ${i.encoder} · ${i.mode}` : "";
     const readOnly = el("span", { class: "badge", text: "read-only" });
@@ -391,6 +516,7 @@ async function unlock(event) {
 async function start() {
   $("#ask-form").addEventListener("submit", ask);
   $("#faq-form").addEventListener("submit", listFaqs);
+  $("#faq-new").addEventListener("click", newFaq);
   $("#key-form").addEventListener("submit", unlock);
   $("#gaps-refresh").addEventListener("click", listGaps);
   $("#queries-refresh").addEventListener("click", listQueries);

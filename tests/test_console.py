@@ -1,0 +1,146 @@
+"""The page as a staff console (#42), in Debian's chromium with Playwright, with test_page's server
+and helpers (an index of its own): the bot's decision on top, "Wrong answer? The right FAQ is..." on
+every answer, FAQs created and edited through the page's forms, and no sideways scrolling at 1280
+and 390 px.
+
+Set FAQSEARCH_SCREENSHOTS=DIR to save the console at 1280 and 390 px wide as
+DIR/console-1280.png and DIR/console-390.png (docs/ holds them)."""
+import os
+
+import pytest
+
+from .test_page import KEY, STAFF, _open, ask, browser, httpx, index_dir, page, search_faqs, server, unlock  # noqa: F401
+
+pytestmark = pytest.mark.slow
+ANSWERED = "how do I get my money back for a return?"
+SEVERAL = "where is my parcel"  # answered, with two more answers above the index's bar
+UNANSWERED = "what is the capital of australia"
+WIDE = "document.documentElement.scrollWidth - window.innerWidth"
+
+
+def api_ask(server, query):
+    r = httpx.get(f"{server}/indexes/support/ask", params={"q": query, "k": 3}, timeout=60)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_console_fits_desktop_and_phone_widths(browser, server, width):  # noqa: F811
+    """No sideways scrolling with the decision, the wrong-answer form and the FAQ form open."""
+    with _open(browser, server, width=width) as pg:
+        unlock(pg, KEY)
+        ask(pg, SEVERAL)
+        out = os.environ.get("FAQSEARCH_SCREENSHOTS")
+        if out:
+            pg.screenshot(path=os.path.join(out, f"console-{width}.png"), full_page=True)
+        pg.locator("#answers .answer .assign-open").first.click()
+        pg.locator("#answers .assign-faq").first.fill("refund")
+        assert pg.evaluate(WIDE) <= 0, "ask"
+        ask(pg, UNANSWERED)
+        assert pg.evaluate(WIDE) <= 0, "no answer"
+        pg.click("#tab-faqs")
+        pg.wait_for_selector("#faq-list:not([aria-busy]) .faq")
+        pg.click("#faq-new")
+        search_faqs(pg, "ret-04")
+        pg.locator("#faq-list .faq").first.locator("summary").click()
+        pg.locator("#faq-list .faq-edit-open").first.click()
+        assert pg.evaluate(WIDE) <= 0, "faqs"
+        pg.click("#tab-queries")
+        pg.wait_for_selector("#query-list:not([aria-busy]) > *")
+        assert pg.evaluate(WIDE) <= 0, "queries"
+
+
+def test_the_decision_is_on_top_with_the_other_answers_below(page, server):
+    ask(page, SEVERAL)
+    decision = page.locator("#answers > .decision")
+    assert decision.locator("h2").inner_text().lower() == "the bot answers"
+    result = api_ask(server, SEVERAL)
+    assert result["answered"] and len(result["answers"]) > 1
+    top = result["answers"][0]
+    assert decision.locator(".answer .faq-id").inner_text() == top["faq_id"]
+    assert decision.locator(".answer .matched").inner_text() == top["question"]
+    sure = decision.locator(".score").inner_text()
+    assert sure == f"{round(100 * top['confidence'])}% sure", sure
+    bar = f"this index answers at {round(100 * result['min_confidence'])}% or more"  # the bar, answered or not
+    assert decision.locator(".why").inner_text() == f"{sure}; {bar}."
+    below = page.locator("#answers > .answer .faq-id").all_inner_texts()  # the rest, after the decision
+    assert below == [a["faq_id"] for a in result["answers"][1:]]
+    assert page.locator("#answers > h2.others").text_content() == f"Other answers ({len(below)})"
+    assert page.locator("#answers .answer .assign-open").count() == len(result["answers"])  # on every answer
+    assert page.get_attribute("#ask-input", "placeholder") == "Type a question your users ask"
+
+
+def test_the_bot_says_i_dont_know_with_the_nearest_guess(page, server):
+    ask(page, UNANSWERED)
+    decision = page.locator("#answers > .decision.no-answer")
+    assert decision.locator("h2").inner_text() == "The bot says: I don't know"
+    result = api_ask(server, UNANSWERED)
+    assert not result["answered"] and result["nearest"]
+    guess = decision.locator(".answer.guess")
+    assert guess.locator(".faq-id").inner_text() == result["nearest"]["faq_id"]
+    assert guess.locator(".matched").inner_text() == result["nearest"]["question"]
+    assert guess.locator(".guess-label").inner_text() == "nearest guess"
+    assert guess.locator(".score").inner_text() == f"{round(100 * result['nearest']['confidence'])}% sure"
+    assert "this index answers at" in decision.locator(".why").inner_text()
+    assert page.locator("#answers > .answer").count() == 0
+
+
+def test_wrong_answer_picks_the_right_faq_by_question_and_the_index_follows(page, server):
+    query = "where can I see what is in stock near me"
+    before = api_ask(server, query)
+    assert not before["answers"] or before["answers"][0]["faq_id"] != "sto-03"
+    unlock(page, KEY)
+    ask(page, query)
+    card = page.locator("#answers .answer").first
+    assert card.locator(".assign-open").inner_text().startswith(("Wrong answer? The right FAQ is",
+                                                                  "Not this one? The right FAQ is"))
+    card.locator(".assign-open").click()
+    card.locator(".assign-faq").fill("click and collect")  # the list follows what is typed, by question
+    page.wait_for_selector("#faq-ids option[value='How does click and collect work?']", state="attached",
+                           timeout=15000)
+    card.locator(".assign-faq").fill("How does click and collect work?")  # as picking it from the list does
+    card.locator(".assign-submit").click()
+    card.locator(".assign-status.ok").wait_for(timeout=30000)
+    assert "How does click and collect work?" in card.locator(".assign-status").inner_text()
+    assert api_ask(server, query)["answers"][0]["faq_id"] == "sto-03"
+    ask(page, query)
+    assert page.locator("#answers > .decision .faq-id").inner_text() == "sto-03"
+
+
+def test_an_faq_is_created_then_edited_through_the_forms(page, server):
+    unlock(page, KEY)
+    page.click("#tab-faqs")
+    page.wait_for_selector("#faq-list:not([aria-busy]) .faq")
+    page.click("#faq-new")
+    form = page.locator("#faq-editor .faq-create-form")
+    form.locator(".faq-field-id").fill("gft-01")
+    form.locator(".faq-field-questions").fill("Do you sell gift cards?\nCan I buy a gift voucher?\n")
+    form.locator(".faq-field-answer").fill("Yes: gift cards from 10 to 200, at checkout or in any store.")
+    form.locator(".faq-field-category").fill("payments")
+    form.locator(".faq-create-key").fill(KEY)
+    form.locator(".faq-create-submit").click()
+    form.locator(".faq-create-status.ok").wait_for(timeout=30000)
+    made = httpx.get(f"{server}/indexes/support/faqs/gft-01", headers=STAFF, timeout=30).json()
+    assert [q["text"] for q in made["questions"]] == ["Do you sell gift cards?", "Can I buy a gift voucher?"]
+    assert made["category"] == "payments" and made["answer"].startswith("Yes: gift cards")
+    card = page.locator("#faq-list .faq[data-id='gft-01']")  # listed by its question, the id beside it
+    card.wait_for(timeout=15000)
+    assert card.locator(".faq-question").inner_text() == "Do you sell gift cards?"
+    page.click("#faq-new")  # after one is made, "New FAQ" gives an empty form for the next
+    assert page.locator("#faq-editor .faq-create-form:not(.done) .faq-field-id").input_value() == ""
+    card.locator("summary").click()
+    card.locator(".faq-edit-open").click()
+    edit = card.locator(".faq-edit-form")
+    assert edit.locator(".faq-field-questions").input_value() == "Do you sell gift cards?\nCan I buy a gift voucher?"
+    edit.locator(".faq-field-questions").fill("Do you have gift cards?\nCan I buy a gift voucher?\nDo gift cards expire?")
+    edit.locator(".faq-field-answer").fill("Yes: gift cards from 10 to 200; they never expire.")
+    edit.locator(".faq-field-category").fill("gifts")
+    edit.locator(".faq-edit-submit").click()  # the key is remembered from the create form
+    edit.locator(".faq-edit-status.ok").wait_for(timeout=30000)
+    saved = httpx.get(f"{server}/indexes/support/faqs/gft-01", headers=STAFF, timeout=30).json()
+    assert sorted(q["text"] for q in saved["questions"]) == ["Can I buy a gift voucher?", "Do gift cards expire?",
+                                                             "Do you have gift cards?"]  # the old first one gone
+    assert card.locator(".faq-question").inner_text() == saved["questions"][0]["text"]  # a kept question first
+    assert card.locator(".questions li").count() == 3
+    assert (saved["answer"], saved["category"]) == ("Yes: gift cards from 10 to 200; they never expire.", "gifts")
+    assert api_ask(server, "do gift cards expire")["answers"][0]["faq_id"] == "gft-01"
