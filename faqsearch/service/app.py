@@ -7,12 +7,14 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from typing import Any
 
 from ..errors import (CorpusError, DuplicateFAQError, FAQSearchError, IndexFormatError, IndexNotFoundError,
                       InvalidOptionError, MissingExtraError, UnknownFAQError, VersionNotFoundError,
                       WritesDisabledError)
 from ..index.format import STORE
+from .metrics import Metrics
 from .models import MAX_BODY
 from .service import Forbidden, Service, Unauthorized
 
@@ -85,6 +87,7 @@ def create_app(service: Service, max_body: int = MAX_BODY):
     hide_query_strings()
     app.state.service = service
     app.state.generators = Generators()
+    app.state.metrics = Metrics(service)
     app.include_router(router)
 
     @app.middleware("http")
@@ -102,6 +105,18 @@ def create_app(service: Service, max_body: int = MAX_BODY):
                     return too_big
             request._body = body  # noqa: SLF001 - replay the bounded body to the route
         return await call_next(request)
+
+    @app.middleware("http")
+    async def observed(request: Request, call_next):
+        """Count and time every request (the outermost middleware: a 413 counts too)."""
+        start, status = time.perf_counter(), 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            route = getattr(request.scope.get("route"), "path", None)
+            app.state.metrics.request(request.method, route, status, time.perf_counter() - start)
 
     @app.exception_handler(FAQSearchError)
     async def domain_error(request: Request, exc: FAQSearchError):
