@@ -14,6 +14,7 @@ from ..errors import (CorpusError, DuplicateFAQError, FAQSearchError, IndexForma
                       InvalidOptionError, MissingExtraError, UnknownFAQError, VersionNotFoundError,
                       WritesDisabledError)
 from ..index.format import STORE
+from .logs import log_request, uvicorn_logging
 from .metrics import Metrics
 from .models import MAX_BODY
 from .service import Forbidden, Service, Unauthorized
@@ -108,15 +109,22 @@ def create_app(service: Service, max_body: int = MAX_BODY):
 
     @app.middleware("http")
     async def observed(request: Request, call_next):
-        """Count and time every request (the outermost middleware: a 413 counts too)."""
+        """Count, time and log every request (the outermost middleware: a 413 counts too)."""
         start, status = time.perf_counter(), 500
         try:
             response = await call_next(request)
             status = response.status_code
             return response
         finally:
+            seconds = time.perf_counter() - start
             route = getattr(request.scope.get("route"), "path", None)
-            app.state.metrics.request(request.method, route, status, time.perf_counter() - start)
+            index = (request.scope.get("path_params") or {}).get("name")
+            results = getattr(request.state, "results", None)  # set by the routes that answer queries
+            app.state.metrics.request(request.method, route, status, seconds)
+            if results is not None:
+                app.state.metrics.answered(index, results)
+            log_request(request.method, request.url.path, status, seconds, index,
+                        None if results is None else [r.answered for r in results])
 
     @app.exception_handler(FAQSearchError)
     async def domain_error(request: Request, exc: FAQSearchError):
@@ -161,15 +169,23 @@ def create_app(service: Service, max_body: int = MAX_BODY):
 
 def serve(indexes: dict[str, str], host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           log_queries: bool = True, threads: int | None = None, max_body: int = MAX_BODY, read_key: str | None = None,
-          private: bool = False) -> None:
-    """Run the service until interrupted (see :class:`Service` for the keys)."""
+          private: bool = False, log_format: str = "text") -> None:
+    """Run the service until interrupted (see :class:`Service` for the keys; ``log_format`` 'text' or
+    'json', see :mod:`.logs`)."""
     try:
         import uvicorn
     except ImportError as exc:
         raise MissingExtraError(f"faqsearch serve needs the server extra: pip install 'faqsearch[server]' ({exc})")
+    logging_args = uvicorn_logging(log_format)
+    if logging_args:
+        import logging.config
+
+        logging.config.dictConfig(logging_args["log_config"])  # JSON already while the indexes open
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("binding %s: the service is reachable from other machines", host)
     service = Service(indexes, api_key=api_key, log_queries=log_queries, threads=threads, read_key=read_key,
                       private=private)
     try:
-        uvicorn.run(create_app(service, max_body), host=host, port=port, log_level="info")
+        uvicorn.run(create_app(service, max_body), host=host, port=port, log_level="info", **logging_args)
     finally:
         service.close()

@@ -62,7 +62,7 @@ def _answer(request: Request, name: str, queries: list[str], body: AskOptions, c
     results = searcher.answer(queries, k=body.k, threshold=body.threshold, mode=body.mode, filters=_filters(body),
                               min_confidence=body.min_confidence)
     ids = s.traffic.record(results, body.mode or searcher.snap.mode, channel)
-    request.app.state.metrics.answered(name, results)
+    request.state.results = results  # counted in /metrics and the request log
     if ids:
         response.headers["X-Query-Id"] = ",".join(map(str, ids))
     return results
