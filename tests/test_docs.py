@@ -239,3 +239,14 @@ def test_indexes_readme_lists_the_files_format_names():
     assert sorted(rows) == sorted(fmt.VERSION_ENTRIES)
     for folder, files in ((fmt.LEXICAL, [a + fmt.NPY for a in fmt.LEXICAL_ARRAYS]), (fmt.TOKENS, fmt.TOKENS_FILES)):
         assert all(f"`{name}`" in rows[f"{folder}/"] for name in (*files, fmt.DIR_META)), folder
+
+
+def test_deploy_md_shows_exactly_the_files_in_deploy():
+    """docs/deploy.md shows each file of deploy/ whole, after a link to it, and no other: the recipe a
+    reader copies from the page is the one tests/test_deploy.py checks."""
+    deploy = os.path.join(ROOT, "deploy")
+    shown = dict(re.findall(r"^\[`deploy/([^`]+)`\]\(\.\./deploy/\1\):\n\n```\w*\n(.*?)^```$",
+                            read(os.path.join(DOCS, "deploy.md")), flags=re.S | re.M))
+    assert sorted(shown) == sorted(os.listdir(deploy))
+    for name, text in shown.items():
+        assert text == read(os.path.join(deploy, name)), f"docs/deploy.md shows an old deploy/{name}"
