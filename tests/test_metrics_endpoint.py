@@ -50,6 +50,8 @@ def test_metrics_count_requests_latency_answers_and_index_size(fake_models, ix):
         assert [x["answered"] for x in r.json()["results"]] == [True, False]
         assert client.get("/indexes/nope/ask", params={"q": "hi"}).status_code == 404
         assert client.get("/no/such/path").status_code == 404
+        too_big = client.post("/indexes/shop/ask", content=b"x" * (2 << 20), headers={"content-type": "application/json"})
+        assert too_big.status_code == 413
         m = scrape(client)
     finally:
         service.close()
@@ -59,6 +61,7 @@ def test_metrics_count_requests_latency_answers_and_index_size(fake_models, ix):
     assert value(m, "faqsearch_requests_total", method="POST", route=ask + "/batch", status="200") == 1
     assert value(m, "faqsearch_requests_total", method="GET", route=ask, status="404") == 1
     assert value(m, "faqsearch_requests_total", method="GET", route="unmatched", status="404") == 1
+    assert value(m, "faqsearch_requests_total", method="POST", route="unmatched", status="413") == 1  # refused first
     # the histogram: every ask timed, its buckets cumulative up to +Inf
     assert value(m, "faqsearch_request_seconds_count", route=ask) == 4
     assert value(m, "faqsearch_request_seconds_bucket", route=ask, le="+Inf") == 4

@@ -33,7 +33,8 @@ def request_lines():
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JSONFormatter())
-    level, requests_log.level = requests_log.level, logging.INFO
+    level = requests_log.level
+    requests_log.setLevel(logging.INFO)  # setLevel, not .level: it clears the loggers' cached levels
     requests_log.addHandler(handler)
     yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
     requests_log.removeHandler(handler)

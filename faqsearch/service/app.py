@@ -83,8 +83,8 @@ def create_app(service: Service, max_body: int = MAX_BODY):
 
     app = FastAPIOffline(title="faqsearch", version=__version__,
                          description="Semantic FAQ retrieval. Writes need the API key in the X-API-Key header; when "
-                                     "the server has a key, so do FAQ listings, the query log and gaps (the read key "
-                                     "too), and asking when it is private. GET /health says which.")
+                                     "the server has a key, so do FAQ listings, the query log, gaps and /metrics (the "
+                                     "read key too), and asking when it is private. GET /health says which.")
     hide_query_strings()
     app.state.service = service
     app.state.generators = Generators()

@@ -12,7 +12,7 @@ from ..errors import MissingExtraError
 
 # seconds: an answer from a warm index takes a few ms; a write or a generator up to seconds
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
-UNMATCHED = "unmatched"  # the route label of a request no route took (a 404 on an unknown path)
+UNMATCHED = "unmatched"  # the route label of a request no route took (an unknown path, a body over the limit)
 
 
 class Metrics:
