@@ -370,3 +370,14 @@ def test_chatbot_snippets_run_and_the_bots_agree(tmp_path, monkeypatch, fake_mod
     context = refund.answers[0].answer if refund.answered else "I don't know."
     assert langchain[2].startswith("Human: ") and langchain[3:] == [f"FAQ: {context}",
                                                                     "Question: when will my refund arrive?"]
+
+
+def test_deploy_md_shows_exactly_the_files_in_deploy():
+    """docs/deploy.md shows each file of deploy/ whole, after a link to it, and no other: the recipe a
+    reader copies from the page is the one tests/test_deploy.py checks."""
+    deploy = os.path.join(ROOT, "deploy")
+    shown = dict(re.findall(r"^\[`deploy/([^`]+)`\]\(\.\./deploy/\1\):\n\n```\w*\n(.*?)^```$",
+                            read(os.path.join(DOCS, "deploy.md")), flags=re.S | re.M))
+    assert sorted(shown) == sorted(os.listdir(deploy))
+    for name, text in shown.items():
+        assert text == read(os.path.join(deploy, name)), f"docs/deploy.md shows an old deploy/{name}"

@@ -7,12 +7,15 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from typing import Any
 
 from ..errors import (CorpusError, DuplicateFAQError, FAQSearchError, IndexFormatError, IndexNotFoundError,
                       InvalidOptionError, MissingExtraError, UnknownFAQError, VersionNotFoundError,
                       WritesDisabledError)
 from ..index.format import STORE
+from .logs import log_request, uvicorn_logging
+from .metrics import Metrics
 from .models import MAX_BODY
 from .service import Forbidden, Service, Unauthorized
 
@@ -80,11 +83,12 @@ def create_app(service: Service, max_body: int = MAX_BODY):
 
     app = FastAPIOffline(title="faqsearch", version=__version__,
                          description="Semantic FAQ retrieval. Writes need the API key in the X-API-Key header; when "
-                                     "the server has a key, so do FAQ listings, the query log and gaps (the read key "
-                                     "too), and asking when it is private. GET /health says which.")
+                                     "the server has a key, so do FAQ listings, the query log, gaps and /metrics (the "
+                                     "read key too), and asking when it is private. GET /health says which.")
     hide_query_strings()
     app.state.service = service
     app.state.generators = Generators()
+    app.state.metrics = Metrics(service)
     app.include_router(router)
 
     @app.middleware("http")
@@ -102,6 +106,25 @@ def create_app(service: Service, max_body: int = MAX_BODY):
                     return too_big
             request._body = body  # noqa: SLF001 - replay the bounded body to the route
         return await call_next(request)
+
+    @app.middleware("http")
+    async def observed(request: Request, call_next):
+        """Count, time and log every request (the outermost middleware: a 413 counts too)."""
+        start, status = time.perf_counter(), 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            seconds = time.perf_counter() - start
+            route = getattr(request.scope.get("route"), "path", None)
+            index = (request.scope.get("path_params") or {}).get("name")
+            results = getattr(request.state, "results", None)  # set by the routes that answer queries
+            app.state.metrics.request(request.method, route, status, seconds)
+            if results is not None:
+                app.state.metrics.answered(index, results)
+            log_request(request.method, request.url.path, status, seconds, index,
+                        None if results is None else [r.answered for r in results])
 
     @app.exception_handler(FAQSearchError)
     async def domain_error(request: Request, exc: FAQSearchError):
@@ -146,15 +169,23 @@ def create_app(service: Service, max_body: int = MAX_BODY):
 
 def serve(indexes: dict[str, str], host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           log_queries: bool = True, threads: int | None = None, max_body: int = MAX_BODY, read_key: str | None = None,
-          private: bool = False) -> None:
-    """Run the service until interrupted (see :class:`Service` for the keys)."""
+          private: bool = False, log_format: str = "text") -> None:
+    """Run the service until interrupted (see :class:`Service` for the keys; ``log_format`` 'text' or
+    'json', see :mod:`.logs`)."""
     try:
         import uvicorn
     except ImportError as exc:
         raise MissingExtraError(f"faqsearch serve needs the server extra: pip install 'faqsearch[server]' ({exc})")
+    logging_args = uvicorn_logging(log_format)
+    if logging_args:
+        import logging.config
+
+        logging.config.dictConfig(logging_args["log_config"])  # JSON already while the indexes open
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("binding %s: the service is reachable from other machines", host)
     service = Service(indexes, api_key=api_key, log_queries=log_queries, threads=threads, read_key=read_key,
                       private=private)
     try:
-        uvicorn.run(create_app(service, max_body), host=host, port=port, log_level="info")
+        uvicorn.run(create_app(service, max_body), host=host, port=port, log_level="info", **logging_args)
     finally:
         service.close()

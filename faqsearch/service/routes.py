@@ -62,6 +62,7 @@ def _answer(request: Request, name: str, queries: list[str], body: AskOptions, c
     results = searcher.answer(queries, k=body.k, threshold=body.threshold, mode=body.mode, filters=_filters(body),
                               min_confidence=body.min_confidence)
     ids = s.traffic.record(results, body.mode or searcher.snap.mode, channel)
+    request.state.results = results  # counted in /metrics and the request log
     if ids:
         response.headers["X-Query-Id"] = ",".join(map(str, ids))
     return results
@@ -71,6 +72,14 @@ def _answer(request: Request, name: str, queries: list[str], body: AskOptions, c
 def health(request: Request):
     """Always open: the indexes served, and what needs a key (ask, read, write: open, key or off)."""
     return {"status": "ok", "indexes": service(request).names(), "access": service(request).access()}
+
+
+@router.get("/metrics", tags=["service"], dependencies=[Depends(read_key)])
+def metrics(request: Request):
+    """Prometheus metrics (text format): requests, latency, answered and not answered queries, index
+    sizes. A read: when the server has a key, the scraper sends it (X-API-Key or a bearer token)."""
+    body, content_type = request.app.state.metrics.render()
+    return Response(body, media_type=content_type)
 
 
 @router.get("/indexes", tags=["service"], dependencies=[Depends(read_key)])

@@ -24,11 +24,15 @@ from ..render import dump, percent
 @click.option("--no-log", is_flag=True, help="Do not log queries (then no gaps and no traffic views).")
 @click.option("--max-body", type=click.IntRange(1024), default=1 << 20, show_default=True,
               help="Largest request body, bytes.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              envvar="FAQSEARCH_LOG_FORMAT", show_envvar=True,
+              help="json: one JSON object per log line (time, level, logger, message; a request's line adds "
+                   "method, path, status, ms, index, answered), for a log shipper.")
 @threads_option
 @click.option("--quiet", "-q", "quiet", is_flag=True, help="No warnings.")
 @handles_errors
 @device_option()
-def serve(indexes, host, port, api_key, read_key, private, no_log, max_body, threads, quiet):
+def serve(indexes, host, port, api_key, read_key, private, no_log, max_body, log_format, threads, quiet):
     """Serve indexes over HTTP, with a web page at / and the API documented at /docs (offline).
 
     Writes (add, upsert, update, replace, remove, feedback, unassign, approve) need the API key.
@@ -36,13 +40,14 @@ def serve(indexes, host, port, api_key, read_key, private, no_log, max_body, thr
     and showing, the query log, gaps, suggestions and the index list (the page asks for it). Asking
     stays open unless --private. Without any key, reads are open and writes refused. Queries are
     logged in each index's query log unless --no-log; the access log shows paths without the query
-    text.
+    text. GET /metrics has Prometheus metrics (a read: it needs a key when the server has one).
 
     \b
     Example:
         faqsearch serve
         FAQSEARCH_API_KEY=secret faqsearch serve --index support --index support-de --port 8080
         FAQSEARCH_API_KEY=secret FAQSEARCH_READ_KEY=staff faqsearch serve --index support --private
+        faqsearch serve --host 0.0.0.0 --log-format json
         curl -s 'localhost:8000/indexes/default/ask?q=where+is+my+parcel'
         curl -s -H 'X-API-Key: staff' 'localhost:8000/indexes/default/queries?unanswered=true'
     """
@@ -58,10 +63,8 @@ def serve(indexes, host, port, api_key, read_key, private, no_log, max_body, thr
         if name in named:
             raise click.UsageError(f"two indexes would be served as {name!r}; rename one")
         named[name] = path
-    if host not in ("127.0.0.1", "localhost", "::1") and not quiet:
-        click.echo(f"Warning: binding {host}: the service is reachable from other machines.", err=True)
     run_serve(named, host=host, port=port, api_key=api_key, log_queries=not no_log, threads=threads, max_body=max_body,
-              read_key=read_key, private=private)
+              read_key=read_key, private=private, log_format=log_format)
 
 
 @click.command()
