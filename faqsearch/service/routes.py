@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from ..corpus import FAQ, check_faq
 from ..defaults import ASK_K, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..errors import CorpusError
+from ..text import check_query
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn,
                      FAQEditIn, FAQIn, FAQsIn, FeedbackIn, ParaphraseIn, RestoreIn, SuggestionsOut)
 
@@ -121,8 +122,7 @@ def ask(request: Request, name: str, body: AskIn, response: Response,
         x_faqsearch_channel: Optional[str] = Header(None, max_length=40)):
     """Answer one query: the same JSON as `faqsearch ask --json`. The logged query's id is in X-Query-Id.
     A blank query is a 422, as it is a usage error on the command line."""
-    if not body.query.strip():
-        raise CorpusError("<request>", None, "the query is blank (no visible characters)")
+    check_query(body.query)  # a blank one: BlankQueryError, as the library and the CLI refuse it
     return _answer(request, name, [body.query], body, x_faqsearch_channel or "api", response)[0].to_dict()
 
 
@@ -267,9 +267,9 @@ def approve(request: Request, name: str, faq_id: str, body: ApproveIn):
 
 @router.get("/indexes/{name}/queries", tags=["traffic"], dependencies=[Depends(read_key)])
 def queries(request: Request, name: str, limit: int = Query(50, ge=1, le=1000), offset: int = Query(0, ge=0, le=MAX_OFFSET),
-            unanswered: bool = False):
-    """Logged queries, newest first."""
-    return service(request).served(name).traffic.queries(limit, offset, unanswered)
+            unanswered: bool = False, since: Optional[str] = Query(None, max_length=40)):
+    """Logged queries, newest first (as `faqsearch log --json`)."""
+    return service(request).served(name).traffic.queries(limit, offset, unanswered, since)
 
 
 @router.get("/indexes/{name}/gaps", tags=["traffic"], dependencies=[Depends(read_key)])
