@@ -97,3 +97,31 @@ def test_fail_on_no_answer_exits_3_only_when_a_query_gets_none(ix, run):
     assert r.exit_code == 3 and len(r.output.splitlines()) == 2  # every line answered first
     r = run("ask", "--index", ix, "--fail-on-no-answer", input="Do you ship abroad?\n")
     assert r.exit_code == 0
+
+
+def test_one_json_shape_per_resource_across_cli_and_api(ix, run):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from faqsearch.service import Service, create_app
+
+    service = Service({"shop": ix}, watch=False, log_queries=False)
+    try:
+        client = TestClient(create_app(service), raise_server_exceptions=False)
+        for query in ("How long does shipping take?", "xylophone"):  # answered, and not: nearest set
+            cli = json.loads(run("ask", query, "--index", ix, "--json").output)
+            api = client.post("/indexes/shop/ask", json={"query": query}).json()
+            assert cli == api and {"answered", "nearest", "answers"} <= set(cli)
+            assert cli["answered"] == (query != "xylophone")
+            assert (cli["nearest"] is None) == cli["answered"]
+            assert all({"confidence", "score"} <= set(a) for a in cli["answers"])
+        assert cli["nearest"]["faq_id"] and cli["nearest"]["confidence"] is not None
+        cli = json.loads(run("list", "--index", ix, "--json").output)
+        assert cli == client.get("/indexes/shop/faqs").json()
+        assert [f["id"] for f in cli["faqs"]] == ["1", "2", "3", "4"] and cli["faqs"][0]["question"] == \
+            "How do I reset my password?"
+        cli = json.loads(run("list", "--index", ix, "--json", "--category", "shipping", "--limit", "1").output)
+        assert cli == client.get("/indexes/shop/faqs", params={"category": "shipping", "limit": 1}).json()
+        assert len(cli["faqs"]) == 1
+    finally:
+        service.close()

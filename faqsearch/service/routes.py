@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from ..corpus import FAQ, check_faq
 from ..defaults import ASK_K, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..errors import CorpusError
+from .. import manage
 from ..text import check_query
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn,
                      FAQEditIn, FAQIn, FAQsIn, FeedbackIn, ParaphraseIn, RestoreIn, SuggestionsOut)
@@ -155,13 +156,9 @@ def list_faqs(request: Request, name: str, q: Optional[str] = Query(None, max_le
     searcher = service(request).engine(name).searcher()  # one snapshot for the whole request
     store = searcher.snap.store
     if not q or not q.strip() or (order or "relevance") == "index":
-        found = store.list_faqs(limit, offset, category, q or None)
-    else:
-        found = _by_relevance(searcher, store.list_faqs(None, 0, category, q), q, category)[offset:offset + limit]
-    for f in found:
-        questions = (store.faq(f["id"]) or {}).get("questions") or [{"text": ""}]
-        f["question"] = questions[0]["text"]
-    return {"faqs": found}
+        return manage.list_faqs(store, limit, offset, category, q or None)  # the same as `faqsearch list --json`
+    found = _by_relevance(searcher, store.list_faqs(None, 0, category, q), q, category)[offset:offset + limit]
+    return {"faqs": manage.with_first_question(store, found)}
 
 
 def _by_relevance(searcher, found: list[dict[str, Any]], q: str, category: Optional[str]) -> list[dict[str, Any]]:
