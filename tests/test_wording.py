@@ -50,7 +50,7 @@ def test_an_index_without_a_confidence_says_what_its_threshold_withholds(capsys)
     assert out[-1] == "Answers scoring below 0.36 are withheld (the threshold, given at ingest)"
 
 
-def test_indexes_and_suggest_have_a_header_row(run, tmp_path, small_corpus):
+def test_indexes_suggest_versions_and_list_have_a_header_row(run, tmp_path, small_corpus):
     home = tmp_path / "home"
     assert run("ingest", small_corpus, "--index", home / "shop", "-q").exit_code == 0
     lines = run("indexes", "--home", home).output.splitlines()
@@ -60,6 +60,9 @@ def test_indexes_and_suggest_have_a_header_row(run, tmp_path, small_corpus):
     lines = run("suggest", "2", "--index", home / "shop").output.splitlines()
     assert lines[0].split() == ["source", "match", "asked", "phrasing"], lines
     assert lines[1].endswith("How long does shipping take please")
+    lines = run("versions", "--index", home / "shop").output.splitlines()
+    assert lines[0].split() == ["version", "time", "made", "by", "FAQs", "questions"]
+    assert lines[1].split()[-3:] == ["4", "6", "(live)"]
     lines = run("list", "--index", home / "shop").output.splitlines()
     assert lines[0].split() == ["id", "category", "questions", "answer"] and lines[1].split()[:3] == ["1", "account", "2"]
 
