@@ -5,15 +5,14 @@
 :class:`faqsearch.traffic.Traffic`, as `faqsearch serve` does, so `gaps`, suggestions, `faqsearch log`
 and the page's Queries tab see a bot's traffic. A blank query is a BlankQueryError.
 
-``await engine.aask(text)`` runs without a thread per call (:class:`AsyncAsker`): calls that arrive while the loop runs are queued; the queue goes to one worker thread as one
-``ask_many`` (one encoder pass for all of them), and each caller's future gets its own results. While
-a batch runs, new calls wait in the queue and make the next batch, so under load each batch grows
-instead of each call waiting for a thread. A cancelled caller's results are dropped; the others'
-stand."""
+``await engine.aask(text)`` runs without a thread per call (:class:`AsyncAsker`): calls that arrive
+while the loop runs are queued; the queue goes to one worker thread as one ``ask_many`` (one encoder
+pass for all of them), and each caller's future gets its own results. While a batch runs, new calls
+wait in the queue and make the next batch, so under load each batch grows instead of each call
+waiting for a thread. A cancelled caller's results are dropped; the others' stand."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -118,9 +117,22 @@ class Asking:
     """Ask, log and await: mixed into FAQSearch, which gives ``searcher()``, ``path`` and ``log``."""
 
     log: bool = False  # whether ask logs its queries by default (the query log `faqsearch serve` writes)
-    # the query log (none where it cannot be opened: a warning, the answers stand) and the asyncio batcher
-    _traffic = functools.cached_property(lambda self: Traffic.open(self.path))
-    _async = functools.cached_property(lambda self: AsyncAsker(self.ask_many))
+    _making = threading.Lock()  # one query log and one batcher per engine, though several threads ask at once
+
+    def _held(self, name: str, make: Callable[[], Any]) -> Any:
+        with self._making:
+            if name not in self.__dict__:
+                self.__dict__[name] = make()
+        return self.__dict__[name]
+
+    @property
+    def _traffic(self) -> Traffic:
+        """The query log, opened on the first logged ask (none where it cannot be: a warning, answers stand)."""
+        return self._held("_traffic_held", lambda: Traffic.open(self.path))
+
+    @property
+    def _async(self) -> AsyncAsker:
+        return self._held("_async_held", lambda: AsyncAsker(self.ask_many))
 
     def ask_many(self, texts: Sequence[str], k: int = ASK_K, threshold: float | None = None,
                  batch_size: int = BATCH_SIZE, progress: bool = False, mode: str | None = None,
@@ -141,7 +153,7 @@ class Asking:
                              log=log)[0]
 
     async def aask_many(self, texts: Sequence[str], **options: Any) -> list[Result]:
-        """:meth:`ask_many` for asyncio: concurrent calls share one batch on one worker (:mod:`faqsearch.aio`)."""
+        """:meth:`ask_many` for asyncio: concurrent calls share one batch on one worker (:class:`AsyncAsker`)."""
         return await self._async.ask_many(list(as_items(texts)), **options)
 
     async def aask(self, text: str, **options: Any) -> Result:
@@ -149,5 +161,5 @@ class Asking:
         return (await self.aask_many([check_query(text)], **options))[0]
 
     def close_asking(self) -> None:
-        for held in filter(None, (self.__dict__.pop("_traffic", None), self.__dict__.pop("_async", None))):
+        for held in filter(None, (self.__dict__.pop("_traffic_held", None), self.__dict__.pop("_async_held", None))):
             held.close()

@@ -125,3 +125,15 @@ def test_one_json_shape_per_resource_across_cli_and_api(ix, run):
         assert len(cli["faqs"]) == 1
     finally:
         service.close()
+
+
+def test_threads_asking_with_log_share_one_log_and_lose_nothing(ix, fake_models):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with FAQSearch.open(ix, log=True) as engine:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: engine.ask(f"How long does shipping take {i}?"), range(40)))
+        held = engine.__dict__["_traffic_held"]
+        assert held.logging
+    assert "_traffic_held" not in engine.__dict__  # closed with the engine
+    assert sorted(q for q, _, _ in _logged(ix)) == sorted(f"How long does shipping take {i}?" for i in range(40))
