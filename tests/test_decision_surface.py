@@ -137,3 +137,22 @@ def test_threads_asking_with_log_share_one_log_and_lose_nothing(ix, fake_models)
         assert held.logging
     assert "_traffic_held" not in engine.__dict__  # closed with the engine
     assert sorted(q for q, _, _ in _logged(ix)) == sorted(f"How long does shipping take {i}?" for i in range(40))
+
+
+def test_log_json_is_the_body_of_get_queries(ix, run):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from faqsearch.service import Service, create_app
+
+    service = Service({"shop": ix}, watch=False)
+    try:
+        client = TestClient(create_app(service), raise_server_exceptions=False)
+        for q in ("How long does shipping take?", "xylophone"):
+            assert client.post("/indexes/shop/ask", json={"query": q}).status_code == 200
+        for args, params in (((), {}), (("--unanswered",), {"unanswered": "true"}), (("--limit", "1"), {"limit": 1})):
+            cli = json.loads(run("log", "--index", ix, "--json", *args).output)
+            assert cli == client.get("/indexes/shop/queries", params=params).json()
+        assert [q["channel"] for q in cli["queries"]] == ["api"] and cli["total"] == 2
+    finally:
+        service.close()
