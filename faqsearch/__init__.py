@@ -4,7 +4,7 @@ from __future__ import annotations
 from .corpus import FAQ, Columns, read_corpus
 from .encoders import Encoder, load_encoder
 from .engine import FAQSearch
-from .errors import (ClosedError, CorpusError, DuplicateFAQError, EncoderMismatchError, FAQSearchError, IndexFormatError,
+from .errors import (BlankQueryError, ClosedError, CorpusError, DuplicateFAQError, EncoderMismatchError, FAQSearchError, IndexFormatError,
                      IndexNotFoundError, IndexPathError, InvalidOptionError, MissingExtraError, ModelNotFoundError,
                      UnknownFAQError, WouldDropError)
 from .results import Answer, EditReport, Result
@@ -20,4 +20,5 @@ except Exception:  # running from a source tree
 __all__ = ["FAQSearch", "Answer", "Result", "EditReport", "FAQ", "Columns", "read_corpus", "Encoder", "load_encoder",
            "Whitening", "Moments", "FAQSearchError", "CorpusError", "ModelNotFoundError", "MissingExtraError",
            "IndexNotFoundError", "IndexFormatError", "IndexPathError", "InvalidOptionError", "EncoderMismatchError",
-           "DuplicateFAQError", "UnknownFAQError", "ClosedError", "WouldDropError"]
+           "DuplicateFAQError", "UnknownFAQError", "ClosedError", "WouldDropError",
+           "BlankQueryError"]

@@ -22,23 +22,25 @@ from .index import config as cfg
 from .build import EncoderSpec, StorageSpec, WhiteningSpec, as_faqs, build
 from .confidence import check_probability
 from .corpus import FAQ, Columns
-from .defaults import ASK_K, BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, MAX_LENGTH
+from .defaults import BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, MAX_LENGTH
 from .edits import plan as plans
 from .encoders import Encoder, check_encoder, check_spec, encoder_from_spec
 from .errors import IndexFormatError, UnknownFAQError
+from .asking import Asking
 from .index.directory import Writer, stamp
-from .results import EditReport, Result
+from .results import EditReport
 from .search import QueryEncoder, Searcher
 from .index.snapshot import ClosedSnapshot, Snapshot, open_snapshot
 from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, needs_recalibration, refit_calibration,
                      refit_config, self_tune, self_tuned, threshold_changes)
 
 
-class FAQSearch:
+class FAQSearch(Asking):
     """A built FAQ index: encoder (loaded on first use), transform, vector index and store."""
 
-    def __init__(self, snap: Snapshot, encoder: Encoder | None = None, threads: int | None = None):
+    def __init__(self, snap: Snapshot, encoder: Encoder | None = None, threads: int | None = None, log: bool = False):
         self._snap = snap
+        self.log = log  # whether ask logs its queries by default (the query log `faqsearch serve` writes)
         self._threads = threads
         self._queries = QueryEncoder(functools.partial(_encoder_for, snap.config, snap.path, threads))
         if encoder is not None:
@@ -99,18 +101,19 @@ class FAQSearch:
 
     @classmethod
     def open(cls, index: str | os.PathLike | None = None, *, model: str | None = None,
-             encoder: Encoder | None = None, threads: int | None = None) -> "FAQSearch":
+             encoder: Encoder | None = None, threads: int | None = None, log: bool = False) -> "FAQSearch":
         """Open a built index. The encoder is recreated from its config on first use unless given
-        (``model``: load this one instead, checked to be the index's)."""
+        (``model``: load this one instead, checked to be the index's); ``log``: ask's default."""
         snap = open_snapshot(cfg.resolve_index_path(index))
         if encoder is None and model is not None:
             spec = snap.config.encoder_spec
             encoder = EncoderSpec(model, pooling=spec.get("pooling") if spec.get("backend") == "transformers" else None,
                                   max_length=spec.get("max_length", MAX_LENGTH), prefix=spec.get("prefix", ""),
                                   threads=threads).load()
-        return cls(snap, encoder, threads)
+        return cls(snap, encoder, threads, log)
 
     def close(self) -> None:
+        self.close_asking()
         self._snap.close()
         self._snap = ClosedSnapshot(self._snap.path)  # every later call but close() is a ClosedError
 
@@ -124,17 +127,6 @@ class FAQSearch:
     def embed(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False) -> np.ndarray:
         """Query vectors (encoder, transform, L2-normalised); repeated texts come from a cache."""
         return self.searcher().embed(texts, batch_size, progress)
-
-    def ask_many(self, texts: Sequence[str], k: int = ASK_K, threshold: float | None = None,
-                 batch_size: int = BATCH_SIZE, progress: bool = False, mode: str | None = None,
-                 filters: dict[str, Any] | None = None, min_confidence: float | None = None) -> list[Result]:
-        """Answer many queries with one encoder pass (see :meth:`faqsearch.search.Searcher.answer`)."""
-        return self.searcher().answer(texts, k, mode, threshold, filters, batch_size, progress, min_confidence)
-
-    def ask(self, text: str, k: int = ASK_K, threshold: float | None = None, mode: str | None = None,
-            filters: dict[str, Any] | None = None, min_confidence: float | None = None) -> Result:
-        """Answer one query: up to k FAQs, best first (see :meth:`faqsearch.search.Searcher.answer`)."""
-        return self.ask_many([text], k, threshold, mode=mode, filters=filters, min_confidence=min_confidence)[0]
 
     def raw_vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """(question ids, raw encoder vectors) of every question, in id order (for refit and tune)."""

@@ -76,6 +76,13 @@ class InvalidOptionError(FAQSearchError):
     """An option outside its valid values (k below 1, an unknown mode or backend): the message lists them."""
 
 
+class BlankQueryError(InvalidOptionError):
+    """A query with no visible characters: `ask` refuses it (the CLI's usage error, the API's 422)."""
+
+    def __init__(self, message: str = "the query is blank (no visible characters)"):
+        super().__init__(message)
+
+
 class ClosedError(FAQSearchError):
     """The engine was closed: open the index again."""
 

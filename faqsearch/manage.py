@@ -1,4 +1,5 @@
-"""Managing the indexes of a home folder: list them, rename one, drop one (with its Milvus collections)."""
+"""Managing the indexes of a home folder: list them, rename one, drop one (with its Milvus collections);
+and the listing of one index's FAQs that `faqsearch list --json` and GET /indexes/NAME/faqs both return."""
 from __future__ import annotations
 
 import os
@@ -11,6 +12,21 @@ from .backends import backend_for
 from .errors import FAQSearchError, IndexNotFoundError
 from .index.directory import Writer, layout, resolve
 from .index.format import QUERY_LOG, SQLITE_SIDE, Counts, legacy_query_log
+
+
+def with_first_question(store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """FAQ rows (``store.list_faqs``), each given ``question``: its first question (the one people know it by)."""
+    for row in rows:
+        questions = (store.faq(row["id"]) or {}).get("questions") or [{"text": ""}]
+        row["question"] = questions[0]["text"]
+    return rows
+
+
+def list_faqs(store, limit: int | None = None, offset: int = 0, category: str | None = None,
+              contains: str | None = None) -> dict[str, Any]:
+    """``{"faqs": [...]}``: id, category, answer, number of questions and first question of each FAQ, in index
+    order; the JSON of `faqsearch list --json` and GET /indexes/NAME/faqs (without ``q``)."""
+    return {"faqs": with_first_question(store, store.list_faqs(limit, offset, category, contains))}
 
 
 def _size(path: str) -> int:

@@ -148,9 +148,13 @@ class QueryLog:
             cols = [c[0] for c in cur.description]
             return [dict(zip(cols, r)) for r in cur.fetchall()]
 
-    def recent(self, limit: int = 50, offset: int = 0, unanswered: bool = False) -> list[dict[str, Any]]:
-        return self._rows("select * from queries" + (" where answered = 0" if unanswered else "")
-                          + " order by id desc limit ? offset ?", [limit, offset])
+    def recent(self, limit: int = 50, offset: int = 0, unanswered: bool = False,
+               since: str | None = None) -> list[dict[str, Any]]:
+        """Logged queries, newest first (``since``: logged at or after it, see :func:`parse_since`)."""
+        since = parse_since(since)
+        where = [w for w, on in (("answered = 0", unanswered), ("time >= ?", since)) if on]
+        return self._rows("select * from queries" + (" where " + " and ".join(where) if where else "")
+                          + " order by id desc limit ? offset ?", ([since] if since else []) + [limit, offset])
 
     def mark_feedback(self, query_id: int | None, query: str, faq_id: str) -> None:
         """Record that a query (this row, and every row with its text) was assigned to an FAQ."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from .errors import TextTypeError
+from .errors import BlankQueryError, TextTypeError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -56,6 +56,14 @@ def _escapes_only(text: str) -> bool:
 def is_blank(text: str) -> bool:
     """True when no character would be visible (only spaces, controls, format or combining marks)."""
     return all(unicodedata.category(ch) in _INVISIBLE for ch in text)
+
+
+def check_query(text: str) -> str:
+    """``text`` when it is a query to answer; a blank one is a BlankQueryError (the CLI's usage error, the
+    API's 422), so the library, the command line and the service refuse it alike."""
+    if is_blank(clean_text(text)):
+        raise BlankQueryError()
+    return text
 
 
 def non_latin_share(texts, limit: int = 2000) -> float:

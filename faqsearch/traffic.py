@@ -2,7 +2,7 @@
 command and HTTP route makes one call (log the asks, mark a query a person assigned to an FAQ, read
 the recent queries, the gaps, the suggestions) and never opens the log itself.
 
-``Traffic.open`` is the log asks are written to (`faqsearch serve`, `ask --log`): made when missing,
+``Traffic.open`` is the log asks are written to (`faqsearch serve`, `ask --log`, ``FAQSearch.ask(log=True)``): made when missing,
 off with a warning where it cannot be opened. ``Traffic.existing`` is an index's log where one exists:
 an edit or a report outside the service never creates one."""
 from __future__ import annotations
@@ -37,8 +37,8 @@ class Traffic:
         """The index's log where it has one (an edit outside the service never creates a log)."""
         if os.path.exists(log_path(index_path)):
             return cls(QueryLog.for_index(index_path))
-        return cls(None, f"no query log for {index_path} yet: queries are logged by `faqsearch serve`, or by "
-                         "`faqsearch ask --log`")
+        return cls(None, f"no query log for {index_path} yet: queries are logged by `faqsearch serve`, by "
+                         "`faqsearch ask --log`, or by the library's ask(..., log=True)")
 
     @property
     def logging(self) -> bool:
@@ -95,10 +95,12 @@ class Traffic:
         return report
 
     # reads
-    def queries(self, limit: int = 50, offset: int = 0, unanswered: bool = False) -> dict[str, Any]:
-        """Logged queries, newest first, with the log's counts (total, answered, unanswered)."""
+    def queries(self, limit: int = 50, offset: int = 0, unanswered: bool = False,
+                since: str | None = None) -> dict[str, Any]:
+        """Logged queries, newest first, with the log's counts (total, answered, unanswered): the JSON of
+        `faqsearch log --json` and GET /indexes/NAME/queries. ``since``: logged at or after it."""
         log = self._required()
-        return {"queries": log.recent(limit, offset, unanswered), **log.count()}
+        return {"queries": log.recent(limit, offset, unanswered, since), **log.count()}
 
     def gaps(self, engine, **options: Any) -> list[Gap]:
         """:func:`faqsearch.gaps.find_gaps` over this log (options: similarity, margin, min_count, since, limit)."""

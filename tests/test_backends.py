@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from faqsearch import FAQ, FAQSearch
-from faqsearch.errors import CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError, UnknownFAQError
+from faqsearch.errors import BlankQueryError, CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError, UnknownFAQError
 from faqsearch.tuning import Setting
 
 from .conftest import FakeEncoder
@@ -36,7 +36,10 @@ def ids(result):
 def test_ask_in_every_mode(engine):
     for mode in ("dense", "lexical", "hybrid"):
         assert ids(engine.ask("question about topic7 variant2", mode=mode))[0] == "f7"
-    assert engine.ask("   ").answers == [] and engine.ask("   ").best_score is None  # blank: never encoded
+    blank = engine.ask_many(["   "])[0]  # in a batch: an empty result, never encoded; alone, refused (#42)
+    assert blank.answers == [] and blank.best_score is None and not blank.answered
+    with pytest.raises(BlankQueryError):
+        engine.ask("   ")
     r = engine.ask("question about topic7 variant2", k=2, mode="dense")
     assert len(r.answers) == 2 and r.answers[0].score == pytest.approx(1.0, abs=1e-4)
 

@@ -200,11 +200,11 @@ def test_ingest_of_a_file_that_drops_faqs_is_refused_without_replace(run, tmp_pa
         assert f"faqsearch update {other}" in message and f"faqsearch upsert {other}" in message
         assert "--replace" in message and len(message.splitlines()) == 1
         assert index_files(ix) == before  # nothing written
-    assert [f["id"] for f in map(json.loads, run("list", "--index", ix, "--json").output.splitlines())] == \
+    assert [f["id"] for f in json.loads(run("list", "--index", ix, "--json").output)["faqs"]] == \
         ["1", "2", "3", "4"]
     result = run("ingest", other, "--index", ix, "-q", "--replace")
     assert result.exit_code == 0, result.output
-    assert [f["id"] for f in map(json.loads, run("list", "--index", ix, "--json").output.splitlines())] == ["2", "9"]
+    assert [f["id"] for f in json.loads(run("list", "--index", ix, "--json").output)["faqs"]] == ["2", "9"]
 
 
 def test_reingesting_a_file_that_keeps_every_faq_needs_no_flag(run, tmp_path, small_corpus):

@@ -174,7 +174,7 @@ def test_cli_edit_commands(tmp_path, fake_models):
     assert "No changes." in run("update", added, "--index", ix, "-q").output
     assert json.loads(run("remove", "n1", "--index", ix, "--json").output)["removed_faqs"] == ["n1"]
     assert run("show", "n1", "--index", ix).exit_code == 1
-    assert len(run("list", "--index", ix, "--json").output.strip().splitlines()) == 20
+    assert len(json.loads(run("list", "--index", ix, "--json").output)["faqs"]) == 20
     v2 = write_corpus(tmp_path, BASE[3:], "v2.csv")  # FAQ 0 gone
     out = json.loads(run("upsert", v2, "--index", ix, "--json", "-q").stdout)
     assert out["removed_faqs"] == ["0"] and out["added_questions"] == 0

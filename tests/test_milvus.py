@@ -168,7 +168,7 @@ def test_cli_ingest_and_ask_on_milvus(tmp_path, fake_models, small_corpus):
     r = CliRunner().invoke(cli, ["ask", "How long does shipping take?", "--index", str(tmp_path / "m"), "--json"])
     assert json.loads(r.output)["answers"][0]["faq_id"] == "2"
     r = CliRunner().invoke(cli, ["list", "--index", str(tmp_path / "m"), "--json"])  # the store alone, on Milvus
-    assert r.exit_code == 0 and [json.loads(x)["id"] for x in r.output.splitlines()] == ["1", "2", "3", "4"]
+    assert r.exit_code == 0 and [f["id"] for f in json.loads(r.output)["faqs"]] == ["1", "2", "3", "4"]
     r = CliRunner().invoke(cli, ["show", "3", "--index", str(tmp_path / "m"), "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["questions"][1]["text"] == "What is the return policy?"
     r = CliRunner().invoke(cli, ["ingest", small_corpus, "--index", str(tmp_path / "x"), "--backend", "milvus"])

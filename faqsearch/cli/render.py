@@ -10,6 +10,16 @@ import click
 WIDTH = 100
 
 
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """The word for ``n`` things: plural(1, "FAQ") -> "FAQ", plural(2, "FAQ") -> "FAQs"."""
+    return one if n == 1 else (many or one + "s")
+
+
+def count(n: int, one: str, many: str | None = None) -> str:
+    """``n`` and its word: count(1, "FAQ") -> "1 FAQ", count(3, "query", "queries") -> "3 queries"."""
+    return f"{n} {plural(n, one, many)}"
+
+
 def dump(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=False)
 
@@ -61,9 +71,9 @@ def edit(report, as_json: bool, index: str | None = None) -> None:
     if not report.changed:
         click.echo("No changes.")
         return
-    parts = [f"{len(report.added_faqs)} FAQs added", f"{len(report.updated_faqs)} updated",
-             f"{len(report.removed_faqs)} removed", f"{report.added_questions} questions encoded",
-             f"{report.removed_questions} questions removed"]
+    parts = [f"{count(len(report.added_faqs), 'FAQ')} added", f"{len(report.updated_faqs)} updated",
+             f"{len(report.removed_faqs)} removed", f"{count(report.added_questions, 'question')} encoded",
+             f"{count(report.removed_questions, 'question')} removed"]
     click.echo(", ".join(parts) + ".")
     if report.previous_version:
         undo(report.previous_version, index)
@@ -84,7 +94,7 @@ def tune(report, as_json: bool, do_apply: bool) -> None:
     for row in report.rows:
         mark = (" <- current" if row["current"] else "") + (" <- chosen" if row["chosen"] else "")
         click.echo(f"{row['setting']:<32} {row['dims']:>5} {row[m] * scale:>9.2f}{mark}")
-    click.echo(f"\n{report.n} items; {m} x100 held out (cross-validated): current {report.cv_current * scale:.2f}, "
+    click.echo(f"\n{count(report.n, 'item')}; {m} x100 held out (cross-validated): current {report.cv_current * scale:.2f}, "
                f"tuned {report.cv_tuned * scale:.2f} ({report.gain * scale:+.2f})")
     for note in report.notes:
         click.echo(note)
@@ -104,7 +114,7 @@ def fusion(report, as_json: bool, do_apply: bool) -> None:
         click.echo(f"BM25 weight {row['weight']:<5g} token match weight {row['token_weight']:<4g} "
                    f"mrr@10 {100 * row['mrr@10']:6.2f}{mark}")
     click.echo(f"lexical alone  mrr@10 {100 * report.lexical:6.2f}")
-    click.echo(f"\n{report.n} queries; mrr@10 x100 held out (cross-validated): current {100 * report.cv_current:.2f}, "
+    click.echo(f"\n{count(report.n, 'query', 'queries')}; mrr@10 x100 held out (cross-validated): current {100 * report.cv_current:.2f}, "
                f"tuned {100 * report.cv_tuned:.2f} ({100 * report.gain:+.2f})")
     if report.applied:
         click.echo(f"applied: mode {'hybrid' if report.chosen or report.token_weight else 'dense'}, BM25 weight "
@@ -129,19 +139,28 @@ def threshold(report, as_json: bool, do_apply: bool) -> None:
 def built(summary: dict[str, Any], path: str) -> None:
     """What `ingest` prints of the index it built."""
     w = summary["whitening"]
-    click.echo(f"Indexed {summary['faqs']} FAQs ({summary['questions']} questions) into {path}")
+    click.echo(f"Indexed {count(summary['faqs'], 'FAQ')} ({count(summary['questions'], 'question')}) into {path}")
     click.echo(f"Encoder {summary['encoder']}, {summary['dim_in']} -> {summary['dim_out']} dims "
                + (f"(beta={w['beta']:g}, gamma={w['gamma']:g})" if w["enabled"] else "(no transform)"))
     if summary.get("fusion"):
         f = summary["fusion"]
-        how = ("dense mode" if summary["hybrid_weight"] is None else
-               f"BM25 weight {summary['hybrid_weight']:g}, token match weight {summary['token_weight']:g}")
-        click.echo(f"{how[0].upper() + how[1:]}, chosen by {f['chosen_by']} ({f['queries']} held "
-                   f"out: MRR@10 {100 * f['cv_tuned']:.2f} vs {100 * f['cv_current']:.2f} at the default)")
-    if summary.get("threshold") is not None:
-        click.echo(f"Threshold {summary['threshold']:.3g}, {threshold_origin(summary)}")
+        tried = (f"the index's own questions, {f['queries']} held out" if f["chosen_by"].startswith("self")
+                 else f"{count(f['queries'], 'labelled query', 'labelled queries')}")
+        click.echo("Matching: by meaning only (adding word matches did not help" if summary["hybrid_weight"] is None else
+                   f"Matching: by meaning and words (BM25 weight {summary['hybrid_weight']:g}, token match weight "
+                   f"{summary['token_weight']:g}: the weights that found the right FAQs best", nl=False)
+        click.echo(f" on {tried})")
     if summary.get("confidence"):
-        click.echo(f"Answers at a confidence of {confidence_origin(summary)}")
+        model = summary["confidence"]
+        at = summary.get("min_confidence") or model["operating_point"]
+        off = (model.get("in_domain") or 0) + (model.get("general") or 0)
+        click.echo(f"Answers below {100 * at:.0f}% confidence are withheld (`ask` says it has no confident answer); "
+                   f"learned from the index's own questions and {count(off, 'off-topic one')}")
+        if summary.get("threshold") is not None:
+            click.echo(f"With --threshold, answers scoring below {summary['threshold']:.2f} are withheld instead")
+    elif summary.get("threshold") is not None:
+        click.echo(f"Answers scoring below {summary['threshold']:.2f} are withheld (the threshold, "
+                   f"{threshold_origin(summary)})")
 
 
 def threshold_origin(config: dict[str, Any]) -> str:
@@ -173,7 +192,7 @@ def info(path: str, config: dict[str, Any]) -> None:
                                   f"embedded (FAISS {(config.get('index') or {}).get('factory', 'Flat')} + SQLite)"
                                   + (f"; {config['index']['tombstones']} removed vectors kept as tombstones until a "
                                      "refit" if (config.get("index") or {}).get("tombstones") else "")))
-    click.echo(f"contents:   {config['counts']['faqs']} FAQs, {config['counts']['questions']} questions")
+    click.echo(f"contents:   {count(config['counts']['faqs'], 'FAQ')}, {count(config['counts']['questions'], 'question')}")
     click.echo(f"matching:   {config.get('mode', 'hybrid')}"
                + (f", BM25 weight {config['hybrid_weight']:g}, token match weight {config['token_weight']:g}"
                   if config.get("mode", "hybrid") == "hybrid" else ""))

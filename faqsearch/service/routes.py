@@ -11,6 +11,8 @@ from fastapi.responses import JSONResponse
 from ..corpus import FAQ, check_faq
 from ..defaults import ASK_K, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..errors import CorpusError
+from .. import manage
+from ..text import check_query
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn,
                      FAQEditIn, FAQIn, FAQsIn, FeedbackIn, ParaphraseIn, RestoreIn, SuggestionsOut)
 
@@ -130,8 +132,7 @@ def ask(request: Request, name: str, body: AskIn, response: Response,
         x_faqsearch_channel: Optional[str] = Header(None, max_length=40)):
     """Answer one query: the same JSON as `faqsearch ask --json`. The logged query's id is in X-Query-Id.
     A blank query is a 422, as it is a usage error on the command line."""
-    if not body.query.strip():
-        raise CorpusError("<request>", None, "the query is blank (no visible characters)")
+    check_query(body.query)  # a blank one: BlankQueryError, as the library and the CLI refuse it
     return _answer(request, name, [body.query], body, x_faqsearch_channel or "api", response)[0].to_dict()
 
 
@@ -164,13 +165,9 @@ def list_faqs(request: Request, name: str, q: Optional[str] = Query(None, max_le
     searcher = service(request).engine(name).searcher()  # one snapshot for the whole request
     store = searcher.snap.store
     if not q or not q.strip() or (order or "relevance") == "index":
-        found = store.list_faqs(limit, offset, category, q or None)
-    else:
-        found = _by_relevance(searcher, store.list_faqs(None, 0, category, q), q, category)[offset:offset + limit]
-    for f in found:
-        questions = (store.faq(f["id"]) or {}).get("questions") or [{"text": ""}]
-        f["question"] = questions[0]["text"]
-    return {"faqs": found}
+        return manage.list_faqs(store, limit, offset, category, q or None)  # the same as `faqsearch list --json`
+    found = _by_relevance(searcher, store.list_faqs(None, 0, category, q), q, category)[offset:offset + limit]
+    return {"faqs": manage.with_first_question(store, found)}
 
 
 def _by_relevance(searcher, found: list[dict[str, Any]], q: str, category: Optional[str]) -> list[dict[str, Any]]:
@@ -276,9 +273,9 @@ def approve(request: Request, name: str, faq_id: str, body: ApproveIn):
 
 @router.get("/indexes/{name}/queries", tags=["traffic"], dependencies=[Depends(read_key)])
 def queries(request: Request, name: str, limit: int = Query(50, ge=1, le=1000), offset: int = Query(0, ge=0, le=MAX_OFFSET),
-            unanswered: bool = False):
-    """Logged queries, newest first."""
-    return service(request).served(name).traffic.queries(limit, offset, unanswered)
+            unanswered: bool = False, since: Optional[str] = Query(None, max_length=40)):
+    """Logged queries, newest first (as `faqsearch log --json`)."""
+    return service(request).served(name).traffic.queries(limit, offset, unanswered, since)
 
 
 @router.get("/indexes/{name}/gaps", tags=["traffic"], dependencies=[Depends(read_key)])

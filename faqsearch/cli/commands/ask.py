@@ -10,6 +10,8 @@ from ..options import (Finite, Score, batch_size_option, device_option, generato
                        mode_option, output_options, threads_option)
 from ..render import dump, result, unknown_category
 
+NO_ANSWER = 3  # `ask --fail-on-no-answer`: a query got no confident answer (1 is an error, 2 a usage error)
+
 
 def stdin_lines() -> list[str]:
     """stdin as text lines, without a leading byte-order mark (Windows-saved query files). A line that
@@ -54,12 +56,15 @@ def stdin_lines() -> list[str]:
 @click.option("--paraphrases", type=click.IntRange(0), default=0,
               help="Also return N generated rewordings of the question ('did you mean'), re-ranked by the index.")
 @generator_option
+@click.option("--fail-on-no-answer", is_flag=True,
+              help=f"Exit with status {NO_ANSWER} when a query gets no confident answer (after printing), so a script "
+                   "can branch on \"don't know\"; errors stay 1 and usage errors 2.")
 @output_options("JSON output (JSON lines when reading stdin).")
 @threads_option
 @handles_errors
 @device_option("cpu")
-def ask(text, index, top_k, threshold, min_confidence, model, mode, category, log_queries, paraphrases, generator, threads,
-        out):
+def ask(text, index, top_k, threshold, min_confidence, model, mode, category, log_queries, paraphrases, generator,
+        fail_on_no_answer, threads, out):
     """Answer a question from an index. With no TEXT (or '-'), read one query per line from stdin
     and answer them in one batch as JSON lines (a blank line gets an empty result).
 
@@ -75,6 +80,7 @@ def ask(text, index, top_k, threshold, min_confidence, model, mode, category, lo
         faqsearch ask "can I bring my dog?" --min-confidence 0.8
         cat queries.txt | faqsearch ask --index support
         faqsearch ask "error code E42 on my printer" --mode lexical
+        faqsearch ask "do you ship abroad?" --fail-on-no-answer || echo "hand over to a person"
     """
     from ...engine import FAQSearch
     from ...text import clean_text, is_blank
@@ -90,18 +96,14 @@ def ask(text, index, top_k, threshold, min_confidence, model, mode, category, lo
     if threshold is not None and min_confidence is not None:
         raise click.UsageError("give --threshold (a cosine) or --min-confidence (a probability), not both")
     with FAQSearch.open(index, model=model, threads=threads) as engine:
+        # logged (--log) as `faqsearch serve` logs, where it can be (a read-only index: unlogged, with a warning)
+        results = engine.ask_many(queries, k=top_k, mode=mode, threshold=threshold, min_confidence=min_confidence,
+                                  filters={"category": category} if category else None, log=log_queries, channel="cli")
         searcher = engine.searcher()
-        results = searcher.answer(queries, k=top_k, mode=mode, threshold=threshold, min_confidence=min_confidence,
-                                  filters={"category": category} if category else None)
         # nothing matched at all: say whether the index is empty (a count only in that case)
         empty = results[0].best_score is None and searcher.snap.store.question_count() == 0
         if category and all(r.best_score is None for r in results):
             unknown_category(searcher.snap.store, category)
-        if log_queries:
-            from ...traffic import Traffic
-
-            with Traffic.open(engine.path) as traffic:  # none (a read-only index): answered unlogged, with a warning
-                traffic.record([r for r in results if not is_blank(r.query)], mode or searcher.snap.mode, "cli")
         similar: list[list] = [[] for _ in results]
         if paraphrases:
             from ...generators import choose_generator, paraphrase_queries
@@ -117,10 +119,12 @@ def ask(text, index, top_k, threshold, min_confidence, model, mode, category, lo
             if paraphrases:
                 d["paraphrases"] = [{"text": p.text, "score": p.score} for p in sim]
             click.echo(dump(d))
-        return
-    if paraphrases:
-        click.echo("Did you mean: " + "; ".join(p.text for p in similar[0]) if similar[0] else "No paraphrases.")
-    result(results[0], empty)
+    else:
+        if paraphrases:
+            click.echo("Did you mean: " + "; ".join(p.text for p in similar[0]) if similar[0] else "No paraphrases.")
+        result(results[0], empty)
+    if fail_on_no_answer and not all(r.answered for r in results):
+        sys.exit(NO_ANSWER)
 
 
 @click.command(name="eval")

@@ -113,7 +113,8 @@ def _open_store(index):
 @click.option("--contains", help="Only FAQs whose id, answer or a question contains this text.")
 @click.option("--limit", type=click.IntRange(1), default=None)
 @click.option("--offset", type=click.IntRange(0), default=0)
-@output_options("JSON lines, one FAQ each.", quiet=False)
+@output_options('JSON: {"faqs": [...]}, each FAQ with its first question, as GET /indexes/NAME/faqs returns.',
+                quiet=False)
 @handles_errors
 def list_(index, category, contains, limit, offset, out):
     """List the FAQs of an index: id, category, number of questions, answer.
@@ -123,20 +124,24 @@ def list_(index, category, contains, limit, offset, out):
         faqsearch list --index support --category shipping
         faqsearch list --contains refund
     """
+    from ...manage import list_faqs
+
     store = _open_store(index)
     try:
-        rows = store.list_faqs(limit, offset, category, contains)
-        if category and not rows:
+        listing = list_faqs(store, limit, offset, category, contains)
+        if category and not listing["faqs"]:
             unknown_category(store, category)
     finally:
         store.close()
-    for row in rows:
-        if out.json:
-            click.echo(dump(row))
-        else:
-            answer = row["answer"].replace("\n", " ")
-            click.echo(f"{pad(row['id'], 12)} {pad(row['category'] or '-', 14)} {row['questions']:>3}q  "
-                       f"{answer[:70]}{'...' if len(answer) > 70 else ''}")
+    if out.json:
+        click.echo(dump(listing))
+        return
+    if listing["faqs"]:
+        click.echo(f"{pad('id', 12)} {pad('category', 14)} {'questions':>9}  answer")
+    for row in listing["faqs"]:
+        answer = row["answer"].replace("\n", " ")
+        click.echo(f"{pad(row['id'], 12)} {pad(row['category'] or '-', 14)} {row['questions']:>9}  "
+                   f"{answer[:70]}{'...' if len(answer) > 70 else ''}")
 
 
 @click.command()

@@ -175,6 +175,8 @@ def suggest(faq_id, index, limit, generate, generator, languages, out, threads):
         click.echo(f"note: {note}", err=True)
     if not got.suggestions:
         click.echo(f"No suggestions for {faq_id}" + ("." if generate else "; try --generate 5."))
+    else:  # match: the confidence (or cosine) of the FAQ for it; asked: times logged
+        click.echo(f"{'source':<9} {'match':>6} {'asked':>5}  phrasing")
     for s in got.suggestions:
         score = ("" if s.score is None else f"{s.score:.3f}") if s.confidence is None else percent(s.confidence)
-        click.echo(f"{s.source:<9} {score:>6} {str(s.count) + 'x' if s.source != 'generated' else '':>4}  {s.text}")
+        click.echo(f"{s.source:<9} {score:>6} {str(s.count) + 'x' if s.source != 'generated' else '':>5}  {s.text}")

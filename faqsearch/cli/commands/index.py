@@ -8,7 +8,7 @@ import click
 from ..options import (Score, batch_size_option, corpus_options, device_option, encoder_options, generator_option,
                        handles_errors, index_option, output_options, storage_options, threads_option,
                        whitening_options)
-from ..render import built, dump, edit, info as print_info, tune as print_tune, undo
+from ..render import built, count, dump, edit, info as print_info, tune as print_tune, undo
 
 
 def corpus_argument(fn):
@@ -98,7 +98,7 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
 
             report = engine.augment(load_generator(generator, threads=threads), n=augment, progress=out.progress)
             if not out.json:
-                click.echo(f"Added {report.added_questions} generated questions.")
+                click.echo(f"Added {count(report.added_questions, 'generated question')}.")
         if tune_self:
             from ...errors import TooFewVariantsError
             from ...tuning import tune
@@ -191,11 +191,13 @@ def indexes(home, out):
         return
     if not rows:
         click.echo("No indexes here. Create one with: faqsearch ingest CORPUS.csv --index NAME")
+    else:
+        click.echo(f"{'name':<20} {'FAQs':>7} {'questions':>9}  {'encoder':<18} {'backend':<8} {'size':>12}  modified")
     for r in rows:
         if "error" in r:
             click.echo(f"{r['name']:<20} (cannot be read: {r['error']})")
             continue
-        click.echo(f"{r['name']:<20} {r['faqs']:>7} FAQs {r['questions']:>9} questions  {r['encoder']:<18} "
+        click.echo(f"{r['name']:<20} {r['faqs']:>7} {r['questions']:>9}  {r['encoder']:<18} "
                    f"{r['backend']:<8} {r['bytes'] / 2**20:8.1f} MiB  {r['modified']}")
 
 
@@ -240,7 +242,7 @@ def drop(name, yes, out):
     path = resolve_index_path(name)
     about = describe(path)
     if not yes:
-        what = (f"{about.get('faqs')} FAQs, {about.get('questions')} questions" if "error" not in about
+        what = (f"{count(about.get('faqs') or 0, 'FAQ')}, {count(about.get('questions') or 0, 'question')}" if "error" not in about
                 else "an index that cannot be read")
         click.confirm(f"Delete {path} ({what})?", abort=True, err=True)
     dropped = drop_index(path)

@@ -1,4 +1,4 @@
-"""Serving and traffic: serve, gaps."""
+"""Serving and traffic: serve, gaps, log."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,7 @@ import click
 
 from ...defaults import GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..options import Finite, device_option, handles_errors, index_option, output_options, threads_option
-from ..render import dump, percent
+from ..render import count, dump, pad, percent
 
 
 @click.command()
@@ -105,6 +105,41 @@ def gaps(index, similarity, margin, min_count, since, limit, out, threads):
         near = (f"; nearest FAQ {g.nearest_faq} at {percent(g.nearest_confidence)} confidence"
                 if g.nearest_faq and g.nearest_confidence is not None else
                 f"; nearest FAQ {g.nearest_faq} at {g.nearest_score:.2f}" if g.nearest_faq else "")
-        click.echo(f"{n}. {g.count} queries ({g.distinct} distinct){near}")
+        click.echo(f"{n}. {count(g.count, 'query', 'queries')} ({g.distinct} distinct){near}")
         for ex in g.examples:
             click.echo(f"     - {ex}")
+
+
+@click.command(name="log")
+@index_option
+@click.option("--since", help="Only queries logged at or after this ISO time, e.g. 2026-11-01 (UTC).")
+@click.option("--limit", type=click.IntRange(1), default=50, show_default=True, help="Newest queries shown at most.")
+@click.option("--unanswered", is_flag=True, help="Only queries that got no confident answer.")
+@output_options("JSON on stdout: the same document as GET /indexes/NAME/queries.", quiet=False)
+@handles_errors
+def log(index, since, limit, unanswered, out):
+    """The query log, newest first: what was asked (by `serve`, `ask --log` or the library's
+    ask(..., log=True)), when, and whether it was answered.
+
+    \b
+    Example:
+        faqsearch log --index support --limit 20
+        faqsearch log --since 2026-11-01 --unanswered --json
+    """
+    from ...engine import FAQSearch
+    from ...traffic import Traffic
+
+    with FAQSearch.open(index) as engine, Traffic.existing(engine.path) as traffic:
+        found = traffic.queries(limit, 0, unanswered, since)
+    if out.json:
+        click.echo(dump(found))
+        return
+    click.echo(f"{count(found['total'], 'query', 'queries')} logged: {found['answered']} answered, "
+               f"{found['unanswered']} not.")
+    if not found["queries"]:
+        return
+    click.echo(f"{'time (UTC)':<19}  {'answered':<8}  {'score':>5}  {pad('top FAQ', 12)}  query")
+    for q in found["queries"]:
+        score = f"{q['score']:.2f}" if q["score"] is not None else "-"
+        click.echo(f"{q['time'][:19].replace('T', ' '):<19}  {'yes' if q['answered'] else 'no':<8}  {score:>5}  "
+                   f"{pad(q['top_faq'] or '-', 12)}  {q['query']}")

@@ -28,9 +28,11 @@ def versions(index, out):
     if out.json:
         click.echo(dump({"versions": [v.to_dict() for v in rows]}))
         return
+    if rows:
+        click.echo(f"{'version':<9}  {'time':<25} {'made by':<20} {'FAQs':>7} {'questions':>9}")
     for v in rows:
-        click.echo(f"{v.version}  {v.time or '?':<25} {v.made_by or '?':<20} {v.faqs if v.faqs is not None else '?':>7} "
-                   f"FAQs {v.questions if v.questions is not None else '?':>9} questions{'  (live)' if v.live else ''}")
+        click.echo(f"{v.version:<9}  {v.time or '?':<25} {v.made_by or '?':<20} {v.faqs if v.faqs is not None else '?':>7} "
+                   f"{v.questions if v.questions is not None else '?':>9}{'  (live)' if v.live else ''}")
 
 
 @click.command()

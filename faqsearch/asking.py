@@ -1,0 +1,165 @@
+"""Asking from the library: ``ask`` with the query log the service writes, and ``aask`` for asyncio.
+
+:class:`Asking` is the ask half of :class:`faqsearch.engine.FAQSearch`: ``ask(..., log=True)`` (or
+``FAQSearch.open(..., log=True)``) writes the queries to the index's query log through
+:class:`faqsearch.traffic.Traffic`, as `faqsearch serve` does, so `gaps`, suggestions, `faqsearch log`
+and the page's Queries tab see a bot's traffic. A blank query is a BlankQueryError.
+
+``await engine.aask(text)`` runs without a thread per call (:class:`AsyncAsker`): calls that arrive
+while the loop runs are queued; the queue goes to one worker thread as one ``ask_many`` (one encoder
+pass for all of them), and each caller's future gets its own results. While a batch runs, new calls
+wait in the queue and make the next batch, so under load each batch grows instead of each call
+waiting for a thread. A cancelled caller's results are dropped; the others' stand."""
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .defaults import ASK_K, BATCH_SIZE
+from .results import Result
+from .text import as_items, check_query, is_blank
+from .traffic import Traffic
+
+
+@dataclass
+class _Call:
+    texts: list[str]
+    options: dict[str, Any]
+    future: asyncio.Future
+
+
+@dataclass
+class _Queue:
+    calls: list[_Call] = field(default_factory=list)
+    busy: bool = False  # a batch of this loop is on the worker
+
+
+class AsyncAsker:
+    """Batches concurrent asks of one engine: ``ask_many(texts, **options)`` is the engine's (sync) call,
+    run on one worker thread; calls with the same options share a batch."""
+
+    def __init__(self, ask_many: Callable[..., list[Result]]):
+        self._ask_many = ask_many
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="faqsearch-aask")
+        self._queues: dict[asyncio.AbstractEventLoop, _Queue] = {}
+        self._lock = threading.Lock()  # the queues of several loops (threads) at once
+        self.batches = 0  # batches sent to the worker (for tests and metrics)
+
+    async def ask_many(self, texts: Sequence[str], **options: Any) -> list[Result]:
+        loop = asyncio.get_running_loop()
+        call = _Call(list(texts), options, loop.create_future())
+        if not call.texts:
+            return []
+        with self._lock:
+            queue = self._queues.setdefault(loop, _Queue())
+            queue.calls.append(call)
+            start = not queue.busy and len(queue.calls) == 1
+        if start:
+            loop.call_soon(self._flush, loop)  # after the calls already scheduled in this turn of the loop
+        return await call.future
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            queue = self._queues[loop]
+            calls = [c for c in queue.calls if not c.future.done()]  # cancelled before their batch: not asked
+            queue.calls = []
+            queue.busy = bool(calls)
+            if not calls:
+                del self._queues[loop]
+                return
+        groups: list[list[_Call]] = []
+        for call in calls:
+            same = next((g for g in groups if g[0].options == call.options), None)
+            groups.append([call]) if same is None else same.append(call)
+        self.batches += len(groups)
+        done = loop.run_in_executor(self._worker, self._run, groups)
+        done.add_done_callback(lambda f: self._deliver(loop, groups, f))
+
+    def _run(self, groups: list[list[_Call]]) -> list[Any]:
+        out: list[Any] = []
+        for group in groups:
+            try:
+                out.append(self._ask_many([t for c in group for t in c.texts], **group[0].options))
+            except Exception as exc:  # noqa: BLE001 - handed to the group's callers
+                out.append(exc)
+        return out
+
+    def _deliver(self, loop: asyncio.AbstractEventLoop, groups: list[list[_Call]], done: asyncio.Future) -> None:
+        outcomes = [done.exception()] * len(groups) if done.exception() else done.result()
+        for group, outcome in zip(groups, outcomes):
+            at = 0
+            for call in group:
+                n = len(call.texts)
+                if not call.future.done():  # a cancelled caller gets nothing
+                    if isinstance(outcome, BaseException):
+                        call.future.set_exception(outcome)
+                    else:
+                        call.future.set_result(outcome[at:at + n])
+                at += n
+        with self._lock:
+            self._queues[loop].busy = False
+            waiting = bool(self._queues[loop].calls)
+        if waiting:
+            self._flush(loop)  # the calls that came in while this batch ran
+        else:
+            with self._lock:
+                if not self._queues[loop].calls and not self._queues[loop].busy:
+                    del self._queues[loop]
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=False)
+
+
+class Asking:
+    """Ask, log and await: mixed into FAQSearch, which gives ``searcher()``, ``path`` and ``log``."""
+
+    log: bool = False  # whether ask logs its queries by default (the query log `faqsearch serve` writes)
+    _making = threading.Lock()  # one query log and one batcher per engine, though several threads ask at once
+
+    def _held(self, name: str, make: Callable[[], Any]) -> Any:
+        with self._making:
+            if name not in self.__dict__:
+                self.__dict__[name] = make()
+        return self.__dict__[name]
+
+    @property
+    def _traffic(self) -> Traffic:
+        """The query log, opened on the first logged ask (none where it cannot be: a warning, answers stand)."""
+        return self._held("_traffic_held", lambda: Traffic.open(self.path))
+
+    @property
+    def _async(self) -> AsyncAsker:
+        return self._held("_async_held", lambda: AsyncAsker(self.ask_many))
+
+    def ask_many(self, texts: Sequence[str], k: int = ASK_K, threshold: float | None = None,
+                 batch_size: int = BATCH_SIZE, progress: bool = False, mode: str | None = None,
+                 filters: dict[str, Any] | None = None, min_confidence: float | None = None, log: bool | None = None,
+                 channel: str = "library") -> list[Result]:
+        """Answer many queries with one encoder pass (see :meth:`faqsearch.search.Searcher.answer`); a blank
+        one gets an empty result. ``log`` (default: the engine's ``log``): write them to the query log."""
+        searcher = self.searcher()
+        results = searcher.answer(texts, k, mode, threshold, filters, batch_size, progress, min_confidence)
+        if self.log if log is None else log:
+            self._traffic.record([r for r in results if not is_blank(r.query)], mode or searcher.snap.mode, channel)
+        return results
+
+    def ask(self, text: str, k: int = ASK_K, threshold: float | None = None, mode: str | None = None,
+            filters: dict[str, Any] | None = None, min_confidence: float | None = None, log: bool | None = None) -> Result:
+        """Answer one query: up to k FAQs, best first; a blank one is a BlankQueryError, as in the CLI and API."""
+        return self.ask_many([check_query(text)], k, threshold, mode=mode, filters=filters, min_confidence=min_confidence,
+                             log=log)[0]
+
+    async def aask_many(self, texts: Sequence[str], **options: Any) -> list[Result]:
+        """:meth:`ask_many` for asyncio: concurrent calls share one batch on one worker (:class:`AsyncAsker`)."""
+        return await self._async.ask_many(list(as_items(texts)), **options)
+
+    async def aask(self, text: str, **options: Any) -> Result:
+        """:meth:`ask` for asyncio (see :meth:`aask_many`); a blank query is a BlankQueryError."""
+        return (await self.aask_many([check_query(text)], **options))[0]
+
+    def close_asking(self) -> None:
+        for held in filter(None, (self.__dict__.pop("_traffic_held", None), self.__dict__.pop("_async_held", None))):
+            held.close()

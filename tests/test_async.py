@@ -1,0 +1,83 @@
+"""``aask``/``aask_many`` for asyncio callers: concurrent calls share one ask_many on one worker thread (#42)."""
+import asyncio
+import threading
+
+import pytest
+
+from faqsearch import BlankQueryError, FAQSearch, InvalidOptionError
+
+from .conftest import FakeEncoder, build_index
+
+QUERIES = [f"question about subject{i} variant{i % 3}" for i in range(30)] + ["xylophone", "how is subject7 going"]
+
+
+@pytest.fixture
+def ix(tmp_path):
+    rows = [(f"f{i}", f"question about subject{i} variant{j}", f"answer {i}") for i in range(30) for j in range(3)]
+    build_index(rows, tmp_path / "ix").close()
+    return str(tmp_path / "ix")
+
+
+def _same(a, b):
+    assert (a.query, a.answered, [x.faq_id for x in a.answers]) == (b.query, b.answered, [x.faq_id for x in b.answers])
+    assert a.best_score == pytest.approx(b.best_score, abs=1e-5)
+
+
+def test_concurrent_aask_equals_sync_ask_in_fewer_encoder_calls(ix):
+    with FAQSearch.open(ix, encoder=FakeEncoder()) as sync_engine:
+        expected = [sync_engine.ask(q, k=3) for q in QUERIES]
+    encoder = FakeEncoder()
+    with FAQSearch.open(ix, encoder=encoder) as engine:
+        threads = set()
+        engine_ask_many = engine.ask_many
+
+        def spy(*a, **k):
+            threads.add(threading.get_ident())
+            return engine_ask_many(*a, **k)
+
+        engine.ask_many = spy  # the worker calls the engine's ask_many: see which threads run it
+
+        async def main():
+            return await asyncio.gather(*(engine.aask(q, k=3) for q in QUERIES))
+
+        got = asyncio.run(main())
+        batches = engine._async.batches
+    for a, b in zip(got, expected):
+        _same(a, b)
+    assert encoder.calls < len(QUERIES) and batches < len(QUERIES)
+    assert len(threads) == 1 and threading.get_ident() not in threads  # one worker, never the loop's thread
+
+
+def test_aask_many_and_calls_with_other_options_are_answered_apart(ix):
+    with FAQSearch.open(ix, encoder=FakeEncoder()) as engine:
+        expected_k1 = engine.ask_many(QUERIES[:5], k=1)
+        expected_k5 = engine.ask_many(QUERIES[5:10], k=5)
+
+        async def main():
+            return await asyncio.gather(engine.aask_many(QUERIES[:5], k=1), engine.aask_many(QUERIES[5:10], k=5),
+                                        engine.aask_many([]))
+
+        k1, k5, none = asyncio.run(main())
+    assert none == [] and [len(r.answers) for r in k1] == [len(r.answers) for r in expected_k1]
+    for a, b in zip(k1 + k5, expected_k1 + expected_k5):
+        _same(a, b)
+
+
+def test_errors_reach_their_callers_and_a_cancelled_caller_does_not_stop_the_others(ix):
+    with FAQSearch.open(ix, encoder=FakeEncoder()) as engine:
+        async def main():
+            with pytest.raises(BlankQueryError):
+                await engine.aask("   ")
+            bad = asyncio.ensure_future(engine.aask("question about subject1", k=0))
+            cancelled = asyncio.ensure_future(engine.aask("question about subject2 variant0"))
+            good = [asyncio.ensure_future(engine.aask(q)) for q in QUERIES[:4]]
+            await asyncio.sleep(0)
+            cancelled.cancel()
+            results = await asyncio.gather(*good)
+            with pytest.raises(InvalidOptionError):
+                await bad
+            assert cancelled.cancelled()
+            return results, await engine.aask("question about subject3 variant1")  # the batcher still works
+
+        results, after = asyncio.run(main())
+    assert [r.answers[0].faq_id for r in results] == ["f0", "f1", "f2", "f3"] and after.answers[0].faq_id == "f3"

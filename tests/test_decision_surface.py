@@ -1,0 +1,158 @@
+"""What a bot decides with: the library logs its asks (``ask(log=True)``), `faqsearch log` reads them, a blank
+query is refused alike by the library, the CLI and the API, and `ask --fail-on-no-answer` exits 3 (#42)."""
+import json
+import os
+
+import pytest
+
+from faqsearch import BlankQueryError, FAQSearch
+from faqsearch.querylog import QueryLog, log_path
+
+from .conftest import build_index
+
+
+@pytest.fixture
+def ix(tmp_path, small_corpus):
+    build_index(small_corpus, tmp_path / "shop", threshold=0.3).close()
+    return str(tmp_path / "shop")
+
+
+def _logged(path):
+    qlog = QueryLog.for_index(path)
+    try:
+        return [(r["query"], r["channel"], r["answered"]) for r in reversed(qlog.recent(100))]
+    finally:
+        qlog.close()
+
+
+def test_ask_logs_only_when_asked_to(ix, fake_models):
+    with FAQSearch.open(ix) as engine:
+        engine.ask("How long does shipping take?")
+        assert not os.path.exists(log_path(ix))  # off by default: a library user's asks stay private
+        got = engine.ask("How long does shipping take?", log=True)
+        engine.ask_many(["Can I return an item?", "   ", "xylophone"], log=True)
+    assert got.answered
+    assert _logged(ix) == [("How long does shipping take?", "library", 1), ("Can I return an item?", "library", 1),
+                           ("xylophone", "library", 0)]  # the blank one of a batch is answered empty, not logged
+
+
+def test_open_with_log_makes_it_the_default_and_log_false_overrides(ix, fake_models):
+    with FAQSearch.open(ix, log=True) as engine:
+        engine.ask("How long does shipping take?")
+        engine.ask("Do you ship abroad?", log=False)
+    assert [q for q, _, _ in _logged(ix)] == ["How long does shipping take?"]
+
+
+def test_blank_query_is_refused_by_library_cli_and_api(ix, fake_models, run):
+    with FAQSearch.open(ix) as engine:
+        for blank in ("", "   ", "\u200b\t"):
+            with pytest.raises(BlankQueryError, match="blank"):
+                engine.ask(blank)
+        assert [r.answered for r in engine.ask_many(["", "Do you ship abroad?"])] == [False, True]
+    r = run("ask", "   ", "--index", ix)
+    assert r.exit_code == 2 and "blank" in r.output
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from faqsearch.service import Service, create_app
+
+    service = Service({"shop": ix}, watch=False)
+    try:
+        resp = TestClient(create_app(service), raise_server_exceptions=False).post("/indexes/shop/ask",
+                                                                                    json={"query": "  "})
+        assert resp.status_code == 422 and "blank" in resp.text
+    finally:
+        service.close()
+
+
+def test_log_command_reads_what_the_library_and_cli_logged(ix, fake_models, run):
+    with FAQSearch.open(ix, log=True) as engine:
+        engine.ask("How long does shipping take?")
+    assert run("ask", "xylophone", "--index", ix, "--log").exit_code == 0
+    r = run("log", "--index", ix)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0] == "2 queries logged: 1 answered, 1 not."
+    assert lines[1].split() == ["time", "(UTC)", "answered", "score", "top", "FAQ", "query"]
+    assert lines[2].split()[2] == "no" and lines[2].endswith("xylophone")  # newest first
+    assert lines[3].split()[2] == "yes" and lines[3].endswith("How long does shipping take?")
+    doc = json.loads(run("log", "--index", ix, "--json", "--unanswered").output)
+    assert (doc["total"], doc["answered"], doc["unanswered"]) == (2, 1, 1)
+    assert [q["query"] for q in doc["queries"]] == ["xylophone"] and doc["queries"][0]["channel"] == "cli"
+    assert json.loads(run("log", "--index", ix, "--json", "--since", "2999-01-01").output)["queries"] == []
+    assert run("log", "--index", ix, "--since", "yesterday").exit_code == 1
+
+
+def test_log_command_without_a_log_says_how_to_get_one(ix, fake_models, run):
+    r = run("log", "--index", ix)
+    assert r.exit_code == 1 and "ask(..., log=True)" in r.output and not os.path.exists(log_path(ix))
+
+
+def test_fail_on_no_answer_exits_3_only_when_a_query_gets_none(ix, run):
+    assert run("ask", "How long does shipping take?", "--index", ix, "--fail-on-no-answer").exit_code == 0
+    r = run("ask", "xylophone", "--index", ix, "--fail-on-no-answer", "--json")
+    assert r.exit_code == 3 and json.loads(r.output)["answered"] is False
+    assert run("ask", "xylophone", "--index", ix).exit_code == 0  # opt-in: without it, "no answer" is no error
+    r = run("ask", "--index", ix, "--fail-on-no-answer", input="Do you ship abroad?\nxylophone\n")
+    assert r.exit_code == 3 and len(r.output.splitlines()) == 2  # every line answered first
+    r = run("ask", "--index", ix, "--fail-on-no-answer", input="Do you ship abroad?\n")
+    assert r.exit_code == 0
+
+
+def test_one_json_shape_per_resource_across_cli_and_api(ix, run):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from faqsearch.service import Service, create_app
+
+    service = Service({"shop": ix}, watch=False, log_queries=False)
+    try:
+        client = TestClient(create_app(service), raise_server_exceptions=False)
+        for query in ("How long does shipping take?", "xylophone"):  # answered, and not: nearest set
+            cli = json.loads(run("ask", query, "--index", ix, "--json").output)
+            api = client.post("/indexes/shop/ask", json={"query": query}).json()
+            assert cli == api and {"answered", "nearest", "answers"} <= set(cli)
+            assert cli["answered"] == (query != "xylophone")
+            assert (cli["nearest"] is None) == cli["answered"]
+            assert all({"confidence", "score"} <= set(a) for a in cli["answers"])
+        assert cli["nearest"]["faq_id"] and cli["nearest"]["confidence"] is not None
+        cli = json.loads(run("list", "--index", ix, "--json").output)
+        assert cli == client.get("/indexes/shop/faqs").json()
+        assert [f["id"] for f in cli["faqs"]] == ["1", "2", "3", "4"] and cli["faqs"][0]["question"] == \
+            "How do I reset my password?"
+        cli = json.loads(run("list", "--index", ix, "--json", "--category", "shipping", "--limit", "1").output)
+        assert cli == client.get("/indexes/shop/faqs", params={"category": "shipping", "limit": 1}).json()
+        assert len(cli["faqs"]) == 1
+    finally:
+        service.close()
+
+
+def test_threads_asking_with_log_share_one_log_and_lose_nothing(ix, fake_models):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with FAQSearch.open(ix, log=True) as engine:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: engine.ask(f"How long does shipping take {i}?"), range(40)))
+        held = engine.__dict__["_traffic_held"]
+        assert held.logging
+    assert "_traffic_held" not in engine.__dict__  # closed with the engine
+    assert sorted(q for q, _, _ in _logged(ix)) == sorted(f"How long does shipping take {i}?" for i in range(40))
+
+
+def test_log_json_is_the_body_of_get_queries(ix, run):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from faqsearch.service import Service, create_app
+
+    service = Service({"shop": ix}, watch=False)
+    try:
+        client = TestClient(create_app(service), raise_server_exceptions=False)
+        for q in ("How long does shipping take?", "xylophone"):
+            assert client.post("/indexes/shop/ask", json={"query": q}).status_code == 200
+        for args, params in (((), {}), (("--unanswered",), {"unanswered": "true"}), (("--limit", "1"), {"limit": 1})):
+            cli = json.loads(run("log", "--index", ix, "--json", *args).output)
+            assert cli == client.get("/indexes/shop/queries", params=params).json()
+        assert [q["channel"] for q in cli["queries"]] == ["api"] and cli["total"] == 2
+    finally:
+        service.close()
