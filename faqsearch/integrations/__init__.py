@@ -8,6 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..results import Answer, Result
+from ..text import clean_text, is_blank
+
+
+def blank(query: str) -> bool:
+    """A query with nothing to answer: the adapters give no documents for it (the engine itself
+    refuses it with a BlankQueryError, as the CLI and the API do)."""
+    return is_blank(clean_text(query))
 
 
 def retrieved(result: Result, only_answered: bool = True) -> list[tuple[Answer, bool]]:

@@ -12,14 +12,12 @@ score, and ``meta`` holds ``faq_id``, ``question`` (the stored question that mat
 ``HAYSTACK_TELEMETRY_ENABLED=False`` is set (Haystack's setting, not faqsearch's)."""
 from __future__ import annotations
 
-import asyncio
-import functools
 import threading
 from typing import Any
 
 from ..engine import FAQSearch
 from ..results import Answer, Result
-from . import metadata, retrieved
+from . import blank, metadata, retrieved
 
 try:
     from haystack import Document, component, default_from_dict, default_to_dict
@@ -66,9 +64,11 @@ class FAQSearchRetriever:
     def ask(self, query: str, top_k: int | None = None, filters: dict[str, Any] | None = None) -> Result:
         """The engine's whole :class:`~faqsearch.Result` for a query (answered, nearest, threshold)."""
         self.warm_up()
-        return self.engine.ask(query, k=self.top_k if top_k is None else top_k, threshold=self.threshold,
-                               mode=self.mode, filters=self.filters if filters is None else filters,
-                               min_confidence=self.min_confidence)
+        return self.engine.ask(query, **self._options(top_k, filters))
+
+    def _options(self, top_k: int | None, filters: dict[str, Any] | None) -> dict[str, Any]:
+        return {"k": self.top_k if top_k is None else top_k, "threshold": self.threshold, "mode": self.mode,
+                "filters": self.filters if filters is None else filters, "min_confidence": self.min_confidence}
 
     def documents(self, result: Result) -> list[Document]:
         """The documents this component returns for a result (see the class docstring)."""
@@ -77,15 +77,17 @@ class FAQSearchRetriever:
     @component.output_types(documents=list[Document])
     def run(self, query: str, top_k: int | None = None, filters: dict[str, Any] | None = None) -> dict[str, Any]:
         """``{"documents": [...]}`` for the query; ``top_k`` and ``filters`` override the component's."""
-        return {"documents": self.documents(self.ask(query, top_k, filters))}
+        return {"documents": [] if blank(query) else self.documents(self.ask(query, top_k, filters))}
 
     @component.output_types(documents=list[Document])
     async def run_async(self, query: str, top_k: int | None = None,
                         filters: dict[str, Any] | None = None) -> dict[str, Any]:
         """The same as :meth:`run`, for ``AsyncPipeline``."""
-        # the sync ask in the default executor; FAQSearch.aask (#42, added in parallel) can replace it
-        result = await asyncio.get_running_loop().run_in_executor(None, functools.partial(self.ask, query, top_k,
-                                                                                          filters))
+        if blank(query):
+            return {"documents": []}
+        self.warm_up()
+        # FAQSearch.aask: concurrent calls share one encoder pass on one worker thread
+        result = await self.engine.aask(query, **self._options(top_k, filters))
         return {"documents": self.documents(result)}
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,13 +14,12 @@ from typing import Any
 
 from ..engine import FAQSearch
 from ..results import Answer, Result
-from . import metadata, retrieved
+from . import blank, metadata, retrieved
 
 try:
     from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
-    from langchain_core.runnables.config import run_in_executor
     from pydantic import ConfigDict, PrivateAttr
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
     raise ImportError(f"the LangChain retriever needs langchain-core: pip install 'faqsearch[langchain]' ({exc})") from exc
@@ -67,17 +66,22 @@ class FAQSearchRetriever(BaseRetriever):
 
     def ask(self, query: str) -> Result:
         """The engine's whole :class:`~faqsearch.Result` for a query (answered, nearest, threshold)."""
-        return self._engine().ask(query, k=self.k, threshold=self.threshold, mode=self.mode, filters=self.filters,
-                                  min_confidence=self.min_confidence)
+        return self._engine().ask(query, **self._options())
+
+    def _options(self) -> dict[str, Any]:
+        return {"k": self.k, "threshold": self.threshold, "mode": self.mode, "filters": self.filters,
+                "min_confidence": self.min_confidence}
 
     def documents(self, result: Result) -> list[Document]:
         """The documents this retriever returns for a result (see the class docstring)."""
         return [to_document(a, answered) for a, answered in retrieved(result, self.only_answered)]
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return self.documents(self.ask(query))
+        return [] if blank(query) else self.documents(self.ask(query))
 
     async def _aget_relevant_documents(self, query: str, *,
                                        run_manager: AsyncCallbackManagerForRetrieverRun) -> list[Document]:
-        # the sync ask in the default executor; FAQSearch.aask (#42, added in parallel) can replace it
-        return self.documents(await run_in_executor(None, self.ask, query))
+        if blank(query):
+            return []
+        # FAQSearch.aask: concurrent calls share one encoder pass on one worker thread
+        return self.documents(await self._engine().aask(query, **self._options()))
