@@ -16,12 +16,14 @@ import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .defaults import ASK_K, BATCH_SIZE
 from .results import Result
 from .text import as_items, check_query, is_blank
-from .traffic import Traffic
+
+if TYPE_CHECKING:  # the query log (sqlite-utils, pandas) loads only when an ask logs
+    from .traffic import Traffic
 
 
 @dataclass
@@ -128,6 +130,8 @@ class Asking:
     @property
     def _traffic(self) -> Traffic:
         """The query log, opened on the first logged ask (none where it cannot be: a warning, answers stand)."""
+        from .traffic import Traffic
+
         return self._held("_traffic_held", lambda: Traffic.open(self.path))
 
     @property
