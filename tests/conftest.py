@@ -5,7 +5,10 @@ import hashlib
 import os
 import pathlib
 import re
+import socket
 import subprocess
+import sys
+import time
 from contextlib import contextmanager
 from typing import Any, Sequence
 
@@ -242,3 +245,57 @@ def generation(path) -> int:
     import json
 
     return json.loads((version(path) / "config.json").read_text())["generation"]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+MILVUS_SERVER_START_S = 60
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory):
+    """The URI (``http://127.0.0.1:<port>``) of a real Milvus gRPC endpoint: ``milvus-lite server`` run
+    once per session as a subprocess on a free 127.0.0.1 port over a temporary data directory, stopped
+    at the end. Skipped only where milvus-lite is not installed (the dev extra installs it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("milvus_lite") is None or importlib.util.find_spec("pymilvus") is None:
+        pytest.skip("milvus-lite not installed: pip install 'faqsearch[milvus]'")
+    from pymilvus import MilvusClient
+
+    port, data = free_port(), tmp_path_factory.mktemp("milvus-server")
+    log = open(data.parent / f"{data.name}.log", "w+b")
+    proc = subprocess.Popen([sys.executable, "-m", "milvus_lite.cmdline", "server", "--data-dir", str(data),
+                             "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    uri, deadline, error = f"http://127.0.0.1:{port}", time.monotonic() + MILVUS_SERVER_START_S, None
+    try:
+        while True:
+            if proc.poll() is not None:
+                error = f"exited with status {proc.returncode}"
+            else:
+                try:
+                    client = MilvusClient(uri=uri, timeout=2)
+                    client.list_collections()
+                    client.close()
+                    break
+                except Exception as e:  # not listening yet
+                    error = f"no connection: {e}"
+            if error.startswith("exited") or time.monotonic() > deadline:
+                log.seek(0)
+                pytest.fail(f"milvus-lite server on {uri} did not start within {MILVUS_SERVER_START_S} s ({error}); "
+                            f"its output:\n{log.read().decode(errors='replace')[-4000:]}", pytrace=False)
+            time.sleep(0.2)
+        yield uri
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

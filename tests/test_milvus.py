@@ -1,5 +1,6 @@
 """The Milvus backend against milvus-lite (a local file): the same answers, edits and eval figures
-as the embedded backend. A test against a Milvus server runs when FAQSEARCH_MILVUS_URI is set."""
+as the embedded backend; a test against a Milvus server runs on the session's ``milvus-lite server`` (conftest's
+``milvus_server``), or on FAQSEARCH_MILVUS_URI where a user sets it."""
 import json
 import logging
 import os
@@ -175,10 +176,15 @@ def test_cli_ingest_and_ask_on_milvus(tmp_path, fake_models, small_corpus):
     assert r.exit_code == 1 and "--uri" in r.output
 
 
-@pytest.mark.skipif(not os.environ.get("FAQSEARCH_MILVUS_URI"), reason="set FAQSEARCH_MILVUS_URI=http://host:19530")
-def test_against_a_milvus_server(tmp_path):
+@pytest.fixture
+def server_uri(request):
+    """A user's server (FAQSEARCH_MILVUS_URI=http://host:19530) or else the session's ``milvus-lite server``."""
+    return os.environ.get("FAQSEARCH_MILVUS_URI") or request.getfixturevalue("milvus_server")
+
+
+def test_against_a_milvus_server(tmp_path, server_uri):
     e = FAQSearch.build(CORPUS, str(tmp_path / "srv"), encoder=FakeEncoder(), backend="milvus",
-                        uri=os.environ["FAQSEARCH_MILVUS_URI"], collection=f"faqsearch_test_{os.getpid()}")
+                        uri=server_uri, collection=f"faqsearch_test_{os.getpid()}")
     e.add([FAQ("new", "new answer", ["brand new wording"])])
     assert e.ask("brand new wording", mode="dense").answers[0].faq_id == "new"
     e.close()
