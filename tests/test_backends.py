@@ -1,10 +1,13 @@
 """One contract for every storage-and-search backend (txtai's runTests(name) is the model): the
-same calls through the same facade must give the same results on ``embedded`` and ``milvus``
-(milvus-lite here; FAQSEARCH_MILVUS_URI adds a server in test_milvus.py)."""
+same calls through the same facade must give the same results on ``embedded``, ``milvus`` (milvus-lite
+on a local file) and ``milvus-server`` (the Milvus protocol: conftest's ``milvus-lite server`` on 127.0.0.1,
+marked slow)."""
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
+import uuid
 
 import numpy as np
 import pytest
@@ -17,13 +20,31 @@ from .conftest import FakeEncoder
 
 CORPUS = [FAQ(f"f{i}", f"answer {i}", [f"question about topic{i} variant{j}" for j in range(3)],
               "even" if i % 2 == 0 else "odd", {"product": f"p{i % 3}"}) for i in range(12)]
-BACKENDS = ["embedded", pytest.param("milvus", marks=pytest.mark.skipif(
-    importlib.util.find_spec("milvus_lite") is None, reason="pip install 'faqsearch[milvus]'"))]
+_MILVUS = pytest.mark.skipif(importlib.util.find_spec("milvus_lite") is None, reason="pip install 'faqsearch[milvus]'")
+BACKENDS = ["embedded", pytest.param("milvus", marks=_MILVUS),
+            pytest.param("milvus-server", marks=[_MILVUS, pytest.mark.slow])]
+
+
+def storage(case: str, tmp_path, request) -> dict[str, str]:
+    """``FAQSearch.build``'s storage options for a backend case: none (embedded), a milvus-lite file,
+    or the session's gRPC server with a collection alias of this test's own (tests share the server)."""
+    if case == "embedded":
+        return {}
+    if case == "milvus":
+        return {"backend": "milvus", "uri": str(tmp_path / "m.db")}
+    name = re.sub(r"[^A-Za-z0-9_]", "_", request.node.name)[:80]
+    return {"backend": "milvus", "uri": request.getfixturevalue("milvus_server"),
+            "collection": f"t_{name}_{uuid.uuid4().hex[:8]}"}
+
+
+def storage_options(kw: dict[str, str]) -> list[str]:
+    """The CLI's options for :func:`storage`'s result."""
+    return [a for k, v in kw.items() for a in (f"--{k.replace('_', '-')}", v)]
 
 
 @pytest.fixture(params=BACKENDS)
 def engine(request, tmp_path):
-    kw = {"backend": "milvus", "uri": str(tmp_path / "m.db")} if request.param == "milvus" else {}
+    kw = storage(request.param, tmp_path, request)
     e = FAQSearch.build(CORPUS, str(tmp_path / "ix"), encoder=FakeEncoder(), threshold=-1, self_fusion=False, **kw)
     yield e
     e.close()
@@ -527,14 +548,13 @@ def test_every_backend_and_build_store_member_is_called_by_build_edit_refit_and_
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
-def test_ask_category_through_the_cli(run, tmp_path, small_corpus, kind):
+def test_ask_category_through_the_cli(run, tmp_path, small_corpus, kind, request):
     """`faqsearch ask --category X` answers from that category alone on both backends (issue #41
     reported a traceback on Milvus), and a category no FAQ has is named with those that exist."""
     import json
 
     index = str(tmp_path / "ix")
-    storage = ["--backend", "milvus", "--uri", str(tmp_path / "m.db")] if kind == "milvus" else []
-    assert run("ingest", small_corpus, "--index", index, *storage).exit_code == 0
+    assert run("ingest", small_corpus, "--index", index, *storage_options(storage(kind, tmp_path, request))).exit_code == 0
     for category, want in (("returns", {"3"}), ("shipping", {"2", "4"})):
         r = run("ask", "how long does shipping take to return an item abroad", "--index", index, "--category", category,
                 "-k", "5", "-t", "-1", "--json")
@@ -565,19 +585,19 @@ class StatesEncoder(FakeEncoder):
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
-def test_token_states_through_the_protocol(tmp_path, kind):
+def test_token_states_through_the_protocol(tmp_path, kind, request):
     """A build keeps its questions' token states through the backend's TokenSink and a snapshot reads
     them back as its TokenSource (embedded); Milvus keeps none, and hybrid answers there all the same."""
     from faqsearch.backends import TokenSink, TokenSource, backend_named
     from faqsearch.defaults import TOKEN_STORE_MAX
 
-    backend, enc = backend_named(kind), StatesEncoder()
-    kw = {"backend": "milvus", "uri": str(tmp_path / "m.db")} if kind == "milvus" else {}
+    kw = storage(kind, tmp_path, request)
+    backend, enc = backend_named(kw.get("backend", "embedded")), StatesEncoder()
     with FAQSearch.build(CORPUS, str(tmp_path / "ix"), encoder=enc, threshold=-1, self_fusion=False, **kw) as e:
         kept = e._current().tokens
         assert ids(e.ask("question about topic3 variant1", mode="hybrid"))[0] == "f3"
     assert backend.token_sink(str(tmp_path / "big"), enc, TOKEN_STORE_MAX + 1) is None
-    if kind == "milvus":
+    if kw:
         assert kept is None and backend.token_sink(str(tmp_path / "v"), enc, 3) is None
         return
     assert isinstance(kept, TokenSource) and len(kept) == 36  # 12 FAQs x 3 distinct questions
