@@ -4,6 +4,7 @@ as the embedded backend; a test against a Milvus server runs on the session's ``
 import json
 import logging
 import os
+import uuid
 
 import numpy as np
 import pytest
@@ -36,10 +37,11 @@ class CachingEncoder:
         return self.inner.spec()
 
 
-def both(tmp_path, corpus, encoder, **kw):
+def both(tmp_path, corpus, encoder, uri=None, collection=None, **kw):
+    """The same corpus built on the embedded backend and on Milvus (a milvus-lite file unless ``uri``)."""
     emb = FAQSearch.build(corpus, str(tmp_path / "emb"), encoder=encoder, index_type="flat", **kw)
     mil = FAQSearch.build(corpus, str(tmp_path / "mil"), encoder=encoder, backend="milvus",
-                          uri=str(tmp_path / "m.db"), **kw)
+                          uri=uri or str(tmp_path / "m.db"), collection=collection, **kw)
     return emb, mil
 
 
@@ -80,9 +82,13 @@ CORPUS = [FAQ(f"f{i}", f"answer {i}", [f"question about topic{i} variant{j}" for
               "even" if i % 2 == 0 else "odd", {"product": f"p{i % 3}"}) for i in range(12)]
 
 
-@pytest.fixture
-def pair(tmp_path):
-    emb, mil = both(tmp_path, CORPUS, FakeEncoder(), threshold=-1)
+@pytest.fixture(params=["file", "server"])
+def pair(request, tmp_path):
+    """(embedded, milvus) engines over CORPUS; Milvus on a milvus-lite file, then on the session's
+    gRPC server with a collection of this test's own."""
+    server = {"uri": request.getfixturevalue("milvus_server"),
+              "collection": f"pair_{request.node.originalname}_{uuid.uuid4().hex[:8]}"} if request.param == "server" else {}
+    emb, mil = both(tmp_path, CORPUS, FakeEncoder(), threshold=-1, **server)
     yield emb, mil
     emb.close()
     mil.close()
@@ -155,7 +161,7 @@ def test_refit_makes_a_new_collection_and_keeps_answers(pair):
     assert mil.ask("question about topic4 variant1", mode="dense").answers[0].faq_id == "f4"
     mil.refit(Setting(True, 0.0, 0.0, None))
     names = mil.index.b.client.list_collections()
-    assert old not in names and len([n for n in names if n.startswith("faqsearch_mil__g")]) == 2
+    assert old not in names and len([n for n in names if n.startswith(f"{mil.index.b.spec['base']}__g")]) == 2
 
 
 def test_cli_ingest_and_ask_on_milvus(tmp_path, fake_models, small_corpus):
