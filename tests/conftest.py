@@ -257,6 +257,39 @@ def free_port() -> int:
 MILVUS_SERVER_START_S = 60
 
 
+def _start_milvus_server(data, log) -> tuple[subprocess.Popen, str | None, str]:
+    """``milvus-lite server`` over ``data`` on a free 127.0.0.1 port, its output to ``log``: (the process,
+    its URI once a pymilvus client connects or None, why not). Bounded by MILVUS_SERVER_START_S."""
+    from pymilvus import MilvusClient
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "milvus_lite.cmdline", "server", "--data-dir", str(data),
+                             "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    uri, start = f"http://127.0.0.1:{port}", time.monotonic()
+    error = f"no connection to {uri} within {MILVUS_SERVER_START_S} s"
+    while time.monotonic() - start < MILVUS_SERVER_START_S:
+        if proc.poll() is not None:
+            return proc, None, f"{uri} exited with status {proc.returncode}"
+        try:
+            client = MilvusClient(uri=uri, timeout=2)
+            client.list_collections()
+            client.close()
+            return proc, uri, ""
+        except Exception as e:  # noqa: BLE001 - not listening yet
+            error = f"no connection to {uri} within {MILVUS_SERVER_START_S} s: {str(e)[:300]}"
+        time.sleep(0.2)
+    return proc, None, error
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture(scope="session")
 def milvus_server(tmp_path_factory):
     """The URI (``http://127.0.0.1:<port>``) of a real Milvus gRPC endpoint: ``milvus-lite server`` run
@@ -266,36 +299,17 @@ def milvus_server(tmp_path_factory):
 
     if importlib.util.find_spec("milvus_lite") is None or importlib.util.find_spec("pymilvus") is None:
         pytest.skip("milvus-lite not installed: pip install 'faqsearch[milvus]'")
-    from pymilvus import MilvusClient
-
-    port, data = free_port(), tmp_path_factory.mktemp("milvus-server")
-    log = open(data.parent / f"{data.name}.log", "w+b")
-    proc = subprocess.Popen([sys.executable, "-m", "milvus_lite.cmdline", "server", "--data-dir", str(data),
-                             "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
-    uri, deadline, error = f"http://127.0.0.1:{port}", time.monotonic() + MILVUS_SERVER_START_S, None
-    try:
-        while True:
-            if proc.poll() is not None:
-                error = f"exited with status {proc.returncode}"
-            else:
-                try:
-                    client = MilvusClient(uri=uri, timeout=2)
-                    client.list_collections()
-                    client.close()
-                    break
-                except Exception as e:  # not listening yet
-                    error = f"no connection: {e}"
-            if error.startswith("exited") or time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail(f"milvus-lite server on {uri} did not start within {MILVUS_SERVER_START_S} s ({error}); "
-                            f"its output:\n{log.read().decode(errors='replace')[-4000:]}", pytrace=False)
-            time.sleep(0.2)
-        yield uri
-    finally:
-        proc.terminate()
+    data = tmp_path_factory.mktemp("milvus-server")
+    with open(data.parent / f"{data.name}.log", "w+b") as log:
+        for _ in range(3):  # another process may take the free port before the server binds it
+            proc, uri, error = _start_milvus_server(data, log)
+            if uri or proc.returncode is None:
+                break
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+            if uri is None:
+                log.seek(0)
+                pytest.fail(f"milvus-lite server did not start ({error}); its output:\n"
+                            f"{log.read().decode(errors='replace')[-4000:]}", pytrace=False)
+            yield uri
+        finally:
+            _stop(proc)

@@ -164,13 +164,16 @@ def test_refit_makes_a_new_collection_and_keeps_answers(pair):
     assert old not in names and len([n for n in names if n.startswith(f"{mil.index.b.spec['base']}__g")]) == 2
 
 
-def test_cli_ingest_and_ask_on_milvus(tmp_path, fake_models, small_corpus):
+@pytest.mark.parametrize("where", ["file", "server"])
+def test_cli_ingest_and_ask_on_milvus(tmp_path, fake_models, small_corpus, where, request):
     from click.testing import CliRunner
 
     from faqsearch.cli import cli
 
+    uri = ["--uri", str(tmp_path / "f.db")] if where == "file" else [
+        "--uri", request.getfixturevalue("milvus_server"), "--collection", f"cli_{uuid.uuid4().hex[:8]}"]
     r = CliRunner().invoke(cli, ["ingest", small_corpus, "--index", str(tmp_path / "m"), "--backend", "milvus",
-                                 "--uri", str(tmp_path / "f.db"), "-q"])
+                                 *uri, "-q"])
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(cli, ["ask", "How long does shipping take?", "--index", str(tmp_path / "m"), "--json"])
     assert json.loads(r.output)["answers"][0]["faq_id"] == "2"
@@ -189,11 +192,20 @@ def server_uri(request):
 
 
 def test_against_a_milvus_server(tmp_path, server_uri):
+    from pymilvus import MilvusClient
+
+    from faqsearch.manage import drop_index
+
+    base = f"faqsearch_test_{uuid.uuid4().hex[:8]}"
     e = FAQSearch.build(CORPUS, str(tmp_path / "srv"), encoder=FakeEncoder(), backend="milvus",
-                        uri=server_uri, collection=f"faqsearch_test_{os.getpid()}")
+                        uri=server_uri, collection=base)
     e.add([FAQ("new", "new answer", ["brand new wording"])])
     assert e.ask("brand new wording", mode="dense").answers[0].faq_id == "new"
     e.close()
+    drop_index(str(tmp_path / "srv"))  # a user's server keeps nothing of the test
+    c = MilvusClient(server_uri)
+    assert not [n for n in c.list_collections() if n.startswith(base)]
+    c.close()
 
 
 def test_a_config_without_its_milvus_uri_and_an_unknown_category_are_one_line_errors(tmp_path, fake_models,
