@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .defaults import ASK_K, BATCH_SIZE
 from .results import Result
-from .text import as_items, check_query, is_blank
+from .errors import ClosedError
+from .text import as_items, check_query, clean_text, is_blank
 
 if TYPE_CHECKING:  # the query log (sqlite-utils, pandas) loads only when an ask logs
     from .traffic import Traffic
@@ -49,13 +50,18 @@ class AsyncAsker:
         self._queues: dict[asyncio.AbstractEventLoop, _Queue] = {}
         self._lock = threading.Lock()  # the queues of several loops (threads) at once
         self.batches = 0  # batches sent to the worker (for tests and metrics)
+        self.closed = False
 
     async def ask_many(self, texts: Sequence[str], **options: Any) -> list[Result]:
         loop = asyncio.get_running_loop()
         call = _Call(list(texts), options, loop.create_future())
+        for text in call.texts:  # a caller's bad input fails that caller, never the batch it would join
+            clean_text(text)
         if not call.texts:
             return []
         with self._lock:
+            if self.closed:
+                raise ClosedError("this FAQSearch is closed; open the index again to ask it")
             queue = self._queues.setdefault(loop, _Queue())
             queue.calls.append(call)
             start = not queue.busy and len(queue.calls) == 1
@@ -72,21 +78,42 @@ class AsyncAsker:
             if not calls:
                 del self._queues[loop]
                 return
-        groups: list[list[_Call]] = []
-        for call in calls:
-            same = next((g for g in groups if g[0].options == call.options), None)
-            groups.append([call]) if same is None else same.append(call)
-        self.batches += len(groups)
-        done = loop.run_in_executor(self._worker, self._run, groups)
-        done.add_done_callback(lambda f: self._deliver(loop, groups, f))
+        try:
+            groups: dict[str, list[_Call]] = {}
+            for call in calls:  # by the options' text: comparing them (numpy arrays, odd filters) may raise
+                groups.setdefault(repr(sorted(call.options.items(), key=lambda kv: kv[0])), []).append(call)
+            batches = list(groups.values())
+            self.batches += len(batches)
+            done = loop.run_in_executor(self._worker, self._run, batches)
+        except BaseException as exc:  # noqa: BLE001 - a closed worker, or anything else: the callers hear of it
+            if isinstance(exc, RuntimeError) and self.closed:
+                exc = ClosedError("this FAQSearch was closed while the query waited; open the index again")
+            for call in calls:
+                if not call.future.done():
+                    call.future.set_exception(exc)
+            with self._lock:
+                queue.busy = False
+                if not queue.calls:
+                    self._queues.pop(loop, None)
+            return
+        done.add_done_callback(lambda f: self._deliver(loop, batches, f))
 
     def _run(self, groups: list[list[_Call]]) -> list[Any]:
         out: list[Any] = []
         for group in groups:
             try:
                 out.append(self._ask_many([t for c in group for t in c.texts], **group[0].options))
-            except Exception as exc:  # noqa: BLE001 - handed to the group's callers
-                out.append(exc)
+            except Exception as exc:  # noqa: BLE001 - handed to the caller it belongs to
+                if len(group) == 1:
+                    out.append(exc)
+                    continue
+                alone = []  # each call again by itself: the error reaches only the call that caused it
+                for call in group:
+                    try:
+                        alone += self._ask_many(call.texts, **call.options)
+                    except Exception as own:  # noqa: BLE001
+                        alone += [own] * len(call.texts)
+                out.append(alone)
         return out
 
     def _deliver(self, loop: asyncio.AbstractEventLoop, groups: list[list[_Call]], done: asyncio.Future) -> None:
@@ -96,10 +123,13 @@ class AsyncAsker:
             for call in group:
                 n = len(call.texts)
                 if not call.future.done():  # a cancelled caller gets nothing
-                    if isinstance(outcome, BaseException):
-                        call.future.set_exception(outcome)
+                    own = outcome if isinstance(outcome, BaseException) else outcome[at:at + n]
+                    failed = own if isinstance(own, BaseException) else next(
+                        (r for r in own if isinstance(r, BaseException)), None)
+                    if failed is not None:
+                        call.future.set_exception(failed)
                     else:
-                        call.future.set_result(outcome[at:at + n])
+                        call.future.set_result(own)
                 at += n
         with self._lock:
             self._queues[loop].busy = False
@@ -112,7 +142,18 @@ class AsyncAsker:
                     del self._queues[loop]
 
     def close(self) -> None:
-        self._worker.shutdown(wait=False)
+        """No new calls (ClosedError); the batch on the worker finishes first (the worker needs no loop),
+        then the calls still queued hear that the engine closed."""
+        with self._lock:
+            self.closed = True
+            queued = [(loop, c) for loop, q in self._queues.items() for c in q.calls]
+            for q in self._queues.values():
+                q.calls = []
+        self._worker.shutdown(wait=True)
+        for loop, call in queued:
+            error = ClosedError("this FAQSearch was closed while the query waited; open the index again")
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(lambda c=call, e=error: c.future.done() or c.future.set_exception(e))
 
 
 class Asking:

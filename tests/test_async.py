@@ -81,3 +81,54 @@ def test_errors_reach_their_callers_and_a_cancelled_caller_does_not_stop_the_oth
 
         results, after = asyncio.run(main())
     assert [r.answers[0].faq_id for r in results] == ["f0", "f1", "f2", "f3"] and after.answers[0].faq_id == "f3"
+
+
+def test_one_callers_bad_input_or_odd_options_fail_that_caller_only(ix):
+    """A text that is no string fails its own call before it is queued; options that cannot be
+    compared (numpy arrays in a filter) neither stall the queue nor reach other callers."""
+    import numpy as np
+
+    from faqsearch.errors import TextTypeError
+
+    with FAQSearch.open(ix, encoder=FakeEncoder()) as engine:
+        async def main():
+            mixed = await asyncio.gather(engine.aask("question about subject3 variant0"), engine.aask_many([None]),
+                                         return_exceptions=True)
+            odd = await asyncio.gather(*(engine.aask("question about subject3", filters={"category": np.array([c])})
+                                         for c in "xy"), engine.aask("xylophone"), return_exceptions=True)
+            later = await asyncio.wait_for(engine.aask("question about subject4 variant1"), 10)
+            return mixed, odd, later
+
+        mixed, odd, later = asyncio.run(main())
+    assert mixed[0].answers[0].faq_id == "f3" and isinstance(mixed[1], TextTypeError)
+    assert [type(x) for x in odd[:2]] == [InvalidOptionError] * 2 and odd[2].query == "xylophone"
+    assert later.answers[0].faq_id == "f4"
+
+
+def test_close_lets_the_running_batch_finish_and_fails_the_queued_calls(ix):
+    """engine.close() while asyncio callers wait: the batch on the worker is answered, calls queued
+    behind it and calls made after the close get ClosedError; none hangs."""
+    import time
+
+    from faqsearch.errors import ClosedError
+
+    class Slow(FakeEncoder):
+        def encode(self, texts, batch_size=32, progress=False):
+            time.sleep(0.3)
+            return super().encode(texts, batch_size, progress)
+
+    engine = FAQSearch.open(ix, encoder=Slow())
+
+    async def main():
+        running = [asyncio.ensure_future(engine.aask(f"question about subject{i} variant0")) for i in range(3)]
+        await asyncio.sleep(0.05)  # the first batch is on the worker
+        queued = asyncio.ensure_future(engine.aask("question about subject9 variant0"))
+        await asyncio.sleep(0)
+        engine.close()
+        got = await asyncio.wait_for(asyncio.gather(*running, queued, return_exceptions=True), 10)
+        with pytest.raises(ClosedError):
+            await asyncio.wait_for(engine.aask("xylophone"), 10)
+        return got
+
+    got = asyncio.run(main())
+    assert [r.answers[0].faq_id for r in got[:3]] == ["f0", "f1", "f2"] and isinstance(got[3], ClosedError)
