@@ -118,3 +118,29 @@ def test_the_library_checks_the_sources_of_pairs(tmp_path):
     with pytest.raises(InvalidOptionError, match="teacher"):
         train_simbert(str(tmp_path / "m"), pairs_file="p.csv", teacher="smollm2")
     assert base_model("org/bert") == "org/bert" and base_model("minilm") != "minilm"
+
+
+def test_an_old_form_drops_the_options_its_sub_command_does_not_take(ix, tmp_path):
+    """The old commands accepted options and ignored them (`tune --threshold --folds 3`, `tune
+    --min-confidence P --threads 2`, `--fusion` beside `--threshold`): the old form still runs, the
+    sub-command's own options kept and the others named in a note; a value they took goes with them."""
+    runner = CliRunner()
+    cases = [(["tune", "--threshold", "--self", "--folds", "3", "--index", ix, "--json"], "threshold", ["--folds"]),
+             (["tune", "--min-confidence", "0.7", "--threads", "2", "--device", "cpu", "--index", ix, "--json"],
+              "confidence", ["--threads", "--device"]),
+             (["tune", "--fusion", "--threshold", "--self", "--index", ix, "--json"], "threshold", ["--fusion"]),
+             (["tune", "--fusion", "--self", "--offtopic", str(tmp_path / "none.txt"), "--index", ix, "--json"],
+              "fusion", ["--offtopic"])]
+    for args, sub, dropped in cases:
+        r = runner.invoke(cli, args, prog_name="faqsearch")  # fusion --self: too few FAQs here, a library error
+        assert r.exit_code == (1 if sub == "fusion" else 0) and "No such option" not in r.output, (args, r.output)
+        notes = r.stderr.strip().splitlines()
+        assert f"faqsearch tune {sub}" in notes[0] and all(d in notes[1] for d in dropped), (args, notes)
+    assert tune_cmd.tune._known(["threshold", "--self", "--threshold-x=1", "--index", "-1"]) == \
+        (["threshold", "--self", "--index", "-1"], ["--threshold-x"])  # a value that looks like an option stays
+
+
+def test_options_before_a_sub_command_name_are_an_error_not_an_old_form(ix):
+    r = CliRunner().invoke(cli, ["tune", "--index", ix, "threshold", "--self"], prog_name="faqsearch")
+    assert r.exit_code == 2 and "put the options after the sub-command: faqsearch tune threshold" in r.output
+    assert "deprecated" not in r.output

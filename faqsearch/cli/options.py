@@ -18,24 +18,6 @@ POOLINGS = ("mean", "cls", "first-last-avg", "last-avg", "pooler", "last-token")
 INDEX_HELP = "Index name (under ./indexes or $FAQSEARCH_HOME) or a path to an index directory."
 
 
-class FormerFlags(click.Group):
-    """A command group that still takes the flag form it replaced (`tune --fusion ...` is now
-    `tune fusion ...`): ``former(args)`` gives the sub-command's arguments for an old form, which then
-    runs with a one-line deprecation note on stderr."""
-
-    def __init__(self, *args, former, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.former = former
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
-            new = self.former(list(args))
-            click.echo(f"Note: this form of `{ctx.command_path}` is deprecated; it runs as `{ctx.command_path} "
-                       f"{new[0]}` (see `{ctx.command_path} {new[0]} --help`).", err=True)
-            args = new
-        return super().parse_args(ctx, args)
-
-
 class Finite(click.FloatRange):
     """A number in [lo, hi]: NaN and infinities are refused, which FloatRange lets through."""
 

@@ -21,7 +21,7 @@ def load_simbert(path: str):
     from ..simbert.model import SimBert
 
     if not is_simbert_dir(path):
-        raise FAQSearchError(f"{path} is not a trained SimBERT model; make one with: faqsearch train --out {path} ...")
+        raise FAQSearchError(f"{path} is not a trained SimBERT model; make one with: faqsearch train simbert --corpus FAQ.csv --out {path}")
     return SimBert.from_pretrained(path)
 
 

@@ -60,7 +60,7 @@ def self_fusion_candidates(searcher, progress: bool = False, seed: int = 0) -> t
     held = held_out_variants(faq_keys, seed, limit=SELF_FUSION_MAX if snap.token_weight <= 0 else SELF_TOKEN_MAX)
     if len(held) < 10:
         raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
-                                  "give labelled queries instead (faqsearch tune QUERIES --fusion)")
+                                  "give labelled queries instead (faqsearch tune fusion QUERIES)")
     keys, counts = np.unique(faq_keys, return_counts=True)
     siblings = counts[np.searchsorted(keys, faq_keys[held])] - 1
     if siblings.sum() > SELF_FUSION_DOCS:  # FAQs with many questions: fewer queries, so the docs fit

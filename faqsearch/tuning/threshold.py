@@ -6,7 +6,7 @@ other questions, in the index's mode and weight); the negatives are general-doma
 no FAQ should cover, shipped with faqsearch (faqsearch/data/offtopic.txt, in the index's script). The
 threshold is midway between the score 95% of the negatives stay under and the score 95% of the
 positives reach; an index with fewer than ten FAQs of several questions has no positives, and takes
-the score 99% of the negatives stay under. With labels (``tune --threshold``): in-scope queries with
+the score 99% of the negatives stay under. With labels (``tune threshold QUERIES``): in-scope queries with
 gold FAQs and out-of-scope queries; the threshold maximises answered-right minus out-of-scope
 answered. Scores are calibrated cosines (see :meth:`faqsearch.whitening.Whitening.full`), so the
 same number means the same on every index of one encoder. Nothing here writes: the engine stores it.

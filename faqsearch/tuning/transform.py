@@ -211,7 +211,7 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
         held = held_out_variants(rows)
         if len(held) < 10:
             raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
-                                 "give labelled queries instead (faqsearch tune QUERIES)")
+                                 "give labelled queries instead (faqsearch tune transform QUERIES)")
         keep = np.setdiff1d(np.arange(len(rows)), held)
         q_raw = np.asarray(raw[held])
         gold = [{doc_faq[i]} for i in held]

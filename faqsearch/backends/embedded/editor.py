@@ -308,7 +308,7 @@ def _index_record(snap: "Snapshot") -> dict[str, Any]:
 
 def _keep_token_states(snap: "Snapshot", new: str, config: Config) -> None:
     """The question token states of the snapshot's version into the new version, where its hybrid
-    mode uses token matching (a weight set to 0 since, by `tune --fusion --apply`, leaves them
+    mode uses token matching (a weight set to 0 since, by `tune fusion --apply`, leaves them
     behind), and only states the snapshot's config records (checked when it was opened)."""
     if cfg.fusion_weights(replace(config, mode="hybrid"))["token_weight"] and "tokens" in cfg.recorded_dirs(snap.config):
         share_token_states(snap.version, new)

@@ -44,7 +44,7 @@ def read_input(corpus: str, columns, fmt):
 @click.option("--upsert", is_flag=True, hidden=True, help="Deprecated: use `faqsearch upsert`.")
 @click.option("--augment", type=click.IntRange(0), default=0, hidden=True, help="Deprecated: use `faqsearch augment`.")
 @generator_option
-@click.option("--tune-self", is_flag=True, hidden=True, help="Deprecated: use `faqsearch tune --self --apply`.")
+@click.option("--tune-self", is_flag=True, hidden=True, help="Deprecated: use `faqsearch tune transform --self --apply`.")
 @batch_size_option
 @output_options()
 @handles_errors

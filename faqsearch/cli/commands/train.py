@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import click
 
-from ..options import Finite, FormerFlags, encoding_options
+from ..groups import FormerFlags
+from ..options import Finite, encoding_options
 from ..render import dump
 
 
@@ -14,7 +15,7 @@ def _former(args: list[str]) -> list[str]:
     return ["simbert", *args]
 
 
-@click.group(cls=FormerFlags, former=_former)
+@click.group(cls=FormerFlags, former=_former, flags=("--encoder",))
 def train():
     """Train a model on an FAQ's similar questions: the sentence encoder itself, or a SimBERT model
     (paraphrase generation + retrieval in one BERT).

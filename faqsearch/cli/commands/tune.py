@@ -4,7 +4,8 @@ from __future__ import annotations
 import click
 
 from ...defaults import FOLDS
-from ..options import Finite, FormerFlags, encoding_options, handles_errors, index_option, output_options
+from ..groups import FormerFlags
+from ..options import Finite, encoding_options, handles_errors, index_option, output_options
 from ..render import dump, fusion as print_fusion, threshold as print_threshold, tune as print_tune
 
 
@@ -16,14 +17,14 @@ def _former(args: list[str]) -> list[str]:
             return ["confidence", rest[i + 1], *rest[:i], *rest[i + 2:]]
         if arg.startswith("--min-confidence="):
             return ["confidence", arg.split("=", 1)[1], *rest[:i], *rest[i + 1:]]
-    for flag in ("--threshold", "--fusion"):
+    for flag in ("--threshold", "--fusion"):  # both given: the threshold, as before (--fusion is then dropped)
         if flag in rest:
             rest.remove(flag)
             return [flag[2:], *rest]
     return ["transform", *rest]
 
 
-@click.group(cls=FormerFlags, former=_former)
+@click.group(cls=FormerFlags, former=_former, flags=("--min-confidence", "--threshold", "--fusion"))
 def tune():
     """Tune an index from data: the transform, the fusion weights, the threshold (each reports what it
     would change; --apply stores it), or the confidence at which it answers.
@@ -237,4 +238,5 @@ def refit(index, beta, gamma, k, out):
                f"Refitted on {n} vectors: beta={w.beta:g} gamma={w.gamma:g}, {dims} dims; threshold "
                f"{result['threshold']:.3g} ({'chosen again by the index' if chosen_by == 'self-calibrated' else chosen_by})."
                + ("" if chosen_by in ("self-calibrated", "given") else
-                  " Scores moved with the transform: choose it again with `faqsearch tune QUERIES --threshold`."))
+                  " Scores moved with the transform: choose it again with `faqsearch tune threshold "
+                  "--self --apply` (or QUERIES --offtopic FILE --apply)."))
