@@ -146,7 +146,11 @@ class QueryLog:
         with self._lock:
             cur = self.db.execute(sql, args)
             cols = [c[0] for c in cur.description]
-            return [dict(zip(cols, r)) for r in cur.fetchall()]
+            rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+        for row in rows:  # stored as 0/1: JSON says true/false, as a Result does
+            if row.get("answered") is not None:
+                row["answered"] = bool(row["answered"])
+        return rows
 
     def recent(self, limit: int = 50, offset: int = 0, unanswered: bool = False,
                since: str | None = None) -> list[dict[str, Any]]:
@@ -184,7 +188,10 @@ class QueryLog:
                + (" and time >= ?" if since else "") + " order by id desc limit ?")
         return self._rows(sql, [margin] + ([since] if since else []) + [limit])
 
-    def count(self) -> dict[str, int]:
+    def count(self, since: str | None = None) -> dict[str, int]:
+        """Queries logged (at or after ``since``), answered and not."""
+        since = parse_since(since)
         with self._lock:
-            total, answered = self.db.execute("select count(*), coalesce(sum(answered), 0) from queries").fetchone()
+            total, answered = self.db.execute("select count(*), coalesce(sum(answered), 0) from queries"
+                                              + (" where time >= ?" if since else ""), [since] if since else []).fetchone()
         return {"total": int(total), "answered": int(answered), "unanswered": int(total - answered)}

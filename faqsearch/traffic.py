@@ -100,7 +100,7 @@ class Traffic:
         """Logged queries, newest first, with the log's counts (total, answered, unanswered): the JSON of
         `faqsearch log --json` and GET /indexes/NAME/queries. ``since``: logged at or after it."""
         log = self._required()
-        return {"queries": log.recent(limit, offset, unanswered, since), **log.count()}
+        return {"queries": log.recent(limit, offset, unanswered, since), **log.count(since)}  # counts: the period
 
     def gaps(self, engine, **options: Any) -> list[Gap]:
         """:func:`faqsearch.gaps.find_gaps` over this log (options: similarity, margin, min_count, since, limit)."""

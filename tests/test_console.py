@@ -144,3 +144,14 @@ def test_an_faq_is_created_then_edited_through_the_forms(page, server):
     assert card.locator(".questions li").count() == 3
     assert (saved["answer"], saved["category"]) == ("Yes: gift cards from 10 to 200; they never expire.", "gifts")
     assert api_ask(server, "do gift cards expire")["answers"][0]["faq_id"] == "gft-01"
+
+
+def test_lexical_mode_shows_the_decision_without_a_threshold(page, server):
+    """Lexical answers carry BM25 scores and no threshold or confidence: the decision still shows,
+    in words, rather than a script error."""
+    page.select_option("#ask-mode", "lexical")
+    ask(page, ANSWERED)
+    decision = page.locator("#answers > .decision")
+    assert decision.locator("h2").inner_text().lower() == "the bot answers"
+    assert "BM25 score" in decision.locator(".why").inner_text()
+    assert page.locator("#answers .error").count() == 0

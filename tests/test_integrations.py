@@ -140,6 +140,10 @@ def test_haystack_component_returns_the_answers_the_index_stands_behind(engine, 
                                                                         filters={"category": "shipping"})
     assert {d.meta["category"] for d in shipping["documents"]} == {"shipping"}
     assert len(faq.run("Do you ship abroad?", top_k=1)["documents"]) == 1
+    from faqsearch.errors import InvalidOptionError
+
+    with pytest.raises(InvalidOptionError, match="not Haystack's"):  # read as metadata they would match nothing
+        faq.run("Do you ship abroad?", filters={"field": "meta.category", "operator": "==", "value": "shipping"})
 
 
 def test_haystack_pipelines_sync_async_and_yaml(tmp_path, small_corpus, fake_models, hs):

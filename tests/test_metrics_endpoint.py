@@ -105,3 +105,15 @@ def test_metrics_is_a_read_it_needs_a_key_when_the_server_has_one(fake_models, i
         assert client.get("/metrics", headers={"X-API-Key": KEY}).status_code == 200
     finally:
         service.close()
+
+
+def test_a_made_up_http_method_is_counted_as_other(fake_models, ix):
+    """The server takes any token as a method; the label keeps a fixed set, so a client cannot grow
+    the series a scraper stores."""
+    _, client = serve([ix])
+    with client:
+        for method in ("FOOBAR1", "ZZTOP"):
+            client.request(method, "/health")
+        samples = scrape(client)
+    methods = {dict(labels).get("method") for (name, labels) in samples if name == "faqsearch_requests_total"}
+    assert "other" in methods and not methods & {"FOOBAR1", "ZZTOP"}

@@ -12,6 +12,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field, fields, replace
+from collections import abc
 from typing import Any, ClassVar, Iterator, Mapping
 
 from ..defaults import MODES
@@ -336,6 +337,16 @@ class Config(Section):
     def get(self, key: str, default: Any = None) -> Any:
         return self._json().get(key, default)
 
+    def values(self):
+        return self._json().values()
+
+    def copy(self) -> dict[str, Any]:
+        """The JSON as a new dict (json.dumps needs one: ``to_dict()`` is the same)."""
+        return self.to_dict()
+
+
+
+abc.Mapping.register(Config)  # isinstance(config, Mapping): a read-only mapping of the JSON, as it was a dict
 
 def check_values(config: Mapping[str, Any], file: str) -> None:
     """The values everything else relies on have the right types: a hand-edited config.json is an

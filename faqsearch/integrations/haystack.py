@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from ..engine import FAQSearch
+from ..errors import InvalidOptionError
 from ..results import Answer, Result
 from . import blank, metadata, retrieved
 
@@ -67,8 +68,12 @@ class FAQSearchRetriever:
         return self.engine.ask(query, **self._options(top_k, filters))
 
     def _options(self, top_k: int | None, filters: dict[str, Any] | None) -> dict[str, Any]:
+        filters = self.filters if filters is None else filters
+        if filters and ("operator" in filters or "conditions" in filters):  # read as metadata, it would match nothing
+            raise InvalidOptionError("filters here are faqsearch's ({'category': 'returns'}: see docs/library.md), "
+                                     "not Haystack's 'field'/'operator'/'value' syntax")
         return {"k": self.top_k if top_k is None else top_k, "threshold": self.threshold, "mode": self.mode,
-                "filters": self.filters if filters is None else filters, "min_confidence": self.min_confidence}
+                "filters": filters, "min_confidence": self.min_confidence}
 
     def documents(self, result: Result) -> list[Document]:
         """The documents this component returns for a result (see the class docstring)."""

@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 from ..errors import MissingExtraError
 
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 # seconds: an answer from a warm index takes a few ms; a write or a generator up to seconds
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
 UNMATCHED = "unmatched"  # the route label of a request no route took (an unknown path, a body over the limit)
@@ -35,6 +36,7 @@ class Metrics:
 
     def request(self, method: str, route: str | None, status: int, seconds: float) -> None:
         route = route or UNMATCHED
+        method = method if method in METHODS else "other"  # any token is a method to the server: a bounded label
         self.requests.labels(method, route, str(status)).inc()
         self.latency.labels(route).observe(seconds)
 

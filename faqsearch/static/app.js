@@ -108,6 +108,7 @@ function whyNot(result) {
   if (result.min_confidence !== null && near && near.confidence !== null) {
     return `Its nearest guess is ${percent(near.confidence)} sure; this index answers at ${percent(result.min_confidence)} or more.`;
   }
+  if (result.threshold === null) return "Nothing in the index matched its words.";  // lexical: no threshold
   return `The best score ${result.best_score.toFixed(3)} is below the threshold ${result.threshold.toFixed(2)}.`;
 }
 
@@ -115,6 +116,9 @@ function whyNot(result) {
 function whyAnswered(result, top) {
   if (result.min_confidence !== null && top.confidence !== null) {
     return `${percent(top.confidence)} sure; this index answers at ${percent(result.min_confidence)} or more.`;
+  }
+  if (result.threshold === null) {  // lexical mode: BM25 scores, no threshold; any match answers
+    return `BM25 score ${top.score.toFixed(3)}; by words alone the best match is the answer.`;
   }
   return `Score ${top.score.toFixed(3)}; this index answers at ${result.threshold.toFixed(2)} or more.`;
 }

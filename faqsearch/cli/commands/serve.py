@@ -134,8 +134,8 @@ def log(index, since, limit, unanswered, out):
     if out.json:
         click.echo(dump(found))
         return
-    click.echo(f"{count(found['total'], 'query', 'queries')} logged: {found['answered']} answered, "
-               f"{found['unanswered']} not.")
+    click.echo(f"{count(found['total'], 'query', 'queries')} logged{f' since {since}' if since else ''}: "
+               f"{found['answered']} answered, {found['unanswered']} not.")
     if not found["queries"]:
         return
     click.echo(f"{'time (UTC)':<19}  {'answered':<8}  {'score':>5}  {pad('top FAQ', 12)}  query")
