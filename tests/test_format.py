@@ -7,6 +7,8 @@ import ast
 import os
 import re
 
+import pytest
+
 import faqsearch
 from faqsearch.index import format as fmt
 
@@ -207,3 +209,19 @@ def test_faqsearch_reads_its_config_by_attribute_never_as_a_mapping(tmp_path, mo
                  ("list", "--index", ix), ("versions", "--index", ix), ("restore", "v00000001", "--index", ix)):
         result = run(*args)
         assert result.exit_code == 0, (args, result.output)
+
+
+def test_config_reads_as_a_read_only_mapping_for_library_users(tmp_path, small_corpus, fake_encoder):
+    """engine.config was a dict: code that read it so keeps working; JSON goes through to_dict()."""
+    import collections.abc
+    import json
+
+    from faqsearch import FAQSearch
+
+    with FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=fake_encoder) as engine:
+        config = engine.config
+        assert isinstance(config, collections.abc.Mapping) and config["counts"]["faqs"] == 4
+        assert dict(config) == config.to_dict() == config.copy() and list(config.values()) == list(config.to_dict().values())
+        assert json.loads(json.dumps(config.copy()))["dim_in"] == config.dim_in
+        with pytest.raises(TypeError):
+            config["mode"] = "dense"  # read-only: a change goes through the engine's methods
