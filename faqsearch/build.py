@@ -27,6 +27,7 @@ from .files import NpyWriter, load_npy
 from .index.directory import Writer, check_target
 from .index.format import VECTORS, WHITENING, Config
 from .progress import progress_bar
+from .text import count
 from .index.snapshot import open_version
 from .whitening import Moments, Whitening
 
@@ -264,8 +265,8 @@ def refuse_lossy_rebuild(path: str, source: str, listed: set[str], force: bool =
         names = ", ".join(f["id"] for f in gone[:5]) + (", ..." if len(gone) > 5 else "")
         keep = "update" if len(held) > len(gone) else "add"  # add refuses ids the index holds; update adds the new and updates those
         raise WouldDropError(
-            f"a rebuild of index {path} from {source} would drop {plural(len(gone), 'FAQ')} "
-            f"({plural(questions, 'question')}) that {source} does not list ({names}). Keep them with "
+            f"a rebuild of index {path} from {source} would drop {count(len(gone), 'FAQ')} "
+            f"({count(questions, 'question')}) that {source} does not list ({names}). Keep them with "
             f"`faqsearch {keep} {source} --index {path}`, make the index match {source} as an edit with "
             f"`faqsearch upsert {source} --index {path}` (FAQs from `add` stay), or pass --replace to rebuild "
             f"from {source} alone")
@@ -275,10 +276,6 @@ def refuse_lossy_rebuild(path: str, source: str, listed: set[str], force: bool =
             f"index {path} holds questions that a rebuild from {source} would drop ({what}). "
             f"Run `faqsearch upsert {source} --index {path}` to apply the corpus as an edit and keep them, or "
             "pass --replace to rebuild and drop them")
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def info_summary(config: Config) -> dict[str, Any]:

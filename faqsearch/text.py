@@ -66,6 +66,16 @@ def check_query(text: str) -> str:
     return text
 
 
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """The word for ``n`` things: plural(1, "FAQ") -> "FAQ", plural(2, "FAQ") -> "FAQs"."""
+    return one if n == 1 else (many or one + "s")
+
+
+def count(n: int, one: str, many: str | None = None) -> str:
+    """``n`` and its word: count(1, "FAQ") -> "1 FAQ", count(3, "query", "queries") -> "3 queries"."""
+    return f"{n} {plural(n, one, many)}"
+
+
 def non_latin_share(texts, limit: int = 2000) -> float:
     """The share of letters outside the Latin script in (up to ``limit`` of) ``texts``: 0 for English,
     near 1 for Chinese, Japanese, Russian or Arabic. Letters only, so digits, punctuation and spaces

@@ -3,7 +3,7 @@ columns, and an ingest summary in plain words (#42)."""
 import pytest
 
 from faqsearch import FAQSearch
-from faqsearch.cli.render import count, plural
+from faqsearch.text import count, plural
 
 from .conftest import write_corpus
 

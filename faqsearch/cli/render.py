@@ -7,17 +7,9 @@ from typing import Any
 
 import click
 
+from ..text import count
+
 WIDTH = 100
-
-
-def plural(n: int, one: str, many: str | None = None) -> str:
-    """The word for ``n`` things: plural(1, "FAQ") -> "FAQ", plural(2, "FAQ") -> "FAQs"."""
-    return one if n == 1 else (many or one + "s")
-
-
-def count(n: int, one: str, many: str | None = None) -> str:
-    """``n`` and its word: count(1, "FAQ") -> "1 FAQ", count(3, "query", "queries") -> "3 queries"."""
-    return f"{n} {plural(n, one, many)}"
 
 
 def dump(obj: Any) -> str:

@@ -8,7 +8,8 @@ import click
 from ..options import (Score, batch_size_option, corpus_options, device_option, encoder_options, generator_option,
                        handles_errors, index_option, output_options, storage_options, threads_option,
                        whitening_options)
-from ..render import built, count, dump, edit, info as print_info, tune as print_tune, undo
+from ...text import count
+from ..render import built, dump, edit, info as print_info, tune as print_tune, undo
 
 
 def corpus_argument(fn):

@@ -7,7 +7,8 @@ import click
 
 from ...defaults import GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..options import Finite, device_option, handles_errors, index_option, output_options, threads_option
-from ..render import count, dump, pad, percent
+from ...text import count
+from ..render import dump, pad, percent
 
 
 @click.command()
