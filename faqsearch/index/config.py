@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import IndexFormatError, InvalidOptionError
 from ..lexical import stem_in_use
 from ..tokenmatch import supported as tokens_supported
-from .format import CURRENT, FILES, RECORDED_DIRS, SIZED, Config, check_values  # noqa: F401  (check_values: re-exported)
+from .format import CURRENT, FILES, RECORDED_DIRS, SIZED, Config
 
 DEFAULT_HOME = "indexes"
 DEFAULT_NAME = "default"

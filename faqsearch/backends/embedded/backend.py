@@ -16,7 +16,7 @@ import numpy as np
 
 from ...index import config as cfg
 from ...defaults import TOKEN_STORE_MAX
-from ...index.format import (CONFIG, DELTA, FAISS, SQLITE_SIDE, STORE, TMP, TOKENS, VECTORS, Config, IndexSection,
+from ...index.format import (CONFIG, DELTA, FAISS, IDS, SQLITE_SIDE, STORE, TMP, TOKENS, VECTORS, Config, IndexSection,
                              delta_file)
 from ...errors import IndexFormatError
 from ...files import link_or_copy, load_npy
@@ -27,7 +27,7 @@ from .store import Store
 from ...whitening import Moments
 from ..base import Opened
 from . import editor
-from .delta import IDS_FILE, Delta, DeltaIndex
+from .delta import Delta, DeltaIndex
 from .faiss import DEFAULT_FACTORY, VectorIndex, check_factory, factory_for, index_section, write_vector_index
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class RawVectors:
             raise IndexFormatError(cfg.damaged(path, "vectors", "missing"))
         try:
             self.base_raw = load_npy(vec_path, mmap_mode="r")
-            ids_path = os.path.join(version, IDS_FILE)
+            ids_path = os.path.join(version, IDS)
             self.has_ids = os.path.exists(ids_path)
             self.base_ids = load_npy(ids_path) if self.has_ids else None
         except (ValueError, OSError) as exc:
@@ -121,7 +121,7 @@ class EmbeddedBackend:
         factory = factory_for(index_type, len(ids), white.dim_out)
         target, vectors = os.path.join(directory, FAISS), os.path.join(directory, VECTORS)
         vindex = write_vector_index(white, ids, factory, target, vectors)
-        np.save(os.path.join(directory, IDS_FILE), ids)
+        np.save(os.path.join(directory, IDS), ids)
         store.write_postings(directory)
         return {"index": index_section(index_type, vindex)}
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...index.format import DELTA as _DELTA, IDS as IDS_FILE, TMP, delta_file  # noqa: F401  (delta_file: re-exported)
+from ...index.format import DELTA as _DELTA, TMP
 from ...files import NPY_LOCK
 
 

@@ -29,13 +29,13 @@ from ...defaults import CHUNK
 from ...errors import FAQSearchError
 from ...files import load_npy, preallocate, sample_digest, share_file
 from ...index.directory import Writer
-from ...index.format import CONFIG, FAISS, STORE, VECTORS, WHITENING, Config
+from ...index.format import CONFIG, FAISS, IDS, STORE, VECTORS, WHITENING, Config, delta_file
 from .postings import share as share_postings
 from .store import Store
 from .tokenstates import share as share_token_states
 from ...whitening import Moments
 from ..base import delta_limit
-from .delta import IDS_FILE, Delta, delta_file, remove_stale
+from .delta import Delta, remove_stale
 from .faiss import VectorIndex, factory_for, index_section, write_vector_index
 
 if TYPE_CHECKING:
@@ -230,11 +230,11 @@ def write_live_vectors(snap: "Snapshot", directory: str, drop: np.ndarray | None
     drop = np.empty(0, np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
     extra = np.empty((0, raw.dim), np.float32) if extra is None else extra
     extra_ids = np.empty(0, np.int64) if extra_ids is None else np.asarray(extra_ids, dtype=np.int64)
-    vec_path, ids_path = os.path.join(directory, VECTORS), os.path.join(directory, IDS_FILE)
+    vec_path, ids_path = os.path.join(directory, VECTORS), os.path.join(directory, IDS)
     files = snap.config.recorded
     if not len(delta) and not len(drop) and not len(extra) and raw.has_ids:
         records = {}
-        for name in (VECTORS, IDS_FILE):
+        for name in (VECTORS, IDS):
             share_file(snap.version, directory, name)
             if isinstance(files.get(name), dict) and files[name].get("sha256"):
                 records[name] = files[name]
