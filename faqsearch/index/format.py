@@ -132,6 +132,11 @@ class Section:
             out[k] = v.to_dict() if isinstance(v, Section) else v
         return out
 
+    def has(self, key: str) -> bool:
+        """Whether the JSON has ``key`` (read, or set since): a key written as null is there, and reads
+        None; an absent one reads None too, and a reader's default applies to it only."""
+        return key in self.order or getattr(self, key, None) is not None
+
     def without(self, *keys: str):
         """A copy with ``keys`` left out of the JSON (a known key reads None)."""
         return replace(self, **{k: None for k in keys if k in self.keys_known()},

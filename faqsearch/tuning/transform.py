@@ -89,7 +89,7 @@ def grid(dim: int, rank: int) -> list[Setting]:
 
 def current_setting(config: Config) -> Setting:
     w = config.whitening
-    if not (w.enabled if w.enabled is not None else "enabled" not in w.order):  # absent: enabled
+    if not (w.enabled if w.has("enabled") else True):  # absent: enabled (a null: not)
         return Setting(False)
     k = int(w.k_effective or config.dim_out)
     return Setting(True, float(w.beta), float(w.gamma), None if k == config.dim_in else k)
@@ -308,7 +308,7 @@ def refit_config(config: Config, moments: Moments, setting: Setting | None = Non
 
     setting = setting or current_setting(config)
     white = replace(transform_for(setting, moments, int(config.dim_in)), moments=moments)
-    fitted_on = config.whitening.fitted_on if "fitted_on" in config.whitening.order else "corpus questions"
+    fitted_on = config.whitening.fitted_on if config.whitening.has("fitted_on") else "corpus questions"
     section = whitening_section(white, setting.whiten, fitted_on, moments.n, tuned=True)
     section["k"] = setting.k if setting.whiten else None
     return white, config.merged({"dim_out": white.dim_out, "whitening": section},
