@@ -9,7 +9,10 @@ threshold chosen on these queries themselves (on the confidence, and on the cosi
 calibration error of the first answer's confidence (10 bins) and lists whose shown confidence rises.
 In-domain questions without an FAQ: Banking77 faqs_5 built without 10 of its intents, and small FAQs
 (20 of sample_data's FAQs, 20 of Banking77's intents), three seeded choices each: the queries of the
-FAQs left out have no FAQ in the index. A last table bins the confidence against the share right.
+FAQs left out have no FAQ in the index. Labels arriving: on the two single-question sets, half of the queries (a fixed split) are approved as
+questions of their FAQ (`faqsearch approve`, what `suggest` and feedback lead to), the index refreshes
+its confidence as it does after such edits, and the other half is asked. A last table bins the
+confidence against the share right.
 
 Out of scope: sample_data/offtopic*.txt for the samples; for Banking77, CovidFAQ queries and STSB-en
 sentences; for CovidFAQ, Banking77 queries and STSB-en sentences (as benchmarks/calibration.py).
@@ -41,7 +44,8 @@ from faqsearch.evaluation import ranking_metrics, read_labelled_queries  # noqa:
 
 SETS = [(n,) for n in ("sample_data en", "sample_data zh (USE)", "CovidFAQ", "Banking77 faqs_1", "Banking77 faqs_5",
                        "Banking77 faqs_all", "STSB-en retrieval", "zh-STS-B retrieval (USE)",
-                       "Banking77 faqs_5 without 10 intents", "sample_data en 20 FAQs", "Banking77 faqs_5 20 intents")]
+                       "Banking77 faqs_5 without 10 intents", "sample_data en 20 FAQs", "Banking77 faqs_5 20 intents",
+                       "CovidFAQ half approved", "Banking77 faqs_1 half approved")]
 LEFT_OUT = 10
 SEEDS = (0, 1, 2)
 
@@ -213,6 +217,17 @@ def main() -> None:
         m = sums / len(SEEDS)
         unknown.append(f"| {name}: mean of {len(SEEDS)} | | {m[0]:.1f}% | {m[1]:.1f}% | {m[2]:.1f}% | "
                        f"{m[3]:.1f}% / {m[4]:.1f}% / {m[5]:.1f}% | |")
+    labels = ["| set | operating point | in-scope right | out-of-scope answered | balanced | best single threshold "
+              "(confidence / cosine) | ECE | before the approvals: operating point / right / balanced / ECE |",
+              "|---|---|---|---|---|---|---|---|"]
+    for name, corpus, qfile, oos in (
+            ("CovidFAQ half approved", os.path.join(covid, "faqs.csv"), os.path.join(covid, "queries.csv"),
+             sets["CovidFAQ"][3]),
+            ("Banking77 faqs_1 half approved", os.path.join(bank, "faqs_1.csv"), os.path.join(bank, "queries.csv"),
+             bank_oos)):
+        if name in wanted:
+            print(name, "...", file=sys.stderr, flush=True)
+            labels.append(approved_half(minilm, corpus, qfile, oos, os.path.join(tmp, "ix"), name))
     rel = ["| confidence | " + " | ".join(reliability) + " |", "|---|" + "---|" * len(reliability)]
     for i in range(10):
         cells = []
@@ -220,12 +235,39 @@ def main() -> None:
             n, share = bins[i]
             cells.append(f"{100 * share:.0f}% right of {n}" if n else "-")
         rel.append(f"| {i / 10:.1f}-{(i + 1) / 10:.1f} | " + " | ".join(cells) + " |")
-    emit([f"Measured {machine()} with `python benchmarks/decision.py`", "",
-          "Answer or abstain at the default operating point (k=3, as `ask --json`)", "", *table, "",
-          "In-domain questions without an FAQ: each index holds some of a set's FAQs, and the queries of the others "
-          "are asked of it", "", *unknown, "",
-          "Reliability: first answers binned by confidence, the share right in each bin (in-scope and out-of-scope "
-          "queries together)", "", *rel], args.out)
+    sections = [("Answer or abstain at the default operating point (k=3, as `ask --json`)", table),
+                ("In-domain questions without an FAQ: each index holds some of a set's FAQs, and the queries of the "
+                 "others are asked of it", unknown),
+                ("Labels arriving: half of a single-question set's queries approved as questions, the other half asked",
+                 labels),
+                ("Reliability: first answers binned by confidence, the share right in each bin (in-scope and "
+                 "out-of-scope queries together)", rel if reliability else [])]
+    emit([f"Measured {machine()} with `python benchmarks/decision.py`", ""] +
+         [line for title, rows in sections if len(rows) > 2 for line in (title, "", *rows, "")], args.out)
+
+
+def approved_half(encoder, corpus: str, qfile: str, oos: list[str], where: str, name: str) -> str:
+    """A table row: the index asked the held-back half of the queries (and the out-of-scope ones) before
+    and after the other half is approved as questions of their FAQs (one approve per FAQ)."""
+    queries = read_labelled_queries(qfile)
+    order = list(range(len(queries)))
+    random.Random(0).shuffle(order)
+    given = set(order[:len(queries) // 2])
+    asked = [q for i, q in enumerate(queries) if i not in given]
+    texts, gold = [q.text for q in asked] + list(oos), [q.gold for q in asked] + [None] * len(oos)
+    e = FAQSearch.build(corpus, where, encoder=encoder, force=True)
+    before, op_before = score(ask_all(e, texts), gold), e.snapshot.min_confidence
+    groups: dict[str, list[str]] = {}
+    for i in sorted(given):
+        groups.setdefault(sorted(queries[i].gold)[0], []).append(queries[i].text)
+    for faq_id, phrasings in groups.items():
+        e.approve(faq_id, phrasings)
+    now, op = score(ask_all(e, texts), gold), e.snapshot.min_confidence
+    e.close()
+    return (f"| {name} ({len(given)} approved, {now['in_scope']} / {now['oos']} asked) | {op:.2f} | "
+            f"{100 * now['right'] / now['in_scope']:.1f}% | {pct(now['oos_answered'], now['oos'])} | {now['balanced']:.2f} | "
+            f"{num(now['best_conf'])} / {num(now['best_cos'])} | {now['ece']:.3f} | {op_before:.2f} / "
+            f"{100 * before['right'] / before['in_scope']:.1f}% / {before['balanced']:.2f} / {before['ece']:.3f} |")
 
 
 def write_jsonl(folder: str, name: str, texts: list[str], gold: list, outs: list[dict]) -> None:
