@@ -12,7 +12,7 @@ from typing import Any, Iterable, Sequence
 
 from .errors import FAQSearchError
 from .gaps import Gap, find_gaps
-from .generators import GeneratorChoice
+from .generators import GeneratorChoice, UnsupportedLanguageError
 from .querylog import QueryLog, log_answered, log_path
 from .results import EditReport
 
@@ -114,5 +114,11 @@ class Traffic:
 
         if generator is None:
             return suggest(searcher, faq_id, self.log, **options)
+        faq = searcher.snap.store.faq(faq_id) if generator.per_language is not None else None
+        if faq and faq["questions"]:  # the bundled generator for this FAQ's language
+            try:
+                generator.check([faq["questions"][0]["text"]])
+            except UnsupportedLanguageError:
+                pass  # none installed writes it: suggest's note says so
         return suggest(searcher, faq_id, self.log, load_generator=generator.load, languages=generator.languages,
                        **options)

@@ -126,7 +126,7 @@ def test_paraphrases_skip_what_the_generator_cannot_write_and_load_it_once(monke
     from faqsearch.generators import GeneratorChoice, UnsupportedLanguageError, paraphrase_queries
 
     loads, asked = [], []
-    monkeypatch.setattr(generators, "paraphrase", lambda gen, text, n, scorer: asked.append((gen, text, n)) or [text])
+    monkeypatch.setattr(generators, "paraphrase", lambda gen, text, n, scorer, **kw: asked.append((gen, text, n)) or [text])
     choice = GeneratorChoice("smollm2", ("en",), lambda: loads.append(1) or "gen")
     texts = ["where is my parcel", "   ", "我的密码怎么重置？", "track my order"]
     got, notes = paraphrase_queries(choice, texts, 3)

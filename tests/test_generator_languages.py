@@ -17,8 +17,17 @@ from faqsearch.generators.recipe import content, is_question, shape_ok
 ZH = "我的银行卡丢了，怎么冻结？"
 
 
+@pytest.fixture
+def english_only(monkeypatch):
+    """Only the English generator's weights installed (as on a machine without faqsearch[gemma])."""
+    import faqsearch.generators.languages as languages
+
+    monkeypatch.setattr(languages, "installed", lambda name: name == "smollm2")
+
+
 def test_languages_declared_without_loading():
     assert generator_languages(None) == ("en",) and generator_languages("smollm2") == ("en",)
+    assert generator_languages("gemma3") == ("zh",)
     assert generator_languages("some/dir") is None  # a directory or hub id: not known, anything goes
     assert generator_languages("smollm2", "en,zh-CN") == ("en", "zh")
     assert parse_languages("any") is None and parse_languages("") is None
@@ -28,13 +37,16 @@ def test_languages_declared_without_loading():
     assert writes(("ja",), ["パスワードを忘れました"]) and not writes(("zh",), ["Где моя карта?"])
 
 
-def test_chinese_to_the_english_generator_is_refused_at_once_naming_a_generator():
+def test_chinese_to_the_english_generator_is_refused_at_once_naming_a_generator(english_only):
     t = time.perf_counter()
-    r = CliRunner().invoke(cli, ["paraphrase", ZH])
+    r = CliRunner().invoke(cli, ["paraphrase", ZH])  # the default for Chinese is gemma3: not installed here
     took = time.perf_counter() - t
     assert r.exit_code == 1, r.output
     assert took < 1.0, took  # nothing was loaded or sampled
-    assert "--generator" in r.output and "chat template" in r.output and "Qwen/Qwen2.5-0.5B-Instruct" in r.output
+    assert "pip install 'faqsearch[gemma]'" in r.output and "--generator" in r.output
+    assert "chat template" in r.output and "Qwen/Qwen2.5-0.5B-Instruct" in r.output
+    r = CliRunner().invoke(cli, ["paraphrase", ZH, "--generator", "smollm2"])  # named: refused, pointing at gemma3
+    assert r.exit_code == 1 and "--generator gemma3" in r.output and "faqsearch[gemma]" in r.output, r.output
     # the same for the library, before sampling
     class Never:
         name, languages = "english-only", ("en",)
@@ -160,7 +172,7 @@ def test_paraphrase_end_to_end_with_a_tiny_local_generator(tiny_lm):
 
 
 @pytest.mark.slow
-def test_service_refuses_chinese_to_the_english_generator_at_once(tmp_path, monkeypatch):
+def test_service_refuses_chinese_to_the_english_generator_at_once(tmp_path, monkeypatch, english_only):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
@@ -186,7 +198,7 @@ def test_service_refuses_chinese_to_the_english_generator_at_once(tmp_path, monk
 
 
 def test_ask_with_paraphrases_answers_a_chinese_query_without_loading_the_english_generator(tmp_path, run,
-                                                                                          monkeypatch):
+                                                                                          monkeypatch, english_only):
     """`ask --paraphrases` on a Chinese query: the answer stands, a note says why there are no
     paraphrases, and the English-only generator is never loaded."""
     import json

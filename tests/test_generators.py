@@ -170,7 +170,7 @@ def test_prompt_cache_and_preallocated_layers_change_no_logit():
     with torch.inference_mode():
         full = gen.model(input_ids=ids, use_cache=True)
         cache, last, length = gen._encode(text)
-        assert gen._prefix is not None and 0 < len(gen._prefix[0]) < length == ids.shape[1]
+        assert "" in gen._prefix and 0 < len(gen._prefix[""][0]) < length == ids.shape[1]  # one prompt set: one key
         assert torch.allclose(last, full.logits[:, -1], atol=1e-3)
         again, last2, _ = gen._encode(text)  # the next batch for the same input reuses the prompt
         assert again is not cache and torch.equal(last2, last)

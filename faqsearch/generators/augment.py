@@ -14,22 +14,23 @@ def plan_augment(searcher, generator=None, n: int = 3, candidates: int = 24, see
                  min_similarity: float | None = None, progress: bool = False, rounds: int | None = None) -> Edit:
     """Up to ``n`` paraphrases per FAQ (source 'generated'). ``generator``: a
     :class:`faqsearch.generators.Generator` or a name for :func:`faqsearch.generators.load_generator`
-    (default SmolLM2); while fewer than ``n`` pass, more batches are drawn, ``rounds`` at most. An
+    (default: the bundled one for the index's language); while fewer than ``n`` pass, more batches are drawn, ``rounds`` at most. An
     index mostly in a script the generator does not write is refused; single FAQs in one are skipped."""
     from . import Generator, load_generator
 
-    if not isinstance(generator, Generator):
-        generator = load_generator(generator)
+    store = searcher.snap.store
+    faqs = store.list_faqs()
+    questions_of = {f["id"]: [q["text"] for q in store.faq(f["id"])["questions"]] for f in faqs}
+    firsts = [qs[0] for qs in questions_of.values() if qs]
+    if not isinstance(generator, Generator):  # unnamed: the bundled generator for the index's language
+        generator = load_generator(generator, texts=firsts if generator is None and firsts else None)
     min_similarity = PARAPHRASE_MIN_SIMILARITY if min_similarity is None else min_similarity
     rounds = PARAPHRASE_ROUNDS if rounds is None else rounds
-    store = searcher.snap.store
     languages = getattr(generator, "languages", None)
     plan = Edit("generated", config={"generator": {**generator.spec(), **({"languages": list(languages)}
                                                                           if languages else {})}})
-    faqs = store.list_faqs()
-    questions_of = {f["id"]: [q["text"] for q in store.faq(f["id"])["questions"]] for f in faqs}
     # a mostly Chinese index and an English generator: refused before sampling
-    checked(generator, [qs[0] for qs in questions_of.values() if qs])
+    checked(generator, firsts)
     with progress_bar(len(faqs), progress, "paraphrasing", unit="FAQ") as bar:
         for f in faqs:
             questions = questions_of[f["id"]]

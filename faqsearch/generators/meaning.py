@@ -1,0 +1,155 @@
+"""Meaning changes a similarity score lets through, in English and Chinese: a negation added, dropped
+or moved ("不能使用" became "可以使用" at cosine 0.94), a number changed, another kind of question (how
+-> why), a condition put in front, words echoed from the prompt's examples, and a word the index
+knows swapped for another one it knows (金融卡, a debit card, became 信用卡, a credit card, at 0.88),
+which the index itself judges: the rewording must get the input's first answer. The screen drops
+such candidates; a paraphrase that keeps the meaning rarely needs any of these changes.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Callable, Sequence
+
+# English negations (whole words, after "n't" is split off) and Chinese negating characters
+_EN_NEGATIONS = frozenset("not no never nothing none nobody nowhere neither nor cannot without".split())
+_ZH_NEGATIONS = frozenset("不没沒无無未别別非勿莫否")
+# characters that hold a negating one without negating ("不过" but, "无论" whatever, "非常" very, "否则"
+# otherwise, "未来" future, "别的" other, "莫名" ...): the pair is read as one word
+_ZH_NOT_NEGATING = ("不过", "不管", "不论", "无论", "無論", "非常", "否则", "否則", "未来", "未來", "别的", "別的",
+                    "别人", "別人", "不错", "不錯", "差不多", "不少", "没错", "沒錯")
+_EN_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine ten eleven "
+                                                   "twelve".split())}
+_ZH_DIGITS = "零〇一二两兩三四五六七八九十百千万萬"
+# a Chinese numeral counts where a measure word follows it ("三天", "两张", "5次"): "一下" or "一个人" alone do not
+_ZH_NUMERAL = re.compile(f"[{_ZH_DIGITS}]+(?=[天日个個次张張元块塊月年周週号號位分秒岁歲小笔筆期])")
+_DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _norm(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def negated(text: str) -> bool:
+    """Whether the text negates something (an odd count of negations reads as 'no' either way: both
+    the count's parity and its presence are compared by :func:`changes`)."""
+    return negations(text) % 2 == 1
+
+
+def negations(text: str) -> int:
+    t = _norm(text).replace("n't", " not").replace("can not", "cannot")
+    for word in _ZH_NOT_NEGATING:
+        t = t.replace(word, " ")
+    return sum(w in _EN_NEGATIONS for w in _EN_WORD.findall(t)) + sum(ch in _ZH_NEGATIONS for ch in t)
+
+
+def _zh_negated(text: str, span: int) -> list[set[str]]:
+    """For each Chinese negation, the characters of the ``span`` after it (what it negates)."""
+    t = _norm(text)
+    for word in _ZH_NOT_NEGATING:
+        t = t.replace(word, " " * len(word))
+    return [set(t[i + 1:i + 1 + span]) - {" "} for i, ch in enumerate(t) if ch in _ZH_NEGATIONS]
+
+
+def moved(source: str, cand: str) -> bool:
+    """A Chinese negation now negates something else: one of the input's negations has no negation in
+    the candidate followed, within three characters, by a character of what it negated ("不用了想销掉"
+    -> "不销掉"; "不能用" -> "无法使用" keeps 用)."""
+    after = _zh_negated(cand, 3)
+    return any(not any(src & got for got in after) for src in _zh_negated(source, 2) if src)
+
+
+def numbers(text: str) -> list[str]:
+    """The numbers a text states, as digits or numerals with a measure word, in order."""
+    t = _norm(text)
+    found = [m.group(0).replace(",", "") for m in _DIGITS.finditer(t)]
+    found += [_NUMBER_WORDS[w] for w in _EN_WORD.findall(t) if w in _NUMBER_WORDS]
+    found += _ZH_NUMERAL.findall(t)
+    return sorted(found)
+
+
+# what a question asks, where the kind matters ("how", "what" and yes/no questions are read as one
+# kind: "can I change it?" asks what "how do I change it?" asks; "when" and "how long" as another);
+# longest words first
+_ASKS = [("why", ("为什么", "为何", "怎么会", "為什麼", "為何", "怎麼會", "why")),
+         ("where", ("哪里", "哪儿", "哪裡", "哪兒", "在哪", "where")),
+         ("time", ("什么时候", "什麼時候", "何时", "何時", "几时", "幾時", "多久", "多长时间", "多長時間", "几天", "幾天",
+                   "when", "how long")),
+         ("quantity", ("多少", "how much", "how many"))]
+# a condition or a cause put in front ("如果...", "因为...", "if ...")
+_LEADS = ("如果", "要是", "假如", "因为", "因為", "所以", "但是", "虽然", "雖然", "而且", "if ", "because ", "so ", "but ")
+
+
+def asks(text: str) -> set[str]:
+    """The kinds of question a text asks whose change changes the question (why, where, time, quantity;
+    "what can I do to ..." asks what "how do I ..." asks)."""
+    t = f" {_norm(text)} "
+    out = set()
+    for kind, words in _ASKS:
+        for w in words:
+            if (f" {w} " in re.sub(r"[^\w' ]+", " ", t)) if w.isascii() else w in t:
+                out.add(kind)
+                t = t.replace(w, " ")
+    return out
+
+
+def leads(text: str) -> str | None:
+    t = _norm(text).lstrip()
+    return next((w.strip() for w in _LEADS if t.startswith(w)), None)
+
+
+_GENERIC = ("为什么 為什麼 为何 為何 什么 什麼 时候 時候 哪里 哪裡 多久 多少 怎么 怎麼 如何 可以 能不 不能 应该 應該 需要 "
+            "我们 我們 你们 你們 一下 还是 還是 没有 沒有 以后 以後 以前 之前 我的 你的 是不 是否 有没 有沒").split()
+_PARTICLES = frozenset("了的吗嗎呢吧啊呀我你您他她它们們是在有和就也都还還要会會能想")
+_GENERIC_EN = frozenset("what when where which how long much many does have with from your there their about would "
+                        "could should this that after before still".split())
+
+
+def echoes(cand: str, source: str, prompt_texts: Sequence[str]) -> bool:
+    """The candidate repeats words of the prompt's examples that the input does not have (a small
+    model continues its examples: "开错的账户" from an example about a wrong invoice): two CJK
+    characters in a row from an example, not in the input, holding no particle or pronoun and not
+    across a question or function word, or an English word of more than four letters."""
+    if not prompt_texts:
+        return False
+    c, src = _norm(cand), _norm(source)
+    examples = [_norm(x) for x in prompt_texts]
+    masked = c
+    for word in sorted(_GENERIC, key=len, reverse=True):  # a pair across a question word is no word
+        masked = masked.replace(word, " ")
+    for run in re.findall(r"[\u3400-\u9fff]{2,}", masked):
+        for i in range(len(run) - 1):
+            piece = run[i:i + 2]
+            if piece not in src and not set(piece) & _PARTICLES and any(piece in x for x in examples):
+                return True
+    words = set(_EN_WORD.findall(" ".join(examples))) - set(_EN_WORD.findall(src)) - _GENERIC_EN
+    return any(len(w) > 4 and w in words for w in _EN_WORD.findall(c))
+
+
+def changes(source: str, cand: str) -> str | None:
+    """Why ``cand`` says something other than ``source`` ('question changed', 'condition added',
+    'negation', 'number'), or None (a swapped term is the index's to judge: :func:`answers_alike`)."""
+    if asks(source) != asks(cand):
+        return "question changed"
+    if leads(cand) and leads(cand) != leads(source):
+        return "condition added"
+    if negated(source) != negated(cand) or (negations(source) > 0) != (negations(cand) > 0) or moved(source, cand):
+        return "negation"
+    if numbers(source) != numbers(cand):
+        return "number"
+    return None
+
+
+
+def answers_alike(searcher, text: str) -> Callable[[list[str]], list[bool]]:
+    """The check that a rewording of ``text`` is still the same question for this index: the index's
+    first answer (answered or not) to each candidate is its first answer to ``text``. A product or
+    entity word swapped for another one the index knows (金融卡 for 信用卡) moves the answer; a synonym
+    the index reads alike does not."""
+    def first(texts: list[str]) -> list[str | None]:
+        return [r.nearest.faq_id if r.nearest is not None else None
+                for r in searcher.answer(texts, k=1, threshold=-1.0)]
+
+    target = first([text])[0]
+    return lambda texts: [target is not None and got == target for got in first(list(texts))]

