@@ -19,8 +19,7 @@ from typing import Any, Callable, Sequence
 
 from ..text import is_blank
 from .base import Candidate, Generator
-from .languages import (BUNDLED_LANGUAGES, UnsupportedLanguageError, check_languages, default_for, generator_languages,
-                        writes)
+from .languages import BUNDLED_LANGUAGES, UnsupportedLanguageError, check_languages, default_for, generator_languages
 from .recipe import ROUNDS, Paraphrase, Screened, diverse_top, encoder_scorer, normal, paraphrase, screen, screen_rounds
 
 DEFAULT_GENERATOR = "smollm2"
@@ -87,8 +86,8 @@ class GeneratorChoice:
 
     def check(self, texts: Sequence[str]) -> None:
         """An UnsupportedLanguageError when it does not write the texts' language (nothing loads); a
-        per-language choice becomes the bundled generator for them (a MissingExtraError where it is
-        not installed)."""
+        per-language choice becomes the bundled generator for them (the error names its extra where
+        it is not installed)."""
         if self.per_language is not None:
             name = default_for(texts)
             load = self.per_language
@@ -120,30 +119,30 @@ def paraphrase_queries(choice: GeneratorChoice, texts: Sequence[str], n: int,
     """'Did you mean': up to ``n`` paraphrases of each text, re-ranked by ``scorer`` (the index's query
     vectors), and notes. A text in a language the generator does not write gets none and a note
     (``strict``: an UnsupportedLanguageError instead), checked before the model loads; a blank text
-    gets none; the generator loads once, only when some text is paraphrased. ``searcher``: the index's;
-    a rewording it answers with another FAQ than the text is dropped."""
+    gets none; a generator loads once, only when some text needs it (with no generator named or
+    recorded, each text gets the bundled one for its language). ``searcher``: the index's; a rewording
+    it answers with another FAQ than the text is dropped."""
     from .meaning import answers_alike
 
-    writable, notes = [], []
+    names: list[str | None] = []  # the generator of each text (None: no paraphrases for it)
+    notes: list[str] = []
     for text in texts:
         try:
-            choice.check([text])
-            writable.append(not is_blank(text))
+            choice.check([text])  # a per-language choice: the bundled generator for this text
+            names.append(choice.name or "" if not is_blank(text) else None)
         except UnsupportedLanguageError as exc:
             if strict:
                 raise
             notes.append(f"no paraphrases: {exc}")
-            writable.append(False)
-    if not any(writable):
-        return [[] for _ in texts], notes
-    if choice.per_language is not None:  # the bundled generator of the first text it can reword
-        choice.check([t for t, ok in zip(texts, writable) if ok][:1])
-    gen = choice.load()
+            names.append(None)
+    loaded: dict[str, Generator] = {}  # each generator loads once, and only when some text needs it
     out = []
-    for text, ok in zip(texts, writable):
-        if ok and not writes(getattr(gen, "languages", None), [text]):  # a batch in two languages
-            notes.append(f"no paraphrases for {text!r}: {choice.name} does not write its language (ask it alone)")
-            ok = False
-        out.append(paraphrase(gen, text, n=n, scorer=scorer,
-                              same_intent=answers_alike(searcher, text) if searcher is not None else None) if ok else [])
+    for text, name in zip(texts, names):
+        if name is None:
+            out.append([])
+            continue
+        if name not in loaded:
+            loaded[name] = choice.per_language(name) if choice.per_language is not None else choice.load()
+        out.append(paraphrase(loaded[name], text, n=n, scorer=scorer,
+                              same_intent=answers_alike(searcher, text) if searcher is not None else None))
     return out, notes

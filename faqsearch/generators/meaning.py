@@ -12,15 +12,19 @@ import unicodedata
 from typing import Callable, Sequence
 
 # English negations (whole words, after "n't" is split off) and Chinese negating characters
-_EN_NEGATIONS = frozenset("not no never nothing none nobody nowhere neither nor cannot without".split())
+_EN_NEGATIONS = frozenset("not no never nothing none nobody nowhere neither nor cannot without unable fail fails "
+                          "failed failing missing forgot forget forgotten".split())
 _ZH_NEGATIONS = frozenset("不没沒无無未别別非勿莫否")
 # characters that hold a negating one without negating ("不过" but, "无论" whatever, "非常" very, "否则"
 # otherwise, "未来" future, "别的" other, "莫名" ...): the pair is read as one word
 _ZH_NOT_NEGATING = ("不过", "不管", "不论", "无论", "無論", "非常", "否则", "否則", "未来", "未來", "别的", "別的",
-                    "别人", "別人", "不错", "不錯", "差不多", "不少", "没错", "沒錯")
+                    "别人", "別人", "不错", "不錯", "差不多", "不少", "没错", "沒錯", "是否", "能否", "可否", "与否",
+                    "與否", "可不可以")
+# an A-not-A question ("能不能", "收不收", "有没有") asks yes or no: no negation
+_A_NOT_A = re.compile(r"(.)[不没沒]\1")
 _EN_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _NUMBER_WORDS = {w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine ten eleven "
-                                                   "twelve".split())}
+                                                   "twelve".split()) if w != "one"}  # "get a new one": a pronoun
 _ZH_DIGITS = "零〇一二两兩三四五六七八九十百千万萬"
 # a Chinese numeral counts where a measure word follows it ("三天", "两张", "5次"): "一下" or "一个人" alone do not
 _ZH_NUMERAL = re.compile(f"[{_ZH_DIGITS}]+(?=[天日个個次张張元块塊月年周週号號位分秒岁歲小笔筆期])")
@@ -37,27 +41,33 @@ def negated(text: str) -> bool:
     return negations(text) % 2 == 1
 
 
-def negations(text: str) -> int:
-    t = _norm(text).replace("n't", " not").replace("can not", "cannot")
+def _zh_plain(text: str) -> str:
+    """The text with the words that hold a negating character without negating blanked out."""
+    t = _A_NOT_A.sub(lambda m: " " * 3, _norm(text))
     for word in _ZH_NOT_NEGATING:
-        t = t.replace(word, " ")
+        t = t.replace(word, " " * len(word))
+    return t
+
+
+def negations(text: str) -> int:
+    t = _zh_plain(text).replace("n't", " not").replace("can not", "cannot")
     return sum(w in _EN_NEGATIONS for w in _EN_WORD.findall(t)) + sum(ch in _ZH_NEGATIONS for ch in t)
 
 
 def _zh_negated(text: str, span: int) -> list[set[str]]:
-    """For each Chinese negation, the characters of the ``span`` after it (what it negates)."""
-    t = _norm(text)
-    for word in _ZH_NOT_NEGATING:
-        t = t.replace(word, " " * len(word))
-    return [set(t[i + 1:i + 1 + span]) - {" "} for i, ch in enumerate(t) if ch in _ZH_NEGATIONS]
+    """For each Chinese negation, the characters of the ``span`` after it (what it negates; in "用不了",
+    "cannot use", the one before it)."""
+    t = _zh_plain(text)
+    return [(set(t[i + 1:i + 1 + span]) | (set(t[max(0, i - 2):i]) if t[i + 1:i + 2] == "了" else set())) - {" ", "了"}
+            for i, ch in enumerate(t) if ch in _ZH_NEGATIONS]
 
 
 def moved(source: str, cand: str) -> bool:
     """A Chinese negation now negates something else: one of the input's negations has no negation in
-    the candidate followed, within three characters, by a character of what it negated ("不用了想销掉"
-    -> "不销掉"; "不能用" -> "无法使用" keeps 用)."""
+    the candidate near a character of what it negated (the three after it; "X不了" negates X):
+    "不用了想销掉" -> "不销掉" moved; "不能用" -> "无法使用" and "不能登录" -> "登录不了" did not."""
     after = _zh_negated(cand, 3)
-    return any(not any(src & got for got in after) for src in _zh_negated(source, 2) if src)
+    return any(not any(src & got for got in after) for src in _zh_negated(source, 3) if src)
 
 
 def numbers(text: str) -> list[str]:
@@ -65,25 +75,21 @@ def numbers(text: str) -> list[str]:
     t = _norm(text)
     found = [m.group(0).replace(",", "") for m in _DIGITS.finditer(t)]
     found += [_NUMBER_WORDS[w] for w in _EN_WORD.findall(t) if w in _NUMBER_WORDS]
-    found += _ZH_NUMERAL.findall(t)
+    found += [n for n in _ZH_NUMERAL.findall(t) if n != "一"]  # 一个, 一张: an article
     return sorted(found)
 
 
-# what a question asks, where the kind matters ("how", "what" and yes/no questions are read as one
-# kind: "can I change it?" asks what "how do I change it?" asks; "when" and "how long" as another);
-# longest words first
-_ASKS = [("why", ("为什么", "为何", "怎么会", "為什麼", "為何", "怎麼會", "why")),
-         ("where", ("哪里", "哪儿", "哪裡", "哪兒", "在哪", "where")),
-         ("time", ("什么时候", "什麼時候", "何时", "何時", "几时", "幾時", "多久", "多长时间", "多長時間", "几天", "幾天",
-                   "when", "how long")),
-         ("quantity", ("多少", "how much", "how many"))]
+# a question that asks why asks something else than how, where or whether ("how do I cancel my order"
+# is no rewording of "why did you cancel my order"); where, when, how much and what are read as one
+# kind with how: "what does delivery cost?" asks what "how much is delivery?" asks
+_ASKS = [("why", ("为什么", "为何", "怎么会", "為什麼", "為何", "怎麼會", "why", "how come", "what caused",
+                 "what is the reason", "what's the reason"))]
 # a condition or a cause put in front ("如果...", "因为...", "if ...")
 _LEADS = ("如果", "要是", "假如", "因为", "因為", "所以", "但是", "虽然", "雖然", "而且", "if ", "because ", "so ", "but ")
 
 
 def asks(text: str) -> set[str]:
-    """The kinds of question a text asks whose change changes the question (why, where, time, quantity;
-    "what can I do to ..." asks what "how do I ..." asks)."""
+    """The kinds of question a text asks whose change changes the question (why)."""
     t = f" {_norm(text)} "
     out = set()
     for kind, words in _ASKS:
@@ -100,7 +106,8 @@ def leads(text: str) -> str | None:
 
 
 _GENERIC = ("为什么 為什麼 为何 為何 什么 什麼 时候 時候 哪里 哪裡 多久 多少 怎么 怎麼 如何 可以 能不 不能 应该 應該 需要 "
-            "我们 我們 你们 你們 一下 还是 還是 没有 沒有 以后 以後 以前 之前 我的 你的 是不 是否 有没 有沒").split()
+            "我们 我們 你们 你們 一下 还是 還是 没有 沒有 以后 以後 以前 之前 我的 你的 是不 是否 有没 有沒 查看 查到 "
+            "收到 一般 重新 东西 東西 哪里 哪裡 几天 幾天 能不 可以 现在 現在").split()
 _PARTICLES = frozenset("了的吗嗎呢吧啊呀我你您他她它们們是在有和就也都还還要会會能想")
 _GENERIC_EN = frozenset("what when where which how long much many does have with from your there their about would "
                         "could should this that after before still".split())
@@ -142,14 +149,17 @@ def changes(source: str, cand: str) -> str | None:
 
 
 
-def answers_alike(searcher, text: str) -> Callable[[list[str]], list[bool]]:
+def answers_alike(searcher, text: str, faq_id: str | None = None) -> Callable[[list[str]], list[bool]] | None:
     """The check that a rewording of ``text`` is still the same question for this index: the index's
-    first answer (answered or not) to each candidate is its first answer to ``text``. A product or
-    entity word swapped for another one the index knows (金融卡 for 信用卡) moves the answer; a synonym
-    the index reads alike does not."""
+    first answer (answered or not) to each candidate is its first answer to ``text`` (or ``faq_id``).
+    A product or entity word swapped for another one the index knows (金融卡 for 信用卡) moves the
+    answer; a synonym the index reads alike does not. None (no check) where ``text`` has no first
+    answer (an empty index, or nothing in common with it)."""
     def first(texts: list[str]) -> list[str | None]:
         return [r.nearest.faq_id if r.nearest is not None else None
                 for r in searcher.answer(texts, k=1, threshold=-1.0)]
 
-    target = first([text])[0]
-    return lambda texts: [target is not None and got == target for got in first(list(texts))]
+    target = faq_id if faq_id is not None else first([text])[0]
+    if target is None:
+        return None
+    return lambda texts: [got == target for got in first(list(texts))]

@@ -180,7 +180,8 @@ def screen(text: str, cands: Sequence[Candidate], scorer: Callable[[Sequence[str
     from .meaning import changes, echoes
 
     meaning = meaning or changes
-    examples = generator.prompt_examples(text) if hasattr(generator, "prompt_examples") else ()
+    # a base model's few-shot examples leak into what it writes (an instruct model's rarely do)
+    examples = generator.prompt_examples(text) if getattr(generator, "prompts", None) else ()
     src_norm, src_content = normal(text), content(text)
     seen: set[str] = set()
     out: list[Screened] = []

@@ -108,7 +108,7 @@ def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: 
             from .recipe import paraphrase
 
             for p in paraphrase(load_generator(), questions[0], n=generate, scorer=searcher.embed_full, seed=seed,
-                                same_intent=answers_alike(searcher, questions[0])):
+                                same_intent=answers_alike(searcher, questions[0], faq_id)):
                 take(Suggestion(p.text, "generated", p.score))
     return Suggestions(faq_id, out, notes)
 

@@ -291,7 +291,7 @@ def gaps(request: Request, name: str, similarity: float = Query(GAP_SIMILARITY, 
 @router.post("/indexes/{name}/paraphrase", tags=["ask"], dependencies=[Depends(ask_key)])
 def paraphrase(request: Request, name: str, body: ParaphraseIn):
     """Rewordings of TEXT ('did you mean'), re-ranked by the index: from the generator the index was
-    augmented with, else the default (SmolLM2). The generator is loaded once, on first use."""
+    augmented with, else the bundled one for the text's language. The generator is loaded once, on first use."""
     from ..generators import choose_generator, paraphrase_queries
 
     searcher = service(request).engine(name).searcher()
