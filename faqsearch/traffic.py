@@ -115,15 +115,11 @@ class Traffic:
         if generator is None:
             return suggest(searcher, faq_id, self.log, **options)
         faq = searcher.snap.store.faq(faq_id) if generator.per_language is not None else None
-        refused = None
+        refusal = None
         if faq and faq["questions"]:  # the bundled generator for this FAQ's language
             try:
                 generator.check([faq["questions"][0]["text"]])
             except UnsupportedLanguageError as exc:
-                refused = exc  # none installed writes it: the note says which extra would
-        got = suggest(searcher, faq_id, self.log, load_generator=generator.load, languages=generator.languages,
-                      **options)
-        if refused is not None and options.get("generate"):
-            got.notes[:] = [n for n in got.notes if not n.startswith("the generator does not write")]
-            got.notes.append(f"no generated suggestions: {refused}")
-        return got
+                refusal = str(exc)  # none installed writes it: the note says which extra would
+        return suggest(searcher, faq_id, self.log, load_generator=generator.load, languages=generator.languages,
+                       refusal=refusal, **options)

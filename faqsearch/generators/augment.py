@@ -7,6 +7,7 @@ from ..defaults import PARAPHRASE_MIN_SIMILARITY, PARAPHRASE_ROUNDS
 from ..edits.plan import Edit
 from ..progress import progress_bar
 from .languages import checked, writes
+from .meaning import answers_alike
 from .recipe import diverse_top, normal, screen_rounds
 
 
@@ -38,13 +39,11 @@ def plan_augment(searcher, generator=None, n: int = 3, candidates: int = 24, see
                 bar.update(1)
                 continue
 
-            # a rewording that this index answers with another FAQ would pull that FAQ's queries here
-            def comes_back(texts: list[str], fid: str = f["id"]) -> list[bool]:
-                return [r.nearest is not None and r.nearest.faq_id == fid for r in searcher.answer(texts, k=1)]
-
-            # a rewording that repeats another stored question is no new wording
+            # a rewording that this index answers with another FAQ would pull that FAQ's queries here; one
+            # that repeats another stored question is no new wording
             screened = screen_rounds(generator, questions[0], n, candidates, searcher.embed_full, min_similarity, seed,
-                                     rounds, exclude={normal(q) for q in questions}, same_intent=comes_back)
+                                     rounds, exclude={normal(q) for q in questions},
+                                     same_intent=answers_alike(searcher, questions[0], f["id"]))
             plan.new_questions += [(f["id"], p.text) for p in diverse_top(screened, n)]
             bar.update(1)
     return plan

@@ -35,12 +35,6 @@ def _norm(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower()
 
 
-def negated(text: str) -> bool:
-    """Whether the text negates something (an odd count of negations reads as 'no' either way: both
-    the count's parity and its presence are compared by :func:`changes`)."""
-    return negations(text) % 2 == 1
-
-
 def _zh_plain(text: str) -> str:
     """The text with the words that hold a negating character without negating blanked out."""
     t = _A_NOT_A.sub(lambda m: " " * 3, _norm(text))
@@ -107,7 +101,7 @@ def leads(text: str) -> str | None:
 
 _GENERIC = ("为什么 為什麼 为何 為何 什么 什麼 时候 時候 哪里 哪裡 多久 多少 怎么 怎麼 如何 可以 能不 不能 应该 應該 需要 "
             "我们 我們 你们 你們 一下 还是 還是 没有 沒有 以后 以後 以前 之前 我的 你的 是不 是否 有没 有沒 查看 查到 "
-            "收到 一般 重新 东西 東西 哪里 哪裡 几天 幾天 能不 可以 现在 現在").split()
+            "收到 一般 重新 东西 東西 几天 幾天 现在 現在").split()
 _PARTICLES = frozenset("了的吗嗎呢吧啊呀我你您他她它们們是在有和就也都还還要会會能想")
 _GENERIC_EN = frozenset("what when where which how long much many does have with from your there their about would "
                         "could should this that after before still".split())
@@ -139,14 +133,16 @@ def changes(source: str, cand: str) -> str | None:
     'negation', 'number'), or None (a swapped term is the index's to judge: :func:`answers_alike`)."""
     if asks(source) != asks(cand):
         return "question changed"
-    if leads(cand) and leads(cand) != leads(source):
+    lead = leads(cand)
+    if lead and lead != leads(source):
         return "condition added"
-    if negated(source) != negated(cand) or (negations(source) > 0) != (negations(cand) > 0) or moved(source, cand):
+    ns, nc = negations(source), negations(cand)
+    # an odd count reads as "no" either way: the parity and the presence are both compared
+    if ns % 2 != nc % 2 or (ns > 0) != (nc > 0) or moved(source, cand):
         return "negation"
     if numbers(source) != numbers(cand):
         return "number"
     return None
-
 
 
 def answers_alike(searcher, text: str, faq_id: str | None = None) -> Callable[[list[str]], list[bool]] | None:

@@ -52,12 +52,12 @@ def _logged(querylog) -> list[dict[str, Any]]:
 
 def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: int = 0,
             load_generator: Callable[[], Any] | None = None, languages: Sequence[str] | None = None,
-            seed: int | None = 0) -> Suggestions:
+            seed: int | None = 0, refusal: str | None = None) -> Suggestions:
     """Up to ``limit`` logged queries for ``faq_id`` (those answered with it first, most asked first,
     then those whose search ranked it in the top :data:`NEAR_K`) and up to ``generate`` generated
     rewordings of its first question (``load_generator()`` is called only then, and only when the
-    generator writes the question's language: ``languages``). Texts the FAQ already has, and queries a
-    person assigned to another FAQ, are left out."""
+    generator writes the question's language: ``languages``; ``refusal``: why none does, for the note).
+    Texts the FAQ already has, and queries a person assigned to another FAQ, are left out."""
     store = searcher.snap.store
     faq = store.faq(faq_id)
     if faq is None:
@@ -100,8 +100,9 @@ def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: 
                 break
             take(Suggestion(r["query"], "near", float(hit.score), r["count"], hit.confidence))
     if generate > 0 and questions:
-        if not writes(languages, questions[:1]):
-            notes.append("the generator does not write this FAQ's language: no generated suggestions "
+        if refusal is not None or not writes(languages, questions[:1]):
+            notes.append(f"no generated suggestions: {refusal}" if refusal is not None else
+                         "the generator does not write this FAQ's language: no generated suggestions "
                          "(serve or run with a multilingual --generator)")
         elif load_generator is not None:
             from .meaning import answers_alike
