@@ -77,6 +77,19 @@ class StorageSpec:
     index_type: str = INDEX_TYPE
 
 
+def shared_storage(path: str, storage: StorageSpec) -> StorageSpec:
+    """An index addressed as milvus://HOST:PORT/NAME lives in that server under its name's collections."""
+    from .index.address import remote_of
+
+    remote = remote_of(path)
+    if remote is None:
+        return storage
+    if storage.backend not in ("embedded", "milvus") or (storage.uri and storage.uri.rstrip("/") != remote.uri):
+        raise InvalidOptionError(f"--index {remote.address} lives in Milvus at {remote.uri}; leave out --backend and "
+                                 "--uri (the address names both)")
+    return dataclasses.replace(storage, backend="milvus", uri=remote.uri, collection=storage.collection or remote.base)
+
+
 def as_faqs(corpus: str | os.PathLike | Sequence[FAQ], columns: Columns | None = None,
             fmt: str | None = None) -> list[FAQ]:
     """FAQ records from a corpus file or from records (checked and normalised like a file's rows)."""
@@ -136,7 +149,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
     leaves the old version, never a new one without its calibration."""
     encoder_spec = encoder_spec or EncoderSpec()
     wspec = whitening or WhiteningSpec()
-    storage = storage or StorageSpec()
+    storage = shared_storage(path, storage or StorageSpec())
     check_target(path)  # only an index of ours may be replaced: refused before anything is read or encoded
     backend = backend_named(storage.backend)
     if wspec.k is not None and (not isinstance(wspec.k, int) or wspec.k < 1):

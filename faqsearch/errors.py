@@ -97,3 +97,8 @@ class StorageError(FAQSearchError):
 
 class VersionNotFoundError(FAQSearchError):
     """A version an index does not keep (``faqsearch restore``); the message lists those it keeps."""
+
+
+class ChangedMeanwhileError(FAQSearchError):
+    """Another writer of an index shared by replicas committed, or took its lock over, while this one
+    worked (or held it past the wait): nothing was committed; retry."""

@@ -228,3 +228,39 @@ def npy_chunks(path: str, chunk: int = 4096) -> Iterator[np.ndarray]:
         for first in range(0, shape[0], chunk):
             n = min(chunk, shape[0] - first)
             yield np.frombuffer(fh.read(n * width), dtype=dtype).reshape(n, shape[1])
+
+
+class FileLock:
+    """flock on a lock file, re-checked against the path after it is taken (a removed lock file must
+    not be locked by one process while another creates and locks a new one)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fh = None
+
+    def acquire(self, block: bool = True) -> "FileLock | None":
+        """Take the lock (``block=False``: None at once where another holds it)."""
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: one writer at a time is then up to the user
+            return self
+        while True:
+            fh = open(self.path, "a")
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.close()
+                return None
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fh.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.fh = fh
+                return self
+            fh.close()
+
+    def release(self) -> None:
+        if self.fh is not None:
+            self.fh.close()  # closing drops the flock
+            self.fh = None

@@ -11,6 +11,7 @@ from .index import config as cfg
 from .backends import backend_for
 from .errors import FAQSearchError, IndexNotFoundError
 from .index.directory import Writer, layout, resolve
+from .index.address import remote_of
 from .index.format import QUERY_LOG, SQLITE_SIDE, Counts, legacy_query_log
 
 
@@ -135,6 +136,9 @@ def rename_index(path: str, new_path: str) -> str:
     """Give an index another name (its directory moves in one rename; Milvus collections keep theirs)."""
     if layout(path) in ("none", "foreign"):
         raise IndexNotFoundError(f"no index at {path}; see `faqsearch indexes`")
+    if (remote := remote_of(path)) is not None:
+        raise FAQSearchError(f"{remote.address} is named by its address in Milvus and cannot be renamed; build it "
+                             "again under the new name (faqsearch ingest ... --index milvus://HOST:PORT/NEW)")
     if os.path.lexists(new_path):
         raise FAQSearchError(f"{new_path} exists already; choose another name or drop it first")
     parent = os.path.dirname(os.path.abspath(new_path))

@@ -18,6 +18,7 @@ PACKAGE = os.path.join(ROOT, "faqsearch")
 LAYERS = {
     "defaults": 0, "errors": 0, "filters": 0, "results": 0, "text": 0, "progress": 0, "files": 0,
     "index.format": 0,  # the index format's names and typed config: imported by every layer
+    "index.address": 1,  # where an index that lives in Milvus is, and its local cache (index/config.py resolves it)
     "lexical": 1, "whitening": 1, "corpus": 1, "index.config": 1, "evaluation": 1,
     "querylog": 1, "confidence": 1, "tokenmatch": 1, "hub": 1, "encoders": 1, "gaps": 1, "finetune": 1, "generators": 1, "simbert": 1,
     "index": 2, "backends": 2, "edits": 2, "traffic": 2, "search": 2, "build": 2, "tuning": 2, "manage": 2,

@@ -22,17 +22,24 @@ CORPUS = [FAQ(f"f{i}", f"answer {i}", [f"question about topic{i} variant{j}" for
               "even" if i % 2 == 0 else "odd", {"product": f"p{i % 3}"}) for i in range(12)]
 _MILVUS = pytest.mark.skipif(importlib.util.find_spec("milvus_lite") is None, reason="pip install 'faqsearch[milvus]'")
 BACKENDS = ["embedded", pytest.param("milvus", marks=_MILVUS),
-            pytest.param("milvus-server", marks=[_MILVUS, pytest.mark.slow])]
+            pytest.param("milvus-server", marks=[_MILVUS, pytest.mark.slow]),
+            pytest.param("milvus-shared", marks=[_MILVUS, pytest.mark.slow])]
 
 
 def storage(case: str, tmp_path, request) -> dict[str, str]:
     """``FAQSearch.build``'s storage options for a backend case: none (embedded), a milvus-lite file,
-    or the session's gRPC server with a collection alias of this test's own (tests share the server)."""
+    or the session's gRPC server with a collection alias of this test's own (tests share the server);
+    ``milvus-shared``: an index that lives in that server alone, addressed milvus://HOST:PORT/NAME (its
+    local cache under this test's FAQSEARCH_HOME), given as ``index``."""
     if case == "embedded":
         return {}
     if case == "milvus":
         return {"backend": "milvus", "uri": str(tmp_path / "m.db")}
     name = re.sub(r"[^A-Za-z0-9_]", "_", request.node.name)[:80]
+    if case == "milvus-shared":
+        request.getfixturevalue("monkeypatch").setenv("FAQSEARCH_HOME", str(tmp_path / "home"))
+        server = request.getfixturevalue("milvus_server").split("://", 1)[1]
+        return {"index": f"milvus://{server}/s_{name}_{uuid.uuid4().hex[:8]}"}
     return {"backend": "milvus", "uri": request.getfixturevalue("milvus_server"),
             "collection": f"t_{name}_{uuid.uuid4().hex[:8]}"}
 
@@ -42,10 +49,16 @@ def storage_options(kw: dict[str, str]) -> list[str]:
     return [a for k, v in kw.items() for a in (f"--{k.replace('_', '-')}", v)]
 
 
+def located(kw: dict[str, str], tmp_path) -> tuple[str, dict[str, str]]:
+    """(the index to build, the rest of :func:`storage`'s options)."""
+    rest = dict(kw)
+    return rest.pop("index", str(tmp_path / "ix")), rest
+
+
 @pytest.fixture(params=BACKENDS)
 def engine(request, tmp_path):
-    kw = storage(request.param, tmp_path, request)
-    e = FAQSearch.build(CORPUS, str(tmp_path / "ix"), encoder=FakeEncoder(), threshold=-1, self_fusion=False, **kw)
+    index, kw = located(storage(request.param, tmp_path, request), tmp_path)
+    e = FAQSearch.build(CORPUS, index, encoder=FakeEncoder(), threshold=-1, self_fusion=False, **kw)
     yield e
     e.close()
 
@@ -553,8 +566,8 @@ def test_ask_category_through_the_cli(run, tmp_path, small_corpus, kind, request
     reported a traceback on Milvus), and a category no FAQ has is named with those that exist."""
     import json
 
-    index = str(tmp_path / "ix")
-    assert run("ingest", small_corpus, "--index", index, *storage_options(storage(kind, tmp_path, request))).exit_code == 0
+    index, kw = located(storage(kind, tmp_path, request), tmp_path)
+    assert run("ingest", small_corpus, "--index", index, *storage_options(kw)).exit_code == 0
     for category, want in (("returns", {"3"}), ("shipping", {"2", "4"})):
         r = run("ask", "how long does shipping take to return an item abroad", "--index", index, "--category", category,
                 "-k", "5", "-t", "-1", "--json")
@@ -591,13 +604,13 @@ def test_token_states_through_the_protocol(tmp_path, kind, request):
     from faqsearch.backends import TokenSink, TokenSource, backend_named
     from faqsearch.defaults import TOKEN_STORE_MAX
 
-    kw = storage(kind, tmp_path, request)
-    backend, enc = backend_named(kw.get("backend", "embedded")), StatesEncoder()
-    with FAQSearch.build(CORPUS, str(tmp_path / "ix"), encoder=enc, threshold=-1, self_fusion=False, **kw) as e:
+    index, kw = located(storage(kind, tmp_path, request), tmp_path)
+    backend, enc = backend_named("milvus" if kind.startswith("milvus") else "embedded"), StatesEncoder()
+    with FAQSearch.build(CORPUS, index, encoder=enc, threshold=-1, self_fusion=False, **kw) as e:
         kept = e._current().tokens
         assert ids(e.ask("question about topic3 variant1", mode="hybrid"))[0] == "f3"
     assert backend.token_sink(str(tmp_path / "big"), enc, TOKEN_STORE_MAX + 1) is None
-    if kw:
+    if kind != "embedded":
         assert kept is None and backend.token_sink(str(tmp_path / "v"), enc, 3) is None
         return
     assert isinstance(kept, TokenSource) and len(kept) == 36  # 12 FAQs x 3 distinct questions

@@ -11,7 +11,7 @@ from .base import (BACKENDS, Backend, BuildStore, Counts, FAQRecord, FAQSummary,
 
 __all__ = ["BACKENDS", "Backend", "BuildStore", "Counts", "FAQRecord", "FAQSummary", "Opened", "QuestionRow",
            "RawSource", "StoreView", "TokenSink", "TokenSource", "VectorSearch", "backend_for", "backend_named",
-           "delta_limit"]
+           "delta_limit", "shared_meta", "writer_lease"]
 
 
 def backend_named(kind: str) -> Backend:
@@ -29,3 +29,19 @@ def backend_named(kind: str) -> Backend:
 def backend_for(config: Config) -> Backend:
     """The backend an index was built with (its config's ``backend.kind``, embedded by default)."""
     return backend_named(config.backend_kind)
+
+
+def shared_meta(uri: str, base: str):
+    """The metadata of an index that lives in Milvus alone (its commits and small files):
+    :class:`faqsearch.backends.milvus.shared.Meta`."""
+    from .milvus.shared import Meta
+
+    return Meta(uri, base)
+
+
+def writer_lease(uri: str, base: str):
+    """The writers' lock of an index that lives in Milvus alone, not yet taken:
+    :class:`faqsearch.backends.milvus.shared.Lease`."""
+    from .milvus.shared import Lease
+
+    return Lease(uri, base)

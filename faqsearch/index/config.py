@@ -40,12 +40,18 @@ def resolve_index_path(index: str | os.PathLike | None) -> str:
     (a '/', a leading '.') is a path. A bare name is read as a directory of the current directory
     only where that directory is a faqsearch index and the home has none of that name (an index
     built by path before): a user folder of that name never hides the index. None is 'default';
-    an empty name is an error (an unset shell variable must not mean the default index)."""
+    an empty name is an error (an unset shell variable must not mean the default index). An address
+    ``milvus://HOST:PORT/NAME`` is an index in Milvus, read through its local cache (index/remote.py)."""
     if index is None:
         return os.path.join(home(), DEFAULT_NAME)
     index = os.fspath(index)
     if not str(index).strip():
         raise InvalidOptionError("the index name is empty; give a name or a path (an unset shell variable?)")
+    from .address import local_path, parse
+
+    remote = parse(str(index))
+    if remote is not None:
+        return local_path(remote, home())
     if os.sep in index or "/" in index or index.startswith(".") or os.path.isabs(index):
         return os.path.abspath(index)
     named = os.path.join(home(), index)

@@ -36,9 +36,11 @@ from typing import Any
 
 from ..defaults import KEEP_VERSIONS
 from ..errors import IndexFormatError, IndexNotFoundError, IndexPathError
-from ..files import atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
-from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
+from ..files import FileLock, atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
+from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, REMOTE, SQLITE_SIDE, TMP,
                      STORE, TOP as _TOP, VERSION_NAME, WHITENING, Config, read_json, version_name)
+from .address import remote_of
+from .remote import RemoteWriting, sync
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +130,11 @@ def resolve(path: str) -> str:
     """The directory holding the live version of the index at ``path`` (for readers).
 
     A plain directory of the oldest layout is its own version; a link is followed; with nothing at
-    the path, a migration or a first switch that was cut short is found among the siblings."""
+    the path, a migration or a first switch that was cut short is found among the siblings. The cache
+    of an index in Milvus is first brought to Milvus' newest commit (faqsearch/index/remote.py)."""
+    remote = remote_of(path) if os.path.isfile(os.path.join(path, REMOTE)) else None
+    if remote is not None:
+        sync(path, remote)
     kind = layout(path)
     if kind == "current":
         version = _read_current(path)
@@ -155,6 +161,9 @@ def resolve(path: str) -> str:
         if newest is not None:
             log.warning("index %s has no %s; answering from its newest version %s", path, CURRENT, newest)
             return newest
+        if remote is not None:
+            raise IndexNotFoundError(f"no index at {remote.address} yet. Create one with: faqsearch ingest CORPUS.csv "
+                                     f"--index {remote.address}")
         raise IndexNotFoundError(f"no index at {path} yet (an ingest there did not finish). Create one with: "
                                  f"faqsearch ingest CORPUS.csv --index {path}")
     raise IndexFormatError(f"{path} is not a faqsearch index; re-run faqsearch ingest with another --index")
@@ -219,37 +228,6 @@ def _remove(path: str) -> None:
 
 
 # ---- the writer ------------------------------------------------------------------------------------
-class _FileLock:
-    """flock on a lock file, re-checked against the path after it is taken (a removed lock file must
-    not be locked by one process while another creates and locks a new one)."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.fh = None
-
-    def acquire(self) -> "_FileLock":
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: one writer at a time is then up to the user
-            return self
-        while True:
-            fh = open(self.path, "a")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                same = os.stat(self.path).st_ino == os.fstat(fh.fileno()).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                self.fh = fh
-                return self
-            fh.close()
-
-    def release(self) -> None:
-        if self.fh is not None:
-            self.fh.close()  # closing drops the flock
-            self.fh = None
-
-
 class Writer:
     """The one writer of an index directory: holds the lock, starts from the latest committed
     version, and alone commits (a new version, or a config replaced inside the live one).
@@ -264,20 +242,23 @@ class Writer:
     def __init__(self, path: str, made_by: str | None = None):
         self.path = os.path.abspath(path)
         self.made_by = made_by  # what the commits record as having made the version (`faqsearch versions`)
-        self._locks: list[_FileLock] = []
+        self._locks: list[FileLock] = []
         self._building: list[str] = []
         self._staged: dict[str, dict[str, dict[str, Any]]] = {}  # records computed by stage(), per version
         self._created = False
         self.version: str | None = None
         self.config: Config | None = None
+        self._remote: RemoteWriting | None = None  # an index in Milvus: its lease, taken before the local lock
 
     # -- the lock, migration and repair
     def __enter__(self) -> "Writer":
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            remote = remote_of(self.path)
+            self._remote = RemoteWriting(self.path, remote) if remote is not None else None
             self._enter()
         except BaseException as exc:
-            self._release()
+            self._let_go()
             mapped = storage_error(exc, self.path)
             if mapped is not None:
                 raise mapped from exc
@@ -290,7 +271,7 @@ class Writer:
             if kind in ("foreign", "plain", "link"):
                 check_target(self.path)  # a folder that is not ours, before anything in or beside it is touched
             if kind in ("current", "empty"):
-                self._locks.append(_FileLock(os.path.join(self.path, LOCK)).acquire())
+                self._locks.append(FileLock(os.path.join(self.path, LOCK)).acquire())
                 if layout(self.path) in ("current", "empty"):
                     break
                 self._release()
@@ -303,13 +284,15 @@ class Writer:
                     pass
                 continue
             # an older layout (or a move to this one that was cut short): under the older lock, move it
-            legacy = _FileLock(os.path.join(os.path.dirname(self.path), f".{os.path.basename(self.path)}.lock"))
+            legacy = FileLock(os.path.join(os.path.dirname(self.path), f".{os.path.basename(self.path)}.lock"))
             self._locks.append(legacy.acquire())
             kind = layout(self.path)
             if kind in ("plain", "link") or (kind == "none" and self._legacy_source() is not None):
                 self._migrate(kind)
                 break
             self._release()
+        if self._remote is not None:
+            self._remote.sync()
         self._repair()
         version = _read_current(self.path)
         if version is not None:
@@ -336,7 +319,7 @@ class Writer:
     def _migrate(self, kind: str) -> None:
         """Move an index of an older layout to this one; every step leaves something readers open."""
         if kind == "plain":
-            self._locks.append(_FileLock(os.path.join(self.path, LOCK)).acquire())
+            self._locks.append(FileLock(os.path.join(self.path, LOCK)).acquire())
             for e in os.listdir(self.path):  # a migration killed before its CURRENT was written
                 if VERSION_NAME.match(e) or _BUILDING.match(e):
                     _remove(os.path.join(self.path, e))
@@ -354,14 +337,14 @@ class Writer:
                     _remove(s)
             target = os.path.join(parent, f".{name}.migrate-{secrets.token_hex(4)}")
             _mkdir(target)
-            self._locks.append(_FileLock(os.path.join(target, LOCK)).acquire())
+            self._locks.append(FileLock(os.path.join(target, LOCK)).acquire())
             gen = max(_generation_of(old), 0)
             self._link_version(old, target, gen)
             atomic_write(os.path.join(target, CURRENT), (version_name(gen) + "\n").encode())
             if kind == "link":
                 os.replace(self.path, os.path.join(parent, f".{name}.oldlink-{secrets.token_hex(4)}"))
         else:
-            self._locks.append(_FileLock(os.path.join(target, LOCK)).acquire())
+            self._locks.append(FileLock(os.path.join(target, LOCK)).acquire())
         os.rename(target, self.path)  # readers of the moment between the two renames find ``target``
         fsync_dir(parent)
         log.info("moved index %s to the directory layout", self.path)
@@ -403,6 +386,13 @@ class Writer:
             lock.release()
         self._locks = []
 
+    def _let_go(self) -> None:
+        """The local locks, then the lease of an index in Milvus."""
+        self._release()
+        if self._remote is not None:
+            self._remote.close()
+            self._remote = None
+
     def __exit__(self, exc_type, exc, tb) -> None:
         for tmp in list(self._building):
             _remove(tmp)
@@ -413,7 +403,7 @@ class Writer:
                 os.rmdir(self.path)
             except OSError:
                 pass
-        self._release()
+        self._let_go()
         mapped = storage_error(exc, self.path) if exc is not None else None
         if mapped is not None:
             raise mapped from exc
@@ -455,6 +445,9 @@ class Writer:
         if version is None:
             if self.version is None:
                 raise IndexNotFoundError(f"no index at {self.path} to edit")
+            if self._remote is not None:
+                self._remote.publish(config.generation, os.path.basename(self.version), self.version,
+                                     _config_bytes(config))
             atomic_write(os.path.join(self.version, CONFIG), _config_bytes(config))
             self.config = config
             return self.version
@@ -467,6 +460,8 @@ class Writer:
         config = replace(config, files=files)
         atomic_write(os.path.join(version, CONFIG), _config_bytes(config))
         final = os.path.join(self.path, version_name(config.generation))
+        if self._remote is not None:
+            self._remote.publish(config.generation, os.path.basename(final), version, _config_bytes(config))
         if os.path.lexists(final):
             _remove(final)
         os.rename(version, final)

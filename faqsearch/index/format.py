@@ -42,6 +42,7 @@ TOKENS_FILES = (TOKEN_KEYS, TOKEN_SPANS, TOKEN_STATES)
 CURRENT = "CURRENT"  # the name of the live version, replaced by one atomic rename
 LOCK = "LOCK"  # the writers' lock (flock); readers never take it
 QUERY_LOG = "queries.db"  # the query log of `faqsearch serve` (outlives versions)
+REMOTE = "REMOTE"  # in the local cache of an index that lives in Milvus (milvus://HOST:PORT/NAME): its address
 TMP = ".tmp"  # a file being written (atomic_write), or a version being built (v<G>.tmp-<hex>)
 SQLITE_SIDE = ("-journal", "-wal", "-shm")  # SQLite's files beside a database
 
@@ -55,7 +56,7 @@ RECORDED_DIRS = (LEXICAL, TOKENS)
 VERSION_ENTRIES = (CONFIG, STORE, FAISS, WHITENING, VECTORS, IDS, f"{DELTA_PREFIX}<G>{DELTA_SUFFIX}",
                    f"{LEXICAL}/", f"{TOKENS}/")
 # every entry of an index directory, as the docs list them
-INDEX_ENTRIES = (CURRENT, LOCK, QUERY_LOG, "v<G>/")
+INDEX_ENTRIES = (CURRENT, LOCK, QUERY_LOG, REMOTE, "v<G>/")
 
 
 def version_name(generation: int) -> str:
@@ -83,7 +84,7 @@ DELTA = re.compile("^" + re.escape(DELTA_PREFIX) + r"(\d+)" + re.escape(DELTA_SU
 OWN_FILES = re.compile(rf"^(?:{_any(FILES.values())}|{re.escape(DELTA_PREFIX)}\d+{re.escape(DELTA_SUFFIX)})"
                        rf"(?:{_any((TMP, *SQLITE_SIDE))})?$")
 TOP = re.compile(rf"^(?:{re.escape(CURRENT)}(?:{re.escape(TMP)})?|{re.escape(LOCK)}|{re.escape(QUERY_LOG)}"
-                 rf"(?:{_any(SQLITE_SIDE)})?)$")
+                 rf"(?:{_any(SQLITE_SIDE)})?|{re.escape(REMOTE)})$")
 
 
 # ---- config.json: a typed view, read and written here -------------------------------------------

@@ -28,7 +28,6 @@ from ...index import config as cfg
 from ...defaults import CHUNK
 from ...errors import FAQSearchError
 from ...files import load_npy, preallocate, sample_digest, share_file
-from ...index.directory import Writer
 from ...index.format import CONFIG, FAISS, IDS, STORE, VECTORS, WHITENING, Config, delta_file
 from .postings import share as share_postings
 from .store import Store
@@ -39,6 +38,7 @@ from .delta import Delta, remove_stale
 from .faiss import VectorIndex, factory_for, index_section, write_vector_index
 
 if TYPE_CHECKING:
+    from ...index.directory import Writer
     from ...edits.plan import Edit
     from ...index.snapshot import Snapshot
 

@@ -22,6 +22,7 @@ from ...whitening import Moments
 from ..base import Opened, delta_limit
 from .collection import _ALL, ALIVE, BATCH, INDEX_TYPES, Collection, client
 from .faces import MilvusIndex, MilvusStore
+from .shared import Meta, drop_shared
 
 if TYPE_CHECKING:
     from ...index.snapshot import Snapshot
@@ -115,7 +116,10 @@ class MilvusBackend:
             raise InvalidOptionError(f"--collection {base!r}: use letters, digits and underscores, starting with a "
                                      "letter")
         client(uri).close()  # unreachable or missing extra: fail now
-        return {"kind": "milvus", "uri": uri, "base": base, "index_type": index_type.lower()}
+        from ...index.address import remote_of
+
+        shared = {"shared": True} if remote_of(path) is not None else {}  # lives in Milvus alone (shared.py)
+        return {"kind": "milvus", "uri": uri, "base": base, "index_type": index_type.lower(), **shared}
 
     def check_faqs(self, faqs, questions=()) -> None:
         check_limits(faqs, questions)
@@ -167,6 +171,8 @@ class MilvusBackend:
                     c.drop_collection(n)
         finally:
             c.close()
+        if spec.get("shared"):
+            drop_shared(spec["uri"], spec["base"])
 
     # -- opening
     def open(self, path: str, version: str, config: Config, whitening, base: "Snapshot | None") -> Opened:
@@ -262,6 +268,8 @@ class MilvusBackend:
             after.close()
         config = snap.config.merged(plan.config, next_question_id=copy_id, counts=counts)
         writer.commit(config.merged(backend={**config.backend.to_dict(), "dead": dead}), tmp)
+        if b.spec.get("shared"):  # collections replicas stopped reading a while ago
+            drop_stale(writer.config.backend.to_dict())
         if dead > delta_limit(counts["questions"]):  # removed rows kept for older readers: compact
             after = Collection(b.spec, g1, b.dim, b.dim_in, copy_id)
             try:
@@ -342,11 +350,25 @@ def _switch_alias(c, base: str, collection: str) -> str | None:
 
 
 def drop_stale(spec: dict[str, Any]) -> list[str]:
-    """After a rebuild is committed: drop this index's collections other than the current and previous."""
+    """After a commit: drop this index's collections other than the current and previous ones. An index
+    shared by replicas (``shared``) keeps each collection :data:`.shared.GRACE_S` after it stopped
+    being current instead, since a replica on another machine may still be reading it."""
     c = client(spec["uri"], spec.get("token"))
-    keep = {spec["collection"], spec.get("previous")}
-    dropped = [n for n in c.list_collections() if n.startswith(f"{spec['base']}__g") and n not in keep]
-    for n in dropped:
-        c.drop_collection(n)
-    c.close()
-    return dropped
+    try:
+        others = [n for n in c.list_collections() if n.startswith(f"{spec['base']}__g") and n != spec["collection"]]
+        if spec.get("shared"):
+            meta = Meta(spec["uri"], spec["base"])
+            try:
+                dropped = meta.retire(spec["collection"], others)
+                for n in dropped:
+                    c.drop_collection(n)
+                meta.forget(dropped)
+            finally:
+                meta.close()
+            return dropped
+        dropped = [n for n in others if n != spec.get("previous")]
+        for n in dropped:
+            c.drop_collection(n)
+        return dropped
+    finally:
+        c.close()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 from typing import Any, Iterable, Sequence
 
@@ -73,7 +74,7 @@ def client(uri: str, token: str | None = None):
     for lg in quiet:  # a file another process holds fails with tracebacks in their logs: we say it once, below
         lg.setLevel(logging.CRITICAL)
     try:
-        return MilvusClient(uri, token=token or "")
+        return MilvusClient(uri, token=token or os.environ.get("FAQSEARCH_MILVUS_TOKEN") or "")
     except Exception as exc:  # noqa: BLE001 - connection errors come in many classes
         if "://" not in uri:
             raise FAQSearchError(f"cannot open the milvus-lite file {uri} ({str(exc).splitlines()[0][:200]}). "

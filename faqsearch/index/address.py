@@ -1,0 +1,67 @@
+"""Where an index that lives in Milvus is: its address ``milvus://HOST:PORT/NAME`` (``milvus+https://``
+for TLS), and the local directory that caches it on this machine (faqsearch/index/remote.py keeps
+that cache up to date)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from ..errors import InvalidOptionError
+from ..files import atomic_write
+from .format import REMOTE
+
+SCHEMES = {"milvus": "http", "milvus+http": "http", "milvus+https": "https"}
+
+
+@dataclass(frozen=True)
+class Remote:
+    """Where an index lives: the Milvus server's URI and the index's name (its collections' base)."""
+    uri: str  # http(s)://host:port
+    name: str
+
+    @property
+    def address(self) -> str:
+        scheme, rest = self.uri.split("://", 1)
+        return f"milvus{'+https' if scheme == 'https' else ''}://{rest}/{self.name}"
+
+    @property
+    def base(self) -> str:
+        return "faqsearch_" + re.sub(r"[^A-Za-z0-9_]", "_", self.name)
+
+
+def parse(text: str) -> Remote | None:
+    """The Milvus address in ``text`` (None when it is not one); a malformed one is an error."""
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    if scheme not in SCHEMES:
+        return None
+    parts = urlsplit(text)
+    name = parts.path.strip("/")
+    if not parts.hostname or not name or "/" in name or not re.fullmatch(r"[A-Za-z0-9_-]{1,180}", name):
+        raise InvalidOptionError(f"{text!r} is not an index address; write milvus://HOST:PORT/NAME (NAME: letters, "
+                                 "digits, '-' and '_'), e.g. milvus://127.0.0.1:19530/support")
+    port = parts.port or 19530
+    return Remote(f"{SCHEMES[scheme]}://{parts.hostname}:{port}", name)
+
+
+def local_path(remote: Remote, home: str) -> str:
+    """The cache directory of ``remote`` under ``home`` (made, with its REMOTE file, on first use)."""
+    host = urlsplit(remote.uri)
+    path = os.path.join(home, ".milvus", f"{host.scheme}_{host.hostname}_{host.port}", remote.name)
+    marker = os.path.join(path, REMOTE)
+    if not os.path.isfile(marker):
+        os.makedirs(path, exist_ok=True)
+        atomic_write(marker, json.dumps({"uri": remote.uri, "name": remote.name}).encode())
+    return path
+
+
+def remote_of(path: str) -> Remote | None:
+    """The Milvus index a local directory caches, None for an ordinary index."""
+    try:
+        with open(os.path.join(path, REMOTE), encoding="utf-8") as fh:
+            d = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return Remote(d["uri"], d["name"])
