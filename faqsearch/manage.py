@@ -44,6 +44,8 @@ def _size(path: str) -> int:
 def describe(path: str) -> dict[str, Any]:
     """One index: name, path, counts, encoder, backend, size on disk, last commit (or what is wrong)."""
     out: dict[str, Any] = {"name": os.path.basename(path), "path": path}
+    if (remote := remote_of(path)) is not None:
+        out["address"] = remote.address
     try:
         version = resolve(path)
         config = cfg.load_config(version, path)
@@ -69,7 +71,8 @@ def info(index: str | None = None) -> dict[str, Any]:
     kept = backend_for(typed).token_states(version, typed)
     config["token_states"] = None if kept is None else kept.summary()
     config.update({k: v for k, v in cfg.fusion_weights(typed).items() if v is not None})  # what it answers with
-    return {"path": path, **config}
+    remote = remote_of(path)  # an index in Milvus: its address, and this machine's cache as the path
+    return {"path": path, **({"address": remote.address} if remote is not None else {}), **config}
 
 
 def without_paths(value: Any) -> Any:

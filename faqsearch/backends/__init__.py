@@ -39,9 +39,9 @@ def shared_meta(uri: str, base: str):
     return Meta(uri, base)
 
 
-def writer_lease(uri: str, base: str):
-    """The writers' lock of an index that lives in Milvus alone, not yet taken:
-    :class:`faqsearch.backends.milvus.shared.Lease`."""
+def writer_lease(uri: str, base: str, label: str | None = None):
+    """The writers' lock of an index that lives in Milvus alone, not yet taken (``label``: how errors
+    name the index): :class:`faqsearch.backends.milvus.shared.Lease`."""
     from .milvus.shared import Lease
 
-    return Lease(uri, base)
+    return Lease(uri, base, label)

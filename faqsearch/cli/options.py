@@ -15,7 +15,8 @@ from ..defaults import BATCH_SIZE, DEVICES, INDEX_TYPE, MAX_LENGTH, MODES, PARAP
 from ..errors import FAQSearchError
 
 POOLINGS = ("mean", "cls", "first-last-avg", "last-avg", "pooler", "last-token")
-INDEX_HELP = "Index name (under ./indexes or $FAQSEARCH_HOME) or a path to an index directory."
+INDEX_HELP = ("Index name (under ./indexes or $FAQSEARCH_HOME), a path to an index directory, or the address of an "
+              "index that lives in Milvus, shared by every machine: milvus://HOST:PORT/NAME (docs/milvus.md).")
 
 
 class Finite(click.FloatRange):

@@ -130,8 +130,11 @@ def threshold(report, as_json: bool, do_apply: bool) -> None:
 
 def built(summary: dict[str, Any], path: str) -> None:
     """What `ingest` prints of the index it built."""
+    from ..index.address import shown
+
     w = summary["whitening"]
-    click.echo(f"Indexed {count(summary['faqs'], 'FAQ')} ({count(summary['questions'], 'question')}) into {path}")
+    click.echo(f"Indexed {count(summary['faqs'], 'FAQ')} ({count(summary['questions'], 'question')}) into "
+               f"{shown(path)}")
     click.echo(f"Encoder {summary['encoder']}, {summary['dim_in']} -> {summary['dim_out']} dims "
                + (f"(beta={w['beta']:g}, gamma={w['gamma']:g})" if w["enabled"] else "(no transform)"))
     if summary.get("fusion"):

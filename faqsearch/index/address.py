@@ -65,3 +65,9 @@ def remote_of(path: str) -> Remote | None:
     except (OSError, ValueError):
         return None
     return Remote(d["uri"], d["name"])
+
+
+def shown(path: str) -> str:
+    """How to name the index at ``path`` to a person: its address when it lives in Milvus."""
+    remote = remote_of(path)
+    return remote.address if remote is not None else path

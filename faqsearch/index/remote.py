@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from ..errors import IndexNotFoundError
+from ..errors import ChangedMeanwhileError, IndexNotFoundError
 from ..files import FileLock, atomic_write, fsync_dir
 from .address import Remote
 from .format import CONFIG, CURRENT, LOCK, TMP, VERSION_NAME
@@ -56,11 +56,15 @@ def sync(path: str, remote: Remote, force: bool = False, locked: bool = False) -
     try:
         head = meta.head()
     except Exception as exc:  # noqa: BLE001 - Milvus unreachable: a reader keeps its version, a writer stops
-        if force:
+        if force or _local_generation(path) is None:
             raise
         log.warning("cannot read the newest commit of %s (%s); answering from the version this machine has",
                     remote.address, str(exc).splitlines()[0][:200])
         return
+    if head is None and _local_generation(path) is not None and not meta.exists():
+        raise IndexNotFoundError(f"{remote.address} is no longer in Milvus (dropped?); this machine's copy at {path} "
+                                 "is of no use without it. Build it again with: faqsearch ingest CORPUS.csv --index "
+                                 f"{remote.address}")
     if head is None or head[0] == _local_generation(path):
         return
     lock = None if locked else FileLock(os.path.join(path, LOCK)).acquire(block=False)
@@ -122,7 +126,7 @@ class RemoteWriting:
         from ..backends import writer_lease
 
         self.path, self.remote = path, remote
-        self.lease = writer_lease(remote.uri, remote.base).acquire()
+        self.lease = writer_lease(remote.uri, remote.base, remote.address).acquire()
 
     def sync(self) -> None:
         sync(self.path, self.remote, force=True, locked=True)
@@ -131,6 +135,10 @@ class RemoteWriting:
         """Before a commit is made live locally: the files of ``directory`` (with ``config`` as its
         config.json) into Milvus as version ``name`` of ``generation``, then the commit row."""
         self.lease.check()
+        head = self.lease.meta.head()
+        if head is not None and head[0] >= generation:  # compare, then set: never true while the lease holds
+            raise ChangedMeanwhileError(f"{self.remote.address} moved to generation {head[0]} while this writer "
+                                        f"worked on {generation - 1}; nothing was committed. Retry")
         files = {CONFIG: config}
         for entry in os.listdir(directory):
             full = os.path.join(directory, entry)

@@ -80,8 +80,9 @@ def client(uri: str, token: str | None = None):
             raise FAQSearchError(f"cannot open the milvus-lite file {uri} ({str(exc).splitlines()[0][:200]}). "
                                  "milvus-lite lets one process use a file at a time: stop the other process (a running "
                                  "`faqsearch serve`?), or run a Milvus server for several processes") from None
-        raise FAQSearchError(f"cannot reach Milvus at {uri} ({exc}); check --uri (a local .db file for "
-                             "milvus-lite, or http://host:19530 for a server)") from None
+        raise FAQSearchError(f"cannot reach Milvus at {uri} ({exc}); check that the server runs, and --uri (a local "
+                             ".db file for milvus-lite, or http://host:19530 for a server) or the index address "
+                             "(milvus://host:19530/NAME)") from None
     finally:
         for lg, level in zip(quiet, levels):
             lg.setLevel(level)

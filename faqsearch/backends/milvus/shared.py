@@ -40,6 +40,30 @@ GRACE_S = 60.0  # a data collection that stopped being current is dropped this l
 KEEP_COMMITS = 10  # commit rows kept (older generations' files are removed with them)
 CHUNK = 45000  # bytes per blob row (base64 of it stays under Milvus' 65,535-byte VARCHAR)
 _FREE = "free"
+_expected = threading.local()
+
+
+class _Expected(logging.Filter):
+    """pymilvus logs every failed call with its traceback at ERROR; a lost race for the lock, or a
+    collection another machine dropped, is expected here and said (or not) by faqsearch itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_expected, "on", False)
+
+
+_LOGGER = logging.getLogger("pymilvus.decorators")
+if not any(isinstance(f, _Expected) for f in _LOGGER.filters):
+    _LOGGER.addFilter(_Expected())
+
+
+class expected:
+    """``with expected():`` a failing pymilvus call in this thread is not logged (the caller handles it)."""
+
+    def __enter__(self) -> None:
+        _expected.on = True
+
+    def __exit__(self, *exc) -> None:
+        _expected.on = False
 
 
 def meta_name(base: str) -> str:
@@ -81,7 +105,9 @@ class Meta:
             ix = self.client.prepare_index_params()
             ix.add_index("v", index_type="FLAT", metric_type="L2")
             try:
-                self.client.create_collection(self.name, schema=schema, index_params=ix, consistency_level="Strong")
+                with expected():
+                    self.client.create_collection(self.name, schema=schema, index_params=ix,
+                                                  consistency_level="Strong")
             except Exception:  # noqa: BLE001 - another machine created it meanwhile
                 if not self.exists():
                     raise
@@ -101,7 +127,8 @@ class Meta:
             return None
         self.ensure()
         try:
-            rows = self._rows('key like "commit/%"', ["gen", "data"])
+            with expected():
+                rows = self._rows('key like "commit/%"', ["gen", "data"])
         except Exception:  # noqa: BLE001 - dropped meanwhile (faqsearch drop on another machine)?
             self._ready = False
             if not self.exists():
@@ -143,6 +170,8 @@ class Meta:
 
     def prune(self) -> None:
         """Drop commit rows beyond the newest :data:`KEEP_COMMITS` and the blobs no kept commit names."""
+        if not self.exists():  # dropped (faqsearch drop)
+            return
         rows = self._rows('key like "commit/%"', ["gen", "data"])
         rows.sort(key=lambda r: r["gen"])
         old, kept = rows[:-KEEP_COMMITS], rows[-KEEP_COMMITS:]
@@ -188,9 +217,10 @@ class Meta:
 class Lease:
     """The writers' lock of one index, held from :meth:`acquire` to :meth:`release`, renewed meanwhile."""
 
-    def __init__(self, uri: str, base: str):
+    def __init__(self, uri: str, base: str, label: str | None = None):
         self.meta = Meta(uri, base)
         self.base = base
+        self.label = label or f"Milvus index {base}"  # how errors name the index (its address)
         self.token = secrets.token_hex(8)
         self.holder = f"{socket.gethostname()}:{os.getpid()}"
         self.name = f"{_lock_prefix(base)}h{self.token}"
@@ -213,7 +243,8 @@ class Lease:
 
     def _rename(self, old: str) -> bool:
         try:
-            self.meta.client.rename_collection(old, self.name)
+            with expected():
+                self.meta.client.rename_collection(old, self.name)
             return True
         except Exception:  # noqa: BLE001 - another machine renamed it first
             return False
@@ -226,7 +257,8 @@ class Lease:
             locks = self._locks()
             if not locks:  # a new index: the lock is made held
                 try:
-                    self._create_lock()
+                    with expected():
+                        self._create_lock()
                     if self._locks() == [self.name]:
                         break
                     self.meta.client.drop_collection(self.name)  # two first writers: both step back, one at a time
@@ -251,7 +283,7 @@ class Lease:
                     break
                 continue
             if time.monotonic() - start > wait:
-                raise ChangedMeanwhileError(f"Milvus index {self.base} is being changed by another writer "
+                raise ChangedMeanwhileError(f"{self.label} is being changed by another writer "
                                        f"({(lease or {}).get('holder', 'starting')}) for over {wait:.0f} s; retry later")
             time.sleep(pause)
             pause = min(1.0, pause * 1.5)
@@ -279,7 +311,7 @@ class Lease:
         if self._lost is None and not self.meta.client.has_collection(self.name):
             self._lost = "another writer took the lock over"
         if self._lost is not None:
-            raise ChangedMeanwhileError(f"Milvus index {self.base}: this writer lost its lock ({self._lost}); nothing "
+            raise ChangedMeanwhileError(f"{self.label}: this writer lost its lock ({self._lost}); nothing "
                                    "was committed. Retry")
 
     def release(self) -> None:
@@ -287,8 +319,9 @@ class Lease:
         if self._beat is not None:
             self._beat.join(timeout=BEAT_S + 5)
         try:
-            self.meta.client.rename_collection(self.name, f"{_lock_prefix(self.base)}{_FREE}")
-            self.meta.end_lease(self.token)
+            with expected():
+                self.meta.client.rename_collection(self.name, f"{_lock_prefix(self.base)}{_FREE}")
+                self.meta.end_lease(self.token)
         except Exception as exc:  # noqa: BLE001 - taken over, or the index was dropped meanwhile
             log.debug("lock of %s not given back: %s", self.base, exc)
         self.meta.close()

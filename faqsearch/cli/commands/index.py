@@ -72,6 +72,7 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
         faqsearch ingest zh_faq.csv --index zh --model use-multilingual
         faqsearch ingest faqs.csv --fit-on user_queries.txt --dims 128
         faqsearch ingest faqs.csv --index support --backend milvus --uri ./faq.milvus.db
+        faqsearch ingest faqs.csv --index milvus://milvus.internal:19530/support   # shared by replicas
         cat faqs.jsonl | faqsearch ingest - --format jsonl --index support
     """
     from ...build import info_summary
@@ -245,6 +246,6 @@ def drop(name, yes, out):
     if not yes:
         what = (f"{count(about.get('faqs') or 0, 'FAQ')}, {count(about.get('questions') or 0, 'question')}" if "error" not in about
                 else "an index that cannot be read")
-        click.confirm(f"Delete {path} ({what})?", abort=True, err=True)
+        click.confirm(f"Delete {about.get('address', path)} ({what})?", abort=True, err=True)
     dropped = drop_index(path)
-    click.echo(dump({"dropped": dropped}) if out.json else f"Dropped {path}.")
+    click.echo(dump({"dropped": dropped}) if out.json else f"Dropped {about.get('address', path)}.")

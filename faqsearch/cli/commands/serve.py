@@ -13,7 +13,8 @@ from ..render import dump, pad, percent
 
 @click.command()
 @click.option("--index", "-i", "indexes", multiple=True, default=["default"], show_default=True,
-              help="Index to serve (name or path); repeat for several. Served under its name.")
+              help="Index to serve (name, path or milvus://HOST:PORT/NAME); repeat for several. Served "
+                   "under its name.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 exposes it).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @click.option("--api-key", envvar="FAQSEARCH_API_KEY", show_envvar=True,
@@ -47,6 +48,7 @@ def serve(indexes, host, port, api_key, read_key, private, no_log, max_body, log
     Example:
         faqsearch serve
         FAQSEARCH_API_KEY=secret faqsearch serve --index support --index support-de --port 8080
+        faqsearch serve --index milvus://milvus.internal:19530/support --host 0.0.0.0   # one of N replicas
         FAQSEARCH_API_KEY=secret FAQSEARCH_READ_KEY=staff faqsearch serve --index support --private
         faqsearch serve --host 0.0.0.0 --log-format json
         curl -s 'localhost:8000/indexes/default/ask?q=where+is+my+parcel'
