@@ -222,7 +222,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
         if not cfg.fusion_weights(config.merged(mode="hybrid"))["token_weight"]:
             backend.drop_token_states(tmp)  # hybrid mode does not read them: no disk spent on them
         writer.commit(config, tmp)
-    backend.after_commit(config)
+        backend.after_commit(config)  # under the lock (and an index in Milvus' lease)
     log.info("built index %s: %d FAQs, %d questions, %d -> %d dims", path, counts["faqs"], counts["questions"],
              encoder.dimension, white.dim_out)
     return encoder

@@ -39,7 +39,7 @@ def storage(case: str, tmp_path, request) -> dict[str, str]:
     if case == "milvus-shared":
         request.getfixturevalue("monkeypatch").setenv("FAQSEARCH_HOME", str(tmp_path / "home"))
         server = request.getfixturevalue("milvus_server").split("://", 1)[1]
-        return {"index": f"milvus://{server}/s_{name}_{uuid.uuid4().hex[:8]}"}
+        return {"index": f"milvus://{server}/s_{re.sub('_+', '_', name).strip('_')}_{uuid.uuid4().hex[:8]}"}
     return {"backend": "milvus", "uri": request.getfixturevalue("milvus_server"),
             "collection": f"t_{name}_{uuid.uuid4().hex[:8]}"}
 

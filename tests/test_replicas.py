@@ -90,12 +90,15 @@ def test_addresses_name_a_server_and_an_index_and_bad_ones_say_how_to_write_them
     from faqsearch.index.config import resolve_index_path
 
     assert parse("milvus://milvus.internal:19530/support") == Remote("http://milvus.internal:19530", "support")
-    assert parse("milvus+https://m.example.com/support-de").uri == "https://m.example.com:19530"
+    assert parse("milvus+https://m.example.com/support_de").uri == "https://m.example.com:19530"
     assert parse("milvus+https://m.example.com:443/x").address == "milvus+https://m.example.com:443/x"
     assert parse("support") is None and parse("./indexes/support") is None and parse("http://h:1/x") is None
-    for bad in ("milvus://host:19530", "milvus://host:19530/a/b", "milvus:///x", "milvus://h:1/has space"):
+    for bad in ("milvus://host:19530", "milvus://host:19530/a/b", "milvus:///x", "milvus://h:1/has space",
+                "milvus://h:1/support-de", "milvus://h:1/a__lk_free", "milvus://h:1/_x"):
         with pytest.raises(InvalidOptionError, match="milvus://HOST:PORT/NAME"):
             parse(bad)
+    with pytest.raises(InvalidOptionError, match="port"):
+        parse("milvus://h:port/x")
     monkeypatch.setenv("FAQSEARCH_HOME", str(tmp_path / "home"))
     path = resolve_index_path("milvus://127.0.0.1:19530/support")
     assert path.startswith(str(tmp_path / "home" / ".milvus")) and os.path.basename(path) == "support"
@@ -258,3 +261,39 @@ def test_a_writer_waits_for_a_live_lease_and_takes_over_one_that_ran_out(milvus_
         assert time.monotonic() - start < 2
     finally:
         shared.drop_shared(milvus_server, base)
+
+
+@pytest.mark.slow
+def test_an_index_dropped_and_made_again_elsewhere_is_the_new_one_here(milvus_server, tmp_path, monkeypatch):
+    """A replica's cache follows the index's content, not only its generation number: an index
+    dropped and built again by another machine starts at generation 1 again, and a replica that had
+    the old one at generation 1 answers from the new one (not from collections that are gone)."""
+    from faqsearch import FAQ, FAQSearch
+    from faqsearch.errors import IndexNotFoundError
+    from faqsearch.manage import drop_index
+
+    from .conftest import FakeEncoder
+
+    address = f"milvus://{milvus_server.split('://', 1)[1]}/again_{secrets.token_hex(3)}"
+    first = [FAQ("old", "the old answer", ["where is the old office"])]
+    second = [FAQ("new", "the new answer", ["where is the new office"])]
+    monkeypatch.setenv("FAQSEARCH_HOME", str(tmp_path / "a"))
+    FAQSearch.build(first, address, encoder=FakeEncoder(), threshold=-1, self_fusion=False).close()
+    monkeypatch.setenv("FAQSEARCH_HOME", str(tmp_path / "b"))
+    with FAQSearch.open(address, encoder=FakeEncoder()) as b:
+        assert b.ask("where is the old office").answers[0].faq_id == "old" and b.snapshot.generation == 1
+    monkeypatch.setenv("FAQSEARCH_HOME", str(tmp_path / "a"))
+    from faqsearch.index.config import resolve_index_path
+
+    drop_index(resolve_index_path(address))
+    monkeypatch.setenv("FAQSEARCH_HOME", str(tmp_path / "b"))
+    time.sleep(0.3)
+    with pytest.raises(IndexNotFoundError, match="no longer in Milvus"):
+        FAQSearch.open(address, encoder=FakeEncoder())
+    monkeypatch.setenv("FAQSEARCH_HOME", str(tmp_path / "a"))
+    FAQSearch.build(second, address, encoder=FakeEncoder(), threshold=-1, self_fusion=False).close()
+    monkeypatch.setenv("FAQSEARCH_HOME", str(tmp_path / "b"))
+    time.sleep(0.3)
+    with FAQSearch.open(address, encoder=FakeEncoder()) as b:
+        assert b.snapshot.generation == 1 and b.ask("where is the new office").answers[0].faq_id == "new"
+    drop_index(resolve_index_path(address))

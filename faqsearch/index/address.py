@@ -29,7 +29,7 @@ class Remote:
 
     @property
     def base(self) -> str:
-        return "faqsearch_" + re.sub(r"[^A-Za-z0-9_]", "_", self.name)
+        return f"faqsearch_{self.name}"  # the name's characters are Milvus' own (parse checks them)
 
 
 def parse(text: str) -> Remote | None:
@@ -39,10 +39,16 @@ def parse(text: str) -> Remote | None:
         return None
     parts = urlsplit(text)
     name = parts.path.strip("/")
-    if not parts.hostname or not name or "/" in name or not re.fullmatch(r"[A-Za-z0-9_-]{1,180}", name):
+    if (not parts.hostname or not re.fullmatch(r"[A-Za-z0-9_]{1,180}", name) or "__" in name
+            or name.startswith("_") or name.endswith("_")):
         raise InvalidOptionError(f"{text!r} is not an index address; write milvus://HOST:PORT/NAME (NAME: letters, "
-                                 "digits, '-' and '_'), e.g. milvus://127.0.0.1:19530/support")
-    port = parts.port or 19530
+                                 "digits and single '_' inside, as Milvus names collections), e.g. "
+                                 "milvus://127.0.0.1:19530/support_de")
+    try:
+        port = parts.port or 19530
+    except ValueError:
+        raise InvalidOptionError(f"{text!r}: the port is not a number from 1 to 65535; write "
+                                 "milvus://HOST:PORT/NAME") from None
     return Remote(f"{SCHEMES[scheme]}://{parts.hostname}:{port}", name)
 
 

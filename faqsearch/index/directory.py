@@ -408,6 +408,11 @@ class Writer:
         if mapped is not None:
             raise mapped from exc
 
+    def check_lease(self) -> None:
+        """An index in Milvus: raise unless this writer still holds the lease (before each write there)."""
+        if self._remote is not None:
+            self._remote.lease.check()
+
     # -- committing
     @property
     def generation(self) -> int:

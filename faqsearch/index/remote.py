@@ -11,6 +11,7 @@ commit to Milvus before it makes it live locally (:class:`RemoteWriting`).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from ..errors import ChangedMeanwhileError, IndexNotFoundError
+from ..errors import ChangedMeanwhileError, FAQSearchError, IndexNotFoundError, StorageError
 from ..files import FileLock, atomic_write, fsync_dir
 from .address import Remote
 from .format import CONFIG, CURRENT, LOCK, TMP, VERSION_NAME
@@ -33,51 +34,81 @@ _polled: dict[str, float] = {}
 _poll_lock = threading.Lock()
 
 
-def _local_generation(path: str) -> int | None:
+def _local(path: str) -> tuple[int | None, str | None]:
+    """(generation, SHA-256 of config.json) of the cache's live version; (None, None) without one."""
     try:
         with open(os.path.join(path, CURRENT), encoding="utf-8") as fh:
             version = fh.read().strip()
-        with open(os.path.join(path, version, CONFIG), encoding="utf-8") as fh:
-            return int(json.load(fh).get("generation", 0))
-    except (OSError, ValueError, TypeError):
-        return None
+        with open(os.path.join(path, version, CONFIG), "rb") as fh:
+            data = fh.read()
+        return int(json.loads(data).get("generation", 0)), hashlib.sha256(data).hexdigest()
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None, None
 
 
 def sync(path: str, remote: Remote, force: bool = False, locked: bool = False) -> None:
     """Bring the cache at ``path`` to Milvus' newest commit (at most every :data:`POLL_S` unless
-    ``force``). A reader does it only when no local writer holds the cache (it tries again at its next
-    look); a writer (``locked``) does it under the lock it holds."""
+    ``force``): the one whose config.json differs from the cache's (a new generation, or the index
+    made again from scratch). A reader does it only when no local writer holds the cache (it tries
+    again at its next look) unless it has no version at all; a writer (``locked``) does it under the
+    lock it holds. A reader that cannot reach Milvus keeps answering from the version it has."""
     if not force:
         with _poll_lock:
             if time.monotonic() - _polled.get(path, 0.0) < POLL_S:
+                if path in _gone:  # said until Milvus has the index again, between polls too
+                    raise IndexNotFoundError(_gone[path])
                 return
             _polled[path] = time.monotonic()
-    meta = _meta(remote)
     try:
-        head = meta.head()
-    except Exception as exc:  # noqa: BLE001 - Milvus unreachable: a reader keeps its version, a writer stops
-        if force or _local_generation(path) is None:
-            raise
-        log.warning("cannot read the newest commit of %s (%s); answering from the version this machine has",
-                    remote.address, str(exc).splitlines()[0][:200])
-        return
-    if head is None and _local_generation(path) is not None and not meta.exists():
+        _sync(path, remote, locked)
+        _gone.pop(path, None)
+    except IndexNotFoundError as exc:
+        _gone[path] = str(exc)
+        raise
+    except Exception as exc:  # noqa: BLE001 - Milvus unreachable or failing: a reader keeps its version
+        if force or _local(path)[0] is None:
+            raise _storage(remote, exc) from exc
+        with _poll_lock:
+            warn = time.monotonic() - _warned.get(path, -1e9) > 60
+            if warn:
+                _warned[path] = time.monotonic()
+        if warn:
+            log.warning("cannot read the newest commit of %s (%s); answering from the version this machine has",
+                        remote.address, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+
+
+def _sync(path: str, remote: Remote, locked: bool) -> None:
+    meta = _meta(remote)
+    head = meta.head()
+    generation, sha = _local(path)
+    if head is None and generation is not None and not meta.exists():
         raise IndexNotFoundError(f"{remote.address} is no longer in Milvus (dropped?); this machine's copy at {path} "
                                  "is of no use without it. Build it again with: faqsearch ingest CORPUS.csv --index "
                                  f"{remote.address}")
-    if head is None or head[0] == _local_generation(path):
+    if head is None or head[1]["files"][CONFIG][0] == sha:
         return
-    lock = None if locked else FileLock(os.path.join(path, LOCK)).acquire(block=False)
+    lock = None if locked else FileLock(os.path.join(path, LOCK)).acquire(block=generation is None)
     if lock is None and not locked:
         return
     try:
-        if head[0] != _local_generation(path):
+        if head[1]["files"][CONFIG][0] != _local(path)[1]:
             _install(path, head[1], meta.files(head[1]))
     finally:
         if lock is not None:
             lock.release()
 
 
+def _storage(remote: Remote, exc: BaseException) -> FAQSearchError:
+    """A failure of Milvus itself, said with the index's address (faqsearch's own errors pass as they are)."""
+    if isinstance(exc, FAQSearchError):
+        return exc
+    first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+    return StorageError(f"{remote.address}: Milvus failed ({first}); nothing was committed. Check that the server "
+                        "runs and this machine reaches it, then retry")
+
+
+_warned: dict[str, float] = {}
+_gone: dict[str, str] = {}  # caches whose index Milvus no longer has, and what to say
 _metas: dict[Remote, Any] = {}
 
 
@@ -97,12 +128,7 @@ def _install(path: str, manifest: dict[str, Any], files: dict[str, bytes]) -> No
     if not VERSION_NAME.match(version):
         raise IndexNotFoundError(f"Milvus index commit names {version!r}, not a version; rebuild the index")
     target = os.path.join(path, version)
-    current = _local_generation(path)
-    if current is not None and current > int(manifest["generation"]):  # the index was made again from scratch
-        for e in os.listdir(path):
-            if VERSION_NAME.match(e):
-                shutil.rmtree(os.path.join(path, e), ignore_errors=True)
-    if os.path.isdir(target):  # a commit in place (the same version, a new config)
+    if os.path.isdir(target):  # a commit in place (the same version, a new config), or a re-made index
         for name in sorted(files, key=lambda n: n == CONFIG):
             atomic_write(os.path.join(target, name), files[name])
     else:
@@ -113,8 +139,12 @@ def _install(path: str, manifest: dict[str, Any], files: dict[str, bytes]) -> No
         os.rename(tmp, target)
         fsync_dir(path)
     atomic_write(os.path.join(path, CURRENT), (version + "\n").encode())
+    # then what is no longer of use: versions of an index since made again (numbered past the new
+    # live one) and the oldest beyond a few (readers of those hold their files open)
     kept = sorted((e for e in os.listdir(path) if VERSION_NAME.match(e)), key=lambda e: int(e[1:]))
-    for e in kept[:-_KEEP_LOCAL]:
+    newer = [e for e in kept if int(e[1:]) > int(version[1:])]
+    older = [e for e in kept if int(e[1:]) <= int(version[1:])]
+    for e in newer + older[:-_KEEP_LOCAL]:
         shutil.rmtree(os.path.join(path, e), ignore_errors=True)
 
 
@@ -126,7 +156,10 @@ class RemoteWriting:
         from ..backends import writer_lease
 
         self.path, self.remote = path, remote
-        self.lease = writer_lease(remote.uri, remote.base, remote.address).acquire()
+        try:
+            self.lease = writer_lease(remote.uri, remote.base, remote.address).acquire()
+        except Exception as exc:  # noqa: BLE001 - Milvus' own errors, said with the address
+            raise _storage(remote, exc) from exc
 
     def sync(self) -> None:
         sync(self.path, self.remote, force=True, locked=True)
@@ -134,6 +167,12 @@ class RemoteWriting:
     def publish(self, generation: int, name: str, directory: str, config: bytes) -> None:
         """Before a commit is made live locally: the files of ``directory`` (with ``config`` as its
         config.json) into Milvus as version ``name`` of ``generation``, then the commit row."""
+        try:
+            self._publish(generation, name, directory, config)
+        except Exception as exc:  # noqa: BLE001 - Milvus' own errors, said with the address
+            raise _storage(self.remote, exc) from exc
+
+    def _publish(self, generation: int, name: str, directory: str, config: bytes) -> None:
         self.lease.check()
         head = self.lease.meta.head()
         if head is not None and head[0] >= generation:  # compare, then set: never true while the lease holds
@@ -149,7 +188,8 @@ class RemoteWriting:
 
     def close(self) -> None:
         try:
-            self.lease.meta.prune()
+            if not self.lease.lost:  # the holder alone removes old commits
+                self.lease.meta.prune()
         except Exception as exc:  # noqa: BLE001 - pruning is housekeeping; the next writer does it
             log.debug("pruning the commits of %s failed: %s", self.remote.address, exc)
         self.lease.release()

@@ -102,7 +102,11 @@ class Service:
 
         while not self._stop.wait(WATCH_EVERY):
             for s in list(self._served.values()):
-                current = stamp(s.engine.path)
+                try:
+                    current = stamp(s.engine.path)
+                except Exception:  # noqa: BLE001 - an index in Milvus that cannot be read now: look again next tick
+                    log.debug("index %s: cannot look for a new version", s.name, exc_info=True)
+                    continue
                 if current is None or current == s.engine.snapshot.stamp or current == s.failing:
                     continue
                 try:

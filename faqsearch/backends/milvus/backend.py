@@ -209,6 +209,7 @@ class MilvusBackend:
         new version directory: the transform's moments change)."""
         b: Collection = snap.index.b
         g1 = b.generation + 1
+        writer.check_lease()  # an index shared by replicas: only the lease holder writes rows
         b.repair()
         store: MilvusStore = snap.store
         removed: list[int] = []
@@ -252,7 +253,9 @@ class MilvusBackend:
         rows = copies + Collection.rows(new_rows, fields, white.transform(raw_new), raw_new, g1)
         copy_id += len(new_rows)
         tmp = writer.new_version()
+        writer.check_lease()
         b.insert(rows)
+        writer.check_lease()
         b.kill(removed + [r["id"] for r in keep_rows], g1)
         b.client.flush(b.collection)
         white.save(os.path.join(tmp, WHITENING))
@@ -287,6 +290,7 @@ def _rebuild(writer, b: Collection, white, config: Config, calibrate=None) -> No
     """Copy the live rows of ``b`` (its generation) into a new collection, transformed by ``white``,
     and commit ``config`` naming it (``calibrate(config, version)``: the config to commit, measured
     on the new version first; failing, the new collection is dropped and the alias put back)."""
+    writer.check_lease()
     b.repair()
     rows = sorted(b.query("", _ALL), key=lambda r: r["id"])
     spec = {k: v for k, v in b.spec.items() if k not in ("collection", "previous", "generation", "dead")}
@@ -302,7 +306,8 @@ def _rebuild(writer, b: Collection, white, config: Config, calibrate=None) -> No
             yield chunk
 
     tmp = writer.new_version()
-    config = config.merged(backend=_new_collection(spec, generation, white.dim_out, b.dim_in, batches()))
+    config = config.merged(backend=_new_collection(spec, generation, white.dim_out, b.dim_in, batches(),
+                                                   writer.check_lease))
     white.save(os.path.join(tmp, WHITENING))
     if calibrate is not None:
         try:
@@ -320,9 +325,10 @@ def _rebuild(writer, b: Collection, white, config: Config, calibrate=None) -> No
 
 
 def _new_collection(spec: dict[str, Any], generation: int, dim: int, dim_in: int,
-                    batches: Iterable[list[dict[str, Any]]]) -> dict[str, Any]:
-    """Create a collection, insert the row batches, seal and load it, switch the alias; returns the
-    spec naming it. On any failure the new collection is dropped and the alias left alone."""
+                    batches: Iterable[list[dict[str, Any]]], check=None) -> dict[str, Any]:
+    """Create a collection, insert the row batches, seal and load it, switch the alias (``check()``
+    first, when given); returns the spec naming it. On any failure the new collection is dropped and
+    the alias left alone."""
     name = Collection.create_collection(spec, generation, dim, dim_in, spec["index_type"])
     c = client(spec["uri"], spec.get("token"))
     try:
@@ -331,6 +337,8 @@ def _new_collection(spec: dict[str, Any], generation: int, dim: int, dim_in: int
                 c.insert(name, rows)
         c.flush(name)  # sealed segments are searched through the index: 10x faster than growing ones
         c.load_collection(name)
+        if check is not None:
+            check()
         previous = _switch_alias(c, spec["base"], name)
     except BaseException:
         c.drop_collection(name)

@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import secrets
+import time
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -74,7 +75,13 @@ def client(uri: str, token: str | None = None):
     for lg in quiet:  # a file another process holds fails with tracebacks in their logs: we say it once, below
         lg.setLevel(logging.CRITICAL)
     try:
-        return MilvusClient(uri, token=token or os.environ.get("FAQSEARCH_MILVUS_TOKEN") or "")
+        for attempt in range(3 if "://" in uri else 1):
+            try:
+                return MilvusClient(uri, token=token or os.environ.get("FAQSEARCH_MILVUS_TOKEN") or "")
+            except Exception:  # noqa: BLE001 - a server resetting the shared channel (GOAWAY): try again
+                if attempt == 2 or "://" not in uri:
+                    raise
+                time.sleep(0.5)
     except Exception as exc:  # noqa: BLE001 - connection errors come in many classes
         if "://" not in uri:
             raise FAQSearchError(f"cannot open the milvus-lite file {uri} ({str(exc).splitlines()[0][:200]}). "

@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import socket
 import threading
@@ -72,6 +73,15 @@ def meta_name(base: str) -> str:
 
 def _lock_prefix(base: str) -> str:
     return f"{base}__lk_"
+
+
+def _is_lock(base: str, name: str) -> bool:
+    return re.fullmatch(re.escape(_lock_prefix(base)) + r"(?:free|h[0-9a-f]{16})", name) is not None
+
+
+def _generation_of(collection: str) -> int | None:
+    found = re.search(r"__g(\d+)_[0-9a-f]+$", collection)
+    return int(found.group(1)) if found else None
 
 
 class Meta:
@@ -184,13 +194,17 @@ class Meta:
 
     # -- data collections that stopped being current
     def retire(self, current: str, names: list[str]) -> list[str]:
-        """Record when each of ``names`` (other than ``current``) stopped being current; return those
-        retired more than :data:`GRACE_S` ago (safe to drop: every reader has moved on)."""
+        """Record when each of ``names`` older than ``current`` (by generation) stopped being current;
+        return those retired more than :data:`GRACE_S` ago (safe to drop: every reader has moved on).
+        A newer one is a rebuild still being written, left alone."""
         self.ensure()
         known = {r["key"][len("retired/"):]: float(r["data"]) for r in self._rows('key like "retired/%"', ["data"])}
-        now, due = time.time(), []
+        if current in known:  # current again (a restore of the alias): its clock starts when it is replaced
+            self.forget([current])
+        now, due, top = time.time(), [], _generation_of(current)
         for n in names:
-            if n == current:
+            g = _generation_of(n)
+            if n == current or g is None or (top is not None and g >= top):
                 continue
             if n not in known:
                 self._put(f"retired/{n}", 0, repr(now))
@@ -226,72 +240,89 @@ class Lease:
         self.name = f"{_lock_prefix(base)}h{self.token}"
         self._renewed = 0.0
         self._lost: str | None = None
+        self._why = ""  # the last refusal from Milvus, for the error when it keeps refusing
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
 
     def _locks(self) -> list[str]:
-        prefix = _lock_prefix(self.base)
-        return sorted(n for n in self.meta.client.list_collections() if n.startswith(prefix))
+        return sorted(n for n in self.meta.client.list_collections() if _is_lock(self.base, n))
 
-    def _create_lock(self) -> None:
+    def _create_lock(self) -> bool:
         from pymilvus import DataType
 
         schema = self.meta.client.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("id", DataType.INT64, is_primary=True)
         schema.add_field("v", DataType.FLOAT_VECTOR, dim=2)
-        self.meta.client.create_collection(self.name, schema=schema)
+        try:
+            with expected():
+                self.meta.client.create_collection(self.name, schema=schema)
+            return True
+        except Exception as exc:  # noqa: BLE001 - another machine made one meanwhile (or Milvus refuses)
+            self._why = str(exc).splitlines()[0][:200]
+            return False
 
     def _rename(self, old: str) -> bool:
         try:
             with expected():
                 self.meta.client.rename_collection(old, self.name)
             return True
-        except Exception:  # noqa: BLE001 - another machine renamed it first
+        except Exception as exc:  # noqa: BLE001 - another machine renamed it first (or Milvus refuses)
+            self._why = str(exc).splitlines()[0][:200]
             return False
 
     def acquire(self, wait: float = WAIT_S) -> "Lease":
-        """Take the lock: wait while a live writer holds it, take it over from one whose lease ran out."""
-        self.meta.ensure()
-        start, pause, seen = time.monotonic(), 0.05, {}
-        while True:
-            locks = self._locks()
-            if not locks:  # a new index: the lock is made held
-                try:
-                    with expected():
-                        self._create_lock()
-                    if self._locks() == [self.name]:
-                        break
-                    self.meta.client.drop_collection(self.name)  # two first writers: both step back, one at a time
-                    time.sleep(pause * (1 + secrets.randbelow(10)))
-                except Exception:  # noqa: BLE001 - another machine made it meanwhile
-                    pass
-                continue
-            name = locks[0]
-            token = name[len(_lock_prefix(self.base)) + 1:]
-            if name.endswith(f"__lk_{_FREE}"):
-                if self._rename(name):
-                    break
-                continue
-            lease = self.meta.lease(token)
-            first = seen.setdefault(token, time.time())  # a holder that has not written its lease yet
-            expires = float(lease["expires"]) if lease else first + LEASE_S
-            if time.time() > expires:
-                if self._rename(name):
-                    log.warning("took over the lock of Milvus index %s from %s, whose lease ran out", self.base,
-                                (lease or {}).get("holder", token))
-                    self.meta.end_lease(token)
-                    break
-                continue
-            if time.monotonic() - start > wait:
-                raise ChangedMeanwhileError(f"{self.label} is being changed by another writer "
-                                       f"({(lease or {}).get('holder', 'starting')}) for over {wait:.0f} s; retry later")
-            time.sleep(pause)
-            pause = min(1.0, pause * 1.5)
+        """Take the lock: wait while a live writer holds it, take it over from one whose lease ran out.
+        Gives up after ``wait`` seconds (:class:`ChangedMeanwhileError`, naming the holder), or at once
+        when Milvus refuses the same step again and again (no privilege, a quota)."""
+        try:
+            self._acquire(wait)
+        except BaseException:
+            self.meta.close()
+            raise
         self.meta.renew(self.token, self.holder)
         self._renewed = time.monotonic()
         self._beat = threading.Thread(target=self._renewing, name=f"lease-{self.base}", daemon=True)
         self._beat.start()
         return self
+
+    def _acquire(self, wait: float) -> None:
+        self.meta.ensure()
+        deadline, pause, seen, failures, holder = time.monotonic() + wait, 0.05, {}, 0, "starting"
+        while True:
+            if time.monotonic() > deadline:
+                raise ChangedMeanwhileError(f"{self.label} is being changed by another writer ({holder}) for over "
+                                            f"{wait:.0f} s; retry later")
+            if failures >= 20:  # every step lost a race 20 times over: Milvus refuses it
+                raise FAQSearchError(f"{self.label}: Milvus refuses to create or rename the index's lock collection "
+                                     f"{self.name} ({self._why}); check the user's privileges (CreateCollection, "
+                                     "RenameCollection, DropCollection) and the collection quota")
+            locks = self._locks()
+            if not locks:  # a new index: its lock is made held
+                if self._create_lock():
+                    if self._locks() == [self.name]:
+                        return
+                    self.meta.client.drop_collection(self.name)  # two first writers: both step back, retry
+                failures += 1
+            elif len(locks) == 1 and locks[0].endswith(f"__lk_{_FREE}"):
+                if self._rename(locks[0]):
+                    return
+                failures += 1
+            else:
+                name = locks[0] if len(locks) == 1 else next(n for n in locks if not n.endswith(_FREE))
+                token = name[len(_lock_prefix(self.base)) + 1:]
+                lease = self.meta.lease(token)
+                holder = (lease or {}).get("holder", "starting")
+                first = seen.setdefault(token, time.time())  # a holder that has not written its lease yet
+                if time.time() > (float(lease["expires"]) if lease else first + LEASE_S):
+                    if self._rename(name):
+                        log.warning("took over the lock of %s from %s, whose lease ran out", self.label, holder)
+                        self.meta.end_lease(token)
+                        return
+                    failures += 1
+                else:
+                    failures = 0
+            time.sleep(pause * (0.5 + secrets.randbelow(100) / 100))
+            pause = min(1.0, pause * 1.5)
 
     def _renewing(self) -> None:
         while not self._stop.wait(BEAT_S):
@@ -303,6 +334,10 @@ class Lease:
                 self._renewed = time.monotonic()
             except Exception as exc:  # noqa: BLE001 - a missed renewal; check() decides
                 log.warning("could not renew the lease on Milvus index %s: %s", self.base, exc)
+
+    @property
+    def lost(self) -> bool:
+        return self._lost is not None
 
     def check(self) -> None:
         """Before a commit: the lock is still this writer's and its lease was renewed in time."""
@@ -318,12 +353,13 @@ class Lease:
         self._stop.set()
         if self._beat is not None:
             self._beat.join(timeout=BEAT_S + 5)
-        try:
-            with expected():
-                self.meta.client.rename_collection(self.name, f"{_lock_prefix(self.base)}{_FREE}")
-                self.meta.end_lease(self.token)
-        except Exception as exc:  # noqa: BLE001 - taken over, or the index was dropped meanwhile
-            log.debug("lock of %s not given back: %s", self.base, exc)
+        for step in (lambda: self.meta.client.rename_collection(self.name, f"{_lock_prefix(self.base)}{_FREE}"),
+                     lambda: self.meta.end_lease(self.token)):
+            try:
+                with expected():
+                    step()
+            except Exception as exc:  # noqa: BLE001 - taken over, or the index was dropped meanwhile
+                log.debug("lock of %s not given back: %s", self.base, exc)
         self.meta.close()
 
 
@@ -332,7 +368,7 @@ def drop_shared(uri: str, base: str) -> None:
     meta = Meta(uri, base)
     try:
         for n in meta.client.list_collections():
-            if n == meta.name or n.startswith(_lock_prefix(base)):
+            if n == meta.name or _is_lock(base, n):
                 meta.client.drop_collection(n)
     finally:
         meta.close()
