@@ -20,7 +20,7 @@ from ...progress import progress_bar
 from ..embedded.store import Store
 from ...whitening import Moments
 from ..base import Opened, delta_limit
-from .collection import _ALL, ALIVE, BATCH, INDEX_TYPES, Collection, client
+from .collection import _ALL, ALIVE, BATCH, INDEX_TYPES, Collection, client, collections
 from .faces import MilvusIndex, MilvusStore
 from .shared import Meta, drop_shared
 
@@ -166,7 +166,7 @@ class MilvusBackend:
                 c.drop_alias(spec["base"])
             except Exception:  # noqa: BLE001 - no alias left: nothing to drop
                 pass
-            for n in c.list_collections():
+            for n in collections(c):
                 if n.startswith(f"{spec['base']}__g"):
                     c.drop_collection(n)
         finally:
@@ -349,7 +349,7 @@ def _new_collection(spec: dict[str, Any], generation: int, dim: int, dim_in: int
 
 
 def _switch_alias(c, base: str, collection: str) -> str | None:
-    before = next((n for n in c.list_collections() if base in c.list_aliases(n).get("aliases", [])), None)
+    before = next((n for n in collections(c) if n.startswith(f"{base}__g") and base in c.list_aliases(n).get("aliases", [])), None)
     if before is None:
         c.create_alias(collection, base)
     else:
@@ -363,7 +363,7 @@ def drop_stale(spec: dict[str, Any]) -> list[str]:
     being current instead, since a replica on another machine may still be reading it."""
     c = client(spec["uri"], spec.get("token"))
     try:
-        others = [n for n in c.list_collections() if n.startswith(f"{spec['base']}__g") and n != spec["collection"]]
+        others = [n for n in collections(c) if n.startswith(f"{spec['base']}__g") and n != spec["collection"]]
         if spec.get("shared"):
             meta = Meta(spec["uri"], spec["base"])
             try:

@@ -8,11 +8,12 @@ Beside the data collections (``<base>__g<G>_<random>``, :mod:`.collection`) an i
   chunks (``blob/<sha256>/<n>``), one ``commit/<G>`` row per committed generation naming its files
   (the head is the highest one), the writers' leases (``lease/<token>``) and when each data
   collection stopped being current (``retired/<name>``);
-- ``<base>__lk_free`` or ``<base>__lk_h<token>``: the writers' lock, an empty collection whose
-  name says who holds it. Milvus renames a collection atomically and refuses a rename of a name that
-  no longer exists, so taking the lock (renaming ``free`` to one's own token), taking over a holder
-  whose lease ran out (renaming its token to one's own) and giving it back are each won by exactly
-  one machine. The holder renews its lease every :data:`BEAT_S` seconds; a holder that could not renew
+- ``<base>__lk_f<random>`` (free) or ``<base>__lk_h<token>`` (held): the writers' lock, an empty
+  collection whose name says who holds it. Milvus renames a collection atomically and refuses a
+  rename of a name that no longer exists, so taking the lock (renaming the free name to one's own
+  token), taking over a holder whose lease ran out (renaming its token to one's own) and giving it
+  back (to a new free name: milvus-lite fails to rename to a name it used before) are each won by
+  exactly one machine. The holder renews its lease every :data:`BEAT_S` seconds; a holder that could not renew
   for half the lease, or whose lock another took over, commits nothing (:meth:`Lease.check`).
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ import time
 from typing import Any
 
 from ...errors import ChangedMeanwhileError, FAQSearchError
-from .collection import client
+from .collection import client, collections, expected
 
 log = logging.getLogger(__name__)
 
@@ -40,33 +41,7 @@ WAIT_S = 300.0  # how long a writer waits for the lock before it gives up
 GRACE_S = 60.0  # a data collection that stopped being current is dropped this long after (readers swap within 1 s)
 KEEP_COMMITS = 10  # commit rows kept (older generations' files are removed with them)
 CHUNK = 45000  # bytes per blob row (base64 of it stays under Milvus' 65,535-byte VARCHAR)
-_FREE = "free"
-_expected = threading.local()
-
-
-class _Expected(logging.Filter):
-    """pymilvus logs every failed call with its traceback at ERROR; a lost race for the lock, or a
-    collection another machine dropped, is expected here and said (or not) by faqsearch itself."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not getattr(_expected, "on", False)
-
-
-_LOGGER = logging.getLogger("pymilvus.decorators")
-if not any(isinstance(f, _Expected) for f in _LOGGER.filters):
-    _LOGGER.addFilter(_Expected())
-
-
-class expected:
-    """``with expected():`` a failing pymilvus call in this thread is not logged (the caller handles it)."""
-
-    def __enter__(self) -> None:
-        _expected.on = True
-
-    def __exit__(self, *exc) -> None:
-        _expected.on = False
-
-
+_FREE = "f"  # a free lock's name: <base>__lk_f<16 hex>
 def meta_name(base: str) -> str:
     return f"{base}__meta"
 
@@ -76,7 +51,11 @@ def _lock_prefix(base: str) -> str:
 
 
 def _is_lock(base: str, name: str) -> bool:
-    return re.fullmatch(re.escape(_lock_prefix(base)) + r"(?:free|h[0-9a-f]{16})", name) is not None
+    return re.fullmatch(re.escape(_lock_prefix(base)) + r"[fh][0-9a-f]{16}", name) is not None
+
+
+def _free(base: str, name: str) -> bool:
+    return name.startswith(_lock_prefix(base) + _FREE)
 
 
 def _generation_of(collection: str) -> int | None:
@@ -245,7 +224,7 @@ class Lease:
         self._beat: threading.Thread | None = None
 
     def _locks(self) -> list[str]:
-        return sorted(n for n in self.meta.client.list_collections() if _is_lock(self.base, n))
+        return sorted(n for n in collections(self.meta.client) if _is_lock(self.base, n))
 
     def _create_lock(self) -> bool:
         from pymilvus import DataType
@@ -303,12 +282,12 @@ class Lease:
                         return
                     self.meta.client.drop_collection(self.name)  # two first writers: both step back, retry
                 failures += 1
-            elif len(locks) == 1 and locks[0].endswith(f"__lk_{_FREE}"):
+            elif not (held := [n for n in locks if not _free(self.base, n)]):
                 if self._rename(locks[0]):
                     return
                 failures += 1
             else:
-                name = locks[0] if len(locks) == 1 else next(n for n in locks if not n.endswith(_FREE))
+                name = held[0]
                 token = name[len(_lock_prefix(self.base)) + 1:]
                 lease = self.meta.lease(token)
                 holder = (lease or {}).get("holder", "starting")
@@ -353,7 +332,8 @@ class Lease:
         self._stop.set()
         if self._beat is not None:
             self._beat.join(timeout=BEAT_S + 5)
-        for step in (lambda: self.meta.client.rename_collection(self.name, f"{_lock_prefix(self.base)}{_FREE}"),
+        free = f"{_lock_prefix(self.base)}{_FREE}{secrets.token_hex(8)}"
+        for step in (lambda: self.meta.client.rename_collection(self.name, free),
                      lambda: self.meta.end_lease(self.token)):
             try:
                 with expected():
@@ -367,7 +347,7 @@ def drop_shared(uri: str, base: str) -> None:
     """Drop an index's metadata and lock collections (its data collections go with the backend's drop)."""
     meta = Meta(uri, base)
     try:
-        for n in meta.client.list_collections():
+        for n in collections(meta.client):
             if n == meta.name or _is_lock(base, n):
                 meta.client.drop_collection(n)
     finally:
