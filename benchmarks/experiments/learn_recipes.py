@@ -12,7 +12,9 @@ for itself. Recipes:
 - --hard N: N hardest questions of other FAQs per anchor (mined once with the base model) added as
   negatives;
 - --supcon F: batches of F FAQs x 4 questions, every other question of the anchor's FAQ a positive;
-- --soup A: the trained weights averaged with the base's (A trained, 1-A base) before measuring.
+- --soup A: the trained weights averaged with the base's (A trained, 1-A base) before measuring;
+- --proxy W: beside the pairs, each anchor is classified among all FAQs at once against a learned
+  vector per FAQ (started at the base model's FAQ centroid, rate 1e-3), weight W.
 
     python benchmarks/experiments/learn_recipes.py --distinct --batch 64 --epochs 5 --lr 3e-5 [--soup 0.5]
 """
@@ -72,6 +74,7 @@ def main() -> None:
     ap.add_argument("--supcon", type=int, default=0, help="FAQs per batch of the all-positives objective")
     ap.add_argument("--steps", type=int, default=24, help="batches per epoch of --supcon")
     ap.add_argument("--soup", type=float, default=None)
+    ap.add_argument("--proxy", type=float, default=0.0)
     ap.add_argument("--scale", type=float, default=30.0)
     ap.add_argument("--set", default="faqs_5")
     args = ap.parse_args()
@@ -113,9 +116,18 @@ def main() -> None:
                     labels.append(gi)
             yield texts, labels
 
+    proxies = None
+    if args.proxy:
+        model.eval()
+        with torch.no_grad():
+            cents = torch.stack([embed(g, grad=False).mean(0) for g in groups])
+        proxies = torch.nn.Parameter(F.normalize(cents, dim=-1))
     per_epoch = args.steps if args.supcon else sum(1 for _ in pair_batches(pairs, args.batch, args.distinct,
                                                                              random.Random(0)))
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    params = [{"params": model.parameters(), "lr": args.lr}]
+    if proxies is not None:
+        params.append({"params": [proxies], "lr": 1e-3, "weight_decay": 0.0})
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     sched = get_linear_schedule_with_warmup(opt, int(0.1 * per_epoch * args.epochs), per_epoch * args.epochs)
     start = time.perf_counter()
     for epoch in range(args.epochs):
@@ -145,6 +157,8 @@ def main() -> None:
                 loss = (F.cross_entropy(torch.cat([sims, hs], 1), target) + F.cross_entropy(sims.T, target)) / 2
             else:
                 loss = (F.cross_entropy(sims, target) + F.cross_entropy(sims.T, target)) / 2
+            if proxies is not None:
+                loss = loss + args.proxy * F.cross_entropy(a @ F.normalize(proxies, dim=-1).T * args.scale, g)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
