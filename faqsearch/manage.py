@@ -121,6 +121,8 @@ def drop_index(path: str) -> dict[str, Any]:
     if kind in ("none", "foreign"):
         raise IndexNotFoundError(f"no index at {path}; see `faqsearch indexes`")
     info = describe(path)
+    if remote_of(path) is not None and layout(path) == "empty":  # Milvus has no such index: touch nothing there
+        resolve(path)  # says so (IndexNotFoundError), or finds it committed meanwhile
     with Writer(path) as writer:
         if writer.config is not None:
             backend_for(writer.config).drop(writer.config)
