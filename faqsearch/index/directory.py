@@ -37,7 +37,7 @@ from typing import Any
 from ..defaults import KEEP_VERSIONS
 from ..errors import IndexFormatError, IndexNotFoundError, IndexPathError
 from ..files import FileLock, atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
-from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, REMOTE, SQLITE_SIDE, TMP,
+from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
                      STORE, TOP as _TOP, VERSION_NAME, WHITENING, Config, read_json, version_name)
 from .address import remote_of
 from .remote import RemoteWriting, sync
@@ -132,7 +132,7 @@ def resolve(path: str) -> str:
     A plain directory of the oldest layout is its own version; a link is followed; with nothing at
     the path, a migration or a first switch that was cut short is found among the siblings. The cache
     of an index in Milvus is first brought to Milvus' newest commit (faqsearch/index/remote.py)."""
-    remote = remote_of(path) if os.path.isfile(os.path.join(path, REMOTE)) else None
+    remote = remote_of(path)
     if remote is not None:
         sync(path, remote)
     kind = layout(path)

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from ..errors import ChangedMeanwhileError, FAQSearchError, IndexNotFoundError, StorageError
+from ..errors import ChangedMeanwhileError, FAQSearchError, IndexNotFoundError, StorageError, said
 from ..files import FileLock, atomic_write, fsync_dir
 from .address import Remote
 from .format import CONFIG, CURRENT, LOCK, TMP, VERSION_NAME
@@ -74,7 +74,7 @@ def sync(path: str, remote: Remote, force: bool = False, locked: bool = False) -
                 _warned[path] = time.monotonic()
         if warn:
             log.warning("cannot read the newest commit of %s (%s); answering from the version this machine has",
-                        remote.address, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+                        remote.address, said(exc))
 
 
 def _sync(path: str, remote: Remote, locked: bool) -> None:
@@ -102,8 +102,7 @@ def _storage(remote: Remote, exc: BaseException) -> FAQSearchError:
     """A failure of Milvus itself, said with the index's address (faqsearch's own errors pass as they are)."""
     if isinstance(exc, FAQSearchError):
         return exc
-    first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-    return StorageError(f"{remote.address}: Milvus failed ({first}); nothing was committed. Check that the server "
+    return StorageError(f"{remote.address}: Milvus failed ({said(exc, 300)}); nothing was committed. Check that the server "
                         "runs and this machine reaches it, then retry")
 
 

@@ -10,8 +10,8 @@ import threading
 import time
 from typing import Any
 
-from ..errors import (ChangedMeanwhileError, CorpusError, DuplicateFAQError, FAQSearchError, IndexFormatError, IndexNotFoundError,
-                      InvalidOptionError, MissingExtraError, UnknownFAQError, VersionNotFoundError,
+from ..errors import (ChangedMeanwhileError, CorpusError, DuplicateFAQError, FAQSearchError, IndexFormatError,
+                      IndexNotFoundError, InvalidOptionError, MissingExtraError, UnknownFAQError, VersionNotFoundError,
                       WritesDisabledError)
 from ..index.format import STORE
 from .logs import log_request, uvicorn_logging
@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 STATIC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
 STATUS = [(Unauthorized, 401), (Forbidden, 403), (UnknownFAQError, 404), (IndexNotFoundError, 404),
           (VersionNotFoundError, 404),
-          (DuplicateFAQError, 409), (ChangedMeanwhileError, 409), (CorpusError, 422), (InvalidOptionError, 422), (WritesDisabledError, 403),
+          (DuplicateFAQError, 409), (ChangedMeanwhileError, 409), (CorpusError, 422), (InvalidOptionError, 422),
+          (WritesDisabledError, 403),
           (IndexFormatError, 503), (FAQSearchError, 400)]
 
 

@@ -349,7 +349,8 @@ def _new_collection(spec: dict[str, Any], generation: int, dim: int, dim_in: int
 
 
 def _switch_alias(c, base: str, collection: str) -> str | None:
-    before = next((n for n in collections(c) if n.startswith(f"{base}__g") and base in c.list_aliases(n).get("aliases", [])), None)
+    before = next((n for n in collections(c)
+                   if n.startswith(f"{base}__g") and base in c.list_aliases(n).get("aliases", [])), None)
     if before is None:
         c.create_alias(collection, base)
     else:

@@ -34,7 +34,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ...errors import FAQSearchError, MissingExtraError
+from ...errors import FAQSearchError, MissingExtraError, said
 from ...lexical import tokenize
 
 log = logging.getLogger(__name__)
@@ -115,17 +115,18 @@ def client(uri: str, token: str | None = None):
     levels = [lg.level for lg in quiet]
     for lg in quiet:  # a file another process holds fails with tracebacks in their logs: we say it once, below
         lg.setLevel(logging.CRITICAL)
+    attempts = 3 if "://" in uri else 1  # a server resetting the shared channel (GOAWAY): try again
     try:
-        for attempt in range(3 if "://" in uri else 1):
+        for attempt in range(attempts):
             try:
                 return MilvusClient(uri, token=token or os.environ.get("FAQSEARCH_MILVUS_TOKEN") or "")
-            except Exception:  # noqa: BLE001 - a server resetting the shared channel (GOAWAY): try again
-                if attempt == 2 or "://" not in uri:
+            except Exception:  # noqa: BLE001 - the last try's failure is said below
+                if attempt == attempts - 1:
                     raise
                 time.sleep(0.5)
     except Exception as exc:  # noqa: BLE001 - connection errors come in many classes
         if "://" not in uri:
-            raise FAQSearchError(f"cannot open the milvus-lite file {uri} ({str(exc).splitlines()[0][:200]}). "
+            raise FAQSearchError(f"cannot open the milvus-lite file {uri} ({said(exc)}). "
                                  "milvus-lite lets one process use a file at a time: stop the other process (a running "
                                  "`faqsearch serve`?), or run a Milvus server for several processes") from None
         raise FAQSearchError(f"cannot reach Milvus at {uri} ({exc}); check that the server runs, and --uri (a local "

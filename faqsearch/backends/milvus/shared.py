@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Any
 
-from ...errors import ChangedMeanwhileError, FAQSearchError
+from ...errors import ChangedMeanwhileError, FAQSearchError, said
 from .collection import client, collections, expected
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,8 @@ GRACE_S = 60.0  # a data collection that stopped being current is dropped this l
 KEEP_COMMITS = 10  # commit rows kept (older generations' files are removed with them)
 CHUNK = 45000  # bytes per blob row (base64 of it stays under Milvus' 65,535-byte VARCHAR)
 _FREE = "f"  # a free lock's name: <base>__lk_f<16 hex>
+
+
 def meta_name(base: str) -> str:
     return f"{base}__meta"
 
@@ -226,28 +228,27 @@ class Lease:
     def _locks(self) -> list[str]:
         return sorted(n for n in collections(self.meta.client) if _is_lock(self.base, n))
 
+    def _attempt(self, step) -> bool:
+        """Run one step of taking the lock; False (and why, for the error if it keeps failing) where
+        Milvus refuses it: another machine took that step first, or Milvus refuses it outright."""
+        try:
+            with expected():
+                step()
+            return True
+        except Exception as exc:  # noqa: BLE001 - a lost race, said by the caller if it keeps happening
+            self._why = said(exc)
+            return False
+
     def _create_lock(self) -> bool:
         from pymilvus import DataType
 
         schema = self.meta.client.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("id", DataType.INT64, is_primary=True)
         schema.add_field("v", DataType.FLOAT_VECTOR, dim=2)
-        try:
-            with expected():
-                self.meta.client.create_collection(self.name, schema=schema)
-            return True
-        except Exception as exc:  # noqa: BLE001 - another machine made one meanwhile (or Milvus refuses)
-            self._why = str(exc).splitlines()[0][:200]
-            return False
+        return self._attempt(lambda: self.meta.client.create_collection(self.name, schema=schema))
 
     def _rename(self, old: str) -> bool:
-        try:
-            with expected():
-                self.meta.client.rename_collection(old, self.name)
-            return True
-        except Exception as exc:  # noqa: BLE001 - another machine renamed it first (or Milvus refuses)
-            self._why = str(exc).splitlines()[0][:200]
-            return False
+        return self._attempt(lambda: self.meta.client.rename_collection(old, self.name))
 
     def acquire(self, wait: float = WAIT_S) -> "Lease":
         """Take the lock: wait while a live writer holds it, take it over from one whose lease ran out.
@@ -326,7 +327,7 @@ class Lease:
             self._lost = "another writer took the lock over"
         if self._lost is not None:
             raise ChangedMeanwhileError(f"{self.label}: this writer lost its lock ({self._lost}); nothing "
-                                   "was committed. Retry")
+                                        "was committed. Retry")
 
     def release(self) -> None:
         self._stop.set()
