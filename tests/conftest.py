@@ -257,6 +257,20 @@ def free_port() -> int:
 MILVUS_SERVER_START_S = 60
 
 
+def wait_healthy(base: str, proc: subprocess.Popen, seconds: float = 120) -> None:
+    """Wait until a `faqsearch serve` subprocess answers GET /health at ``base``, it exits, or
+    ``seconds`` pass (the caller's next request or assertion says which)."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(base + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.2)
+
+
 def _start_milvus_server(data, log) -> tuple[subprocess.Popen, str | None, str]:
     """``milvus-lite server`` over ``data`` on a free 127.0.0.1 port, its output to ``log``: (the process,
     its URI once a pymilvus client connects or None, why not). Bounded by MILVUS_SERVER_START_S."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -17,18 +16,12 @@ import time
 
 import pytest
 
-from .conftest import SAMPLE
+from .conftest import SAMPLE, free_port, wait_healthy
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("milvus_lite") is None, reason="pip install 'faqsearch[milvus]'")
 
 KEY = "replica-key"
 QUERY = "how do I get my money back for a return?"
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env(home) -> dict[str, str]:
@@ -43,8 +36,6 @@ def _cli(where, *args, timeout=300) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def replicas(milvus_server, tmp_path_factory):
     """(the index's address, its name, two replicas' base URLs, their working directories)."""
-    import httpx
-
     name = f"replicas_{secrets.token_hex(3)}"
     address = f"milvus://{milvus_server.split('://', 1)[1]}/{name}"
     dirs = [tmp_path_factory.mktemp(f"replica{i}") for i in range(2)]
@@ -52,20 +43,14 @@ def replicas(milvus_server, tmp_path_factory):
     assert r.returncode == 0, r.stderr
     procs, urls = [], []
     for d in dirs:
-        port = _port()
+        port = free_port()
         procs.append(subprocess.Popen([sys.executable, "-m", "faqsearch.cli", "serve", "--index", address, "--port",
                                        str(port), "-q"], cwd=d, env=_env(d / "indexes"),
                                       stdout=subprocess.DEVNULL, stderr=open(d / "serve.log", "wb")))
         urls.append(f"http://127.0.0.1:{port}")
     try:
         for url, proc in zip(urls, procs):
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and proc.poll() is None:
-                try:
-                    if httpx.get(url + "/health", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    time.sleep(0.2)
+            wait_healthy(url, proc)
             assert proc.poll() is None, (dirs[urls.index(url)] / "serve.log").read_text()[-2000:]
         yield address, name, urls, dirs
     finally:
@@ -116,7 +101,7 @@ def test_an_address_names_the_backend_and_a_server_it_cannot_reach_is_said(tmp_p
     monkeypatch.setenv("FAQSEARCH_HOME", str(tmp_path))
     with pytest.raises(InvalidOptionError, match="leave out --backend and --uri"):
         FAQSearch.build([], "milvus://127.0.0.1:1/x", encoder=FakeEncoder(), backend="milvus", uri="http://other:1")
-    r = run("ask", "hello", "--index", f"milvus://127.0.0.1:{_port()}/nothing")
+    r = run("ask", "hello", "--index", f"milvus://127.0.0.1:{free_port()}/nothing")
     assert r.exit_code == 1 and "cannot reach Milvus at http://127.0.0.1:" in r.output and "Traceback" not in r.output
 
 

@@ -283,32 +283,22 @@ def test_cli_feedback_and_gaps(fake_models, ix):
 @pytest.mark.slow
 def test_faqsearch_serve_answers_curl_style_requests(tmp_path):
     """The real command in a subprocess, bound to 127.0.0.1, real bundled encoder."""
-    import socket
     import subprocess
     import sys
-    import time
 
     import httpx
 
-    from .conftest import SAMPLE
+    from .conftest import SAMPLE, free_port, wait_healthy
 
     env = {**os.environ, "FAQSEARCH_HOME": str(tmp_path), "FAQSEARCH_API_KEY": KEY}
     subprocess.run([sys.executable, "-m", "faqsearch.cli", "ingest", os.path.join(SAMPLE, "faq.csv"), "-q"],
                    env=env, check=True, timeout=300)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "faqsearch.cli", "serve", "--port", str(port), "-q"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(base + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_healthy(base, proc)
         r = httpx.get(base + "/indexes/default/ask", params={"q": "how do I get my money back for a return?"})
         assert r.status_code == 200 and r.json()["answers"][0]["faq_id"] == "ret-04"
         r = httpx.delete(base + "/indexes/default/faqs/ret-04")

@@ -4,10 +4,8 @@ import io
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -18,7 +16,7 @@ from faqsearch.errors import InvalidOptionError  # noqa: E402
 from faqsearch.service import Service, create_app  # noqa: E402
 from faqsearch.service.logs import JSONFormatter, requests_log, uvicorn_logging  # noqa: E402
 
-from .conftest import ROOT, build_index  # noqa: E402
+from .conftest import ROOT, build_index, free_port, wait_healthy  # noqa: E402
 
 
 @pytest.fixture
@@ -93,22 +91,14 @@ def test_serve_with_json_logs_writes_only_json_lines(fake_models, ix, tmp_path):
     line it logs, uvicorn's start and stop included, parses as JSON."""
     import httpx
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "FAQSEARCH_HOME": str(tmp_path), "FAQSEARCH_LOG_FORMAT": "json"}
     proc = subprocess.Popen([sys.executable, "-c", SERVE.format(root=ROOT), "serve", "--index", ix,
                              "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, cwd=ROOT)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if httpx.get(base + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_healthy(base, proc)
         assert httpx.get(base + "/indexes/shop/ask", params={"q": "How long does shipping take?"}).status_code == 200
         assert httpx.get(base + "/indexes/shop/ask", params={"q": "zzz", "threshold": 0.95}).status_code == 200
     finally:
