@@ -28,6 +28,34 @@ class EncoderTrainConfig:
     warmup: float = 0.1
     max_length: int = 64
     seed: int = 0
+    distinct: bool = False  # one pair per FAQ in a batch: every in-batch negative is another FAQ
+    deadline: float | None = None  # time.monotonic() at which training stops, whatever the epochs
+    prefix: str = ""  # put before every text, as the index's encoder does (e5-style models)
+
+
+def batches(pairs: Sequence[tuple[str, str, int]], size: int, distinct: bool, rng: random.Random
+            ) -> list[list[tuple[str, str, int]]]:
+    """One epoch's batches of ``size`` pairs, shuffled; ``distinct``: no two pairs of one FAQ in a
+    batch (pairs left over once fewer than 8 FAQs remain are dropped for the epoch)."""
+    order = list(pairs)
+    rng.shuffle(order)
+    if not distinct:
+        return [order[i:i + size] for i in range(0, max(1, len(order) - size + 1), size)]
+    out, pool = [], order
+    while pool:
+        seen: set[int] = set()
+        batch, rest = [], []
+        for p in pool:
+            if p[2] not in seen and len(batch) < size:
+                seen.add(p[2])
+                batch.append(p)
+            else:
+                rest.append(p)
+        if len(batch) < min(8, size):
+            break
+        out.append(batch)
+        pool = rest
+    return out
 
 
 def group_pairs(groups: Sequence[Sequence[str]], max_per_group: int = 20,
@@ -44,7 +72,9 @@ def group_pairs(groups: Sequence[Sequence[str]], max_per_group: int = 20,
 def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str,
                   config: EncoderTrainConfig | None = None, progress: bool = False) -> list[float]:
     """Train ``base`` (a local directory or Hugging Face id) on grouped pairs; save to ``out_dir``.
-    Returns the mean loss of each epoch."""
+    Returns the mean loss of each epoch (the last one cut short where the deadline came first)."""
+    import time
+
     import torch
     import torch.nn.functional as F
     from tqdm.auto import tqdm
@@ -61,43 +91,53 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
     tokenizer, model = load_pretrained(base, AutoModel, what="encoder")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device)
-    steps = max(1, len(pairs) // cfg.batch_size)
+    epochs = [batches(pairs, cfg.batch_size, cfg.distinct, rng) for _ in range(cfg.epochs)]
+    steps = sum(len(e) for e in epochs)
+    if not steps:
+        raise FAQSearchError("too few FAQs with two or more questions to make a training batch")
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
-    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * steps * cfg.epochs), steps * cfg.epochs)
+    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * steps), steps)
 
     def embed(texts):
-        enc = tokenizer(texts, padding=True, truncation=True, max_length=cfg.max_length, return_tensors="pt").to(device)
+        enc = tokenizer([cfg.prefix + t for t in texts], padding=True, truncation=True, max_length=cfg.max_length,
+                        return_tensors="pt").to(device)
         h = model(**enc).last_hidden_state
         m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
         return F.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=-1)
 
-    history = []
-    for epoch in range(cfg.epochs):
-        model.train()
-        order = list(pairs)
-        rng.shuffle(order)
-        total = 0.0
-        bar = tqdm(range(steps), disable=not progress, desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False)
-        for step in bar:
-            chunk = order[step * cfg.batch_size:(step + 1) * cfg.batch_size]
-            a, b = embed([p[0] for p in chunk]), embed([p[1] for p in chunk])
-            groups = torch.tensor([p[2] for p in chunk], device=device)
-            same = (groups[:, None] == groups[None, :]) & ~torch.eye(len(chunk), dtype=torch.bool, device=device)
-            sims = (a @ b.T * SCALE).masked_fill(same, -1e4)  # another pair of the same FAQ is no negative
-            target = torch.arange(len(chunk), device=device)
-            loss = (F.cross_entropy(sims, target) + F.cross_entropy(sims.T, target)) / 2
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            total += loss.item()
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-        history.append(total / steps)
+    history: list[float] = []
+    bar = tqdm(total=steps, disable=not progress, desc="learning", unit="step")
+    try:
+        for epoch, chunks in enumerate(epochs):
+            if cfg.deadline is not None and time.monotonic() >= cfg.deadline:
+                break
+            model.train()
+            total, done = 0.0, 0
+            for chunk in chunks:
+                if cfg.deadline is not None and time.monotonic() >= cfg.deadline:
+                    break
+                a, b = embed([p[0] for p in chunk]), embed([p[1] for p in chunk])
+                groups = torch.tensor([p[2] for p in chunk], device=device)
+                same = (groups[:, None] == groups[None, :]) & ~torch.eye(len(chunk), dtype=torch.bool, device=device)
+                sims = (a @ b.T * SCALE).masked_fill(same, -1e4)  # another pair of the same FAQ is no negative
+                target = torch.arange(len(chunk), device=device)
+                loss = (F.cross_entropy(sims, target) + F.cross_entropy(sims.T, target)) / 2
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                sched.step()
+                total, done = total + loss.item(), done + 1
+                bar.update(1)
+                bar.set_postfix(epoch=f"{epoch + 1}/{cfg.epochs}", loss=f"{loss.item():.3f}")
+            if done:
+                history.append(total / done)
+    finally:
+        bar.close()
     os.makedirs(out_dir, exist_ok=True)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     with open(os.path.join(out_dir, META), "w", encoding="utf-8") as f:
         json.dump({"base": base, "pooling": "mean", "pairs": len(pairs), "epochs": cfg.epochs, "lr": cfg.lr,
-                   "loss": history}, f, indent=1)
+                   "distinct": cfg.distinct, "loss": history}, f, indent=1)
     return history

@@ -110,6 +110,23 @@ def small_corpus(tmp_path):
 
 
 @pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    """A 2-layer BERT without a masked-LM head (like the bundled all-MiniLM-L6-v2), minilm's vocabulary."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from faqsearch.encoders import _minilm_path
+
+    torch.manual_seed(0)
+    path = str(tmp_path_factory.mktemp("tiny"))
+    cfg = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=128, max_position_embeddings=128)
+    BertModel(cfg).save_pretrained(path)
+    AutoTokenizer.from_pretrained(_minilm_path()).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
 def minilm():
     from faqsearch.encoders import load_encoder
 
