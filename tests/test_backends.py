@@ -159,6 +159,37 @@ def test_refit_keeps_answers(engine):
     assert ids(engine.ask("brand new wording", mode="dense"))[0] == "new"
 
 
+class SaltedEncoder(FakeEncoder):
+    """Another encoder with the same shape (what `learn` trains): other vectors for the same words."""
+
+    name = "fake-learned"
+
+    def _word(self, w: str) -> np.ndarray:
+        return super()._word("salted " + w)
+
+
+def test_reencode_puts_every_question_through_another_encoder(engine):
+    """`learn`'s write: every live question (edits included) encoded again, the transform fitted again,
+    one commit; the index then answers with the new encoder and refuses the old one."""
+    from faqsearch.errors import EncoderMismatchError
+    from faqsearch.tuning import refit_config
+
+    engine.add([FAQ("new", "new answer", ["brand new wording"])])
+    engine.remove(["f3"])
+    new = SaltedEncoder()
+    with engine._writing("learn") as (writer, snap):
+        done = snap.backend.reencode(writer, snap, new, snap.config.merged(encoder=new.spec()), refit_config)
+    assert done and engine.snapshot.generation == snap.generation + 1
+    with FAQSearch.open(engine.path, encoder=new) as again:
+        assert again.config["counts"]["questions"] == 34 and again.config["encoder"]["name"] == "fake-learned"
+        for mode in ("dense", "hybrid"):
+            assert ids(again.ask("question about topic4 variant1", mode=mode))[0] == "f4"
+            assert ids(again.ask("brand new wording", mode=mode))[0] == "new"
+        assert "f3" not in ids(again.ask("question about topic3 variant1", k=5))
+    with pytest.raises(EncoderMismatchError):
+        FAQSearch.open(engine.path, encoder=FakeEncoder())
+
+
 def test_an_interrupted_edit_is_invisible_and_repaired(engine, monkeypatch):
     import faqsearch.index.directory as indexdir
 
@@ -518,6 +549,7 @@ def test_every_backend_and_build_store_member_is_called_by_build_edit_refit_and_
     from faqsearch.index.snapshot import open_store
     from faqsearch.index.versions import list_versions, restore
     from faqsearch.manage import drop_index
+    from faqsearch.tuning import refit_config
 
     for kind in ("embedded", "milvus"):
         if kind == "milvus" and importlib.util.find_spec("milvus_lite") is None:
@@ -539,6 +571,8 @@ def test_every_backend_and_build_store_member_is_called_by_build_edit_refit_and_
             e.add([FAQ("new", "new answer", ["brand new wording"])])
             e.refit(Setting(True, 1.0, 1.0, 8))
             assert ids(e.ask("brand new wording", mode="dense"))[0] == "new" and e.config["dim_out"] <= 8
+            with e._writing("learn") as (writer, snap):  # what `learn` writes, with an encoder of the same shape
+                snap.backend.reencode(writer, snap, FakeEncoder(), snap.config, refit_config)
             e.close()
             first = list_versions(path)[0]  # the build's version, with the edit made in place
             if kind == "embedded":

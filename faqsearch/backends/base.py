@@ -286,6 +286,15 @@ class Backend(Protocol):
         ``calibrate(config, version)``: the config to commit, measured on the new version first."""
         ...
 
+    def reencode(self, writer: "Writer", snap: "Snapshot", encoder: "Encoder", config: "Config",
+                 refit: "Callable[[Config, Any], tuple[Whitening, Config]]",
+                 calibrate: "Callable[[dict[str, Any], str], dict[str, Any]] | None" = None,
+                 batch_size: int = 32, progress: bool = False) -> str:
+        """Encode every live question again with ``encoder`` (``faqsearch learn``), fit the transform
+        again with ``refit(config, moments)`` and commit ``config`` (calibrated first); returns the
+        version. A backend that cannot raises :class:`faqsearch.errors.FAQSearchError` saying so."""
+        ...
+
     def token_sink(self, directory: str, encoder: "Encoder", n: int) -> TokenSink | None:
         """Where a build of ``n`` questions into the new version ``directory`` keeps their token
         states; None where this backend keeps none, or this encoder or size gives none."""

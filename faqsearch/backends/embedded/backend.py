@@ -200,6 +200,11 @@ class EmbeddedBackend:
     def rebuild(self, writer, snap: "Snapshot", white, config: Config, calibrate=None) -> None:
         editor.rebuild(writer, snap, white, config, calibrate)
 
+    def reencode(self, writer, snap: "Snapshot", encoder, config: Config, refit, calibrate=None,
+                 batch_size: int = 32, progress: bool = False) -> str:
+        return editor.reencode(writer, snap, encoder, config, refit, calibrate,
+                               lambda directory, n: self.token_sink(directory, encoder, n), batch_size, progress)
+
     # -- the questions' token states (tokens/ of a version)
     def token_sink(self, directory: str, encoder, n: int) -> tokenstates.TokenWriter | None:
         """Token states are kept for an encoder that gives them and token matching supports, up to

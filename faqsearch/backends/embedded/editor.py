@@ -346,3 +346,64 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: Config, calibrate=N
         config = calibrate(config, tmp)
     writer.commit(config, tmp, records)
     del raw
+
+
+def reencode(writer: Writer, snap: "Snapshot", encoder, config: Config, refit, calibrate=None, token_sink=None,
+             batch_size: int = 32, progress: bool = False) -> str:
+    """A new base with every live question encoded again by ``encoder`` (``faqsearch learn``): raw
+    vectors and token states written anew, the transform fitted again on them by ``refit(config,
+    moments)`` (-> (white, config), the index's setting), the store and postings shared. ``config``:
+    the config naming the new encoder; ``calibrate(config, version)``: the config to commit, measured
+    on the new version first (it may raise: the Writer then removes the version and nothing changes).
+    Returns the committed version's name."""
+    from ...progress import progress_bar
+    from ...files import NpyWriter
+    from . import tokenstates
+
+    cfg.verify_files(snap.version, snap.config, snap.path, ("vectors", "ids"))
+    snap.store.check_integrity(snap.path)
+    tmp = writer.new_version()
+    store = Store(os.path.join(snap.version, STORE), generation=snap.generation)
+    try:
+        store.discard_uncommitted(snap.generation)  # shared with the new version: no killed edit's rows in it
+        if "lexical" not in cfg.recorded_dirs(snap.config):
+            store.write_postings(tmp)
+    finally:
+        store.close()
+    share_file(snap.version, tmp, STORE)
+    if "lexical" in cfg.recorded_dirs(snap.config):
+        share_postings(snap.version, tmp)  # the same rows: the same postings
+    ids, _ = snap.store.question_faqs()  # the live questions, by id
+    vec_path = os.path.join(tmp, VECTORS)
+    tokens = token_sink(tmp, len(ids)) if token_sink is not None else None
+    moments = Moments(encoder.dimension)
+    try:
+        with NpyWriter(vec_path, len(ids), encoder.dimension) as out, \
+                progress_bar(len(ids), progress, "encoding again") as bar:
+            for start in range(0, len(ids), CHUNK):
+                texts = [r[2] for r in snap.store.question_rows(ids[start:start + CHUNK])]
+                vecs = tokens.encode(encoder, texts, batch_size) if tokens is not None else \
+                    encoder.encode(texts, batch_size=batch_size)
+                moments.update(vecs)
+                out.write(vecs)
+                bar.update(len(texts))
+        if tokens is not None:
+            tokens.finish()
+    except BaseException:
+        if tokens is not None:
+            tokens.discard()
+        raise
+    np.save(os.path.join(tmp, IDS), ids)
+    white, config = refit(config, moments)
+    ixc = _index_record(snap)
+    factory = factory_for(ixc.get("type", ixc.get("factory", "Flat")), len(ids), white.dim_out)
+    vindex = write_vector_index(white, ids, factory, os.path.join(tmp, FAISS), vec_path)
+    white.save(os.path.join(tmp, WHITENING))
+    config = config.without("delta").merged(
+        index={**ixc, **index_section(ixc.get("type", "auto"), vindex)},
+        next_question_id=max(int(config.next_question_id or 0), int(ids.max()) + 1 if len(ids) else 1))
+    if calibrate is not None:
+        config = calibrate(config, tmp)
+    if not cfg.fusion_weights(replace(config, mode="hybrid"))["token_weight"]:
+        tokenstates.remove(tmp)  # hybrid mode does not read them
+    return os.path.basename(writer.commit(config, tmp))

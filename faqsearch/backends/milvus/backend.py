@@ -285,14 +285,36 @@ class MilvusBackend:
         """A new collection with every live row re-transformed (refit, tune --apply)."""
         _rebuild(writer, snap.index.b, white, config, calibrate)
 
+    def reencode(self, writer, snap: "Snapshot", encoder, config: Config, refit, calibrate=None,
+                 batch_size: int = 32, progress: bool = False) -> str:
+        """A new collection with every live row encoded again by ``encoder`` (learn), the transform
+        fitted again by ``refit(config, moments)``."""
+        writer.check_lease()
+        b = snap.index.b
+        b.repair()
+        rows = sorted(b.query("", _ALL), key=lambda r: r["id"])
+        moments = Moments(encoder.dimension)
+        with progress_bar(len(rows), progress, "encoding again") as bar:
+            for start in range(0, len(rows), BATCH):
+                chunk = rows[start:start + BATCH]
+                vecs = encoder.encode([r["text"] for r in chunk], batch_size=batch_size)
+                moments.update(vecs)
+                for r, v in zip(chunk, vecs):
+                    r["raw"] = v.tolist()
+                bar.update(len(chunk))
+        white, config = refit(config, moments)
+        return _rebuild(writer, b, white, config, calibrate, rows)
 
-def _rebuild(writer, b: Collection, white, config: Config, calibrate=None) -> None:
+
+def _rebuild(writer, b: Collection, white, config: Config, calibrate=None,
+             rows: list[dict[str, Any]] | None = None) -> str:
     """Copy the live rows of ``b`` (its generation) into a new collection, transformed by ``white``,
     and commit ``config`` naming it (``calibrate(config, version)``: the config to commit, measured
     on the new version first; failing, the new collection is dropped and the alias put back)."""
     writer.check_lease()
-    b.repair()
-    rows = sorted(b.query("", _ALL), key=lambda r: r["id"])
+    if rows is None:  # given: rows encoded again (learn), read by the caller
+        b.repair()
+        rows = sorted(b.query("", _ALL), key=lambda r: r["id"])
     spec = {k: v for k, v in b.spec.items() if k not in ("collection", "previous", "generation", "dead")}
     generation = writer.generation + 1
 
@@ -320,8 +342,9 @@ def _rebuild(writer, b: Collection, white, config: Config, calibrate=None) -> No
             finally:
                 c.close()
             raise
-    writer.commit(config, tmp)
+    live = writer.commit(config, tmp)
     drop_stale(config.backend.to_dict())
+    return os.path.basename(live)
 
 
 def _new_collection(spec: dict[str, Any], generation: int, dim: int, dim_in: int,
