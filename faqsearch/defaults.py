@@ -111,3 +111,11 @@ GAP_MIN_COUNT = 2
 PARAPHRASE_MIN_SIMILARITY = 0.85
 PARAPHRASE_MAX_CHARS = 1000  # a text longer than this is not reworded (a query's bound in the service too)
 PARAPHRASE_ROUNDS = 3  # batches drawn at most until n candidates pass the screen
+
+# faqsearch learn: the recipe that did best on Banking77 faqs_5 (benchmarks/results/quality.md,
+# "Training recipes for an index's own encoder"): one pair per FAQ in each batch of 64, 5 epochs, rate 3e-5
+LEARN_MINUTES = 10.0  # the whole run's time budget; training stops early to keep it
+LEARN_EPOCHS = 5
+LEARN_BATCH = 64
+LEARN_LR = 3e-5
+LEARN_MIN_FAQS = 10  # FAQs with two or more questions below which there is too little to learn and measure

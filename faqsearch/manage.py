@@ -71,6 +71,14 @@ def info(index: str | None = None) -> dict[str, Any]:
     kept = backend_for(typed).token_states(version, typed)
     config["token_states"] = None if kept is None else kept.summary()
     config.update({k: v for k, v in cfg.fusion_weights(typed).items() if v is not None})  # what it answers with
+    if typed.backend_kind != "milvus":  # what `learn` needs ten of (SQLite: one quick count)
+        from .index.snapshot import faqs_with, open_store
+
+        store = open_store(path)
+        try:
+            config["faqs_with_3_questions"] = faqs_with(store, 3)
+        finally:
+            store.close()
     remote = remote_of(path)  # an index in Milvus: its address, and this machine's cache as the path
     return {"path": path, **({"address": remote.address} if remote is not None else {}), **config}
 
@@ -156,3 +164,4 @@ def rename_index(path: str, new_path: str) -> str:
     if os.path.exists(legacy_log):
         os.rename(legacy_log, os.path.join(new_path, QUERY_LOG))
     return new_path
+

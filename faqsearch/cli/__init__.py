@@ -24,7 +24,7 @@ def cli():
 for command in (index.ingest, index.upsert, ask.ask, ask.eval_, edit.add, edit.update, edit.remove, edit.list_,
                 edit.show, edit.feedback, edit.unassign, edit.approve, tune.tune, tune.refit, generate.paraphrase,
                 generate.augment, generate.suggest,
-                train.train, serve.serve, serve.gaps, serve.log, index.info, index.indexes, index.rename, index.drop,
+                train.train, train.learn, serve.serve, serve.gaps, serve.log, index.info, index.indexes, index.rename, index.drop,
                 versions.versions, versions.restore):
     cli.add_command(command)
 

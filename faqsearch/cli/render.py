@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ..defaults import LEARN_MIN_FAQS
 from ..text import count
 
 WIDTH = 100
@@ -180,6 +181,15 @@ def info(path: str, config: dict[str, Any]) -> None:
     click.echo(f"created:    {config['created']}  (faqsearch {(config.get('versions') or {}).get('faqsearch')})")
     click.echo(f"encoder:    {config['encoder']['name']} ({config['encoder'].get('pooling')}), {config['dim_in']} dims"
                + (f", {config['encoder']['quantize']} weights" if config["encoder"].get("quantize") else ""))
+    learned = config.get("learned")
+    if learned and config["encoder"].get("stored"):
+        b, a = learned["before"], learned["after"]
+        click.echo(f"learned:    from {learned['base']} on the index's own questions ({learned['pairs']} pairs, "
+                   f"{learned['epochs']} epochs, {learned['when']}); held-out R@1 {b['r1']:.1f} -> {a['r1']:.1f}, "
+                   f"MRR@10 {b['mrr10']:.1f} -> {a['mrr10']:.1f} ({a['queries']} questions)")
+    elif (config.get("faqs_with_3_questions") or 0) >= LEARN_MIN_FAQS and config["encoder"].get("backend") == "transformers":
+        click.echo(f"learned:    not yet; {config['faqs_with_3_questions']} FAQs have three or more questions: "
+                   "`faqsearch learn` may lift the ranking (it keeps the result only if it wins held out)")
     click.echo("transform:  " + (f"beta={w['beta']:g} gamma={w['gamma']:g} k={w['k']} -> {config['dim_out']} dims "
                                   f"(fitted on {w['fit_count']} {w['fitted_on']})" if w["enabled"] else "none"))
     click.echo("storage:    " + (f"Milvus collection {backend.get('collection')} at {backend.get('uri')}"

@@ -95,7 +95,8 @@ class Snapshot:
         lexical = {"cjk": self.store.cjk, "stem": self.store.stem} if self.backend.kind == "embedded" else None
         kept = None if self.tokens is None else self.tokens.summary()
         return {"path": self.path, **self.config.to_dict(), "counts": self.store.counts(), "vectors": len(self.index),
-                "lexical": lexical, "token_states": kept}
+                "lexical": lexical, "token_states": kept,
+                "faqs_with_3_questions": faqs_with(self.store, 3)}
 
     def close(self) -> None:
         self.store.close()
@@ -172,3 +173,11 @@ def open_store(path: str) -> StoreView:
     version = resolve(path)
     config = cfg.load_config(version, path)
     return backend_for(config).open_store(path, version, config)
+
+
+def faqs_with(store: StoreView, questions: int) -> int:
+    """How many FAQs of a store have at least ``questions`` questions."""
+    import numpy as np
+
+    _, keys = store.question_faqs()
+    return int(np.sum(np.unique(keys, return_counts=True)[1] >= questions)) if len(keys) else 0

@@ -114,6 +114,11 @@ class RestoreIn(BaseModel):
     version: str = Field(..., min_length=1, max_length=40, description="a kept version, as GET .../versions lists")
 
 
+class LearnIn(BaseModel):
+    minutes: float = Field(10.0, ge=0.5, le=120, description="the run's time budget (the request lasts about as long)")
+    epochs: int = Field(5, ge=1, le=50, description="passes over the question pairs, at most")
+
+
 class FeedbackIn(BaseModel):
     query: str = Field(..., min_length=1, max_length=MAX_QUERY)
     faq_id: str = Field(..., min_length=1, max_length=MAX_ID)

@@ -14,7 +14,7 @@ from ..errors import CorpusError
 from .. import manage
 from ..text import check_query
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn,
-                     FAQEditIn, FAQIn, FAQsIn, FeedbackIn, ParaphraseIn, RestoreIn, SuggestionsOut)
+                     FAQEditIn, FAQIn, FAQsIn, FeedbackIn, LearnIn, ParaphraseIn, RestoreIn, SuggestionsOut)
 
 router = APIRouter()
 RANKED = 500  # at most this many FAQs of a listing search are ranked by the index's search; the rest follow
@@ -125,6 +125,13 @@ def restore(request: Request, name: str, body: RestoreIn):
         return live
 
     return {"restored": body.version, "version": service(request).write(name, run)}
+
+
+@router.post("/indexes/{name}/learn", tags=["service"], dependencies=[Depends(write_key)])
+def learn(request: Request, name: str, body: LearnIn):
+    """Fine-tune the index's encoder on its own questions and keep it only where it wins held out (as
+    `faqsearch learn --json`); the request lasts the run (up to ``minutes``). Needs the API key."""
+    return service(request).write(name, lambda e: e.learn(minutes=body.minutes, epochs=body.epochs)).to_dict()
 
 
 @router.post("/indexes/{name}/ask", tags=["ask"], dependencies=[Depends(ask_key)])

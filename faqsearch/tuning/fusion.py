@@ -47,17 +47,21 @@ class FusionReport:
                 "rows": self.rows}
 
 
-def self_fusion_candidates(searcher, progress: bool = False, seed: int = 0) -> tuple[list[list[Answer]], list[set[str]]]:
+def self_fusion_candidates(searcher, progress: bool = False, seed: int = 0, limit: int | None = None,
+                           texts: list[str] | None = None) -> tuple[list[list[Answer]], list[set[str]]]:
     """Hybrid candidates for the index's own held-out question variants, each searched against the
     other questions only (dense: the stored raw vectors and the index's transform; lexical: BM25 over
     the store's tokens, FTS5's formula). Raises TooFewVariantsError below 10 such FAQs. ``seed``
-    draws which question of each FAQ is held out."""
+    draws which question of each FAQ is held out; ``limit``: how many at most (default: fewer where
+    token matching is on); ``texts``: gets the held-out questions' texts, in order."""
     snap = searcher.snap
     _, raw = snap.raw.all()
     qids, faq_keys = snap.store.question_faqs()  # 16 bytes a question; texts are read for the chosen rows only
     # token matching encodes each candidate's question not kept with the version (tokenstates): fewer
     # queries bound that work
-    held = held_out_variants(faq_keys, seed, limit=SELF_FUSION_MAX if snap.token_weight <= 0 else SELF_TOKEN_MAX)
+    if limit is None:
+        limit = SELF_FUSION_MAX if snap.token_weight <= 0 else SELF_TOKEN_MAX
+    held = held_out_variants(faq_keys, seed, limit=limit)
     if len(held) < 10:
         raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
                                   "give labelled queries instead (faqsearch tune fusion QUERIES)")
@@ -93,7 +97,8 @@ def self_fusion_candidates(searcher, progress: bool = False, seed: int = 0) -> t
         faq_docs.setdefault(f, []).append(d)
     cjk, stem = snap.store.cjk, snap.store.stem
     bm25 = bm25_scorer([fts_words(rows[i][2], cjk, stem) for i in keep])  # the words as FTS5 holds them
-    cands, gold, texts = [], [], []
+    cands, gold = [], []
+    texts = texts if texts is not None else []
     with progress_bar(len(held), progress, "self-supervised fusion") as bar:
         for start in range(0, len(held), 256):
             block = queries[start:start + 256] @ docs.T

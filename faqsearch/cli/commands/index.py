@@ -5,7 +5,7 @@ import os
 
 import click
 
-from ..options import (Score, batch_size_option, corpus_options, device_option, encoder_options, generator_option,
+from ..options import (Finite, Score, batch_size_option, corpus_options, device_option, encoder_options, generator_option,
                        handles_errors, index_option, output_options, storage_options, threads_option,
                        whitening_options)
 from ...text import count
@@ -42,6 +42,9 @@ def read_input(corpus: str, columns, fmt):
 @click.option("--no-self-fusion", "no_self_fusion", is_flag=True,
               help="Keep the default hybrid weights (BM25, token matching) even when the corpus's question "
                    "variants could choose them.")
+@click.option("--learn", "learn_minutes", type=Finite(0.5, 24 * 60), default=None, metavar="MINUTES",
+              help="Then fine-tune the encoder on the index's own questions within MINUTES, kept only if it wins held "
+                   "out (`faqsearch learn`); an index with too few FAQs of three or more questions is kept as built.")
 @click.option("--upsert", is_flag=True, hidden=True, help="Deprecated: use `faqsearch upsert`.")
 @click.option("--augment", type=click.IntRange(0), default=0, hidden=True, help="Deprecated: use `faqsearch augment`.")
 @generator_option
@@ -51,7 +54,7 @@ def read_input(corpus: str, columns, fmt):
 @handles_errors
 @device_option()
 def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fmt, threshold, replace, force,
-           no_self_fusion, upsert, augment, generator, tune_self, batch_size, out):
+           no_self_fusion, learn_minutes, upsert, augment, generator, tune_self, batch_size, out):
     """Build an index from a FAQ corpus (CSV, TSV or JSONL with question and answer columns; '-'
     reads it from stdin).
 
@@ -71,6 +74,7 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
         faqsearch ingest other.csv --index support --replace       # drop the FAQs other.csv lacks
         faqsearch ingest zh_faq.csv --index zh --model use-multilingual
         faqsearch ingest faqs.csv --fit-on user_queries.txt --dims 128
+        faqsearch ingest faqs.csv --index support --learn 10       # then fine-tune the encoder on it
         faqsearch ingest faqs.csv --index support --backend milvus --uri ./faq.milvus.db
         faqsearch ingest faqs.csv --index milvus://milvus.internal:19530/support   # shared by replicas
         cat faqs.jsonl | faqsearch ingest - --format jsonl --index support
@@ -115,7 +119,19 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
                     report.applied = True
                 if not out.json:
                     print_tune(report, False, True)
-        summary = {"index": engine.path, **info_summary(engine.config)}
+        learned = None
+        if learn_minutes:
+            from ...errors import TooFewVariantsError
+
+            try:
+                learned = engine.learn(minutes=learn_minutes, progress=out.progress)
+            except TooFewVariantsError as exc:  # the index is built and usable: say so, do not fail
+                click.echo(f"Not learned: {exc}", err=True)
+            else:
+                if not out.json:
+                    click.echo(("Learned: " if learned.kept else "Learned, not kept: ") + learned.reason.split(": ")[-1])
+        summary = {"index": engine.path, **info_summary(engine.config),
+                   **({"learned": learned.to_dict()} if learned is not None else {})}
     if replace:  # what it dropped is in the version before: say how to get it back
         from ...index.versions import previous
 

@@ -1,10 +1,12 @@
-"""Training models: the `train` group (encoder, simbert); what each does is faqsearch.tuning.training."""
+"""Training models: the `train` group (encoder, simbert; what each does is faqsearch.tuning.training), and
+`learn` (an index's own encoder, faqsearch.tuning.learn)."""
 from __future__ import annotations
 
 import click
 
+from ...defaults import LEARN_EPOCHS, LEARN_MINUTES
 from ..groups import FormerFlags
-from ..options import Finite, encoding_options
+from ..options import Finite, encoding_options, index_option
 from ..render import dump
 
 
@@ -117,3 +119,42 @@ def simbert(out_dir, base, from_index, corpus, epochs, batch_size, lr, seed, pai
     click.echo(f"Trained on {got.pairs} pairs; model in {out_dir}")
     for i, e in enumerate(got.epochs, 1):
         click.echo(f"  epoch {i}: seq2seq {e['seq2seq']:.4f}  contrastive {e['contrastive']:.4f}")
+
+
+@click.command()
+@index_option
+@click.option("--minutes", type=Finite(0.5, 24 * 60), default=LEARN_MINUTES, show_default=True,
+              help="Time budget of the whole run; training stops early to keep it (on a GPU it rarely needs to).")
+@click.option("--epochs", type=click.IntRange(1), default=LEARN_EPOCHS, show_default=True,
+              help="Passes over the question pairs, at most.")
+@encoding_options
+def learn(index, minutes, epochs, out, threads):
+    """Fine-tune the index's encoder on its own questions (each FAQ's phrasings, and those assigned by
+    approve and feedback), encode the index again, and keep the result only if it ranks the held-out
+    questions (one per FAQ, never trained on) better than the index does now. The previous version is
+    kept (`faqsearch versions`, `restore`). Needs 10 or more FAQs with three or more questions. Edits
+    go on while it trains; the index is locked only to encode it again and commit.
+
+    \b
+    Example:
+        faqsearch learn --index support
+        faqsearch learn --index support --minutes 5 --json
+    """
+    from ...encoders.device import configure_torch
+    from ...engine import FAQSearch
+
+    configure_torch(threads)
+    with FAQSearch.open(index, threads=threads) as engine:
+        report = engine.learn(minutes=minutes, epochs=epochs, progress=out.progress)
+        path = engine.path
+    if out.json:
+        click.echo(dump({"index": path, **report.to_dict()}))
+        return
+    b, a = report.before, report.after or {}
+    click.echo(f"{'Kept' if report.kept else 'Not kept'}: held-out R@1 {b['r1']:.2f} -> {a.get('r1', float('nan')):.2f}, "
+               f"MRR@10 {b['mrr10']:.2f} -> {a.get('mrr10', float('nan')):.2f} ({b['queries']} held-out questions; "
+               f"trained on {report.pairs} pairs, {len(report.loss)} epochs, {report.seconds.get('total', 0):.0f} s).")
+    click.echo(f"The index now answers with {report.encoder} (version {report.version}); `faqsearch restore` undoes it."
+               if report.kept else "The index keeps its encoder; nothing changed.")
+    for note in report.notes if report.kept else ():
+        click.echo(f"Note: {note}.")

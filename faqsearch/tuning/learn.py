@@ -1,0 +1,302 @@
+"""``faqsearch learn``: the index's encoder fine-tuned on the index's own question groups (the
+questions each FAQ was written with, and those people assigned to it: approvals, feedback,
+generated ones kept), committed only where it wins held out.
+
+1. **Hold out** one question of each FAQ that has two or more: the variants the index's self-tuning
+   holds out (:func:`faqsearch.tuning.transform.held_out_variants`, seed 0), so they are never
+   trained on and the new version's weights, threshold and confidence are chosen on unseen ones.
+2. **Train** (:func:`faqsearch.finetune.train_encoder`; one pair per FAQ in each batch, so every
+   in-batch negative is another FAQ) from the index's base encoder on the pairs of the other
+   questions, stopping early where the time budget requires.
+3. **Encode every question again**, fit the transform again at the index's setting
+   (``Backend.reencode``), and let the new version choose its weights, threshold and confidence as
+   ingest does (:func:`faqsearch.tuning.threshold.self_tuned`).
+4. **Decide**: both versions rank the held-out questions (each searched against the other
+   questions, :func:`faqsearch.tuning.fusion.self_fusion_candidates`), each in the mode it answers
+   in; the new version is committed only where its R@1 is higher, or equal with a higher MRR@10.
+   Otherwise nothing changes and the trained encoder is deleted.
+
+The encoder is kept in the index directory (``encoders/NAME``, shared by the versions that use it;
+encoders no kept version names are deleted by the next learn), loaded like any local model
+(ONNX Runtime where it passes the parity check). Learning again starts from the same base encoder
+on the questions the index holds then.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..defaults import (LEARN_BATCH, LEARN_EPOCHS, LEARN_LR, LEARN_MIN_FAQS, LEARN_MINUTES, SELF_FUSION_MAX,
+                        SELF_TOKEN_MAX)
+from ..errors import FAQSearchError, InvalidOptionError, TooFewVariantsError
+from ..index.format import ENCODERS
+from .confidence import rank
+from .fusion import self_fusion_candidates
+from .transform import held_out_variants, refit_config
+
+ENCODE_RATE = 100.0  # questions a second assumed for the second encoding, when the budget is split
+RESERVE_S = 60.0  # seconds kept for loading the new encoder, choosing its weights and measuring
+TRAINING = ".training-"  # encoders/.training-*: an encoder being trained (outside the writer lock)
+
+
+@dataclass
+class LearnReport:
+    """What a learn run did: ``kept`` (committed) or not and why, the held-out figures of both
+    versions, what it trained on and how long each step took."""
+
+    kept: bool
+    reason: str
+    before: dict[str, Any]
+    after: dict[str, Any] | None = None
+    held_out: int = 0
+    pairs: int = 0
+    loss: list[float] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    encoder: str | None = None
+    base: str | None = None
+    version: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _NotBetter(Exception):
+    """Raised inside the writer to leave the index as it was (the new version is removed)."""
+
+
+def trainable_base(spec: dict[str, Any]) -> tuple[str, str]:
+    """(name, checkpoint) of the encoder learn starts from: the index's own, or the one a learned
+    encoder started from. Refused for encoders with no trainable torch model here."""
+    if spec.get("backend") == "use":
+        raise InvalidOptionError("learn fine-tunes a transformers encoder; USE multilingual runs on numpy here and "
+                                 "has no trainable model (an index of it keeps its encoder as it is)")
+    if spec.get("gguf_file"):
+        raise InvalidOptionError(f"learn cannot train the GGUF model {spec.get('name')!r}; ingest with a transformers "
+                                 "encoder (such as --model minilm) to learn")
+    if (spec.get("pooling") or "mean") != "mean":
+        raise InvalidOptionError(f"learn trains mean-pooled encoders; this index pools with {spec.get('pooling')!r}")
+    name = spec.get("base") or spec["name"]
+    if name == "minilm":
+        from ..encoders import _minilm_path
+
+        return name, _minilm_path()
+    return name, spec.get("base_source") or spec.get("source") or name
+
+
+def held_out_score(searcher, limit: int, trained: set[str] = frozenset()) -> dict[str, Any]:
+    """R@1 and MRR@10 (percent) of the held-out questions, ranked in the searcher's mode; questions
+    in ``trained`` are left out (an edit during training may have drawn them)."""
+    snap = searcher.snap
+    texts: list[str] = []
+    cands, gold = self_fusion_candidates(searcher, limit=limit, texts=texts)
+    r1 = mrr = 0.0
+    n = 0
+    for c, g, text in zip(cands, gold, texts):
+        if text in trained:
+            continue
+        n += 1
+        for i, a in enumerate(rank(snap, c, 10)):
+            if a.faq_id in g:
+                r1 += i == 0
+                mrr += 1.0 / (i + 1)
+                break
+    n_ = max(1, n)
+    return {"r1": round(100 * r1 / n_, 2), "mrr10": round(100 * mrr / n_, 2), "queries": n, "mode": snap.mode,
+            "hybrid_weight": snap.hybrid_weight, "token_weight": snap.token_weight}
+
+
+def wins(after: dict[str, Any], before: dict[str, Any]) -> bool:
+    """R@1 higher, or equal with a higher MRR@10."""
+    return (after["r1"], after["mrr10"]) > (before["r1"], before["mrr10"])
+
+
+def training_pairs(snap, seed: int = 0) -> tuple[list[tuple[str, str, int]], int]:
+    """The pairs of the questions not held out (each pair both ways: a batch holds one of them), and
+    how many questions are held out. Refused where too few FAQs are left to learn from or measure on."""
+    from ..finetune import group_pairs
+
+    qids, keys = snap.store.question_faqs()
+    held = held_out_variants(keys, 0)
+    rows = snap.store.question_rows(qids)  # by id, as qids
+    if len(rows) != len(qids):
+        raise FAQSearchError(f"index {snap.path}: its questions changed while they were read; run learn again")
+    out = np.ones(len(rows), bool)
+    out[held] = False
+    groups: dict[str, list[str]] = {}
+    for keep, (_, faq_id, text) in zip(out, rows):
+        if keep:
+            groups.setdefault(faq_id, []).append(text)
+    trainable = [g for g in groups.values() if len(set(g)) >= 2]
+    if len(held) < LEARN_MIN_FAQS or len(trainable) < LEARN_MIN_FAQS:
+        raise TooFewVariantsError(
+            f"only {len(trainable)} FAQs have three or more questions: learn holds one question of each FAQ out to "
+            f"measure on and trains on the others, and needs {LEARN_MIN_FAQS} such FAQs. Give FAQs more phrasings "
+            "first (faqsearch approve, feedback, augment), or keep the encoder")
+    pairs = group_pairs(trainable, seed=seed)
+    return [p for a, b, g in pairs for p in ((a, b, g), (b, a, g))], len(held)
+
+
+def unused_encoders(path: str, stale_s: float = 24 * 3600) -> list[str]:
+    """Folders under ``path``/encoders that no version of the index names, and trainings (``.training-*``)
+    left by runs killed over ``stale_s`` ago (none where a version's config cannot be read: then
+    nothing is known to be unused). Called under the writer lock."""
+    from ..index.versions import version_configs
+
+    folder = os.path.join(path, ENCODERS)
+    if not os.path.isdir(folder):
+        return []
+    named = set()
+    for _, config in version_configs(path):
+        if config is None:
+            return []
+        stored = (config.encoder_spec or {}).get("stored")
+        if stored:
+            named.add(os.path.basename(stored))
+    now = time.time()
+    return [os.path.join(folder, e) for e in sorted(os.listdir(folder))
+            if (not e.startswith(TRAINING) and e not in named)
+            or (e.startswith(TRAINING) and now - os.path.getmtime(os.path.join(folder, e)) > stale_s)]
+
+
+def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minutes: float = LEARN_MINUTES,
+          epochs: int = LEARN_EPOCHS, seed: int = 0, threads: int | None = None,
+          progress: bool = False) -> LearnReport:
+    """The run of the module docstring. Training reads ``snap`` without the writer lock (edits go on
+    meanwhile); ``writing()``: the context manager of the writer lock, giving (writer, the latest
+    snapshot), under which the new version is made and committed where it wins. ``encoder()``: the
+    index's current encoder (that of the latest snapshot)."""
+    from ..encoders import load_encoder
+    from ..finetune import EncoderTrainConfig, train_encoder
+    from ..index.address import remote_of
+
+    start = time.monotonic()
+    if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or not minutes > 0:
+        raise InvalidOptionError(f"the time budget (minutes) must be more than 0; got {minutes!r}")
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
+        raise InvalidOptionError(f"epochs must be a whole number of passes, 1 or more; got {epochs!r}")
+    if remote_of(snap.path) is not None:
+        raise InvalidOptionError("learn keeps the encoder in the index directory, which the other machines of an "
+                                 "index in Milvus do not share; learn on an index of its own (ingest --index NAME)")
+    pairs, n_held = training_pairs(snap, seed)
+    spec = snap.config.encoder_spec or {}
+    base_name, base = trainable_base(spec)
+    n_questions = int(snap.config.counts.questions) if snap.config.counts is not None else 0
+    train_s = minutes * 60 - RESERVE_S - n_questions / ENCODE_RATE
+    if train_s < 10:
+        raise InvalidOptionError(f"a time budget of {minutes:g} minutes leaves no time to train: encoding {n_questions} "
+                                 f"questions again and measuring take about "
+                                 f"{(RESERVE_S + n_questions / ENCODE_RATE) / 60:.1f} minutes here; give more")
+    folder = os.path.join(snap.path, ENCODERS)
+    os.makedirs(folder, exist_ok=True)
+    training = tempfile.mkdtemp(prefix=TRAINING, dir=folder)  # a killed run's is removed by a later learn
+    name = time.strftime("learned-%Y%m%d-%H%M%S-", time.gmtime()) + os.path.basename(training)[-6:].lower()
+    report = LearnReport(False, "", {}, held_out=n_held, pairs=len(pairs), base=base_name)
+    trained = {t for a, b, _ in pairs for t in (a, b)}
+    state: dict[str, Any] = {}  # the writer and its generation before the commit, to know whether it committed
+
+    def load(where: str):
+        state["encoder"] = load_encoder(where, pooling="mean", max_length=spec.get("max_length", 256),
+                                        prefix=spec.get("prefix", ""), threads=threads, name=name)
+        return state["encoder"]
+    try:
+        report.loss = train_encoder(base, pairs, training, EncoderTrainConfig(
+            epochs=epochs, batch_size=LEARN_BATCH, lr=LEARN_LR, seed=seed, distinct=True, prefix=spec.get("prefix", ""),
+            deadline=start + train_s), progress=progress)
+        report.seconds["train"] = round(time.monotonic() - start, 1)
+        if not report.loss:
+            raise InvalidOptionError(f"the time budget of {minutes:g} minutes ended before the first training step; "
+                                     "give more")
+        with writing() as (writer, latest):
+            state.update(writer=writer, before=writer.generation)
+            _commit(writer, latest, encoder, load, training, name, trained, report, progress)
+    finally:
+        report.seconds["total"] = round(time.monotonic() - start, 1)
+        if not ("writer" in state and state["writer"].generation != state["before"]):  # nothing names it
+            exported = _onnx_copy(state.get("encoder"))
+            for gone in (training, os.path.join(folder, name), *([exported] if exported else [])):
+                shutil.rmtree(gone, ignore_errors=True)
+            _drop_if_empty(folder)
+    return report
+
+
+def _onnx_copy(encoder) -> str | None:
+    """The ONNX Runtime export of an encoder in the user's cache (None for another kind)."""
+    from ..encoders import onnx
+
+    if not isinstance(encoder, onnx.OnnxEncoder):
+        return None
+    cache = os.path.abspath(onnx.cache_dir("onnx"))
+    where = os.path.abspath(encoder.path)
+    return where if os.path.dirname(where) == cache else None
+
+
+def _drop_if_empty(folder: str) -> None:
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
+
+
+def _commit(writer, snap, encoder: Callable[[], Any], load: Callable[[str], Any], training: str, name: str,
+            trained: set[str], report: LearnReport, progress: bool) -> None:
+    """Under the writer lock: measure the latest version, make the new one with the new encoder,
+    measure it, and commit it where it wins (report filled in either way)."""
+    from ..build import measured
+    from ..search import QueryEncoder, Searcher
+    from .threshold import self_tuned
+
+    t = time.monotonic()
+    for gone in unused_encoders(snap.path):
+        shutil.rmtree(gone, ignore_errors=True)
+    limit = SELF_TOKEN_MAX if snap.token_weight > 0 else SELF_FUSION_MAX
+    before = report.before = held_out_score(Searcher(snap, QueryEncoder(encoder)), limit, trained)
+    os.replace(training, os.path.join(snap.path, ENCODERS, name))  # the name the config records
+    new = load(os.path.join(snap.path, ENCODERS, name))
+    spec = snap.config.encoder_spec or {}
+    base_name = report.base
+    new_spec = {**new.spec(), "stored": f"{ENCODERS}/{name}", "base": base_name,
+                **({"base_source": spec.get("base_source") or spec.get("source")} if base_name != "minilm" else {})}
+    # what a person chose stays: a threshold given or tuned on labels, fusion weights tuned on labels
+    threshold = (snap.config.calibration or {}).get("chosen_by") in (None, "default", "self-calibrated")
+    fusion = str((snap.config.fusion or {}).get("chosen_by") or "self").startswith("self")
+    if not threshold:
+        report.notes.append(f"the threshold {snap.threshold:.3g} was given or tuned on labels and is kept, but the new "
+                            "encoder's scores differ: choose it again (faqsearch tune threshold)")
+    if not fusion:
+        report.notes.append("the fusion weights were tuned on labels and are kept (faqsearch tune fusion QUERIES "
+                            "chooses them again for the new encoder)")
+
+    def calibrate(config, version):
+        config = measured(writer, config, version, lambda s: self_tuned(s, new, fusion=fusion, threshold=threshold))
+
+        def judge(s):
+            after = report.after = held_out_score(Searcher(s, QueryEncoder(lambda: new)), limit, trained)
+            if not wins(after, before):
+                raise _NotBetter()
+            return {"learned": {"encoder": name, "base": base_name, "held_out": after["queries"], "pairs": report.pairs,
+                                "epochs": len(report.loss), "before": before, "after": after,
+                                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}
+        return measured(writer, config, version, judge)
+
+    config = snap.config.merged(encoder=new_spec)
+    if config.whitening is not None and config.whitening.has("fitted_on"):  # fitted again on the questions
+        config = config.merged(whitening={**config.whitening.to_dict(), "fitted_on": "corpus questions"})
+    try:
+        report.version = snap.backend.reencode(writer, snap, new, config, refit_config, calibrate, progress=progress)
+        report.kept, report.encoder = True, name
+        report.reason = (f"held out R@1 {before['r1']:.2f} -> {report.after['r1']:.2f}, MRR@10 {before['mrr10']:.2f} -> "
+                         f"{report.after['mrr10']:.2f} on {report.after['queries']} questions")
+    except _NotBetter:
+        a = report.after
+        report.reason = (f"not kept: held out R@1 {before['r1']:.2f} -> {a['r1']:.2f}, MRR@10 {before['mrr10']:.2f} -> "
+                         f"{a['mrr10']:.2f}; the index keeps its encoder")
+    finally:
+        report.seconds["encode_and_measure"] = round(time.monotonic() - t, 1)
+
