@@ -59,9 +59,10 @@ def describe(path: str) -> dict[str, Any]:
 
 
 def info(index: str | None = None) -> dict[str, Any]:
-    """What `faqsearch info` reports of an index, read from its files (nothing loads): its path, the
+    """What `faqsearch info` reports of an index, read from its files (no model loads): its path, the
     live version's config, how its store tokenises for BM25 ('lexical', embedded backend), the token
-    states it keeps and the fusion weights it answers with."""
+    states it keeps, the fusion weights it answers with and how many FAQs have three or more
+    questions (embedded backend; None where its store cannot be read)."""
     path = cfg.resolve_index_path(index)
     version = resolve(path)
     typed = cfg.load_config(version, path)
@@ -72,13 +73,7 @@ def info(index: str | None = None) -> dict[str, Any]:
     config["token_states"] = None if kept is None else kept.summary()
     config.update({k: v for k, v in cfg.fusion_weights(typed).items() if v is not None})  # what it answers with
     if typed.backend_kind != "milvus":  # what `learn` needs ten of (SQLite: one quick count)
-        from .index.snapshot import faqs_with, open_store
-
-        store = open_store(path)
-        try:
-            config["faqs_with_3_questions"] = faqs_with(store, 3)
-        finally:
-            store.close()
+        config["faqs_with_3_questions"] = _faqs_with_3(path)
     remote = remote_of(path)  # an index in Milvus: its address, and this machine's cache as the path
     return {"path": path, **({"address": remote.address} if remote is not None else {}), **config}
 
@@ -165,3 +160,21 @@ def rename_index(path: str, new_path: str) -> str:
         os.rename(legacy_log, os.path.join(new_path, QUERY_LOG))
     return new_path
 
+
+def _faqs_with_3(path: str) -> int | None:
+    """How many FAQs have three or more questions (None where the store cannot be read: info still
+    reports the rest, as it did before it counted)."""
+    import sqlite3
+
+    from .index.snapshot import faqs_with, open_store
+
+    try:
+        store = open_store(path)
+    except (FAQSearchError, OSError, sqlite3.Error):
+        return None
+    try:
+        return faqs_with(store, 3)
+    except (FAQSearchError, OSError, sqlite3.Error):
+        return None
+    finally:
+        store.close()

@@ -96,7 +96,7 @@ class Snapshot:
         kept = None if self.tokens is None else self.tokens.summary()
         return {"path": self.path, **self.config.to_dict(), "counts": self.store.counts(), "vectors": len(self.index),
                 "lexical": lexical, "token_states": kept,
-                "faqs_with_3_questions": faqs_with(self.store, 3)}
+                "faqs_with_3_questions": faqs_with(self.store, 3) if self.backend.kind == "embedded" else None}
 
     def close(self) -> None:
         self.store.close()

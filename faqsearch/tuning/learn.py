@@ -194,8 +194,14 @@ def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minut
                                  f"questions again and measuring take about "
                                  f"{(RESERVE_S + n_questions / ENCODE_RATE) / 60:.1f} minutes here; give more")
     folder = os.path.join(snap.path, ENCODERS)
-    os.makedirs(folder, exist_ok=True)
-    training = tempfile.mkdtemp(prefix=TRAINING, dir=folder)  # a killed run's is removed by a later learn
+    for attempt in range(3):  # another learn may remove the folder it found empty in between
+        os.makedirs(folder, exist_ok=True)
+        try:
+            training = tempfile.mkdtemp(prefix=TRAINING, dir=folder)  # a killed run's is removed by a later learn
+            break
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
     name = time.strftime("learned-%Y%m%d-%H%M%S-", time.gmtime()) + os.path.basename(training)[-6:].lower()
     report = LearnReport(False, "", {}, held_out=n_held, pairs=len(pairs), base=base_name)
     trained = {t for a, b, _ in pairs for t in (a, b)}

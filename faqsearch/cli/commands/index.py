@@ -121,11 +121,11 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
                     print_tune(report, False, True)
         learned = None
         if learn_minutes:
-            from ...errors import TooFewVariantsError
+            from ...errors import FAQSearchError
 
             try:
                 learned = engine.learn(minutes=learn_minutes, progress=out.progress)
-            except TooFewVariantsError as exc:  # the index is built and usable: say so, do not fail
+            except FAQSearchError as exc:  # the index is built and usable: say why it did not learn, do not fail
                 click.echo(f"Not learned: {exc}", err=True)
             else:
                 if not out.json:
