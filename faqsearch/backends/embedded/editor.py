@@ -314,10 +314,9 @@ def _keep_token_states(snap: "Snapshot", new: str, config: Config) -> None:
         share_token_states(snap.version, new)
 
 
-def rebuild(writer: Writer, snap: "Snapshot", white, config: Config, calibrate=None) -> None:
-    """A new base for another transform (refit, tune --apply): the stored raw vectors transformed
-    again, nothing re-encoded; the delta folded in, tombstones dropped; the store shared.
-    ``calibrate(config, version)``: the config to commit, measured on the new version first."""
+def _base_sharing_rows(writer: Writer, snap: "Snapshot") -> str:
+    """A new version directory for a new base over the same rows (refit, tune --apply, learn): the
+    snapshot's files checked, its store and postings shared. Returns the directory."""
     cfg.verify_files(snap.version, snap.config, snap.path, ("vectors", "ids"))
     snap.store.check_integrity(snap.path)
     tmp = writer.new_version()
@@ -331,6 +330,14 @@ def rebuild(writer: Writer, snap: "Snapshot", white, config: Config, calibrate=N
     share_file(snap.version, tmp, STORE)
     if "lexical" in cfg.recorded_dirs(snap.config):
         share_postings(snap.version, tmp)  # the same rows: the same postings
+    return tmp
+
+
+def rebuild(writer: Writer, snap: "Snapshot", white, config: Config, calibrate=None) -> None:
+    """A new base for another transform (refit, tune --apply): the stored raw vectors transformed
+    again, nothing re-encoded; the delta folded in, tombstones dropped; the store shared.
+    ``calibrate(config, version)``: the config to commit, measured on the new version first."""
+    tmp = _base_sharing_rows(writer, snap)
     _keep_token_states(snap, tmp, config)  # the same questions and encoder
     ids, raw, records = write_live_vectors(snap, tmp)
     ixc = _index_record(snap)
@@ -360,19 +367,7 @@ def reencode(writer: Writer, snap: "Snapshot", encoder, config: Config, refit, c
     from ...files import NpyWriter
     from . import tokenstates
 
-    cfg.verify_files(snap.version, snap.config, snap.path, ("vectors", "ids"))
-    snap.store.check_integrity(snap.path)
-    tmp = writer.new_version()
-    store = Store(os.path.join(snap.version, STORE), generation=snap.generation)
-    try:
-        store.discard_uncommitted(snap.generation)  # shared with the new version: no killed edit's rows in it
-        if "lexical" not in cfg.recorded_dirs(snap.config):
-            store.write_postings(tmp)
-    finally:
-        store.close()
-    share_file(snap.version, tmp, STORE)
-    if "lexical" in cfg.recorded_dirs(snap.config):
-        share_postings(snap.version, tmp)  # the same rows: the same postings
+    tmp = _base_sharing_rows(writer, snap)
     ids, _ = snap.store.question_faqs()  # the live questions, by id
     vec_path = os.path.join(tmp, VECTORS)
     tokens = token_sink(tmp, len(ids)) if token_sink is not None else None
