@@ -127,6 +127,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out")
     ap.add_argument("--jsonl", help="also write each set's ask --json lines and gold file here (for decision.py)")
+    ap.add_argument("--learn", type=float, metavar="MINUTES",
+                    help="the in-domain sets only: each index runs `faqsearch learn` with this budget before it is asked")
     add_sets_option(ap, SETS)
     args = ap.parse_args()
     wanted = wanted_sets(ap, args, SETS)
@@ -202,6 +204,7 @@ def main() -> None:
             print(f"{name}, seed {seed} ...", file=sys.stderr, flush=True)
             path, drop, kept_n = subset(corpus, keep, seed, tmp)
             e = FAQSearch.build(path, os.path.join(tmp, "ix"), encoder=minilm, force=True)
+            learned = f", learn: {'kept' if e.learn(minutes=args.learn).kept else 'not kept'}" if args.learn else ""
             kept = [q for q in queries if not q.gold & drop]
             gone = [q.text for q in queries if q.gold <= drop]
             row = []
@@ -211,7 +214,7 @@ def main() -> None:
                 row += [100 * right, 100 * np.mean([o["answered"] for o in ask_all(e, gone, **kw)]),
                         100 * np.mean([o["answered"] for o in ask_all(e, list(oos), **kw)])]
             sums += row
-            unknown.append(f"| {name} ({seed}) | {kept_n} | {row[0]:.1f}% | {row[1]:.1f}% | {row[2]:.1f}% | "
+            unknown.append(f"| {name} ({seed}{learned}) | {kept_n} | {row[0]:.1f}% | {row[1]:.1f}% | {row[2]:.1f}% | "
                            f"{row[3]:.1f}% / {row[4]:.1f}% / {row[5]:.1f}% | {e.snapshot.min_confidence:.2f} |")
             e.close()
         m = sums / len(SEEDS)

@@ -140,6 +140,10 @@ def main() -> None:
         for name in names:
             lines.append(run(name, args.minutes, work))
             print(lines[-1], flush=True)
+    import resource
+
+    lines += ["", f"Peak memory of the whole run (build, learn and measures of the sets above): "
+                  f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"]
     emit(lines, args.out)
 
 
