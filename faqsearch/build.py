@@ -12,21 +12,20 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .index import config as cfg
-from .backends import TokenSink, backend_named
+from .backends import backend_named
 from .corpus import FAQ, Columns, check_faq, read_corpus, read_texts
-from .defaults import (BATCH_SIZE, BETA, CHUNK, GAMMA, INDEX_TYPE, K, MAX_LENGTH, PROGRESS_STEP,
-                       THRESHOLD)
+from .defaults import BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, MAX_LENGTH, THRESHOLD
 from .edits.plan import check_batch
 from . import encoders
 from .encoders import Encoder, model_for_corpus
+from .encoders.stream import encode_stream, encode_to_file
 from .errors import FAQSearchError, InvalidOptionError, WouldDropError
-from .files import NpyWriter, load_npy
+from .files import load_npy
 from .index.directory import Writer, check_target
 from .index.format import VECTORS, WHITENING, Config
-from .progress import progress_bar
 from .text import count
 from .index.snapshot import open_version
 from .whitening import Moments, Whitening
@@ -102,35 +101,6 @@ def as_faqs(corpus: str | os.PathLike | Sequence[FAQ], columns: Columns | None =
     return faqs
 
 
-def encode_stream(encoder: Encoder, texts: Sequence[str] | Callable[[int], Iterable[list[str]]], batch_size: int,
-                  progress: bool, out: NpyWriter | None = None, total: int | None = None,
-                  tokens: TokenSink | None = None) -> Moments:
-    """Encode texts chunk by chunk, accumulating moments (and appending raw vectors to ``out``, and
-    their token states, from the same encoder run, to ``tokens``). ``texts``: the texts, or a function
-    giving them in chunks of a size it is passed (a store's rows, read as they are encoded: then
-    ``total`` is their number)."""
-    moments = Moments(encoder.dimension)
-    # a bar that moves from the first texts; a GPU encoder gets whole chunks (its tokenising overlaps
-    # the GPU within one call) and is fast enough for the bar to move anyway
-    on_gpu = getattr(encoder, "device", "cpu") == "cuda"
-    step = CHUNK if not progress or on_gpu else max(batch_size, PROGRESS_STEP)
-    if callable(texts):
-        chunks = texts(step)
-    else:
-        total, chunks = len(texts), (texts[i:i + step] for i in range(0, len(texts), step))
-    with progress_bar(total, progress, "encoding") as bar:
-        for chunk in chunks:
-            if tokens is not None:
-                vecs = tokens.encode(encoder, chunk, batch_size)
-            else:
-                vecs = encoder.encode(chunk, batch_size=batch_size)
-            moments.update(vecs)
-            if out is not None:
-                out.write(vecs)
-            bar.update(len(chunk))
-    return moments
-
-
 def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Encoder | None = None,
           encoder_spec: EncoderSpec | None = None, whitening: WhiteningSpec | None = None,
           storage: StorageSpec | None = None, threshold: float | None = None, columns: Columns | None = None,
@@ -188,16 +158,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
             ids = store.insert_corpus(faqs)  # empties faqs: from here on the rows live in the store only
             vec_path = os.path.join(tmp, VECTORS)
             tokens = backend.token_sink(tmp, encoder, len(ids))  # None where it keeps none
-            try:
-                with NpyWriter(vec_path, len(ids), encoder.dimension) as out:  # a full disk fails here, at once
-                    moments = encode_stream(encoder, store.iter_texts, batch_size, progress, out=out, total=len(ids),
-                                            tokens=tokens)
-                if tokens is not None:
-                    tokens.finish()
-            except BaseException:
-                if tokens is not None:
-                    tokens.discard()
-                raise
+            moments = encode_to_file(encoder, store.iter_texts, vec_path, len(ids), batch_size, progress, tokens)
             if fit_texts is not None:
                 moments = encode_stream(encoder, fit_texts, batch_size, progress)
             white, whiten = fit_transform(moments, wspec, encoder.dimension)

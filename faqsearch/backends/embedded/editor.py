@@ -363,31 +363,18 @@ def reencode(writer: Writer, snap: "Snapshot", encoder, config: Config, refit, c
     the config naming the new encoder; ``calibrate(config, version)``: the config to commit, measured
     on the new version first (it may raise: the Writer then removes the version and nothing changes).
     Returns the committed version's name."""
-    from ...progress import progress_bar
-    from ...files import NpyWriter
+    from ...encoders.stream import encode_to_file
     from . import tokenstates
 
     tmp = _base_sharing_rows(writer, snap)
     ids, _ = snap.store.question_faqs()  # the live questions, by id
     vec_path = os.path.join(tmp, VECTORS)
     tokens = token_sink(tmp, len(ids)) if token_sink is not None else None
-    moments = Moments(encoder.dimension)
-    try:
-        with NpyWriter(vec_path, len(ids), encoder.dimension) as out, \
-                progress_bar(len(ids), progress, "encoding again") as bar:
-            for start in range(0, len(ids), CHUNK):
-                texts = [r[2] for r in snap.store.question_rows(ids[start:start + CHUNK])]
-                vecs = tokens.encode(encoder, texts, batch_size) if tokens is not None else \
-                    encoder.encode(texts, batch_size=batch_size)
-                moments.update(vecs)
-                out.write(vecs)
-                bar.update(len(texts))
-        if tokens is not None:
-            tokens.finish()
-    except BaseException:
-        if tokens is not None:
-            tokens.discard()
-        raise
+
+    def texts(step: int):
+        for start in range(0, len(ids), step):
+            yield [r[2] for r in snap.store.question_rows(ids[start:start + step])]
+    moments = encode_to_file(encoder, texts, vec_path, len(ids), batch_size, progress, tokens, "encoding again")
     np.save(os.path.join(tmp, IDS), ids)
     white, config = refit(config, moments)
     ixc = _index_record(snap)
