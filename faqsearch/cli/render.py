@@ -183,10 +183,10 @@ def info(path: str, config: dict[str, Any]) -> None:
                + (f", {config['encoder']['quantize']} weights" if config["encoder"].get("quantize") else ""))
     learned = config.get("learned")
     if learned and config["encoder"].get("stored"):
-        b, a = learned["before"], learned["after"]
+        from ..tuning.learn import gain
+
         click.echo(f"learned:    from {learned['base']} on the index's own questions ({learned['pairs']} pairs, "
-                   f"{learned['epochs']} epochs, {learned['when']}); held-out R@1 {b['r1']:.1f} -> {a['r1']:.1f}, "
-                   f"MRR@10 {b['mrr10']:.1f} -> {a['mrr10']:.1f} ({a['queries']} questions)")
+                   f"{learned['epochs']} epochs, {learned['when']}); {gain(learned['before'], learned['after'], 1)}")
     elif (config.get("faqs_with_3_questions") or 0) >= LEARN_MIN_FAQS and config["encoder"].get("backend") == "transformers":
         click.echo(f"learned:    not yet; {config['faqs_with_3_questions']} FAQs have three or more questions: "
                    "`faqsearch learn` may lift the ranking (it keeps the result only if it wins held out)")

@@ -36,8 +36,10 @@ from ..defaults import (LEARN_BATCH, LEARN_EPOCHS, LEARN_LR, LEARN_MIN_FAQS, LEA
                         SELF_TOKEN_MAX)
 from ..errors import FAQSearchError, InvalidOptionError, TooFewVariantsError
 from ..index.format import ENCODERS
+from ..evaluation import ranking_metrics
 from .confidence import rank
 from .fusion import self_fusion_candidates
+from .training import BASE, base_model
 from .transform import held_out_variants, refit_config
 
 ENCODE_RATE = 100.0  # questions a second assumed for the second encoding, when the budget is split
@@ -83,11 +85,7 @@ def trainable_base(spec: dict[str, Any]) -> tuple[str, str]:
     if (spec.get("pooling") or "mean") != "mean":
         raise InvalidOptionError(f"learn trains mean-pooled encoders; this index pools with {spec.get('pooling')!r}")
     name = spec.get("base") or spec["name"]
-    if name == "minilm":
-        from ..encoders import _minilm_path
-
-        return name, _minilm_path()
-    return name, spec.get("base_source") or spec.get("source") or name
+    return name, base_model(name) if name == BASE else (spec.get("base_source") or spec.get("source") or name)
 
 
 def held_out_score(searcher, limit: int, trained: set[str] = frozenset()) -> dict[str, Any]:
@@ -96,20 +94,17 @@ def held_out_score(searcher, limit: int, trained: set[str] = frozenset()) -> dic
     snap = searcher.snap
     texts: list[str] = []
     cands, gold = self_fusion_candidates(searcher, limit=limit, texts=texts)
-    r1 = mrr = 0.0
-    n = 0
-    for c, g, text in zip(cands, gold, texts):
-        if text in trained:
-            continue
-        n += 1
-        for i, a in enumerate(rank(snap, c, 10)):
-            if a.faq_id in g:
-                r1 += i == 0
-                mrr += 1.0 / (i + 1)
-                break
-    n_ = max(1, n)
-    return {"r1": round(100 * r1 / n_, 2), "mrr10": round(100 * mrr / n_, 2), "queries": n, "mode": snap.mode,
-            "hybrid_weight": snap.hybrid_weight, "token_weight": snap.token_weight}
+    kept = [(c, g) for c, g, text in zip(cands, gold, texts) if text not in trained]
+    got = ranking_metrics([[a.faq_id for a in rank(snap, c, 10)] for c, _ in kept], [g for _, g in kept]) if kept \
+        else {"recall@1": 0.0, "mrr@10": 0.0}
+    return {"r1": round(100 * got["recall@1"], 2), "mrr10": round(100 * got["mrr@10"], 2), "queries": len(kept),
+            "mode": snap.mode, "hybrid_weight": snap.hybrid_weight, "token_weight": snap.token_weight}
+
+
+def gain(before: dict[str, Any], after: dict[str, Any], digits: int = 2) -> str:
+    """The held-out change in words (a report's, or the one an index's config records)."""
+    return (f"held-out R@1 {before['r1']:.{digits}f} -> {after['r1']:.{digits}f}, MRR@10 {before['mrr10']:.{digits}f} "
+            f"-> {after['mrr10']:.{digits}f} on {after['queries']} questions")
 
 
 def wins(after: dict[str, Any], before: dict[str, Any]) -> bool:
@@ -297,12 +292,9 @@ def _commit(writer, snap, encoder: Callable[[], Any], load: Callable[[str], Any]
     try:
         report.version = snap.backend.reencode(writer, snap, new, config, refit_config, calibrate, progress=progress)
         report.kept, report.encoder = True, name
-        report.reason = (f"held out R@1 {before['r1']:.2f} -> {report.after['r1']:.2f}, MRR@10 {before['mrr10']:.2f} -> "
-                         f"{report.after['mrr10']:.2f} on {report.after['queries']} questions")
+        report.reason = gain(before, report.after)
     except _NotBetter:
-        a = report.after
-        report.reason = (f"not kept: held out R@1 {before['r1']:.2f} -> {a['r1']:.2f}, MRR@10 {before['mrr10']:.2f} -> "
-                         f"{a['mrr10']:.2f}; the index keeps its encoder")
+        report.reason = f"not kept: {gain(before, report.after)}; the index keeps its encoder"
     finally:
         report.seconds["encode_and_measure"] = round(time.monotonic() - t, 1)
 

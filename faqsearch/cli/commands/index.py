@@ -122,6 +122,7 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
         learned = None
         if learn_minutes:
             from ...errors import FAQSearchError
+            from ...tuning.learn import gain
 
             try:
                 learned = engine.learn(minutes=learn_minutes, progress=out.progress)
@@ -129,7 +130,7 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
                 click.echo(f"Not learned: {exc}", err=True)
             else:
                 if not out.json:
-                    click.echo(("Learned: " if learned.kept else "Learned, not kept: ") + learned.reason.split(": ")[-1])
+                    click.echo(("Learned: " if learned.kept else "Learned, not kept: ") + gain(learned.before, learned.after))
         summary = {"index": engine.path, **info_summary(engine.config),
                    **({"learned": learned.to_dict()} if learned is not None else {})}
     if replace:  # what it dropped is in the version before: say how to get it back

@@ -142,6 +142,7 @@ def learn(index, minutes, epochs, out, threads):
     """
     from ...encoders.device import configure_torch
     from ...engine import FAQSearch
+    from ...tuning.learn import gain
 
     configure_torch(threads)
     with FAQSearch.open(index, threads=threads) as engine:
@@ -150,10 +151,8 @@ def learn(index, minutes, epochs, out, threads):
     if out.json:
         click.echo(dump({"index": path, **report.to_dict()}))
         return
-    b, a = report.before, report.after or {}
-    click.echo(f"{'Kept' if report.kept else 'Not kept'}: held-out R@1 {b['r1']:.2f} -> {a.get('r1', float('nan')):.2f}, "
-               f"MRR@10 {b['mrr10']:.2f} -> {a.get('mrr10', float('nan')):.2f} ({b['queries']} held-out questions; "
-               f"trained on {report.pairs} pairs, {len(report.loss)} epochs, {report.seconds.get('total', 0):.0f} s).")
+    click.echo(f"{'Kept' if report.kept else 'Not kept'}: {gain(report.before, report.after)} (trained on "
+               f"{report.pairs} pairs, {len(report.loss)} epochs, {report.seconds.get('total', 0):.0f} s).")
     click.echo(f"The index now answers with {report.encoder} (version {report.version}); `faqsearch restore` undoes it."
                if report.kept else "The index keeps its encoder; nothing changed.")
     for note in report.notes if report.kept else ():
