@@ -36,28 +36,7 @@ from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import read_corpus  # noqa: E402
 from faqsearch.encoders import _minilm_path  # noqa: E402
 from faqsearch.evaluation import evaluate, read_labelled_queries  # noqa: E402
-
-
-def pair_batches(pairs, batch, distinct, rng):
-    order = list(pairs)
-    rng.shuffle(order)
-    if not distinct:
-        for i in range(0, len(order) - batch + 1, batch):
-            yield order[i:i + batch]
-        return
-    pool = order
-    while pool:
-        seen, b, rest = set(), [], []
-        for p in pool:
-            if p[2] not in seen and len(b) < batch:
-                seen.add(p[2])
-                b.append(p)
-            else:
-                rest.append(p)
-        if len(b) < 8:
-            return
-        yield b
-        pool = rest
+from faqsearch.finetune import batches  # noqa: E402  the trainer's batching (the same for batches of 8 or more)
 
 
 def main() -> None:
@@ -122,7 +101,7 @@ def main() -> None:
         with torch.no_grad():
             cents = torch.stack([embed(g, grad=False).mean(0) for g in groups])
         proxies = torch.nn.Parameter(F.normalize(cents, dim=-1))
-    per_epoch = args.steps if args.supcon else sum(1 for _ in pair_batches(pairs, args.batch, args.distinct,
+    per_epoch = args.steps if args.supcon else sum(1 for _ in batches(pairs, args.batch, args.distinct,
                                                                              random.Random(0)))
     params = [{"params": model.parameters(), "lr": args.lr}]
     if proxies is not None:
@@ -146,7 +125,7 @@ def main() -> None:
                 opt.step()
                 sched.step()
             continue
-        for chunk in pair_batches(pairs, args.batch, args.distinct, random.Random(epoch)):
+        for chunk in batches(pairs, args.batch, args.distinct, random.Random(epoch)):
             a, b = embed([p[0] for p in chunk]), embed([p[1] for p in chunk])
             g = torch.tensor([p[2] for p in chunk])
             same = (g[:, None] == g[None, :]) & ~torch.eye(len(chunk), dtype=torch.bool)
