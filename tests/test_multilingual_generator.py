@@ -159,20 +159,27 @@ def tiny_gemma(monkeypatch, tmp_path_factory):
     return path
 
 
-def _tiny_model(tmp_path_factory) -> str:
+def _tiny_model(tmp_path_factory, bos: bool = False) -> str:
+    """A tiny random Llama with a BPE tokenizer trained on the prompts; ``bos``: the tokenizer puts a
+    <bos> token first in every text it encodes with special tokens, as Gemma's does."""
     pytest.importorskip("transformers")
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    path = tmp_path_factory.mktemp("tiny-gemma")
+    path = tmp_path_factory.mktemp("tiny-gemma-bos" if bos else "tiny-gemma")
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     corpus = ["".join(ps.prompt(ZH) for ps in PROMPTS.values()), "怎么修改密码 如何注册账户 密码忘了怎么办\n"]
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=600, special_tokens=["<eos>", "<pad>"],
+    specials = ["<eos>", "<pad>"] + (["<bos>"] if bos else [])
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=600, special_tokens=specials,
                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>")
+    if bos:
+        tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[
+            ("<bos>", tok.token_to_id("<bos>"))])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>",
+                                   **({"bos_token": "<bos>"} if bos else {}))
     fast.save_pretrained(path)
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=len(fast), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
@@ -180,6 +187,25 @@ def _tiny_model(tmp_path_factory) -> str:
                          eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id)
     LlamaForCausalLM(config).save_pretrained(path)
     return str(path)
+
+
+@pytest.mark.parametrize("bos", [True, False])
+def test_a_model_whose_tokenizer_starts_with_bos_is_prompted_after_it(tmp_path_factory, monkeypatch, bos):
+    """Gemma writes garbled text without its <bos> (measured on gemma3 in Chinese: 46.2% -> 60.0% new
+    and similar with it); the prompt is tokenized without special tokens, so the generator adds it."""
+    from faqsearch.generators.causal import CausalLMGenerator
+
+    gen = CausalLMGenerator(_tiny_model(tmp_path_factory, bos=bos), prompts=PROMPTS)
+    seen = []
+    forward = gen._forward
+    monkeypatch.setattr(gen, "_forward", lambda ids, cache=None: seen.append(ids[0].tolist()) or forward(ids, cache))
+    assert len(gen.sample(ZH, 2, seed=0)) == 2
+    plain = gen.tokenizer(gen._shared(ZH), add_special_tokens=False)["input_ids"]
+    first = seen[0]  # the shared prompt part, encoded once: the model sees the whole prompt from its start
+    if bos:
+        assert first[0] == gen.tokenizer.bos_token_id and first[1:] == plain
+    else:
+        assert gen.tokenizer.bos_token_id is None and first == plain
 
 
 @pytest.mark.slow

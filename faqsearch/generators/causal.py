@@ -105,6 +105,10 @@ class CausalLMGenerator:
         self.instruction, self.examples, self.prompts = instruction, tuple(examples), prompts
         tok = self.tokenizer
         self._eos = tok.eos_token_id if tok.eos_token_id is not None else tok.pad_token_id
+        # a model whose tokenizer starts every text with its BOS token (Gemma) was trained so and writes
+        # garbled text without it; the prompt is tokenized without special tokens, so it is put in front here
+        first = tok("a", add_special_tokens=True)["input_ids"][:1]
+        self._bos = first if tok.bos_token_id is not None and first == [tok.bos_token_id] else []
         vocab = len(tok)
         pieces = tok.convert_ids_to_tokens(list(range(vocab)))
         stop = torch.zeros(max(vocab, self.model.config.vocab_size), dtype=torch.bool)
@@ -216,6 +220,11 @@ class CausalLMGenerator:
             i += 1
         return a[:a.rfind("\n", 0, i) + 1]
 
+    def _ids(self, prompt: str) -> list[int]:
+        """The prompt's token ids, after the BOS token where the model's tokenizer puts one first."""
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        return ids if ids[:1] == self._bos else self._bos + ids
+
     def _encode(self, text: str):
         """A fresh KV cache of the prompt for ``text``, its next-token logits and its length in tokens."""
         import torch
@@ -223,12 +232,12 @@ class CausalLMGenerator:
         if self._last is not None and self._last[0] == text:  # another batch for the same input
             _, cache, last = self._last
             return copy.deepcopy(cache), last, cache.get_seq_length()
-        ids = self.tokenizer(self.prompt(text), return_tensors="pt", add_special_tokens=False)["input_ids"].to(self.device)
+        ids = torch.tensor([self._ids(self.prompt(text))], device=self.device)
         cache = None
         if self.prefix_cache:
             key = self._key(text)
             if key not in self._prefix:
-                shared = self.tokenizer(self._shared(text), add_special_tokens=False)["input_ids"]
+                shared = self._ids(self._shared(text))
                 pre = self._kv(self._forward(torch.tensor([shared], device=self.device))) if shared else None
                 self._prefix[key] = (shared, pre)
             shared, pre = self._prefix[key]
