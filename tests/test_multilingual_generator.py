@@ -208,6 +208,44 @@ def test_a_model_whose_tokenizer_starts_with_bos_is_prompted_after_it(tmp_path_f
         assert gen.tokenizer.bos_token_id is None and first == plain
 
 
+def test_a_chinese_rewording_is_drawn_among_the_tokens_chinese_is_written_with(tmp_path_factory, monkeypatch):
+    """Gemma scores 262,144 tokens a step, most of them other scripts: a Chinese input's rows are scored
+    over the tokens its script uses (twice as fast on gemma3, the same paraphrases), the output rows
+    checked against the model's own logits once."""
+    import re
+
+    from faqsearch.generators.causal import CausalLMGenerator
+    from faqsearch.generators.prompts import script_pieces
+
+    gen = CausalLMGenerator(_tiny_model(tmp_path_factory), prompts=PROMPTS)
+    head = gen._head("zh-Hans")
+    assert head is not None and gen._head("zh-Hant") is head and gen._head("en") is None
+    kept = set(head[0].tolist())
+    assert set(gen._stop.nonzero().squeeze(1).tolist()) <= kept  # a row can always stop
+    pieces = [gen.tokenizer.decode([i]) for i in range(len(gen.tokenizer))]
+    pattern = script_pieces("zh-Hans")
+    assert kept == {i for i, p in enumerate(pieces) if gen._stop[i] or (p and pattern.fullmatch(p))}
+    assert any("Reword" in p for i, p in enumerate(pieces) if i not in kept)  # the English prompt's pieces are out
+    projected = []
+    project = gen._project
+    monkeypatch.setattr(gen, "_project", lambda h, w: projected.append(w.shape) or project(h, w))
+    got = gen.sample(ZH, 4, seed=0)
+    assert projected and all(shape == head[1].shape for shape in projected)
+    assert all(re.fullmatch(f"(?:{pattern.pattern})*", c.text) for c in got), [c.text for c in got]
+    projected.clear()
+    gen.sample("where is my parcel", 2, seed=0)  # English: every token, as the model scores them
+    assert not projected
+
+
+def test_output_rows_that_do_not_give_the_models_logits_are_not_used(tmp_path_factory, monkeypatch):
+    from faqsearch.generators.causal import CausalLMGenerator
+
+    gen = CausalLMGenerator(_tiny_model(tmp_path_factory), prompts=PROMPTS)
+    gen.model.config.final_logit_softcapping = 0.5  # the projection would cap; this Llama does not
+    assert gen._head("zh-Hans") is None
+    assert len(gen.sample(ZH, 2, seed=0)) == 2
+
+
 @pytest.mark.slow
 def test_chinese_index_augments_and_suggests_with_the_multilingual_generator_by_default(tmp_path, run, tiny_gemma,
                                                                                        monkeypatch):

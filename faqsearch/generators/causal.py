@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .base import Candidate
-from .prompts import PROMPTS, PromptSet, variant
+from .prompts import PROMPTS, PromptSet, script_pieces, variant
 
 INSTRUCTION = ("You reword what a customer wrote. Write the same message in different words, from the same "
                "person's point of view (keep I and my), as a question if it was a question. Reply with the "
@@ -126,6 +126,7 @@ class CausalLMGenerator:
         # transformers 5.24 renamed the KV cache argument and output `cache` (`past_key_values` warns, and goes in 5.40)
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
         self._prefix: dict[str, tuple[list[int], Any]] = {}  # per prompt set: shared prompt tokens, their KV cache
+        self._heads: dict[Any, Any] = {}  # per script pattern: the tokens it writes with, their output rows
         self._last: tuple[str, Any, Any] | None = None  # last input, its prompt's KV cache, next-token logits
 
     def _end_ids(self) -> list[int]:
@@ -176,15 +177,18 @@ class CausalLMGenerator:
         budget = min(self.max_new_tokens, 2 * len(tok(text, add_special_tokens=False)["input_ids"]) + 8)
         gen = torch.Generator(device=self.device).manual_seed(seed) if seed is not None else None
         with self._lock, torch.inference_mode():
+            head = self._head(self._key(text))
             cache, last, length = self._encode(text)
             _preallocate(cache, budget)
             cache.batch_repeat_interleave(n)  # the prompt is encoded once for all rows
-            logits = last.expand(n, -1)
+            logits = last.expand(n, -1) if head is None else last[:, head[0]].expand(n, -1)
             tokens: list[list[int]] = [[] for _ in range(n)]
             finished = [False] * n
             live = torch.arange(n, device=self.device)  # rows still sampling; a row that stops leaves the batch
             for step in range(budget):
                 nxt = self._draw(logits, gen)
+                if head is not None:  # drawn among the script's tokens: back to vocabulary ids
+                    nxt = head[0][nxt]
                 stops = self._stop[nxt]
                 for row, tok_id, stop in zip(live.tolist(), nxt.tolist(), stops.tolist()):
                     tokens[row].append(tok_id)  # a stop token may carry text before its line break
@@ -195,11 +199,49 @@ class CausalLMGenerator:
                 if not bool(keep.all()):  # drop stopped rows from the cache: later steps cost less
                     cache.batch_select_indices(keep.nonzero().squeeze(1))
                     live, nxt = live[keep], nxt[keep]
-                o = self.model(input_ids=nxt[:, None], use_cache=True, **{self._cache_arg: cache},
-                               position_ids=torch.full((len(live), 1), length + step, device=self.device))
-                cache, logits = self._kv(o), o.logits[:, -1]
+                position = torch.full((len(live), 1), length + step, device=self.device)
+                if head is None:
+                    o = self.model(input_ids=nxt[:, None], use_cache=True, **{self._cache_arg: cache},
+                                   position_ids=position)
+                    cache, logits = self._kv(o), o.logits[:, -1]
+                else:  # the decoder, then only the script's rows of the output matrix
+                    o = self.model.get_decoder()(input_ids=nxt[:, None], use_cache=True,
+                                                 **{self._cache_arg: cache}, position_ids=position)
+                    cache, logits = self._kv(o), self._project(o.last_hidden_state[:, -1], head[1])
         texts = tok.batch_decode(tokens, skip_special_tokens=True)
         return [Candidate(t.split("\n")[0].strip(), f) for t, f in zip(texts, finished)]
+
+    def _head(self, key: str):
+        """(token ids, their rows of the output matrix) for the tokens a rewording in the prompt set
+        ``key``'s script is written with (:func:`faqsearch.generators.prompts.script_pieces`; the stop
+        tokens too), or None: every token is scored. Only for a base model's script prompts, and only
+        where the decoder and those rows give the model's own logits (checked once on a probe)."""
+        import torch
+
+        pattern = script_pieces(key) if self.prompts else None
+        if pattern in self._heads or pattern is None:
+            return self._heads.get(pattern)
+        head, out = None, self.model.get_output_embeddings()
+        if out is not None and getattr(out, "bias", None) is None:
+            tok, rows = self.tokenizer, out.weight.shape[0]
+            keep = [i for i in range(min(len(tok), rows))
+                    if self._stop[i] or ((piece := tok.decode([i])) and pattern.fullmatch(piece))]
+            ids = torch.tensor(keep, device=self.device)
+            head = (ids, out.weight[ids].detach().clone())
+            probe = torch.tensor([self._ids(PROMPTS["zh-Hans"].prompt("你好"))], device=self.device)
+            with torch.inference_mode():
+                want = self.model(input_ids=probe).logits[0, -1, ids].float()
+                got = self._project(self.model.get_decoder()(input_ids=probe).last_hidden_state[0, -1], head[1]).float()
+            if not torch.allclose(want, got, rtol=1e-3, atol=1e-3 * float(want.abs().max())):
+                head = None  # another output step (a logit scale, a bias): the whole vocabulary, as the model does
+        self._heads[pattern] = head
+        return head
+
+    def _project(self, hidden, weight):
+        """Logits of the tokens whose output rows are ``weight`` (Gemma 2 caps its logits; Gemma 3 does not)."""
+        logits = hidden @ weight.T
+        cap = getattr(self.model.config, "final_logit_softcapping", None)
+        return logits if not cap else (logits / cap).tanh() * cap
 
     def _forward(self, ids, cache=None):
         """Next-token logits of the last position only (the prompt's other logits are never used)."""

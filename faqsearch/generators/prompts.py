@@ -8,6 +8,7 @@ question about a debit card.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..text import non_latin_share
@@ -74,3 +75,17 @@ def chinese_script(text: str) -> str:
 def variant(text: str) -> str:
     """The prompt set for ``text``: 'en' for a mostly Latin text, else its Chinese script."""
     return "en" if non_latin_share([text]) <= 0.5 else chinese_script(text)
+
+
+# What a rewording in Chinese is written with: CJK ideographs, CJK and fullwidth punctuation, digits,
+# ASCII punctuation and spaces, and short Latin words ("App", "ATM", "VIP"). A base model sampled over
+# its whole vocabulary (Gemma: 262,144 tokens, most of them other scripts and English pieces) spends
+# most of each step scoring tokens no Chinese rewording uses; CausalLMGenerator scores these only.
+_CHINESE_PIECE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef\u2000-\u206f"
+                            r"0-9\s!-/:-@\[-`{-~]*|\s?[A-Za-z]{1,3}")
+
+
+def script_pieces(key: str) -> re.Pattern | None:
+    """The pattern a token's text must match entirely to be written in the prompt set ``key``'s output,
+    or None where any token may be (English)."""
+    return _CHINESE_PIECE if key.startswith("zh") else None
