@@ -17,6 +17,7 @@ Every returned Chinese paraphrase is listed for a person to read (`--out` writes
 from __future__ import annotations
 
 import argparse
+import csv
 import logging
 import os
 import statistics
@@ -44,6 +45,10 @@ def main() -> None:
     ap.add_argument("--runs", default="zh:gemma3,en:smollm2,en:gemma3",
                     help="comma-separated LANGUAGE:GENERATOR pairs (default: %(default)s)")
     ap.add_argument("--quantize", action="store_true", help="int8 decoder layers (CausalLMGenerator quantize=True)")
+    ap.add_argument("--dev", choices=("questions", "variants"), help="a development split instead of the reported "
+                    "inputs (choices are made there): the first 12 questions of the sample FAQ, or 20 variants of "
+                    "the FAQs after the 16th (the reported inputs ask the first 16)")
+    ap.add_argument("--temperature", type=float, help="sampling temperature (default: the generator's own)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     use = encoder_scorer(load_encoder("use-multilingual"))
@@ -60,10 +65,16 @@ def main() -> None:
             engines[lang] = FAQSearch.build(os.path.join(SAMPLE, faq), os.path.join(tmp, lang), force=True)
         searcher = engines[lang].searcher()
         texts = [q.text for q in read_labelled_queries(os.path.join(SAMPLE, queries))][:INPUTS]
+        if args.dev:
+            with open(os.path.join(SAMPLE, faq), encoding="utf-8", newline="") as fh:
+                faqs = list(csv.DictReader(fh))
+            texts = ([r["question"] for r in faqs][:12] if args.dev == "questions" else
+                     [v for r in faqs[INPUTS:] for v in (r.get("variants") or "").split("|") if v][:20])
         if name not in gens:
             t = time.perf_counter()
             # gemma3 is declared for Chinese only; declared for English here so that it can be measured there
-            gens[name] = load_generator(name, quantize=args.quantize, languages="zh,en" if name == "gemma3" else None)
+            gens[name] = load_generator(name, quantize=args.quantize, languages="zh,en" if name == "gemma3" else None,
+                                        **({"temperature": args.temperature} if args.temperature else {}))
             load = time.perf_counter() - t
         else:
             load = float("nan")
