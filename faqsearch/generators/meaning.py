@@ -19,7 +19,7 @@ _ZH_NEGATIONS = frozenset("不没沒无無未别別非勿莫否")
 # otherwise, "未来" future, "别的" other, "莫名" ...): the pair is read as one word
 _ZH_NOT_NEGATING = ("不过", "不管", "不论", "无论", "無論", "非常", "否则", "否則", "未来", "未來", "别的", "別的",
                     "别人", "別人", "不错", "不錯", "差不多", "不少", "没错", "沒錯", "是否", "能否", "可否", "与否",
-                    "與否", "可不可以")
+                    "與否", "可不可以", "不小心", "不慎")
 # an A-not-A question ("能不能", "收不收", "有没有") asks yes or no: no negation
 _A_NOT_A = re.compile(r"(.)[不没沒]\1")
 _EN_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
@@ -59,9 +59,20 @@ def _zh_negated(text: str, span: int) -> list[set[str]]:
 def moved(source: str, cand: str) -> bool:
     """A Chinese negation now negates something else: one of the input's negations has no negation in
     the candidate near a character of what it negated (the three after it; "X不了" negates X):
-    "不用了想销掉" -> "不销掉" moved; "不能用" -> "无法使用" and "不能登录" -> "登录不了" did not."""
-    after = _zh_negated(cand, 3)
-    return any(not any(src & got for got in after) for src in _zh_negated(source, 3) if src)
+    "不用了想销掉" -> "不销掉" moved; "不能用" -> "无法使用" and "不能登录" -> "登录不了" did not.
+    A negation left out with what it negated (:func:`dropped`) has not moved."""
+    after, kept = _zh_negated(cand, 3), set(_zh_plain(cand))
+    return any(not any(src & got for got in after)
+               for src, near in zip(_zh_negated(source, 3), _zh_negated(source, 2)) if src and near & kept)
+
+
+def dropped(source: str, cand: str) -> int:
+    """How many of the input's Chinese negations the candidate leaves out together with what they
+    negated (the two characters after; "X不了": X): "这张卡以后不用了想销掉" -> "怎么销掉这张卡" leaves
+    out a clause, which the similarity and the index's answer judge; "不能用" -> "能用" keeps 用
+    and drops the negation: inverted, not left out."""
+    kept = set(_zh_plain(cand))
+    return sum(1 for near in _zh_negated(source, 2) if near and not near & kept)
 
 
 def numbers(text: str) -> list[str]:
@@ -136,7 +147,7 @@ def changes(source: str, cand: str) -> str | None:
     lead = leads(cand)
     if lead and lead != leads(source):
         return "condition added"
-    ns, nc = negations(source), negations(cand)
+    ns, nc = negations(source) - dropped(source, cand), negations(cand)
     # an odd count reads as "no" either way: the parity and the presence are both compared
     if ns % 2 != nc % 2 or (ns > 0) != (nc > 0) or moved(source, cand):
         return "negation"
