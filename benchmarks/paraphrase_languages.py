@@ -33,7 +33,7 @@ from faqsearch.encoders import load_encoder  # noqa: E402
 from faqsearch.evaluation import read_labelled_queries  # noqa: E402
 from faqsearch.generators import encoder_scorer, load_generator, paraphrase  # noqa: E402
 from faqsearch.generators.meaning import answers_alike  # noqa: E402
-from faqsearch.generators.recipe import content, normal  # noqa: E402
+from faqsearch.generators.recipe import DEFAULT_MIN_SIMILARITY, content, normal  # noqa: E402
 
 SIMILAR, N, INPUTS = 0.7, 5, 16
 SETS = {"zh": ("faq_zh.csv", "queries_zh.csv"), "en": ("faq.csv", "queries.csv")}
@@ -49,6 +49,8 @@ def main() -> None:
                     "inputs (choices are made there): the first 12 questions of the sample FAQ, or 20 variants of "
                     "the FAQs after the 16th (the reported inputs ask the first 16)")
     ap.add_argument("--temperature", type=float, help="sampling temperature (default: the generator's own)")
+    ap.add_argument("--min-similarity", type=float, default=DEFAULT_MIN_SIMILARITY,
+                    help="the recipe's floor on the index encoder's cosine (default: %(default)s)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     use = encoder_scorer(load_encoder("use-multilingual"))
@@ -81,11 +83,13 @@ def main() -> None:
         gen = gens[name]
         print(f"{lang} {name} ...", file=sys.stderr, flush=True)
         warm = "怎么修改密码" if lang == "zh" else "can I change my delivery address?"
-        paraphrase(gen, warm, n=N, scorer=searcher.embed_full, same_intent=answers_alike(searcher, warm))  # not counted
+        paraphrase(gen, warm, n=N, scorer=searcher.embed_full, same_intent=answers_alike(searcher, warm),
+                   min_similarity=args.min_similarity)  # not counted
         times, good, returned = [], 0, 0
         for text in texts:
             t = time.perf_counter()
-            got = paraphrase(gen, text, n=N, scorer=searcher.embed_full, same_intent=answers_alike(searcher, text))
+            got = paraphrase(gen, text, n=N, scorer=searcher.embed_full, same_intent=answers_alike(searcher, text),
+                             min_similarity=args.min_similarity)
             times.append(time.perf_counter() - t)
             returned += len(got)
             sims = (use([text] + [p.text for p in got])[1:] @ use([text])[0]) if got else []

@@ -32,7 +32,7 @@ from .results import EditReport
 from .search import QueryEncoder, Searcher
 from .index.snapshot import ClosedSnapshot, Snapshot, open_snapshot
 from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, needs_recalibration, refit_calibration,
-                     refit_config, self_tune, self_tuned, threshold_changes)
+                     refit_config, self_tune, ingest_tuned, threshold_changes)
 from .tuning.learn import LearnReport, learn
 
 
@@ -99,7 +99,7 @@ class FAQSearch(Asking):
               encoder_spec=EncoderSpec(model, pooling, max_length, prefix, threads, gguf_file, quantize),
               whitening=WhiteningSpec(beta, gamma, k, whiten, fit_on),
               storage=StorageSpec(backend, uri, collection, index_type),
-              calibrate=lambda snap, enc: self_tuned(snap, enc, fusion=self_fusion, threshold=threshold is None))
+              calibrate=lambda snap, enc: ingest_tuned(snap, enc, fusion=self_fusion, threshold=threshold is None))
         return cls.open(path, encoder=encoder, threads=threads)
 
     @classmethod

@@ -85,6 +85,30 @@ def test_a_winning_encoder_is_committed_kept_in_the_index_and_loaded_back(index,
 
 
 @pytest.mark.slow  # trains a tiny BERT
+def test_weights_an_ingest_was_told_not_to_choose_are_kept(tmp_path, tiny_dir, monkeypatch):
+    """`ingest --no-self-fusion` left the weights as given, but nothing recorded it: learn chose them."""
+    import faqsearch.tuning.threshold as threshold
+
+    monkeypatch.setattr(learning, "wins", lambda after, before: True)
+    asked = []
+    tuned = threshold.self_tuned
+    monkeypatch.setattr(threshold, "self_tuned", lambda snap, enc, fusion, threshold: asked.append(fusion) or
+                        tuned(snap, enc, fusion, threshold))
+    with FAQSearch.build(corpus(tmp_path), str(tmp_path / "given"), model=tiny_dir, self_fusion=False) as e:
+        assert e.config.fusion == {"chosen_by": threshold.FUSION_GIVEN}
+        weights = (e.config.hybrid_weight, e.config.token_weight)
+        asked.clear()
+        report = e.learn(minutes=2, epochs=1)
+        assert report.kept and asked == [False] and (e.config.hybrid_weight, e.config.token_weight) == weights
+        assert any("given at ingest (--no-self-fusion)" in n for n in report.notes)
+    with FAQSearch.build(corpus(tmp_path), str(tmp_path / "chosen"), model=tiny_dir) as e:
+        assert (e.config.fusion or {}).get("chosen_by") != threshold.FUSION_GIVEN
+        asked.clear()
+        e.learn(minutes=2, epochs=1)
+        assert asked == [True]  # weights the index chose are chosen again for the new encoder
+
+
+@pytest.mark.slow  # trains a tiny BERT
 def test_a_losing_encoder_changes_nothing(index, monkeypatch):
     from faqsearch.hub import cache_dir
 

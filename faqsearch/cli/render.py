@@ -138,7 +138,7 @@ def built(summary: dict[str, Any], path: str) -> None:
                f"{shown(path)}")
     click.echo(f"Encoder {summary['encoder']}, {summary['dim_in']} -> {summary['dim_out']} dims "
                + (f"(beta={w['beta']:g}, gamma={w['gamma']:g})" if w["enabled"] else "(no transform)"))
-    if summary.get("fusion"):
+    if (summary.get("fusion") or {}).get("queries") is not None:  # weights the index chose (not given: --no-self-fusion)
         f = summary["fusion"]
         tried = (f"the index's own questions, {f['queries']} held out" if f["chosen_by"].startswith("self")
                  else f"{count(f['queries'], 'labelled query', 'labelled queries')}")

@@ -251,7 +251,7 @@ def _commit(writer, snap, encoder: Callable[[], Any], load: Callable[[str], Any]
     measure it, and commit it where it wins (report filled in either way)."""
     from ..build import measured
     from ..search import QueryEncoder, Searcher
-    from .threshold import self_tuned
+    from .threshold import FUSION_GIVEN, self_tuned
 
     t = time.monotonic()
     for gone in unused_encoders(snap.path):
@@ -264,15 +264,16 @@ def _commit(writer, snap, encoder: Callable[[], Any], load: Callable[[str], Any]
     base_name = report.base
     new_spec = {**new.spec(), "stored": f"{ENCODERS}/{name}", "base": base_name,
                 **({"base_source": spec.get("base_source") or spec.get("source")} if base_name != "minilm" else {})}
-    # what a person chose stays: a threshold given or tuned on labels, fusion weights tuned on labels
+    # what a person chose stays: a threshold given or tuned on labels, fusion weights given or tuned on labels
     threshold = (snap.config.calibration or {}).get("chosen_by") in (None, "default", "self-calibrated")
     fusion = str((snap.config.fusion or {}).get("chosen_by") or "self").startswith("self")
     if not threshold:
         report.notes.append(f"the threshold {snap.threshold:.3g} was given or tuned on labels and is kept, but the new "
                             "encoder's scores differ: choose it again (faqsearch tune threshold)")
     if not fusion:
-        report.notes.append("the fusion weights were tuned on labels and are kept (faqsearch tune fusion QUERIES "
-                            "chooses them again for the new encoder)")
+        given = (snap.config.fusion or {}).get("chosen_by") == FUSION_GIVEN
+        report.notes.append(f"the fusion weights were {'given at ingest (--no-self-fusion)' if given else 'tuned on labels'}"
+                            " and are kept (faqsearch tune fusion QUERIES chooses them again for the new encoder)")
 
     def calibrate(config, version):
         config = measured(writer, config, version, lambda s: self_tuned(s, new, fusion=fusion, threshold=threshold))

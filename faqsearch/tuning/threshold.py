@@ -193,6 +193,17 @@ def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
     return changes
 
 
+# how an index records that its ingest was told not to choose fusion weights (`--no-self-fusion`):
+# `learn` then keeps the weights as they are, as it keeps weights tuned on labels
+FUSION_GIVEN = "given at ingest (--no-self-fusion)"
+
+
+def ingest_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
+    """What ingest commits with a new index: :func:`self_tuned`, and where ``fusion`` is off the
+    record that the weights were not the index's to choose."""
+    return {**self_tuned(snap, encoder, fusion, threshold), **({} if fusion else {"fusion": {"chosen_by": FUSION_GIVEN}})}
+
+
 def refit_calibration(writer, config: Config, threshold: float | None, encoder: Callable[[], Any]
                       ) -> Callable[[dict[str, Any], str], dict[str, Any]] | None:
     """What a refit (or tune --apply) commits with its new transform, for ``Backend.rebuild``: the

@@ -41,7 +41,7 @@ def read_input(corpus: str, columns, fmt):
                                             "lacks still need --replace.")
 @click.option("--no-self-fusion", "no_self_fusion", is_flag=True,
               help="Keep the default hybrid weights (BM25, token matching) even when the corpus's question "
-                   "variants could choose them.")
+                   "variants could choose them; the index records it, and `learn` keeps them too.")
 @click.option("--learn", "learn_minutes", type=Finite(0.5, 24 * 60), default=None, metavar="MINUTES",
               help="Then fine-tune the encoder on the index's own questions within MINUTES, kept only if it wins held "
                    "out (`faqsearch learn`); an index with too few FAQs of three or more questions is kept as built.")
