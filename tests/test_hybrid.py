@@ -95,4 +95,4 @@ def test_self_supervised_fusion_on_question_variants(tmp_path):
     if applied:
         assert report.gain > 0 and e.config["fusion"]["chosen_by"].startswith("self-supervised")
     else:
-        assert "fusion" not in e.config and e.hybrid_weight == 0.1
+        assert e.config["fusion"] == {"chosen_by": "given at ingest (--no-self-fusion)"} and e.hybrid_weight == 0.1

@@ -89,6 +89,9 @@ def test_meaning_changes_a_similarity_misses_are_caught():
     assert changes("这张卡以后不用了想销掉", "这张卡以后能用，想销掉") == "negation"
     assert changes("卡突然不能用了显示冻结", "卡突然能用了显示冻结") == "negation"
     assert changes("不小心把钱转给陌生人了", "误把钱转给了陌生人") is None  # 不小心, by accident: no negation
+    for a, b in (("不能使用", "可以用吗"), ("无法使用这张卡", "这张卡可以用"), ("我没有收到验证码", "验证码已经送达了"),
+                 ("卡没激活", "卡已经开通了")):  # inverted in other words: the opposite is stated, nothing left out
+        assert changes(a, b) == "negation", (a, b)
     # a condition in front, another kind of question, words echoed from the prompt's examples
     assert changes("忘记登录密码怎么办？", "如果忘记登录密码怎么办？") == "condition added"
     assert changes("如何注销银行卡？", "为什么注销银行卡？") == "question changed"
@@ -203,6 +206,7 @@ def test_a_model_whose_tokenizer_starts_with_bos_is_prompted_after_it(tmp_path_f
     from faqsearch.generators.causal import CausalLMGenerator
 
     gen = CausalLMGenerator(_tiny_model(tmp_path_factory, bos=bos), prompts=PROMPTS)
+    gen._head(ZH)  # the output rows' check runs a probe of its own through the model first
     seen = []
     forward = gen._forward
     monkeypatch.setattr(gen, "_forward", lambda ids, cache=None: seen.append(ids[0].tolist()) or forward(ids, cache))
@@ -219,26 +223,33 @@ def test_a_chinese_rewording_is_drawn_among_the_tokens_chinese_is_written_with(t
     """Gemma scores 262,144 tokens a step, most of them other scripts: a Chinese input's rows are scored
     over the tokens its script uses (twice as fast on gemma3, the same paraphrases), the output rows
     checked against the model's own logits once."""
-    import re
-
     from faqsearch.generators.causal import CausalLMGenerator
     from faqsearch.generators.prompts import script_pieces
 
     gen = CausalLMGenerator(_tiny_model(tmp_path_factory), prompts=PROMPTS)
-    head = gen._head("zh-Hans")
-    assert head is not None and gen._head("zh-Hant") is head and gen._head("en") is None
+    head = gen._script_head("zh-Hans")
+    assert head is not None and gen._script_head("zh-Hant") is head and gen._head("where is my parcel") is None
     kept = set(head[0].tolist())
     assert set(gen._stop.nonzero().squeeze(1).tolist()) <= kept  # a row can always stop
     pieces = [gen.tokenizer.decode([i]) for i in range(len(gen.tokenizer))]
     pattern = script_pieces("zh-Hans")
     assert kept == {i for i, p in enumerate(pieces) if gen._stop[i] or (p and pattern.fullmatch(p))}
-    assert any("Reword" in p for i, p in enumerate(pieces) if i not in kept)  # the English prompt's pieces are out
+    latin = [i for i, p in enumerate(pieces) if i not in kept and "Reword" in p]
+    assert latin  # the English prompt's pieces are out, unless the input writes them: a product name stays writable
+    for text in (ZH, "我的Reworded账户怎么修改登录密码呢"):
+        got = set(gen._head(text)[0].tolist())
+        assert got - kept == set(gen._ids(gen.prompt(text))) - kept  # the script's tokens and the prompt's own
+    assert set(latin) & got
     projected = []
     project = gen._project
     monkeypatch.setattr(gen, "_project", lambda h, w: projected.append(w.shape) or project(h, w))
-    got = gen.sample(ZH, 4, seed=0)
-    assert projected and all(shape == head[1].shape for shape in projected)
-    assert all(re.fullmatch(f"(?:{pattern.pattern})*", c.text) for c in got), [c.text for c in got]
+    drawn = []
+    decode = gen.tokenizer.batch_decode
+    monkeypatch.setattr(gen.tokenizer, "batch_decode", lambda rows, **kw: drawn.extend(rows) or decode(rows, **kw))
+    assert len(gen.sample(ZH, 4, seed=0)) == 4
+    allowed = gen._head(ZH)
+    assert projected and all(shape == allowed[1].shape for shape in projected)
+    assert drawn and {t for row in drawn for t in row} <= set(allowed[0].tolist())
     projected.clear()
     gen.sample("where is my parcel", 2, seed=0)  # English: every token, as the model scores them
     assert not projected
@@ -249,8 +260,15 @@ def test_output_rows_that_do_not_give_the_models_logits_are_not_used(tmp_path_fa
 
     gen = CausalLMGenerator(_tiny_model(tmp_path_factory), prompts=PROMPTS)
     gen.model.config.final_logit_softcapping = 0.5  # the projection would cap; this Llama does not
-    assert gen._head("zh-Hans") is None
+    assert gen._head(ZH) is None
     assert len(gen.sample(ZH, 2, seed=0)) == 2
+    other = CausalLMGenerator(gen.source, prompts={"en": PROMPTS["en"]})  # no Chinese prompt: no Chinese tokens
+    monkeypatch.setattr(other.model, "get_decoder", lambda: other.model)  # a class without a decoder of its own
+    assert other._head(ZH) is None and other._script_head("zh-Hans") is None
+    gen._heads.clear()
+    gen.model.config.final_logit_softcapping = None
+    monkeypatch.setattr(gen.model, "get_decoder", lambda: gen.model)
+    assert gen._head(ZH) is None and len(gen.sample(ZH, 2, seed=0)) == 2
 
 
 @pytest.mark.slow

@@ -126,7 +126,7 @@ class CausalLMGenerator:
         # transformers 5.24 renamed the KV cache argument and output `cache` (`past_key_values` warns, and goes in 5.40)
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
         self._prefix: dict[str, tuple[list[int], Any]] = {}  # per prompt set: shared prompt tokens, their KV cache
-        self._heads: dict[Any, Any] = {}  # per script pattern: the tokens it writes with, their output rows
+        self._heads: dict[Any, Any] = {}  # per script pattern: the tokens it writes with, their output rows, membership
         self._last: tuple[str, Any, Any] | None = None  # last input, its prompt's KV cache, next-token logits
 
     def _end_ids(self) -> list[int]:
@@ -177,7 +177,7 @@ class CausalLMGenerator:
         budget = min(self.max_new_tokens, 2 * len(tok(text, add_special_tokens=False)["input_ids"]) + 8)
         gen = torch.Generator(device=self.device).manual_seed(seed) if seed is not None else None
         with self._lock, torch.inference_mode():
-            head = self._head(self._key(text))
+            head = self._head(text)
             cache, last, length = self._encode(text)
             _preallocate(cache, budget)
             cache.batch_repeat_interleave(n)  # the prompt is encoded once for all rows
@@ -211,31 +211,60 @@ class CausalLMGenerator:
         texts = tok.batch_decode(tokens, skip_special_tokens=True)
         return [Candidate(t.split("\n")[0].strip(), f) for t, f in zip(texts, finished)]
 
-    def _head(self, key: str):
-        """(token ids, their rows of the output matrix) for the tokens a rewording in the prompt set
-        ``key``'s script is written with (:func:`faqsearch.generators.prompts.script_pieces`; the stop
-        tokens too), or None: every token is scored. Only for a base model's script prompts, and only
-        where the decoder and those rows give the model's own logits (checked once on a probe)."""
+    def _head(self, text: str):
+        """(token ids, their rows of the output matrix) that the rows for ``text`` are scored over: the
+        tokens its prompt set's script is written with (:func:`_script_head`) and every token of its
+        prompt (a product name the input writes in Latin letters, "PayPal", stays writable); None where
+        every token is scored."""
         import torch
 
-        pattern = script_pieces(key) if self.prompts else None
-        if pattern in self._heads or pattern is None:
-            return self._heads.get(pattern)
-        head, out = None, self.model.get_output_embeddings()
-        if out is not None and getattr(out, "bias", None) is None:
-            tok, rows = self.tokenizer, out.weight.shape[0]
-            keep = [i for i in range(min(len(tok), rows))
-                    if self._stop[i] or ((piece := tok.decode([i])) and pattern.fullmatch(piece))]
-            ids = torch.tensor(keep, device=self.device)
-            head = (ids, out.weight[ids].detach().clone())
+        script = self._script_head(self._key(text))
+        if script is None:
+            return None
+        ids, weight, member = script
+        extra = sorted({i for i in self._ids(self.prompt(text)) if i < len(member) and not member[i]})
+        if not extra:
+            return ids, weight
+        more = torch.tensor(extra, device=self.device)
+        return torch.cat([ids, more]), torch.cat([weight, self.model.get_output_embeddings().weight[more].detach()])
+
+    def _script_head(self, key: str):
+        """For a base model's script prompts (``key`` one of ``prompts``): the token ids a rewording in
+        that script is written with (:func:`faqsearch.generators.prompts.script_pieces`; the stop tokens
+        too), their rows of the output matrix and a membership list by token id; None where any token
+        may be written, or where the decoder and those rows do not give the model's own logits (checked
+        once on a probe: a logit scale or an output bias would differ)."""
+        pattern = script_pieces(key) if self.prompts and key in self.prompts else None
+        if pattern is not None and pattern not in self._heads:
+            self._heads[pattern] = self._make_head(pattern)
+        return self._heads.get(pattern) if pattern is not None else None
+
+    def _make_head(self, pattern):
+        import logging
+
+        import torch
+
+        log = logging.getLogger(__name__)
+        try:
+            out, decoder = self.model.get_output_embeddings(), self.model.get_decoder()
+            if out is None or getattr(out, "bias", None) is not None or decoder is None or decoder is self.model:
+                return None
+            tok, rows, stop = self.tokenizer, out.weight.shape[0], self._stop.tolist()  # one copy off the device
+            member = [i < len(stop) and stop[i] or (i < len(tok) and bool(
+                (piece := tok.decode([i])) and pattern.fullmatch(piece))) for i in range(rows)]
+            ids = torch.tensor([i for i, m in enumerate(member) if m], device=self.device)
+            weight = out.weight[ids].detach()
             probe = torch.tensor([self._ids(PROMPTS["zh-Hans"].prompt("你好"))], device=self.device)
             with torch.inference_mode():
-                want = self.model(input_ids=probe).logits[0, -1, ids].float()
-                got = self._project(self.model.get_decoder()(input_ids=probe).last_hidden_state[0, -1], head[1]).float()
-            if not torch.allclose(want, got, rtol=1e-3, atol=1e-3 * float(want.abs().max())):
-                head = None  # another output step (a logit scale, a bias): the whole vocabulary, as the model does
-        self._heads[pattern] = head
-        return head
+                want = self._forward(probe).logits[0, -1, ids].float()
+                got = self._project(decoder(input_ids=probe).last_hidden_state[0, -1], weight).float()
+            tol = max(1e-3, 4 * torch.finfo(weight.dtype).eps)  # bf16 on CUDA rounds at about 0.4%
+            if torch.allclose(want, got, rtol=tol, atol=tol * float(want.abs().max())):
+                return ids, weight, member
+            log.info("the generator's logits are not its output matrix alone: every token is scored")
+        except (AttributeError, TypeError, ValueError, RuntimeError) as e:  # a model class without these parts
+            log.info("every token is scored: %s", e)
+        return None
 
     def _project(self, hidden, weight):
         """Logits of the tokens whose output rows are ``weight`` (Gemma 2 caps its logits; Gemma 3 does not)."""

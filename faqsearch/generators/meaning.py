@@ -60,19 +60,45 @@ def moved(source: str, cand: str) -> bool:
     """A Chinese negation now negates something else: one of the input's negations has no negation in
     the candidate near a character of what it negated (the three after it; "X不了" negates X):
     "不用了想销掉" -> "不销掉" moved; "不能用" -> "无法使用" and "不能登录" -> "登录不了" did not.
-    A negation left out with what it negated (:func:`dropped`) has not moved."""
-    after, kept = _zh_negated(cand, 3), set(_zh_plain(cand))
-    return any(not any(src & got for got in after)
-               for src, near in zip(_zh_negated(source, 3), _zh_negated(source, 2)) if src and near & kept)
+    A negation left out with its whole clause (:func:`dropped`) has not moved."""
+    after, kept, left = _zh_negated(cand, 3), set(_zh_plain(cand)), not _affirms(cand)
+    return any(not any(src & got for got in after) for src, clause in zip(_zh_negated(source, 3), _zh_clauses(source))
+               if src and not (left and clause and not clause & kept))
+
+
+# words that state the opposite of a negation ("可以用", "已经开通"): a candidate holding one has not
+# left a negated clause out, whatever else it left out
+_ZH_AFFIRMING = ("可以", "能", "已", "成功", "会", "會")
+_CLAUSE_END = frozenset("了，,。.？?！!、；;：: ")
+
+
+def _affirms(text: str) -> bool:
+    t = _zh_plain(text)
+    return any(w in t for w in _ZH_AFFIRMING)
+
+
+def _zh_clauses(text: str) -> list[set[str]]:
+    """For each Chinese negation, the characters of its clause: up to four after it, to the next 了 or
+    punctuation ("X不了": X too)."""
+    t, out = _zh_plain(text), []
+    for i, ch in enumerate(t):
+        if ch in _ZH_NEGATIONS:
+            j = i + 1
+            while j < len(t) and t[j] not in _CLAUSE_END and j - i <= 4:
+                j += 1
+            out.append((set(t[i + 1:j]) | (set(t[max(0, i - 2):i]) if t[i + 1:i + 2] == "了" else set())) - {" "})
+    return out
 
 
 def dropped(source: str, cand: str) -> int:
-    """How many of the input's Chinese negations the candidate leaves out together with what they
-    negated (the two characters after; "X不了": X): "这张卡以后不用了想销掉" -> "怎么销掉这张卡" leaves
-    out a clause, which the similarity and the index's answer judge; "不能用" -> "能用" keeps 用
-    and drops the negation: inverted, not left out."""
+    """How many of the input's Chinese negations the candidate leaves out with their whole clause,
+    affirming nothing instead: "这张卡以后不用了想销掉" -> "怎么销掉这张卡" leaves a clause out, which
+    the similarity and the index's answer judge. Not left out: "不能用" -> "能用" (用 stays) and
+    "卡没激活" -> "卡已经开通了" (已: the opposite, in other words)."""
+    if _affirms(cand):
+        return 0
     kept = set(_zh_plain(cand))
-    return sum(1 for near in _zh_negated(source, 2) if near and not near & kept)
+    return sum(1 for clause in _zh_clauses(source) if clause and not clause & kept)
 
 
 def numbers(text: str) -> list[str]:
