@@ -10,7 +10,7 @@ kept only when the index gives it the input's first answer, n=5. "New" = not a c
 p90 seconds per call after one warm-up call (the index's check that a rewording keeps the input's
 first answer included); "load" is the generator's load time in this process
 (its GGUF conversion cached or not, as the machine had it: the first CLI call adds the interpreter).
-Every returned Chinese paraphrase is listed for a person to read (`--out` writes them too).
+Every returned paraphrase is listed for a person to read (`--out` writes them too).
 
     python benchmarks/paraphrase_languages.py [--out FILE] [--runs 'zh:gemma3,en:smollm2,en:gemma3']
 """
@@ -99,8 +99,7 @@ def main() -> None:
                 ok = new and s >= SIMILAR
                 good += ok
                 marks.append(f"{p.text} ({s:.2f}{'' if ok else ', not new' if not new else ', not similar'})")
-            if lang == "zh":
-                listing.append(f"| {text} | {'; '.join(marks) or '-'} |")
+            listing.append(f"| {lang} {name} | {text} | {'; '.join(marks) or '-'} |")
         times.sort()
         rows.append(f"| {lang} | {name}{' int8' if args.quantize else ''} | {100 * good / (N * len(texts)):.1f}% "
                     f"({good} of {N * len(texts)}) | {returned} | {statistics.median(times):.2f} | "
@@ -109,7 +108,7 @@ def main() -> None:
         e.close()
     emit([f"Measured {machine()} with `python benchmarks/paraphrase_languages.py --runs '{args.runs}'"
           f"{' --quantize' if args.quantize else ''}`", "", *rows, "",
-          "Chinese paraphrases returned (USE cosine with the input):", "", "| input | paraphrases |", "|---|---|",
+          "Paraphrases returned (USE cosine with the input):", "", "| run | input | paraphrases |", "|---|---|---|",
           *listing], args.out)
 
 

@@ -53,6 +53,29 @@ def test_copies_near_copies_and_shape():
     assert shape_ok("can i pay cash", "Can you take my cash payment?")  # the writer is still there
 
 
+def test_a_rewording_from_the_service_side_is_put_back_in_the_writers_voice():
+    """SmolLM2 often answers "my surname changed ..." with "How do I update your surname?": the point
+    of view flipped, the most common drop on English (shape). Where only that changed, the words
+    become the writer's again; the service speaking ("I" with a bare "you") is left to be dropped."""
+    from faqsearch.generators.recipe import own_voice
+
+    src = "my surname changed after marriage how do i update it"
+    assert own_voice(src, "How do you update your surname?") == "How do I update my surname?"
+    assert own_voice(src, "How do I update your surname?") == "How do I update my surname?"
+    assert own_voice(src, "Your surname changed: are you able to update it?") == "My surname changed: am I able to update it?"
+    assert own_voice(src, "Can someone help you with it?") == "Can someone help me with it?"
+    assert own_voice(src, "Can I walk you through your profile?") == "Can I walk you through your profile?"
+    assert own_voice(src, "Can you help me update my surname?") == "Can you help me update my surname?"
+    assert own_voice("where is your store", "Where is your shop?") == "Where is your shop?"  # it was "your" already
+    assert own_voice("reset password", "How do you reset your password?") == "How do you reset your password?"
+    assert own_voice("我的卡丢了怎么办", "你的卡丢了要怎么处理？") == "我的卡丢了要怎么处理？"
+    assert own_voice("我的卡丢了怎么办", "你们的客服电话是多少？") == "你们的客服电话是多少？"  # the bank, not the writer
+    got = screen(src, [Candidate("How do you update your surname?", True), Candidate("Can I walk you through your "
+                                                                                      "profile?", True)], None)
+    assert [(s.text, s.reason) for s in got] == [("How do I update my surname?", "kept"),
+                                                  ("Can I walk you through your profile?", "shape")]
+
+
 def test_screen_reasons_and_scores():
     cands = [Candidate("How do I reset my password?", True), Candidate("How can I reset a password?", True),
              Candidate("What are the steps to reset my password?", True),

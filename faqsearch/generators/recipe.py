@@ -141,6 +141,43 @@ def clauses(text: str) -> int:
     return sum(1 for part in _END.split(text) if part.strip()) + len(_TAIL.findall(text))
 
 
+# the writer's own words for what a small model writes from the service's side ("How do I update your
+# surname?" for "my surname changed, how do I update it")
+_OWN_PAIRS = (("you're", "I'm"), ("you've", "I've"), ("you'll", "I'll"), ("you'd", "I'd"), ("are you", "am I"),
+              ("were you", "was I"), ("you are", "I am"), ("you were", "I was"), ("yourself", "myself"),
+              ("yours", "mine"), ("your", "my"))
+_OWN = re.compile(r"\b(" + "|".join(re.escape(a) for a, _ in _OWN_PAIRS) + r")\b", re.IGNORECASE)
+_BARE_YOU = re.compile(r"\byou\b", re.IGNORECASE)
+_TO_YOU = re.compile(r"\b(to|for|with|at|from|of|by|about|help|tell|give|send|show|let)\s+you\b(?!')", re.IGNORECASE)
+_ZH_OWN = re.compile(r"[你您](?!们|們)")
+
+
+def own_voice(source: str, cand: str) -> str:
+    """``cand`` in the writer's voice where only its point of view changed: the input speaks of itself
+    (I, my, 我) and never to "you", and the candidate speaks of "your" things (or, with no I or my of
+    its own, of "you" altogether): those words become the writer's ("your surname" -> "my surname",
+    "how do you" -> "how do I", 你的 -> 我的). A candidate that mixes "I" and a bare "you" ("Can I walk you
+    through ...") is the service speaking, and is left for the shape rules to drop."""
+    src = set(_words(_pov(source)))
+    if not src & _FIRST or src & _YOU:
+        return cand
+    out = set(_words(_pov(cand)))
+    if not out & _YOU or (out & _FIRST and _BARE_YOU.search(cand)):
+        return cand
+
+    def case(old: str, new: str) -> str:
+        return new if new[0] == "I" or not old[0].isupper() else new[0].upper() + new[1:]
+
+    pairs = {a: b for a, b in _OWN_PAIRS}
+    t = _OWN.sub(lambda m: case(m.group(0), pairs[m.group(0).lower()]), cand)
+    t = _TO_YOU.sub(lambda m: f"{m.group(1)} me", t)
+    t = _BARE_YOU.sub(lambda m: "I", t)
+    if not re.search(r"[你您]", source):
+        t = re.sub(r"[你您](?:的)", "我的", t)
+        t = _ZH_OWN.sub("我", t)
+    return t
+
+
 def shape_ok(source: str, cand: str) -> bool:
     """A question stays a question; the writer's point of view stays (a question about "my order"
     that comes back about "your order" asks something else, and is how answers start; "I" acting
@@ -186,7 +223,7 @@ def screen(text: str, cands: Sequence[Candidate], scorer: Callable[[Sequence[str
     seen: set[str] = set()
     out: list[Screened] = []
     for c in cands:
-        t = clean(c.text)
+        t = own_voice(text, clean(c.text))
         key = normal(t)
         if not key:
             reason = "empty"
