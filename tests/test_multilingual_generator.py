@@ -82,15 +82,11 @@ def test_meaning_changes_a_similarity_misses_are_caught():
                  ("where is my parcel", "how do I find my parcel"), ("I get an error when I log in", "Logging in gives me an error")):
         assert changes(a, b) is None, (a, b)
     assert negations("能不能退款") == 0 and negations("不能退款") == 1
-    # a negation left out together with what it negated leaves out a clause (the similarity and the
-    # index judge that); one left out while what it negated stays inverts it
-    assert changes("这张卡以后不用了想销掉", "怎么销掉这张卡？") is None
-    assert changes("我不想用这张卡了怎么销户", "怎么销户") is None and changes("卡突然不能用了显示冻结", "卡被冻结了怎么办") is None
-    assert changes("这张卡以后不用了想销掉", "这张卡以后能用，想销掉") == "negation"
-    assert changes("卡突然不能用了显示冻结", "卡突然能用了显示冻结") == "negation"
     assert changes("不小心把钱转给陌生人了", "误把钱转给了陌生人") is None  # 不小心, by accident: no negation
+    # a negation left out counts, even with the clause it negated: "卡没激活" -> "卡开通了" says the opposite
+    # in other words (a rule that let clauses go let such inversions through, and changed no benchmark figure)
     for a, b in (("不能使用", "可以用吗"), ("无法使用这张卡", "这张卡可以用"), ("我没有收到验证码", "验证码已经送达了"),
-                 ("卡没激活", "卡已经开通了")):  # inverted in other words: the opposite is stated, nothing left out
+                 ("卡没激活", "卡已经开通了"), ("卡没激活", "卡开通了"), ("我没有收到验证码", "短信来了")):
         assert changes(a, b) == "negation", (a, b)
     # a condition in front, another kind of question, words echoed from the prompt's examples
     assert changes("忘记登录密码怎么办？", "如果忘记登录密码怎么办？") == "condition added"

@@ -59,46 +59,9 @@ def _zh_negated(text: str, span: int) -> list[set[str]]:
 def moved(source: str, cand: str) -> bool:
     """A Chinese negation now negates something else: one of the input's negations has no negation in
     the candidate near a character of what it negated (the three after it; "X不了" negates X):
-    "不用了想销掉" -> "不销掉" moved; "不能用" -> "无法使用" and "不能登录" -> "登录不了" did not.
-    A negation left out with its whole clause (:func:`dropped`) has not moved."""
-    after, kept, left = _zh_negated(cand, 3), set(_zh_plain(cand)), not _affirms(cand)
-    return any(not any(src & got for got in after) for src, clause in zip(_zh_negated(source, 3), _zh_clauses(source))
-               if src and not (left and clause and not clause & kept))
-
-
-# words that state the opposite of a negation ("可以用", "已经开通"): a candidate holding one has not
-# left a negated clause out, whatever else it left out
-_ZH_AFFIRMING = ("可以", "能", "已", "成功", "会", "會")
-_CLAUSE_END = frozenset("了，,。.？?！!、；;：: ")
-
-
-def _affirms(text: str) -> bool:
-    t = _zh_plain(text)
-    return any(w in t for w in _ZH_AFFIRMING)
-
-
-def _zh_clauses(text: str) -> list[set[str]]:
-    """For each Chinese negation, the characters of its clause: up to four after it, to the next 了 or
-    punctuation ("X不了": X too)."""
-    t, out = _zh_plain(text), []
-    for i, ch in enumerate(t):
-        if ch in _ZH_NEGATIONS:
-            j = i + 1
-            while j < len(t) and t[j] not in _CLAUSE_END and j - i <= 4:
-                j += 1
-            out.append((set(t[i + 1:j]) | (set(t[max(0, i - 2):i]) if t[i + 1:i + 2] == "了" else set())) - {" "})
-    return out
-
-
-def dropped(source: str, cand: str) -> int:
-    """How many of the input's Chinese negations the candidate leaves out with their whole clause,
-    affirming nothing instead: "这张卡以后不用了想销掉" -> "怎么销掉这张卡" leaves a clause out, which
-    the similarity and the index's answer judge. Not left out: "不能用" -> "能用" (用 stays) and
-    "卡没激活" -> "卡已经开通了" (已: the opposite, in other words)."""
-    if _affirms(cand):
-        return 0
-    kept = set(_zh_plain(cand))
-    return sum(1 for clause in _zh_clauses(source) if clause and not clause & kept)
+    "不用了想销掉" -> "不销掉" moved; "不能用" -> "无法使用" and "不能登录" -> "登录不了" did not."""
+    after = _zh_negated(cand, 3)
+    return any(not any(src & got for got in after) for src in _zh_negated(source, 3) if src)
 
 
 def numbers(text: str) -> list[str]:
@@ -173,7 +136,7 @@ def changes(source: str, cand: str) -> str | None:
     lead = leads(cand)
     if lead and lead != leads(source):
         return "condition added"
-    ns, nc = negations(source) - dropped(source, cand), negations(cand)
+    ns, nc = negations(source), negations(cand)
     # an odd count reads as "no" either way: the parity and the presence are both compared
     if ns % 2 != nc % 2 or (ns > 0) != (nc > 0) or moved(source, cand):
         return "negation"

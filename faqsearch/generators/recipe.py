@@ -141,40 +141,39 @@ def clauses(text: str) -> int:
     return sum(1 for part in _END.split(text) if part.strip()) + len(_TAIL.findall(text))
 
 
-# the writer's own words for what a small model writes from the service's side ("How do I update your
-# surname?" for "my surname changed, how do I update it")
-_OWN_PAIRS = (("you're", "I'm"), ("you've", "I've"), ("you'll", "I'll"), ("you'd", "I'd"), ("are you", "am I"),
-              ("were you", "was I"), ("you are", "I am"), ("you were", "I was"), ("yourself", "myself"),
-              ("yours", "mine"), ("your", "my"))
-_OWN = re.compile(r"\b(" + "|".join(re.escape(a) for a, _ in _OWN_PAIRS) + r")\b", re.IGNORECASE)
-_BARE_YOU = re.compile(r"\byou\b", re.IGNORECASE)
-_TO_YOU = re.compile(r"\b(to|for|with|at|from|of|by|about|help|tell|give|send|show|let)\s+you\b(?!')", re.IGNORECASE)
-_ZH_OWN = re.compile(r"[你您](?!们|們)")
+# what a small model writes from the service's side about the writer's own things ("How do I update your
+# surname?" for "my surname changed, how do I update it"): "your X" where the writer wrote "my X", and
+# the writer's question put to "you" around it ("how do you update your surname")
+_YOUR = re.compile(r"\b(your)\s+([a-z][\w'-]*)", re.IGNORECASE)
+_ASK_YOU = re.compile(r"\b(do|did|can|could|should|would|will|have|are|were)\s+you\b(?!')", re.IGNORECASE)
+_ASKED = {"are": "am", "were": "was"}
+_BARE_YOU = re.compile(r"\byou(?:'\w+)?\b", re.IGNORECASE)
+_ZH_YOUR = re.compile(r"[你您]的(\w)")
+_ZH_OTHER_YOU = re.compile(r"[你您](?![的们們好])")
 
 
 def own_voice(source: str, cand: str) -> str:
-    """``cand`` in the writer's voice where only its point of view changed: the input speaks of itself
-    (I, my, 我) and never to "you", and the candidate speaks of "your" things (or, with no I or my of
-    its own, of "you" altogether): those words become the writer's ("your surname" -> "my surname",
-    "how do you" -> "how do I", 你的 -> 我的). A candidate that mixes "I" and a bare "you" ("Can I walk you
-    through ...") is the service speaking, and is left for the shape rules to drop."""
+    """``cand`` with the writer's things given back to the writer, where only that changed: the input
+    speaks of "my X" (我的X) and never to "you", and the candidate writes "your X" (你的X) for the same
+    X; a question the candidate then puts to "you" about it ("how do you update your surname") is the
+    writer's again ("how do I update my surname"). Anything else is left as it came, for the shape rules:
+    an answer ("you can ..."), the service speaking ("we can help you with your order"), "your" for
+    something the writer did not call theirs, "you" anywhere else."""
     src = set(_words(_pov(source)))
-    if not src & _FIRST or src & _YOU:
+    if not src & _FIRST or src & _YOU or _answers(cand) or _SERVICE.search(_pov(cand)) or re.search("[你您]好", cand):
+        return cand  # (a greeting: the service speaking)
+    mine = {m.group(1).lower() for m in re.finditer(r"\bmy\s+([a-z][\w'-]*)", source, re.IGNORECASE)}
+    zh_mine = set(re.findall(r"我的(\w)", source))
+    t = _YOUR.sub(lambda m: ("My " if m.group(1)[0] == "Y" else "my ") + m.group(2)
+                  if m.group(2).lower() in mine else m.group(0), cand)
+    t = _ZH_YOUR.sub(lambda m: "我的" + m.group(1) if m.group(1) in zh_mine else m.group(0), t)
+    if t == cand:
         return cand
-    out = set(_words(_pov(cand)))
-    if not out & _YOU or (out & _FIRST and _BARE_YOU.search(cand)):
-        return cand
-
-    def case(old: str, new: str) -> str:
-        return new if new[0] == "I" or not old[0].isupper() else new[0].upper() + new[1:]
-
-    pairs = {a: b for a, b in _OWN_PAIRS}
-    t = _OWN.sub(lambda m: case(m.group(0), pairs[m.group(0).lower()]), cand)
-    t = _TO_YOU.sub(lambda m: f"{m.group(1)} me", t)
-    t = _BARE_YOU.sub(lambda m: "I", t)
-    if not re.search(r"[你您]", source):
-        t = re.sub(r"[你您](?:的)", "我的", t)
-        t = _ZH_OWN.sub("我", t)
+    t = _ASK_YOU.sub(lambda m: f"{m.group(1)} I" if m.group(1).lower() not in _ASKED else
+                     f"{_ASKED[m.group(1).lower()].capitalize() if m.group(1)[0].isupper() else _ASKED[m.group(1).lower()]} I",
+                     t)
+    if _BARE_YOU.search(t) or re.search(r"\byour\b", t, re.IGNORECASE) or _ZH_OTHER_YOU.search(t) or "你的" in t or "您的" in t:
+        return cand  # more than the writer's things changed hands
     return t
 
 
