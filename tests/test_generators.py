@@ -53,36 +53,6 @@ def test_copies_near_copies_and_shape():
     assert shape_ok("can i pay cash", "Can you take my cash payment?")  # the writer is still there
 
 
-def test_a_rewording_from_the_service_side_is_put_back_in_the_writers_voice():
-    """SmolLM2 often answers "my surname changed ..." with "How do you update your surname?": the
-    writer's things given to "you", the most common drop on English (shape). Where only that changed
-    ("your X" for the writer's "my X", and the question put to "you" about it), the words become the
-    writer's again; answers, the service speaking and any other "you" are left to the shape rules."""
-    from faqsearch.generators.recipe import own_voice
-
-    src = "my surname changed after marriage how do i update it"
-    assert own_voice(src, "How do you update your surname?") == "How do I update my surname?"
-    assert own_voice(src, "What if your surname changed?") == "What if my surname changed?"
-    assert own_voice(src, "Are you able to update your surname?") == "Am I able to update my surname?"
-    for cand in ("What's your full name?",  # not a thing the writer called theirs
-                 "How do I update your surname?",  # "I" acting on "your": the service's voice as well
-                 "Can I walk you through your surname?", "We can help you with your surname",
-                 "You can update your surname online.",  # an answer
-                 "Should the bank call you about your surname?", "Thank you, your surname is updated",
-                 "Can you help me update my surname?"):  # already the writer's
-        assert own_voice(src, cand) == cand, cand
-    assert own_voice("can i pay cash", "Do you accept cash?") == "Do you accept cash?"
-    assert own_voice("where is your store", "Where is your shop?") == "Where is your shop?"
-    assert own_voice("what is my balance", "Where is your nearest branch?") == "Where is your nearest branch?"
-    assert own_voice("我的卡丢了怎么办", "你的卡丢了要怎么处理？") == "我的卡丢了要怎么处理？"
-    for cand in ("我可以帮你冻结你的卡吗？", "你好，你的卡丢了吗", "你们的客服电话是多少？", "迷你卡丢了"):
-        assert own_voice("我的卡丢了怎么办", cand) == cand, cand
-    got = screen(src, [Candidate("How do you update your surname?", True), Candidate("You can update your surname "
-                                                                                      "online.", True)], None)
-    assert [(s.text, s.reason) for s in got] == [("How do I update my surname?", "kept"),
-                                                  ("You can update your surname online.", "shape")]
-
-
 def test_screen_reasons_and_scores():
     cands = [Candidate("How do I reset my password?", True), Candidate("How can I reset a password?", True),
              Candidate("What are the steps to reset my password?", True),

@@ -141,42 +141,6 @@ def clauses(text: str) -> int:
     return sum(1 for part in _END.split(text) if part.strip()) + len(_TAIL.findall(text))
 
 
-# what a small model writes from the service's side about the writer's own things ("How do I update your
-# surname?" for "my surname changed, how do I update it"): "your X" where the writer wrote "my X", and
-# the writer's question put to "you" around it ("how do you update your surname")
-_YOUR = re.compile(r"\b(your)\s+([a-z][\w'-]*)", re.IGNORECASE)
-_ASK_YOU = re.compile(r"\b(do|did|can|could|should|would|will|have|are|were)\s+you\b(?!')", re.IGNORECASE)
-_ASKED = {"are": "am", "were": "was"}
-_BARE_YOU = re.compile(r"\byou(?:'\w+)?\b", re.IGNORECASE)
-_ZH_YOUR = re.compile(r"[你您]的(\w)")
-_ZH_OTHER_YOU = re.compile(r"[你您](?![的们們好])")
-
-
-def own_voice(source: str, cand: str) -> str:
-    """``cand`` with the writer's things given back to the writer, where only that changed: the input
-    speaks of "my X" (我的X) and never to "you", and the candidate writes "your X" (你的X) for the same
-    X; a question the candidate then puts to "you" about it ("how do you update your surname") is the
-    writer's again ("how do I update my surname"). Anything else is left as it came, for the shape rules:
-    an answer ("you can ..."), the service speaking ("we can help you with your order"), "your" for
-    something the writer did not call theirs, "you" anywhere else."""
-    src = set(_words(_pov(source)))
-    if not src & _FIRST or src & _YOU or _answers(cand) or _SERVICE.search(_pov(cand)) or re.search("[你您]好", cand):
-        return cand  # (a greeting: the service speaking)
-    mine = {m.group(1).lower() for m in re.finditer(r"\bmy\s+([a-z][\w'-]*)", source, re.IGNORECASE)}
-    zh_mine = set(re.findall(r"我的(\w)", source))
-    t = _YOUR.sub(lambda m: ("My " if m.group(1)[0] == "Y" else "my ") + m.group(2)
-                  if m.group(2).lower() in mine else m.group(0), cand)
-    t = _ZH_YOUR.sub(lambda m: "我的" + m.group(1) if m.group(1) in zh_mine else m.group(0), t)
-    if t == cand:
-        return cand
-    t = _ASK_YOU.sub(lambda m: f"{m.group(1)} I" if m.group(1).lower() not in _ASKED else
-                     f"{_ASKED[m.group(1).lower()].capitalize() if m.group(1)[0].isupper() else _ASKED[m.group(1).lower()]} I",
-                     t)
-    if _BARE_YOU.search(t) or re.search(r"\byour\b", t, re.IGNORECASE) or _ZH_OTHER_YOU.search(t) or "你的" in t or "您的" in t:
-        return cand  # more than the writer's things changed hands
-    return t
-
-
 def shape_ok(source: str, cand: str) -> bool:
     """A question stays a question; the writer's point of view stays (a question about "my order"
     that comes back about "your order" asks something else, and is how answers start; "I" acting
@@ -222,7 +186,7 @@ def screen(text: str, cands: Sequence[Candidate], scorer: Callable[[Sequence[str
     seen: set[str] = set()
     out: list[Screened] = []
     for c in cands:
-        t = own_voice(text, clean(c.text))
+        t = clean(c.text)
         key = normal(t)
         if not key:
             reason = "empty"
