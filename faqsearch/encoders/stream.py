@@ -18,10 +18,10 @@ if TYPE_CHECKING:
 def encode_stream(encoder: Encoder, texts: Sequence[str] | Callable[[int], Iterable[list[str]]], batch_size: int,
                   progress: bool, out: NpyWriter | None = None, total: int | None = None,
                   tokens: "TokenSink | None" = None, desc: str = "encoding") -> Moments:
-    """Encode texts chunk by chunk, accumulating moments (and appending raw vectors to ``out``, and
-    their token states, from the same encoder run, to ``tokens``). ``texts``: the texts, or a function
-    giving them in chunks of a size it is passed (a store's rows, read as they are encoded: then
-    ``total`` is their number); ``desc``: the progress bar's label."""
+    """Encode texts chunk by chunk, accumulating moments (and appending raw vectors to ``out``, anything
+    with a ``write(vectors)``, and their token states, from the same encoder run, to ``tokens``).
+    ``texts``: the texts, or a function giving them in chunks of a size it is passed (a store's rows,
+    read as they are encoded: then ``total`` is their number); ``desc``: the progress bar's label."""
     moments = Moments(encoder.dimension)
     # a bar that moves from the first texts; a GPU encoder gets whole chunks (its tokenising overlaps
     # the GPU within one call) and is fast enough for the bar to move anyway

@@ -293,15 +293,15 @@ class MilvusBackend:
         b = snap.index.b
         b.repair()
         rows = sorted(b.query("", _ALL), key=lambda r: r["id"])
-        moments = Moments(encoder.dimension)
-        with progress_bar(len(rows), progress, "encoding again") as bar:
-            for start in range(0, len(rows), BATCH):
-                chunk = rows[start:start + BATCH]
-                vecs = encoder.encode([r["text"] for r in chunk], batch_size=batch_size)
-                moments.update(vecs)
-                for r, v in zip(chunk, vecs):
-                    r["raw"] = v.tolist()
-                bar.update(len(chunk))
+        from types import SimpleNamespace
+
+        from ...encoders.stream import encode_stream
+
+        chunks: list[np.ndarray] = []  # the vectors, chunk by chunk (the rows are in memory already)
+        moments = encode_stream(encoder, [r["text"] for r in rows], batch_size, progress,
+                                out=SimpleNamespace(write=chunks.append), desc="encoding again")
+        for r, v in zip(rows, np.concatenate(chunks) if chunks else ()):
+            r["raw"] = v.tolist()
         white, config = refit(config, moments)
         return _rebuild(writer, b, white, config, calibrate, rows)
 
