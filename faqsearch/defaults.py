@@ -118,4 +118,4 @@ LEARN_MINUTES = 10.0  # the whole run's time budget; training stops early to kee
 LEARN_EPOCHS = 5
 LEARN_BATCH = 64
 LEARN_LR = 3e-5
-LEARN_MIN_FAQS = 10  # FAQs with two or more questions below which there is too little to learn and measure
+LEARN_MIN_FAQS = 10  # FAQs with three or more questions (one held out, two to pair) below which learn refuses

@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field, field_validator
 
-from ..defaults import ASK_K, MODES
+from ..defaults import ASK_K, LEARN_EPOCHS, LEARN_MINUTES, MODES
 from ..errors import InvalidOptionError
 from ..filters import check_filters
 
@@ -115,8 +115,8 @@ class RestoreIn(BaseModel):
 
 
 class LearnIn(BaseModel):
-    minutes: float = Field(10.0, ge=0.5, le=120, description="the run's time budget (the request lasts about as long)")
-    epochs: int = Field(5, ge=1, le=50, description="passes over the question pairs, at most")
+    minutes: float = Field(LEARN_MINUTES, ge=0.5, le=120, description="the run's time budget (the request lasts about as long)")
+    epochs: int = Field(LEARN_EPOCHS, ge=1, le=50, description="passes over the question pairs, at most")
 
 
 class FeedbackIn(BaseModel):
