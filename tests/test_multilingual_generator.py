@@ -238,13 +238,14 @@ def test_a_chinese_rewording_is_drawn_among_the_tokens_chinese_is_written_with(t
     assert set(latin) & got
     projected = []
     project = gen._project
-    monkeypatch.setattr(gen, "_project", lambda h, w: projected.append(w.shape) or project(h, w))
+    monkeypatch.setattr(gen, "_project", lambda h, w: projected.append((sum(x.shape[0] for x in w), w[0].shape[1]))
+                        or project(h, w))
     drawn = []
     decode = gen.tokenizer.batch_decode
     monkeypatch.setattr(gen.tokenizer, "batch_decode", lambda rows, **kw: drawn.extend(rows) or decode(rows, **kw))
     assert len(gen.sample(ZH, 4, seed=0)) == 4
     allowed = gen._head(ZH)
-    assert projected and all(shape == allowed[1].shape for shape in projected)
+    assert projected and all(shape == (len(allowed[0]), allowed[1][0].shape[1]) for shape in projected)
     assert drawn and {t for row in drawn for t in row} <= set(allowed[0].tolist())
     projected.clear()
     gen.sample("where is my parcel", 2, seed=0)  # English: every token, as the model scores them

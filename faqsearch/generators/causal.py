@@ -212,7 +212,7 @@ class CausalLMGenerator:
         return [Candidate(t.split("\n")[0].strip(), f) for t, f in zip(texts, finished)]
 
     def _head(self, text: str):
-        """(token ids, their rows of the output matrix) that the rows for ``text`` are scored over: the
+        """(token ids, their rows of the output matrix, in parts) that the rows for ``text`` are scored over: the
         tokens its prompt set's script is written with (:func:`_script_head`) and every token of its
         prompt (a product name the input writes in Latin letters, "PayPal", stays writable); None where
         every token is scored."""
@@ -224,9 +224,9 @@ class CausalLMGenerator:
         ids, weight, member = script
         extra = sorted({i for i in self._ids(self.prompt(text)) if i < len(member) and not member[i]})
         if not extra:
-            return ids, weight
-        more = torch.tensor(extra, device=self.device)
-        return torch.cat([ids, more]), torch.cat([weight, self.model.get_output_embeddings().weight[more].detach()])
+            return ids, (weight,)
+        more = torch.tensor(extra, device=self.device)  # their rows apart: the script's are not copied per call
+        return torch.cat([ids, more]), (weight, self.model.get_output_embeddings().weight[more].detach())
 
     def _script_head(self, key: str):
         """For a base model's script prompts (``key`` one of ``prompts``): the token ids a rewording in
@@ -257,7 +257,7 @@ class CausalLMGenerator:
             probe = torch.tensor([self._ids(PROMPTS["zh-Hans"].prompt("你好"))], device=self.device)
             with torch.inference_mode():
                 want = self._forward(probe).logits[0, -1, ids].float()
-                got = self._project(decoder(input_ids=probe).last_hidden_state[0, -1], weight).float()
+                got = self._project(decoder(input_ids=probe).last_hidden_state[0, -1], (weight,)).float()
             tol = max(1e-3, 4 * torch.finfo(weight.dtype).eps)  # bf16 on CUDA rounds at about 0.4%
             if torch.allclose(want, got, rtol=tol, atol=tol * float(want.abs().max())):
                 return ids, weight, member
@@ -266,9 +266,12 @@ class CausalLMGenerator:
             log.info("every token is scored: %s", e)
         return None
 
-    def _project(self, hidden, weight):
-        """Logits of the tokens whose output rows are ``weight`` (Gemma 2 caps its logits; Gemma 3 does not)."""
-        logits = hidden @ weight.T
+    def _project(self, hidden, weights):
+        """Logits of the tokens whose output rows are ``weights`` (matrices, their rows in order; Gemma 2
+        caps its logits, Gemma 3 does not)."""
+        import torch
+
+        logits = torch.cat([hidden @ w.T for w in weights], -1) if len(weights) > 1 else hidden @ weights[0].T
         cap = getattr(self.model.config, "final_logit_softcapping", None)
         return logits if not cap else (logits / cap).tanh() * cap
 
