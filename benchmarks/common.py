@@ -107,3 +107,23 @@ def wanted_sets(ap, args, sets) -> set[str]:
     if unknown:
         ap.error(f"unknown set(s) {', '.join(sorted(unknown))}; choose from: {', '.join(n for n, *_ in sets)}")
     return wanted
+
+
+def half_split(queries: list) -> tuple[list, list]:
+    """The fixed split of the "labels arriving" runs: half of ``queries`` drawn by seed 0 (to assign to
+    their FAQs), and the other half (then asked), each in the queries' order."""
+    import random
+
+    order = list(range(len(queries)))
+    random.Random(0).shuffle(order)
+    given = set(order[:len(queries) // 2])
+    return [queries[i] for i in sorted(given)], [q for i, q in enumerate(queries) if i not in given]
+
+
+def approve_by_faq(engine, queries) -> None:
+    """Approve ``queries`` as questions of their (first) gold FAQ: one `approve` per FAQ."""
+    groups: dict[str, list[str]] = {}
+    for q in queries:
+        groups.setdefault(sorted(q.gold)[0], []).append(q.text)
+    for faq_id, texts in groups.items():
+        engine.approve(faq_id, texts)

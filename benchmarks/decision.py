@@ -34,8 +34,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from calibration import queries_of, sentences  # noqa: E402
-from common import (DATA, SAMPLE, CachingEncoder, add_sets_option, emit, machine, sts_retrieval_set,  # noqa: E402
-                    wanted_sets)
+from common import (DATA, SAMPLE, CachingEncoder, add_sets_option, approve_by_faq, emit, half_split, machine,  # noqa: E402
+                    sts_retrieval_set, wanted_sets)
 
 from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import read_texts  # noqa: E402
@@ -252,19 +252,11 @@ def main() -> None:
 def approved_half(encoder, corpus: str, qfile: str, oos: list[str], where: str, name: str) -> str:
     """A table row: the index asked the held-back half of the queries (and the out-of-scope ones) before
     and after the other half is approved as questions of their FAQs (one approve per FAQ)."""
-    queries = read_labelled_queries(qfile)
-    order = list(range(len(queries)))
-    random.Random(0).shuffle(order)
-    given = set(order[:len(queries) // 2])
-    asked = [q for i, q in enumerate(queries) if i not in given]
+    given, asked = half_split(read_labelled_queries(qfile))
     texts, gold = [q.text for q in asked] + list(oos), [q.gold for q in asked] + [None] * len(oos)
     e = FAQSearch.build(corpus, where, encoder=encoder, force=True)
     before, op_before = score(ask_all(e, texts), gold), e.snapshot.min_confidence
-    groups: dict[str, list[str]] = {}
-    for i in sorted(given):
-        groups.setdefault(sorted(queries[i].gold)[0], []).append(queries[i].text)
-    for faq_id, phrasings in groups.items():
-        e.approve(faq_id, phrasings)
+    approve_by_faq(e, given)
     now, op = score(ask_all(e, texts), gold), e.snapshot.min_confidence
     e.close()
     return (f"| {name} ({len(given)} approved, {now['in_scope']} / {now['oos']} asked) | {op:.2f} | "

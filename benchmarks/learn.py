@@ -14,13 +14,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import random
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import DATA, SAMPLE, emit, machine  # noqa: E402
+from common import DATA, SAMPLE, approve_by_faq, emit, half_split, machine  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.errors import FAQSearchError  # noqa: E402
@@ -48,19 +47,13 @@ def scores(engine, queries) -> tuple[float, float]:
 def assign_half(engine, queries, how: str) -> tuple[list, list]:
     """Half of the queries (seed 0) assigned to their FAQ, by one feedback each or one approve per FAQ;
     returns (that half, the other half: the queries then asked)."""
-    order = list(range(len(queries)))
-    random.Random(0).shuffle(order)
-    given = set(order[:len(queries) // 2])
+    given, asked = half_split(queries)
     if how == "feedback":
-        for i in sorted(given):
-            engine.feedback(queries[i].text, sorted(queries[i].gold)[0])
+        for q in given:
+            engine.feedback(q.text, sorted(q.gold)[0])
     else:
-        groups: dict[str, list[str]] = {}
-        for i in sorted(given):
-            groups.setdefault(sorted(queries[i].gold)[0], []).append(queries[i].text)
-        for faq_id, texts in groups.items():
-            engine.approve(faq_id, texts)
-    return [queries[i] for i in sorted(given)], [q for i, q in enumerate(queries) if i not in given]
+        approve_by_faq(engine, given)
+    return given, asked
 
 
 def txtai_scores(corpus: str, queries, extra: list[tuple[str, str]]) -> str:
