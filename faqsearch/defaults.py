@@ -119,3 +119,12 @@ LEARN_EPOCHS = 5
 LEARN_BATCH = 64
 LEARN_LR = 3e-5
 LEARN_MIN_FAQS = 10  # FAQs with three or more questions (one held out, two to pair) below which learn refuses
+
+# FAQ prototypes in hybrid ranking (faqsearch.prototypes): the weights an index compares, leaving
+# each of up to PROTOTYPE_QUERIES of its questions out in turn, searched among up to PROTOTYPE_DOCS
+PROTOTYPE_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+PROTOTYPE_QUERIES = 2_000
+PROTOTYPE_DOCS = 50_000
+# above this many questions no prototype weight is chosen: the first query after each change makes one
+# pass over all stored vectors (benchmarks/results/speed.md, "FAQ prototypes")
+PROTOTYPE_MAX_QUESTIONS = 100_000

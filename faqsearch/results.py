@@ -25,8 +25,10 @@ class Answer:
     metadata: dict[str, Any] = field(default_factory=dict)
     dense: float | None = None  # cosine of the best question (dense and hybrid modes)
     lexical: float | None = None  # BM25 of the best lexical question match (lexical and hybrid modes)
-    fused: float | None = None  # hybrid ranking score: cosine + token weight * token match + weight * normalised BM25
+    # hybrid ranking score: cosine + token weight * token match + weight * normalised BM25 + the prototype term
+    fused: float | None = None
     token: float | None = None  # token match of query and question (hybrid mode; faqsearch.tokenmatch)
+    prototype: float | None = None  # cosine to the FAQ's prototype where the index ranks with it (faqsearch.prototypes)
     confidence: float | None = None  # P(this answer is right), 0-1 (faqsearch.confidence)
 
 

@@ -331,8 +331,9 @@ class Searcher:
         Every candidate from either side gets its exact cosine (lexical-only candidates from their
         stored vectors), so the score stays a calibrated confidence and BM25 only re-ranks."""
         w = self.snap.hybrid_weight if weight is None else float(weight)
-        t = self.snap.token_weight
-        return [fuse(c, w, max(k, FUSION_POOL), t) for c in self.candidates(texts, vectors, max(k, FUSION_POOL), filters)]
+        t, p = self.snap.token_weight, self.snap.prototype_weight
+        return [fuse(c, w, max(k, FUSION_POOL), t, p)
+                for c in self.candidates(texts, vectors, max(k, FUSION_POOL), filters)]
 
     def candidates(self, texts: Sequence[str], vectors: "Queries", pool: int = FUSION_POOL,
                    filters: dict[str, Any] | None = None) -> list[list[Answer]]:
@@ -353,7 +354,18 @@ class Searcher:
             for fid, a in cands.items():
                 a.lexical = lex.get(fid)
             out.append(list(cands.values()))
+        self.add_prototype_scores(vectors.full, out)
         return self.add_token_scores(texts, out)
+
+    def add_prototype_scores(self, full: np.ndarray, candidates: list[list[Answer]]) -> None:
+        """Set ``.prototype`` (the cosine to the candidate's FAQ prototype) where the index ranks with it."""
+        protos = self.snap.prototypes if self.snap.prototype_weight > 0 else None
+        if protos is None:
+            return
+        for qi, cands in enumerate(candidates):
+            got = protos.scores(np.array([a.question_id for a in cands], dtype=np.int64), full[qi])
+            for a, v in zip(cands, got):
+                a.prototype = None if v != v else float(v)
 
     def add_token_scores(self, texts: Sequence[str], candidates: list[list[Answer]]) -> list[list[Answer]]:
         """Set ``.token`` (:mod:`faqsearch.tokenmatch`) on the TOKEN_POOL candidates of each query that
@@ -365,7 +377,7 @@ class Searcher:
         stem = snap.store.stem
         for start in range(0, len(texts), TOKEN_BLOCK):
             block = range(start, min(start + TOKEN_BLOCK, len(texts)))
-            pools = {i: _token_pool(candidates[i], snap.hybrid_weight) for i in block}
+            pools = {i: _token_pool(candidates[i], snap.hybrid_weight, snap.prototype_weight) for i in block}
             questions = [a.question for i in block for a in pools[i]]
             kept = snap.tokens.get(questions) if snap.tokens is not None else {}  # written at ingest
             states = self.queries.tokens([texts[i] for i in block] + [q for q in questions if q not in kept])
@@ -380,11 +392,12 @@ class Searcher:
         return candidates
 
 
-def _token_pool(candidates: list[Answer], weight: float) -> list[Answer]:
-    """The candidates token matching re-ranks: the first TOKEN_POOL by cosine + weight * BM25 / max BM25
+def _token_pool(candidates: list[Answer], weight: float, prototype_weight: float = 0.0) -> list[Answer]:
+    """The candidates token matching re-ranks: the first TOKEN_POOL by the fusion without token match
     (each new question costs an encoder pass: this bounds the work of a query)."""
     top = lexical_top(a.lexical for a in candidates)
-    return sorted(candidates, key=lambda a: -fusion_score(a.dense, a.lexical, None, weight, 0.0, top))[:TOKEN_POOL]
+    return sorted(candidates, key=lambda a: -fusion_score(a.dense, a.lexical, None, weight, 0.0, top, a.prototype,
+                                                          prototype_weight))[:TOKEN_POOL]
 
 
 def decided(text: str, ranked: list[Answer], k: int, thr: float, model: ConfidenceModel | None,
@@ -419,20 +432,27 @@ def lexical_top(scores: Iterable[float | None]) -> float:
 
 
 def fusion_score(dense: float, lexical: float | None, token: float | None, weight: float, token_weight: float,
-                 top: float) -> float:
+                 top: float, prototype: float | None = None, prototype_weight: float = 0.0) -> float:
     """The hybrid ranking score, the one formula of the search, its token pool and the tuning:
-    cosine + token_weight * token match + weight * BM25 / the query's best BM25 (``top``, :func:`lexical_top`);
-    a missing BM25 or token score counts 0."""
-    return float(dense + token_weight * (token or 0.0) + weight * (lexical or 0.0) / top)
+    cosine + token_weight * token match + weight * BM25 / the query's best BM25 (``top``, :func:`lexical_top`)
+    + prototype_weight * max(0, cosine to the FAQ's prototype - cosine) (:mod:`faqsearch.prototypes`: it
+    lifts an FAQ, never sinks one below its best question); a missing BM25, token or prototype score
+    counts 0."""
+    shift = prototype_weight * max(0.0, prototype - dense) if prototype_weight and prototype is not None and \
+        prototype == prototype else 0.0  # NaN: no prototype
+    return float(dense + token_weight * (token or 0.0) + weight * (lexical or 0.0) / top + shift)
 
 
-def fuse(candidates: Sequence[Answer], weight: float, k: int, token_weight: float = 0.0) -> list[Answer]:
-    """Rank candidates by cosine + token_weight * token match + weight * BM25 / max BM25 (new Answer
-    objects; inputs untouched; a candidate without a token score counts 0 for it).
+def fuse(candidates: Sequence[Answer], weight: float, k: int, token_weight: float = 0.0,
+         prototype_weight: float = 0.0) -> list[Answer]:
+    """Rank candidates by cosine + token_weight * token match + weight * BM25 / max BM25
+    + prototype_weight * max(0, prototype cosine - cosine) (new Answer objects; inputs untouched; a
+    candidate without a token or prototype score counts 0 for it).
 
     ``score`` stays the cosine, the calibrated confidence the threshold applies to; ``fused`` orders."""
     top = lexical_top(a.lexical for a in candidates)
-    scored = sorted(((fusion_score(a.dense, a.lexical, a.token, weight, token_weight, top), i)
+    scored = sorted(((fusion_score(a.dense, a.lexical, a.token, weight, token_weight, top, a.prototype,
+                                   prototype_weight), i)
                      for i, a in enumerate(candidates)),
                     key=lambda x: -x[0])[:k]  # stable: ties keep the candidates' order
     return [replace(candidates[i], score=candidates[i].dense, fused=f) for f, i in scored]

@@ -20,7 +20,7 @@ LAYERS = {
     "index.format": 0,  # the index format's names and typed config: imported by every layer
     "index.address": 1,  # where an index that lives in Milvus is, and its local cache (index/config.py resolves it)
     "lexical": 1, "whitening": 1, "corpus": 1, "index.config": 1, "evaluation": 1,
-    "querylog": 1, "confidence": 1, "tokenmatch": 1, "hub": 1, "encoders": 1, "gaps": 1, "finetune": 1, "generators": 1, "simbert": 1,
+    "querylog": 1, "confidence": 1, "tokenmatch": 1, "prototypes": 1, "hub": 1, "encoders": 1, "gaps": 1, "finetune": 1, "generators": 1, "simbert": 1,
     "index": 2, "backends": 2, "edits": 2, "traffic": 2, "search": 2, "build": 2, "tuning": 2, "manage": 2,
     "generators.augment": 2, "asking": 2,
     "engine": 3,

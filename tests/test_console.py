@@ -13,7 +13,7 @@ from .test_page import KEY, STAFF, _open, ask, browser, httpx, index_dir, page, 
 
 pytestmark = pytest.mark.slow
 ANSWERED = "how do I get my money back for a return?"
-SEVERAL = "where is my parcel"  # answered, with two more answers above the index's bar
+SEVERAL = "my parcel has not arrived"  # answered, with two more answers above the index's bar
 UNANSWERED = "what is the capital of australia"
 WIDE = "document.documentElement.scrollWidth - window.innerWidth"
 

@@ -102,7 +102,8 @@ def test_tuning_ranks_as_the_index_answers_with_token_matching(tmp_path, minilm)
     from faqsearch.evaluation import evaluate, read_labelled_queries
     from faqsearch.tuning import tune, tune_fusion
 
-    e = FAQSearch.build(os.path.join(ROOT, "sample_data", "faq.csv"), str(tmp_path / "ix"), encoder=minilm)
+    e = FAQSearch.build(os.path.join(ROOT, "sample_data", "faq.csv"), str(tmp_path / "ix"), encoder=minilm,
+                        self_fusion=False)  # the default weights: token matching on
     s = e.searcher()
     assert e.mode == "hybrid" and s.snap.token_weight > 0
     queries = read_labelled_queries(os.path.join(ROOT, "sample_data", "queries.csv"))

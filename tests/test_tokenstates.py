@@ -27,7 +27,7 @@ TEXTS = ["How do I reset my passwords?", "a", "", "退货需要多长时间？",
 def built(tmp_path_factory, minilm) -> str:
     """sample_data ingested once for the module; tests that change it take a copy (:func:`_copy`)."""
     path = str(tmp_path_factory.mktemp("tokenstates") / "ix")
-    FAQSearch.build(FAQ, path, encoder=minilm).close()
+    FAQSearch.build(FAQ, path, encoder=minilm, self_fusion=False).close()  # the default weights: token matching on
     return path
 
 

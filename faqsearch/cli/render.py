@@ -102,16 +102,20 @@ def fusion(report, as_json: bool, do_apply: bool) -> None:
     if as_json:
         click.echo(dump(report.to_dict()))
         return
+    protos = {row.get("prototype_weight", 0.0) for row in report.rows}
     for row in report.rows:
         mark = (" <- current" if row["current"] else "") + (" <- chosen" if row["chosen"] else "")
         click.echo(f"BM25 weight {row['weight']:<5g} token match weight {row['token_weight']:<4g} "
-                   f"mrr@10 {100 * row['mrr@10']:6.2f}{mark}")
+                   + (f"prototype weight {row['prototype_weight']:<4g} " if len(protos) > 1 else "")
+                   + f"mrr@10 {100 * row['mrr@10']:6.2f}{mark}")
     click.echo(f"lexical alone  mrr@10 {100 * report.lexical:6.2f}")
     click.echo(f"\n{count(report.n, 'query', 'queries')}; mrr@10 x100 held out (cross-validated): current {100 * report.cv_current:.2f}, "
                f"tuned {100 * report.cv_tuned:.2f} ({100 * report.gain:+.2f})")
     if report.applied:
-        click.echo(f"applied: mode {'hybrid' if report.chosen or report.token_weight else 'dense'}, BM25 weight "
-                   f"{report.chosen:g}, token match weight {report.token_weight:g}.")
+        hybrid = report.chosen or report.token_weight or report.prototype_weight
+        click.echo(f"applied: mode {'hybrid' if hybrid else 'dense'}, BM25 weight "
+                   f"{report.chosen:g}, token match weight {report.token_weight:g}"
+                   + (f", prototype weight {report.prototype_weight:g}" if report.prototype_weight else "") + ".")
     elif do_apply:
         click.echo("not applied: the held-out score does not improve on the current setting.")
 
@@ -142,9 +146,12 @@ def built(summary: dict[str, Any], path: str) -> None:
         f = summary["fusion"]
         tried = (f"the index's own questions, {f['queries']} held out" if f["chosen_by"].startswith("self")
                  else f"{count(f['queries'], 'labelled query', 'labelled queries')}")
+        words = summary["hybrid_weight"] or summary["token_weight"]
         click.echo("Matching: by meaning only (adding word matches did not help" if summary["hybrid_weight"] is None else
-                   f"Matching: by meaning and words (BM25 weight {summary['hybrid_weight']:g}, token match weight "
-                   f"{summary['token_weight']:g}: the weights that found the right FAQs best", nl=False)
+                   (f"Matching: by meaning and words (BM25 weight {summary['hybrid_weight']:g}, token match weight "
+                    f"{summary['token_weight']:g}" if words else "Matching: by meaning (no word matches")
+                   + (f", FAQ prototype weight {summary['prototype_weight']:g}" if summary.get("prototype_weight") else "")
+                   + ": the weights that found the right FAQs best", nl=False)
         click.echo(f" on {tried})")
     if summary.get("confidence"):
         model = summary["confidence"]
@@ -200,6 +207,7 @@ def info(path: str, config: dict[str, Any]) -> None:
     click.echo(f"contents:   {count(config['counts']['faqs'], 'FAQ')}, {count(config['counts']['questions'], 'question')}")
     click.echo(f"matching:   {config.get('mode', 'hybrid')}"
                + (f", BM25 weight {config['hybrid_weight']:g}, token match weight {config['token_weight']:g}"
+                  + (f", FAQ prototype weight {config['prototype_weight']:g}" if config.get("prototype_weight") else "")
                   if config.get("mode", "hybrid") == "hybrid" else ""))
     kept = config.get("token_states")
     if config.get("mode", "hybrid") == "hybrid" and config.get("token_weight"):

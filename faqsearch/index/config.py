@@ -213,13 +213,15 @@ def verify_files(directory: str, config: Config, path: str, keys=("vectors", "id
 
 
 def fusion_weights(config: Config) -> dict[str, float | None]:
-    """The weights hybrid mode ranks with (None for both in another mode): BM25's ('hybrid_weight',
-    HYBRID_WEIGHT unless chosen) and token matching's ('token_weight', TOKEN_WEIGHT where the encoder
-    has token states and the store BM25 statistics, i.e. not USE and not Milvus, else 0)."""
+    """The weights hybrid mode ranks with (None for all in another mode): BM25's ('hybrid_weight',
+    HYBRID_WEIGHT unless chosen), token matching's ('token_weight', TOKEN_WEIGHT where the encoder
+    has token states and the store BM25 statistics, i.e. not USE and not Milvus, else 0) and the FAQ
+    prototypes' ('prototype_weight', 0 unless chosen: faqsearch.prototypes)."""
     from ..defaults import HYBRID_WEIGHT, MODE, TOKEN_WEIGHT
 
     if (config.mode or MODE) != "hybrid":
-        return {"hybrid_weight": None, "token_weight": None}
+        return {"hybrid_weight": None, "token_weight": None, "prototype_weight": None}
     usable = tokens_supported(config.encoder_spec) and config.backend_kind != "milvus"
     return {"hybrid_weight": float(HYBRID_WEIGHT if config.hybrid_weight is None else config.hybrid_weight),
-            "token_weight": float((TOKEN_WEIGHT if usable else 0.0) if config.token_weight is None else config.token_weight)}
+            "token_weight": float((TOKEN_WEIGHT if usable else 0.0) if config.token_weight is None else config.token_weight),
+            "prototype_weight": float(config.prototype_weight or 0.0)}

@@ -236,6 +236,7 @@ class Config(Section):
     mode: str | None = None
     hybrid_weight: float | None = None
     token_weight: float | None = None
+    prototype_weight: float | None = None
     fusion: dict[str, Any] | None = None
     confidence: dict[str, Any] | None = None
     min_confidence: float | None = None
@@ -381,6 +382,10 @@ def check_values(config: Mapping[str, Any], file: str) -> None:
     if "token_weight" in config and (not isinstance(config["token_weight"], (int, float))
                                      or not 0.0 <= float(config["token_weight"]) <= 100.0):
         raise bad("token_weight", "a number between 0 and 100")
+    if "prototype_weight" in config and (not isinstance(config["prototype_weight"], (int, float))
+                                         or isinstance(config["prototype_weight"], bool)
+                                         or not 0.0 <= float(config["prototype_weight"]) <= 1.0):
+        raise bad("prototype_weight", "a number between 0 and 1")
     if "mode" in config and config["mode"] not in MODES:
         raise bad("mode", "one of " + ", ".join(MODES))
     counts = config.get("counts")

@@ -6,17 +6,22 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from dataclasses import dataclass, replace
 from typing import Any
+
 
 from . import config as cfg
 from ..backends import Backend, RawSource, StoreView, TokenSource, VectorSearch, backend_for
 from ..confidence import ConfidenceModel
-from ..defaults import HYBRID_WEIGHT, MODE, THRESHOLD
+from ..defaults import HYBRID_WEIGHT, MODE, PROTOTYPE_MAX_QUESTIONS, THRESHOLD
 from ..errors import ClosedError, IndexFormatError
+from ..prototypes import Prototypes, aligned
 from .directory import resolve, stamp
 from .format import WHITENING, Config
 from ..whitening import Whitening
+
+_PROTOTYPES_LOCK = threading.Lock()  # a version's prototypes are made once (faqsearch.prototypes)
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,32 @@ class Snapshot:
         if self.config.token_weight is not None:
             return float(self.config.token_weight)
         return float(cfg.fusion_weights(replace(self.config, mode="hybrid"))["token_weight"])
+
+    @property
+    def prototype_weight(self) -> float:
+        """Weight of the FAQ prototype term in hybrid mode (:mod:`faqsearch.prototypes`), 0 in other modes."""
+        w = self.config.prototype_weight
+        return float(w) if self.mode == "hybrid" and isinstance(w, (int, float)) and w > 0 else 0.0
+
+    @property
+    def prototypes(self) -> Prototypes | None:
+        """This version's FAQ prototypes, computed on first use (one pass over the raw vectors, one
+        thread at a time: concurrent first queries wait for it rather than each making it); None where
+        the ranking does not use them, and above PROTOTYPE_MAX_QUESTIONS (an index grown past it by
+        edits ranks without them)."""
+        if self.prototype_weight <= 0:
+            return None
+        with _PROTOTYPES_LOCK:
+            if "_prototypes" not in self.__dict__:
+                self.__dict__["_prototypes"] = self._make_prototypes()
+        return self.__dict__["_prototypes"]
+
+    def _make_prototypes(self) -> Prototypes | None:
+        qids, keys = self.store.question_faqs()
+        if len(qids) > PROTOTYPE_MAX_QUESTIONS:
+            return None
+        ids, raw, keys = aligned(*self.raw.all(), qids, keys)
+        return Prototypes.build(ids, keys, raw, self.whitening.full)
 
     @property
     def max_per_faq(self) -> int:

@@ -4,7 +4,7 @@ labels, from a simulation over its own data, or from labelled queries (``tune``)
 The simulation, all of it searched in the index's own mode and weights:
 
 - **in scope**: held-out question variants (one question of each FAQ with several, searched against
-  the other questions: :func:`faqsearch.tuning.fusion.self_fusion_candidates`; a small FAQ holds out
+  the other questions: :func:`faqsearch.tuning.fusion.variant_rounds`; a small FAQ holds out
   another question of each FAQ in further rounds, up to CONFIDENCE_ROUNDS, until CONFIDENCE_SAMPLE
   are found). Right when the first answer is its FAQ, a *confusion* when it is another FAQ.
 - **in-domain out of scope**: the same variants searched with their FAQ left out, and the only
@@ -26,10 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..confidence import FEATURES, ConfidenceModel, fit_logistic, sigmoid, top_features
-from ..defaults import (CONFIDENCE_MIN_VARIANTS, CONFIDENCE_MIX, CONFIDENCE_ROUNDS, CONFIDENCE_SAMPLE,
-                        CONFIDENCE_SINGLES, FUSION_POOL, UNKNOWN_SHARE)
+from ..defaults import CONFIDENCE_MIN_VARIANTS, CONFIDENCE_MIX, CONFIDENCE_SINGLES, FUSION_POOL, UNKNOWN_SHARE
 from ..search import fuse
-from .fusion import self_fusion_candidates
 
 Lists = list  # ranked answer lists (best first)
 
@@ -72,7 +70,7 @@ def ranked_lists(searcher, texts: Sequence[str], leave_out: Sequence[str | None]
 def rank(snap, candidates: Sequence[Any], k: int = 2) -> list:
     """The first k of candidates in the index's ranking (fused in hybrid mode, else by cosine)."""
     if snap.mode == "hybrid":
-        return fuse(candidates, snap.hybrid_weight, k, snap.token_weight)
+        return fuse(candidates, snap.hybrid_weight, k, snap.token_weight, snap.prototype_weight)
     return sorted(candidates, key=lambda a: -(a.dense if a.dense is not None else a.score))[:k]
 
 
@@ -89,15 +87,10 @@ def labelled_rows(lists: Lists, gold: Sequence[set[str]]) -> tuple[np.ndarray, n
 
 def simulate(searcher, candidates: tuple[list, list] | None, offtopic: Sequence[str]) -> Simulation:
     """The simulation of the module docstring (``candidates``: the held-out variants' candidates,
-    :func:`faqsearch.tuning.fusion.self_fusion_candidates`, or None where there are too few)."""
+    :func:`faqsearch.tuning.fusion.variant_rounds`, or None where there are too few)."""
     snap = searcher.snap
     cands, gold = candidates if candidates is not None else ([], [])
     pairs = [(c, g) for c, g in zip(cands, gold) if c]
-    seed = 0
-    while pairs and len(pairs) < CONFIDENCE_SAMPLE and seed + 1 < CONFIDENCE_ROUNDS:
-        seed += 1  # a small FAQ: another round, holding out another question of each FAQ
-        more = self_fusion_candidates(searcher, seed=seed)
-        pairs += [(c, g) for c, g in zip(*more) if c]
     positives, right = labelled_rows([rank(snap, c) for c, _ in pairs], [g for _, g in pairs])
     in_domain = [rank(snap, [a for a in c if a.faq_id not in g]) for c, g in pairs]
     qids, keys = snap.store.question_faqs()

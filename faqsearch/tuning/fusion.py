@@ -8,12 +8,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..defaults import (FOLDS, FUSION_POOL, FUSION_WEIGHTS, LEXICAL_POOL, SELF_FUSION_DOCS, SELF_FUSION_MAX,
-                        SELF_TOKEN_MAX, TOKEN_WEIGHTS)
+from ..defaults import (CONFIDENCE_ROUNDS, CONFIDENCE_SAMPLE, FOLDS, FUSION_POOL, FUSION_WEIGHTS, LEXICAL_POOL,
+                        PROTOTYPE_MAX_QUESTIONS, SELF_FUSION_DOCS, SELF_FUSION_MAX, SELF_TOKEN_MAX, TOKEN_WEIGHTS)
 from ..errors import FAQSearchError, TooFewVariantsError
 from ..evaluation import LabelledQuery, reciprocal_rank
 from ..lexical import bm25_scorer, fts_words, topk
 from ..progress import progress_bar
+from ..prototypes import aligned, choose_weight, sample_rows, unit
 from ..results import Answer
 from ..search import fuse
 from .transform import cross_validate, held_out_variants
@@ -34,6 +35,9 @@ class FusionReport:
     chosen_by: str = "labelled queries"
     token_weight: float = 0.0  # the chosen weight of token matching (0 where the index has none)
     current_token: float = 0.0  # the index's token matching weight
+    prototype_weight: float = 0.0  # the chosen weight of the FAQ prototype term (faqsearch.prototypes)
+    current_prototype: float = 0.0
+    prototype: dict[str, Any] | None = None  # how the prototype weight was chosen (choose_weight's record)
 
     @property
     def gain(self) -> float:
@@ -44,16 +48,19 @@ class FusionReport:
                 "cv_current": self.cv_current, "cv_tuned": self.cv_tuned, "gain": self.gain,
                 "lexical_mrr@10": self.lexical, "applied": self.applied, "chosen_by": self.chosen_by,
                 "current_token_weight": self.current_token, "chosen_token_weight": self.token_weight,
-                "rows": self.rows}
+                "current_prototype_weight": self.current_prototype, "chosen_prototype_weight": self.prototype_weight,
+                "prototype_choice": self.prototype, "rows": self.rows}
 
 
 def self_fusion_candidates(searcher, progress: bool = False, seed: int = 0, limit: int | None = None,
-                           texts: list[str] | None = None) -> tuple[list[list[Answer]], list[set[str]]]:
+                           texts: list[str] | None = None, avoid: set[int] | None = None
+                           ) -> tuple[list[list[Answer]], list[set[str]]]:
     """Hybrid candidates for the index's own held-out question variants, each searched against the
     other questions only (dense: the stored raw vectors and the index's transform; lexical: BM25 over
     the store's tokens, FTS5's formula). Raises TooFewVariantsError below 10 such FAQs. ``seed``
     draws which question of each FAQ is held out; ``limit``: how many at most (default: fewer where
-    token matching is on); ``texts``: gets the held-out questions' texts, in order."""
+    token matching is on); ``texts``: gets the held-out questions' texts, in order; ``avoid``: ids of
+    questions not to hold out, and gets the ids of those it holds out (for further rounds)."""
     snap = searcher.snap
     _, raw = snap.raw.all()
     qids, faq_keys = snap.store.question_faqs()  # 16 bytes a question; texts are read for the chosen rows only
@@ -61,7 +68,10 @@ def self_fusion_candidates(searcher, progress: bool = False, seed: int = 0, limi
     # queries bound that work
     if limit is None:
         limit = SELF_FUSION_MAX if snap.token_weight <= 0 else SELF_TOKEN_MAX
-    held = held_out_variants(faq_keys, seed, limit=limit)
+    held = held_out_variants(faq_keys, seed, limit=limit,
+                             avoid=np.flatnonzero(np.isin(qids, list(avoid))) if avoid else None)
+    if avoid is not None:
+        avoid.update(int(q) for q in qids[held])
     if len(held) < 10:
         raise TooFewVariantsError(f"only {len(held)} FAQs have two or more questions: too few to tune on; "
                                   "give labelled queries instead (faqsearch tune fusion QUERIES)")
@@ -95,6 +105,7 @@ def self_fusion_candidates(searcher, progress: bool = False, seed: int = 0, limi
     faq_docs: dict[str, list[int]] = {}
     for d, f in enumerate(doc_faq):
         faq_docs.setdefault(f, []).append(d)
+    centroids = {f: unit(docs[d].sum(0)) for f, d in faq_docs.items()}  # prototypes of the kept questions
     cjk, stem = snap.store.cjk, snap.store.stem
     bm25 = bm25_scorer([fts_words(rows[i][2], cjk, stem) for i in keep])  # the words as FTS5 holds them
     cands, gold = [], []
@@ -121,12 +132,31 @@ def self_fusion_candidates(searcher, progress: bool = False, seed: int = 0, limi
                 for f in pool:
                     if f not in best:  # a lexical-only candidate gets its FAQ's best cosine
                         best[f], where[f] = float(dense[faq_docs[f]].max()), lex_at[f]
-                cands.append([Answer(f, "", best[f], rows[keep[where[f]]][2], -1, dense=best[f], lexical=lex.get(f))
-                              for f in pool])
+                cands.append([Answer(f, "", best[f], rows[keep[where[f]]][2], -1, dense=best[f], lexical=lex.get(f),
+                                     prototype=float(centroids[f] @ queries[start + j])) for f in pool])
                 gold.append({rows[qi][1]})
                 texts.append(rows[qi][2])
                 bar.update(1)
     return searcher.add_token_scores(texts, cands), gold
+
+
+def variant_rounds(searcher, progress: bool = False) -> tuple[list[list[Answer]], list[set[str]]]:
+    """:func:`self_fusion_candidates`, and on a small FAQ further rounds that hold out another question
+    of each FAQ, never one held out before (seeds 1, 2, ...; up to CONFIDENCE_ROUNDS in all) until
+    CONFIDENCE_SAMPLE are found:
+    77 held-out questions choose the weights and the confidence by chance more often than 300 do.
+    Raises TooFewVariantsError as the first round does."""
+    held: set[int] = set()  # each question is held out once at most: no query twice in the folds
+    cands, gold = self_fusion_candidates(searcher, progress, avoid=held)
+    seed = 0
+    while cands and len(cands) < CONFIDENCE_SAMPLE and seed + 1 < CONFIDENCE_ROUNDS:
+        seed += 1
+        try:
+            more = self_fusion_candidates(searcher, progress, seed=seed, avoid=held)
+        except TooFewVariantsError:  # fewer than 10 FAQs have a question not yet held out
+            break
+        cands, gold = cands + more[0], gold + more[1]
+    return cands, gold
 
 
 def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds: int = FOLDS,
@@ -139,7 +169,7 @@ def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds:
     if candidates is not None:
         (cands, gold), texts, self_supervised = candidates, None, True
     elif self_supervised:
-        cands, gold = self_fusion_candidates(searcher, progress)
+        cands, gold = variant_rounds(searcher, progress)
         texts = None
     else:
         if not queries:
@@ -149,14 +179,20 @@ def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds:
         cands = searcher.candidates(texts, searcher.vectors(texts, progress=progress), FUSION_POOL)
     cur_w = snap.hybrid_weight if snap.mode == "hybrid" else 0.0
     cur_t = snap.token_weight if snap.mode == "hybrid" else 0.0
+    cur_p = snap.prototype_weight
+    # the prototype weight: the one the index's questions left out one at a time (thousands) rank best
+    # with, or none; the grid chooses between the two with the other weights
+    choice = prototype_choice(snap) if self_supervised else None
+    protos = sorted({0.0, cur_p if snap.prototypes is not None else 0.0, choice["weight"] if choice else 0.0})
     tokens = [0.0] + ([t for t in TOKEN_WEIGHTS if t > 0] if any(a.token is not None for c in cands for a in c) else [])
     if cur_t not in tokens:
         tokens.append(cur_t)
-    weights = [(w, t) for t in tokens for w in FUSION_WEIGHTS]  # (BM25 weight, token match weight)
-    if (cur_w, cur_t) not in weights:
-        weights.append((cur_w, cur_t))
-    per = [np.array([reciprocal_rank([a.faq_id for a in fuse(c, w, 10, t)], g) for c, g in zip(cands, gold)])
-           for w, t in weights]
+    # (BM25 weight, token match weight, prototype weight)
+    weights = [(w, t, p) for p in protos for t in tokens for w in FUSION_WEIGHTS]
+    if (cur_w, cur_t, cur_p) not in weights:
+        weights.append((cur_w, cur_t, cur_p))
+    per = [np.array([reciprocal_rank([a.faq_id for a in fuse(c, w, 10, t, pw)], g) for c, g in zip(cands, gold)])
+           for w, t, pw in weights]
     if texts is None:  # lexical alone, from the candidates' BM25
         lexical = float(np.mean([reciprocal_rank([a.faq_id for a in sorted((a for a in c if a.lexical),
                                                                             key=lambda a: -a.lexical)], g)
@@ -164,7 +200,7 @@ def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds:
     else:
         lex = searcher.lexical(texts, 10)
         lexical = float(np.mean([reciprocal_rank([a.faq_id for a in found], g) for found, g in zip(lex, gold)]))
-    current = weights.index((cur_w, cur_t))
+    current = weights.index((cur_w, cur_t, cur_p))
     n = len(gold)
 
     def score(s, idx):
@@ -173,11 +209,26 @@ def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds:
     full = [score(i, np.arange(n)) for i in range(len(weights))]
     chosen = max(range(len(weights)), key=lambda i: (full[i], i == current))
     cv_cur, cv_tuned = cross_validate(score, n, len(weights), current, folds)
-    cv_dense, _ = cross_validate(score, n, len(weights), weights.index((0.0, 0.0)), folds)
+    dense = weights.index((0.0, 0.0, 0.0))
+    cv_dense, _ = cross_validate(score, n, len(weights), dense, folds)
     if cv_tuned < cv_dense:  # the choice procedure loses to dense alone held out: keep (or choose) dense
-        chosen, cv_tuned = weights.index((0.0, 0.0)), cv_dense
-    rows = [{"weight": w, "token_weight": t, "mrr@10": full[i], "current": i == current, "chosen": i == chosen}
-            for i, (w, t) in enumerate(weights)]
+        chosen, cv_tuned = dense, cv_dense
+    rows = [{"weight": w, "token_weight": t, "prototype_weight": pw, "mrr@10": full[i], "current": i == current,
+             "chosen": i == chosen} for i, (w, t, pw) in enumerate(weights)]
     return FusionReport(rows, cur_w, weights[chosen][0], cv_cur, cv_tuned, n, lexical,
                         chosen_by="self-supervised (question variants)" if self_supervised else "labelled queries",
-                        token_weight=weights[chosen][1], current_token=cur_t)
+                        token_weight=weights[chosen][1], current_token=cur_t, prototype_weight=weights[chosen][2],
+                        current_prototype=cur_p, prototype=choice)
+
+
+def prototype_choice(snap) -> dict[str, Any]:
+    """The FAQ prototype weight the index's own questions rank best with, each left out in turn
+    (:func:`faqsearch.prototypes.choose_weight`, on up to PROTOTYPE_DOCS of its questions)."""
+    qids, keys = snap.store.question_faqs()
+    if len(qids) > PROTOTYPE_MAX_QUESTIONS:
+        return {"weight": 0.0, "queries": 0, "mrr@10": {}, "why": f"more than {PROTOTYPE_MAX_QUESTIONS} questions"}
+    _, raw, keys = aligned(*snap.raw.all(), qids, keys)
+    rows = sample_rows(keys)
+    vectors = np.concatenate([snap.whitening.full(np.asarray(raw[rows[i:i + 4096]]))
+                              for i in range(0, len(rows), 4096)] or [np.zeros((0, 1), np.float32)])
+    return choose_weight(vectors, keys[rows])

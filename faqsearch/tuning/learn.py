@@ -98,7 +98,8 @@ def held_out_score(searcher, limit: int, trained: set[str] = frozenset()) -> dic
     got = ranking_metrics([[a.faq_id for a in rank(snap, c, 10)] for c, _ in kept], [g for _, g in kept]) if kept \
         else {"recall@1": 0.0, "mrr@10": 0.0}
     return {"r1": round(100 * got["recall@1"], 2), "mrr10": round(100 * got["mrr@10"], 2), "queries": len(kept),
-            "mode": snap.mode, "hybrid_weight": snap.hybrid_weight, "token_weight": snap.token_weight}
+            "mode": snap.mode, "hybrid_weight": snap.hybrid_weight, "token_weight": snap.token_weight,
+            "prototype_weight": snap.prototype_weight}
 
 
 def gain(before: dict[str, Any], after: dict[str, Any], digits: int = 2) -> str:

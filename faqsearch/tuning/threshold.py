@@ -26,7 +26,7 @@ from ..index.format import Config
 from ..search import fuse
 from ..text import non_latin_share
 from . import confidence as conf
-from .fusion import FusionReport, self_fusion_candidates, tune_fusion
+from .fusion import FusionReport, tune_fusion, variant_rounds
 from .transform import default_offtopic
 
 
@@ -90,7 +90,7 @@ def best_scores(searcher, texts: Sequence[str], mode: str | None = None) -> np.n
 def calibrate(searcher, candidates: tuple[list, list] | None = None, offtopic: Sequence[str] | None = None
               ) -> ThresholdReport:
     """Choose the index's threshold without labels (see the module docstring).
-    ``candidates``: :func:`self_fusion_candidates`' result when the caller has it already."""
+    ``candidates``: :func:`variant_rounds`' result when the caller has it already."""
     snap = searcher.snap
     # with token matching, the negatives' best cosine (dense mode's best score) stands in for the cosine
     # of their fused first answer, which is at most that (bar a lexical-only candidate): it errs towards
@@ -101,7 +101,7 @@ def calibrate(searcher, candidates: tuple[list, list] | None = None, offtopic: S
         raise FAQSearchError("no out-of-scope questions to calibrate the threshold on")
     if candidates is None:
         try:
-            candidates = self_fusion_candidates(searcher)
+            candidates = variant_rounds(searcher)
         except TooFewVariantsError:
             candidates = ([], [])
     # the confidence's simulation asks the same out-of-scope questions: their scores come from it
@@ -109,7 +109,8 @@ def calibrate(searcher, candidates: tuple[list, list] | None = None, offtopic: S
     off = (best_scores(searcher, offtopic) if sim is None else
            sim.general_best if tokens else sim.general[:, 0])
     weight = snap.hybrid_weight if snap.mode == "hybrid" else 0.0
-    tops = [fuse(c, weight, 1, snap.token_weight if snap.mode == "hybrid" else 0.0)[0] for c in candidates[0] if c]
+    tops = [fuse(c, weight, 1, snap.token_weight if snap.mode == "hybrid" else 0.0, snap.prototype_weight)[0]
+            for c in candidates[0] if c]
     right = np.array([a.dense for a, gold in zip(tops, candidates[1]) if a.faq_id in gold], dtype=np.float64)
     if len(right) >= SELF_THRESHOLD_MIN:
         t = (np.quantile(off, 0.95) + np.quantile(right, 0.05)) / 2
@@ -164,13 +165,16 @@ def tune_threshold(searcher, queries: Sequence[LabelledQuery], offtopic: Sequenc
 def fusion_changes(report: FusionReport) -> dict[str, Any] | None:
     """The config changes that store a chosen hybrid weight (and mode), or None where it does not
     win held out (marks the report applied when it does)."""
-    if not (report.gain > 0 and (report.chosen, report.token_weight) != (report.current, report.current_token)):
+    if not (report.gain > 0 and (report.chosen, report.token_weight, report.prototype_weight)
+            != (report.current, report.current_token, report.current_prototype)):
         return None
     report.applied = True
-    return {"mode": "hybrid" if report.chosen > 0 or report.token_weight > 0 else "dense", "hybrid_weight": report.chosen,
-            "token_weight": report.token_weight,
+    hybrid = report.chosen > 0 or report.token_weight > 0 or report.prototype_weight > 0
+    return {"mode": "hybrid" if hybrid else "dense", "hybrid_weight": report.chosen,
+            "token_weight": report.token_weight, "prototype_weight": report.prototype_weight,
             "fusion": {"chosen_by": report.chosen_by, "queries": report.n, "cv_current": report.cv_current,
-                       "cv_tuned": report.cv_tuned}}
+                       "cv_tuned": report.cv_tuned,
+                       **({"prototype": report.prototype} if report.prototype else {})}}
 
 
 def threshold_changes(report: ThresholdReport) -> dict[str, Any]:
@@ -221,13 +225,21 @@ def self_tune(searcher: Callable[[], Any], set_fusion: Callable | None, set_thre
     """What an index learns about itself without labels, each stored by the given setter: the hybrid
     weight (kept where it wins held out), then the threshold. ``searcher()``: one over the latest version."""
     try:
-        cands = self_fusion_candidates(searcher())
+        cands = variant_rounds(searcher())
     except TooFewVariantsError:
         cands = None
     if set_fusion is not None and cands is not None:
+        before = ranking_of(searcher().snap)
         set_fusion(tune_fusion(searcher(), candidates=cands))
+        if ranking_of(searcher().snap) != before:  # the simulation must rank and score as the index now
+            cands = variant_rounds(searcher())  # answers (a token score where it matches none: a wrong feature)
     if set_threshold is not None:
         set_threshold(calibrate(searcher(), cands))
+
+
+def ranking_of(snap) -> tuple:
+    """What decides an index's ranked lists and their features: its mode and weights."""
+    return snap.mode, snap.hybrid_weight, snap.token_weight, snap.prototype_weight
 
 
 def needs_recalibration(config: Config, questions: int) -> bool:

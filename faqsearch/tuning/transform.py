@@ -21,6 +21,7 @@ from ..errors import FAQSearchError, TooFewVariantsError
 from ..evaluation import LabelledQuery, reciprocal_rank, spearman
 from ..index.format import Config
 from ..progress import progress_bar
+from ..prototypes import unit
 from ..search import fusion_score, lexical_top
 from ..whitening import Moments, Whitening
 
@@ -104,12 +105,13 @@ def transform_for(setting: Setting, moments: Moments, dim: int) -> Whitening:
 def _reciprocal_ranks(docs: np.ndarray, doc_faq: np.ndarray, queries: np.ndarray,
                       gold: Sequence[set[str]], cutoff: int = 10, lexical: Sequence[dict[str, float]] | None = None,
                       weight: float = 0.0, tokens: Sequence[dict[str, float]] | None = None,
-                      token_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+                      token_weight: float = 0.0, prototype_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Per-query reciprocal rank of the first gold FAQ among the top distinct FAQs (0 past the cutoff),
     and per-query best score. ``lexical`` (per query: FAQ -> BM25) ranks as hybrid mode does: each
     FAQ's best cosine + ``token_weight`` x its token match (``tokens``: per query, FAQ -> score, of the
     candidates the index re-ranks; the transform does not change them) + ``weight`` x BM25 / the
-    query's best BM25, over the dense and lexical candidates."""
+    query's best BM25 + ``prototype_weight`` x (cosine to the FAQ's prototype - its best cosine,
+    the prototypes of ``docs``), over the dense and lexical candidates."""
     scores = queries @ docs.T
     depth = min(scores.shape[1], cutoff * 20)
     top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth] if depth < scores.shape[1] else \
@@ -120,24 +122,30 @@ def _reciprocal_ranks(docs: np.ndarray, doc_faq: np.ndarray, queries: np.ndarray
         starts = np.flatnonzero(np.r_[True, names[1:] != names[:-1]])
         column = {f: j for j, f in enumerate(names[starts])}
         faq_best = np.maximum.reduceat(scores[:, by_faq], starts, axis=1)
+        protos = queries @ unit(np.add.reduceat(docs[by_faq], starts, axis=0)).T if prototype_weight else None
     out = np.zeros(len(queries))
     for i in range(len(queries)):
         order = top[i][np.argsort(-scores[i, top[i]], kind="stable")]
         ranked = list(dict.fromkeys(doc_faq[order]))  # distinct FAQs, in order
         if lexical is not None:
             dense = {f: float(faq_best[i, column[f]]) for f in ranked + [f for f in lexical[i] if f in column]}
-            fused = fused_scores(dense, lexical[i], tokens[i] if tokens is not None else {}, weight, token_weight)
+            proto = {f: float(protos[i, column[f]]) for f in dense} if protos is not None else None
+            fused = fused_scores(dense, lexical[i], tokens[i] if tokens is not None else {}, weight, token_weight,
+                                 proto, prototype_weight)
             ranked = sorted(fused, key=lambda f: -fused[f])
         out[i] = reciprocal_rank(ranked, gold[i], cutoff)
     return out, scores.max(axis=1)
 
 
 def fused_scores(dense: dict[str, float], lexical: dict[str, float], tokens: dict[str, float], weight: float,
-                 token_weight: float) -> dict[str, float]:
+                 token_weight: float, prototypes: dict[str, float] | None = None,
+                 prototype_weight: float = 0.0) -> dict[str, float]:
     """Each FAQ of ``dense`` (FAQ -> best cosine) scored as the search fuses it (:func:`search.fusion_score`),
     BM25 divided by the query's best."""
     top = lexical_top(lexical.values())
-    return {f: fusion_score(d, lexical.get(f), tokens.get(f), weight, token_weight, top) for f, d in dense.items()}
+    protos = prototypes or {}
+    return {f: fusion_score(d, lexical.get(f), tokens.get(f), weight, token_weight, top, protos.get(f),
+                            prototype_weight) for f, d in dense.items()}
 
 
 def _folds(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
@@ -157,9 +165,11 @@ def cross_validate(score_fn, n: int, n_settings: int, current: int, folds: int) 
     return sum(cur) / n, sum(tuned) / n
 
 
-def held_out_variants(rows: Sequence[tuple] | np.ndarray, seed: int = 0, limit: int | None = None) -> np.ndarray:
+def held_out_variants(rows: Sequence[tuple] | np.ndarray, seed: int = 0, limit: int | None = None,
+                      avoid: np.ndarray | None = None) -> np.ndarray:
     """Positions (in ``rows``: (id, faq_id, ...) tuples, or an array of each question's FAQ key) of one
-    question of every FAQ that has two or more (of ``limit`` such FAQs drawn at random when there are more)."""
+    question of every FAQ that has two or more (of ``limit`` such FAQs drawn at random when there are more).
+    ``avoid``: positions not to hold out (held out in an earlier round); an FAQ left without one is skipped."""
     keys = rows if isinstance(rows, np.ndarray) else np.array([r[1] for r in rows], dtype=object)
     if not len(keys):
         return np.zeros(0, dtype=np.int64)
@@ -169,8 +179,12 @@ def held_out_variants(rows: Sequence[tuple] | np.ndarray, seed: int = 0, limit: 
     groups = np.split(by_pos, bounds[:-1])
     rng = np.random.default_rng(seed)
     # FAQs in the order they first appear, as the draws always were
-    held = np.array(sorted(int(rng.choice(groups[g])) for g in np.argsort(first) if len(groups[g]) >= 2),
-                    dtype=np.int64)
+    if avoid is None or not len(avoid):
+        held = np.array(sorted(int(rng.choice(groups[g])) for g in np.argsort(first) if len(groups[g]) >= 2),
+                        dtype=np.int64)
+    else:
+        left = [(g, np.setdiff1d(groups[g], avoid)) for g in np.argsort(first) if len(groups[g]) >= 2]
+        held = np.array(sorted(int(rng.choice(rest)) for _, rest in left if len(rest)), dtype=np.int64)
     if limit is not None and len(held) > limit:
         held = np.sort(rng.choice(held, size=limit, replace=False))
     return held
@@ -232,7 +246,8 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
                 tokens = [{a.faq_id: a.token for a in c if a.token is not None}
                           for c in searcher.candidates(texts, searcher.vectors(texts))]
             notes.append(f"ranked as the index answers: hybrid, BM25 weight {snap.hybrid_weight:g}, token match "
-                         f"weight {snap.token_weight:g}")
+                         f"weight {snap.token_weight:g}"
+                         + (f", prototype weight {snap.prototype_weight:g}" if snap.prototype_weight else ""))
     if pairs is None and not self_supervised:
         raw_docs = np.asarray(raw)
     settings = grid(dim, moments_rank(moments))
@@ -252,7 +267,8 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
             else:
                 rr, best = _reciprocal_ranks(w.full(raw_docs), doc_faq, w.full(q_raw), gold, lexical=lexical,
                                              weight=snap.hybrid_weight, tokens=tokens,
-                                             token_weight=snap.token_weight)
+                                             token_weight=snap.token_weight,
+                                             prototype_weight=snap.prototype_weight if lexical is not None else 0.0)
                 per_item.append(rr)
                 bests.append(best)
             bar.update(1)
