@@ -102,9 +102,10 @@ def main() -> None:
         fixed = evaluate(e, queries, threshold=0.5, offtopic=oos)
         raw = st_faq(enc.encode, corpus, queries)
         bm = bm25_faq(corpus, queries, chinese)
-        t = e.searcher().snap.token_weight
-        how = (f"w={e.hybrid_weight:g}, t={t:g}" + (" learned" if e.config.get("fusion") else "") if e.mode == "hybrid"
-               else e.mode)
+        snap = e.searcher().snap
+        t, p = snap.token_weight, snap.prototype_weight
+        how = (f"w={e.hybrid_weight:g}, t={t:g}" + (f", p={p:g}" if p else "")
+               + (" learned" if e.config.get("fusion") else "") if e.mode == "hybrid" else e.mode)
         for m, label in (("mrr@10", "MRR@10"), ("recall@1", "Recall@1")):
             ok = new[m] >= max(dense[m], lex[m]) - 1e-9
             rank.append(f"| {name} ({len(queries)} queries) | {label} | {100 * new[m]:.2f} ({how}) | {100 * dense[m]:.2f} | "

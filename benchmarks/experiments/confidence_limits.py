@@ -38,7 +38,7 @@ from faqsearch.corpus import read_texts  # noqa: E402
 from faqsearch.encoders import load_encoder  # noqa: E402
 from faqsearch.evaluation import read_labelled_queries  # noqa: E402
 from faqsearch.tuning import confidence as conf  # noqa: E402
-from faqsearch.tuning.fusion import TooFewVariantsError, self_fusion_candidates  # noqa: E402
+from faqsearch.tuning.fusion import TooFewVariantsError, variant_rounds  # noqa: E402
 from faqsearch.tuning.threshold import offtopic_for  # noqa: E402
 
 MIXES = [(0.8, 0.1, 0.1), (0.6, 0.2, 0.2), (0.5, 0.25, 0.25)]
@@ -66,7 +66,7 @@ def collect(encoder, corpus, qfile, oos, where, keep=None, seed=0) -> dict:
     e = FAQSearch.build(corpus, where, encoder=encoder, force=True)
     s = e.searcher()
     try:
-        cands = self_fusion_candidates(s)
+        cands = variant_rounds(s)
     except TooFewVariantsError:
         cands = None
     sim = conf.simulate(s, cands, offtopic_for(s))
