@@ -359,7 +359,7 @@ class Searcher:
 
     def add_prototype_scores(self, full: np.ndarray, candidates: list[list[Answer]]) -> None:
         """Set ``.prototype`` (the cosine to the candidate's FAQ prototype) where the index ranks with it."""
-        protos = self.snap.prototypes if self.snap.prototype_weight > 0 else None
+        protos = self.snap.prototypes  # None where the index does not rank with them
         if protos is None:
             return
         for qi, cands in enumerate(candidates):
@@ -438,8 +438,8 @@ def fusion_score(dense: float, lexical: float | None, token: float | None, weigh
     + prototype_weight * max(0, cosine to the FAQ's prototype - cosine) (:mod:`faqsearch.prototypes`: it
     lifts an FAQ, never sinks one below its best question); a missing BM25, token or prototype score
     counts 0."""
-    shift = prototype_weight * max(0.0, prototype - dense) if prototype_weight and prototype is not None and \
-        prototype == prototype else 0.0  # NaN: no prototype
+    shift = prototype_weight * max(0.0, prototype - dense) if prototype_weight and prototype is not None else 0.0
+    # (a NaN prototype shifts nothing: max keeps the 0.0 it is compared with)
     return float(dense + token_weight * (token or 0.0) + weight * (lexical or 0.0) / top + shift)
 
 

@@ -10,7 +10,6 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-
 from . import config as cfg
 from ..backends import Backend, RawSource, StoreView, TokenSource, VectorSearch, backend_for
 from ..confidence import ConfidenceModel
@@ -98,11 +97,17 @@ class Snapshot:
         return self.__dict__["_prototypes"]
 
     def _make_prototypes(self) -> Prototypes | None:
+        rows = self.prototype_rows()
+        return None if rows is None else Prototypes.build(*rows, self.whitening.full)
+
+    def prototype_rows(self) -> tuple[Any, Any, Any] | None:
+        """(question ids, FAQ keys, raw vectors) of every visible question, aligned, that prototypes are
+        made of; None above PROTOTYPE_MAX_QUESTIONS."""
         qids, keys = self.store.question_faqs()
         if len(qids) > PROTOTYPE_MAX_QUESTIONS:
             return None
         ids, raw, keys = aligned(*self.raw.all(), qids, keys)
-        return Prototypes.build(ids, keys, raw, self.whitening.full)
+        return ids, keys, raw
 
     @property
     def max_per_faq(self) -> int:

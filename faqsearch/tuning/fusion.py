@@ -14,7 +14,7 @@ from ..errors import FAQSearchError, TooFewVariantsError
 from ..evaluation import LabelledQuery, reciprocal_rank
 from ..lexical import bm25_scorer, fts_words, topk
 from ..progress import progress_bar
-from ..prototypes import aligned, choose_weight, sample_rows, unit
+from ..prototypes import choose_weight, sample_rows, unit
 from ..results import Answer
 from ..search import fuse
 from .transform import cross_validate, held_out_variants
@@ -143,8 +143,8 @@ def self_fusion_candidates(searcher, progress: bool = False, seed: int = 0, limi
 def variant_rounds(searcher, progress: bool = False) -> tuple[list[list[Answer]], list[set[str]]]:
     """:func:`self_fusion_candidates`, and on a small FAQ further rounds that hold out another question
     of each FAQ, never one held out before (seeds 1, 2, ...; up to CONFIDENCE_ROUNDS in all) until
-    CONFIDENCE_SAMPLE are found:
-    77 held-out questions choose the weights and the confidence by chance more often than 300 do.
+    CONFIDENCE_SAMPLE are found: 77 held-out questions choose the weights and the confidence by chance
+    more often than 300 do.
     Raises TooFewVariantsError as the first round does."""
     held: set[int] = set()  # each question is held out once at most: no query twice in the folds
     cands, gold = self_fusion_candidates(searcher, progress, avoid=held)
@@ -224,10 +224,10 @@ def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds:
 def prototype_choice(snap) -> dict[str, Any]:
     """The FAQ prototype weight the index's own questions rank best with, each left out in turn
     (:func:`faqsearch.prototypes.choose_weight`, on up to PROTOTYPE_DOCS of its questions)."""
-    qids, keys = snap.store.question_faqs()
-    if len(qids) > PROTOTYPE_MAX_QUESTIONS:
+    found = snap.prototype_rows()
+    if found is None:
         return {"weight": 0.0, "queries": 0, "mrr@10": {}, "why": f"more than {PROTOTYPE_MAX_QUESTIONS} questions"}
-    _, raw, keys = aligned(*snap.raw.all(), qids, keys)
+    _, keys, raw = found
     rows = sample_rows(keys)
     vectors = np.concatenate([snap.whitening.full(np.asarray(raw[rows[i:i + 4096]]))
                               for i in range(0, len(rows), 4096)] or [np.zeros((0, 1), np.float32)])

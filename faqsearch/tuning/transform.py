@@ -110,7 +110,7 @@ def _reciprocal_ranks(docs: np.ndarray, doc_faq: np.ndarray, queries: np.ndarray
     and per-query best score. ``lexical`` (per query: FAQ -> BM25) ranks as hybrid mode does: each
     FAQ's best cosine + ``token_weight`` x its token match (``tokens``: per query, FAQ -> score, of the
     candidates the index re-ranks; the transform does not change them) + ``weight`` x BM25 / the
-    query's best BM25 + ``prototype_weight`` x (cosine to the FAQ's prototype - its best cosine,
+    query's best BM25 + ``prototype_weight`` x max(0, cosine to the FAQ's prototype - its best cosine;
     the prototypes of ``docs``), over the dense and lexical candidates."""
     scores = queries @ docs.T
     depth = min(scores.shape[1], cutoff * 20)
@@ -179,12 +179,9 @@ def held_out_variants(rows: Sequence[tuple] | np.ndarray, seed: int = 0, limit: 
     groups = np.split(by_pos, bounds[:-1])
     rng = np.random.default_rng(seed)
     # FAQs in the order they first appear, as the draws always were
-    if avoid is None or not len(avoid):
-        held = np.array(sorted(int(rng.choice(groups[g])) for g in np.argsort(first) if len(groups[g]) >= 2),
-                        dtype=np.int64)
-    else:
-        left = [(g, np.setdiff1d(groups[g], avoid)) for g in np.argsort(first) if len(groups[g]) >= 2]
-        held = np.array(sorted(int(rng.choice(rest)) for _, rest in left if len(rest)), dtype=np.int64)
+    pools = (groups[g] if avoid is None or not len(avoid) else np.setdiff1d(groups[g], avoid)
+             for g in np.argsort(first) if len(groups[g]) >= 2)
+    held = np.array(sorted(int(rng.choice(p)) for p in pools if len(p)), dtype=np.int64)
     if limit is not None and len(held) > limit:
         held = np.sort(rng.choice(held, size=limit, replace=False))
     return held
@@ -268,7 +265,7 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
                 rr, best = _reciprocal_ranks(w.full(raw_docs), doc_faq, w.full(q_raw), gold, lexical=lexical,
                                              weight=snap.hybrid_weight, tokens=tokens,
                                              token_weight=snap.token_weight,
-                                             prototype_weight=snap.prototype_weight if lexical is not None else 0.0)
+                                             prototype_weight=snap.prototype_weight)
                 per_item.append(rr)
                 bests.append(best)
             bar.update(1)
