@@ -3,10 +3,15 @@ logistic model each index learns about itself (:mod:`faqsearch.tuning.confidence
 config's ``confidence`` section stores it), and the operating point at or above which `ask` answers.
 
 Features of an answer in a ranked list (each a score the ranking already computed, nothing new to
-encode): its cosine, its margin over the next answer in the ranking (fused score), and its token
-match (the cosine where the index has none). Coefficients are kept non-negative, so the confidence
-rises with each piece of evidence. Down a list the confidence never rises: each answer's is at most
-the one above it, and, answers being mutually exclusive, at most 1 - the first one's.
+encode): its cosine, its margin over the next answer in the ranking (fused score), its token match
+(the cosine where the index has none), the cosine to its FAQ's prototype (:mod:`faqsearch.prototypes`:
+how close the query is to what the FAQ's questions share; the cosine where there is none) and that
+prototype cosine's margin over the best other FAQ's among the first POOL answers (a query the FAQ
+does not cover often lies near one question of the nearest FAQ but no nearer its prototype than to
+its neighbours'). Coefficients are kept non-negative, so the confidence rises with each piece of
+evidence. Down a list the confidence never rises: each answer's is at most the one above it, and,
+answers being mutually exclusive, at most 1 - the first one's. A model stores the features it was
+fitted on (indexes made before the prototype features keep the first three).
 """
 from __future__ import annotations
 
@@ -17,10 +22,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .defaults import FUSION_POOL
 from .errors import InvalidOptionError
 
-FEATURES = ("cosine", "margin", "token")
+FEATURES = ("cosine", "margin", "token", "prototype", "prototype_margin")
+PROTOTYPE_FEATURES = ("prototype", "prototype_margin")  # need the index's prototypes at answer time
 NO_NEXT_MARGIN = 0.0  # the last answer of a list has no next one: no evidence of a margin
+POOL = FUSION_POOL  # the answers of a list whose prototypes an answer's prototype margin is taken over
 
 
 def ranking_score(a) -> float:
@@ -28,20 +36,36 @@ def ranking_score(a) -> float:
     return float(a.fused if a.fused is not None else (a.dense if a.dense is not None else a.score))
 
 
+def cosine_of(a) -> float:
+    return float(a.dense if a.dense is not None else a.score)
+
+
+def prototype_of(a) -> float:
+    """The cosine to the answer's FAQ prototype; its cosine where it has none (an index past
+    PROTOTYPE_MAX_QUESTIONS, a lexical-only source)."""
+    p = getattr(a, "prototype", None)
+    return float(p) if p is not None and p == p else cosine_of(a)
+
+
 def features(ranked: Sequence[Any]) -> np.ndarray:
-    """One row of FEATURES per answer of a ranked list (answers with ``dense``, ``fused``, ``token``)."""
+    """One row of FEATURES per answer of a ranked list (answers with ``dense``, ``fused``, ``token``,
+    ``prototype``); the prototype margin is taken over the first POOL answers, so the first answer's
+    row is the same whatever the length of the list beyond them."""
     out = np.zeros((len(ranked), len(FEATURES)), np.float64)
+    protos = np.array([prototype_of(a) for a in ranked[:POOL]], np.float64)
     for i, a in enumerate(ranked):
-        cos = float(a.dense if a.dense is not None else a.score)
+        cos, proto = cosine_of(a), prototype_of(a)
         nxt = ranking_score(ranked[i + 1]) if i + 1 < len(ranked) else None
+        others = np.delete(protos, i) if i < len(protos) else protos
         out[i] = (cos, ranking_score(a) - nxt if nxt is not None else NO_NEXT_MARGIN,
-                  float(a.token) if a.token is not None else cos)
+                  float(a.token) if a.token is not None else cos, proto,
+                  proto - float(others.max()) if len(others) else NO_NEXT_MARGIN)
     return out
 
 
 def top_features(ranked: Sequence[Any]) -> np.ndarray:
-    """FEATURES of the first answer of a ranked list (its margin over the second)."""
-    return features(ranked[:2])[0]
+    """FEATURES of the first answer of a ranked list (its margins over the rest of the list's first POOL)."""
+    return features(ranked[:POOL])[0]
 
 
 def check_probability(value: Any, what: str = "min_confidence") -> float | None:
@@ -59,48 +83,66 @@ def sigmoid(z: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ConfidenceModel:
-    """P(right) = sigmoid(intercept + coef . FEATURES); ``operating_point``: the confidence at or above
-    which the first answer is given (``chosen_by`` says how it was set)."""
+    """P(right) = sigmoid(intercept + coef . the model's ``names`` among FEATURES); ``operating_point``:
+    the confidence at or above which the first answer is given (``chosen_by`` says how it was set)."""
 
     coef: tuple[float, ...]
     intercept: float
     operating_point: float
     chosen_by: str = "self-calibrated"
     stats: dict[str, Any] = field(default_factory=dict, compare=False)  # how it was learned, for info
+    names: tuple[str, ...] = FEATURES  # the features coef weighs, in order (a subset of FEATURES)
+
+    def __post_init__(self):
+        if len(self.coef) != len(self.names) or not set(self.names) <= set(FEATURES):
+            raise ValueError(f"a confidence model weighs some of {FEATURES}: got {self.names} for {len(self.coef)} coefficients")
+
+    @property
+    def uses_prototypes(self) -> bool:
+        """Whether answers need their prototype cosines for this model (a positive prototype coefficient)."""
+        return any(c > 0 for n, c in zip(self.names, self.coef) if n in PROTOTYPE_FEATURES)
 
     def probability(self, rows: np.ndarray) -> np.ndarray:
-        return sigmoid(np.asarray(rows, np.float64) @ np.asarray(self.coef) + self.intercept)
+        """P(right) of rows of all FEATURES (as :func:`features` makes them)."""
+        cols = [FEATURES.index(n) for n in self.names]
+        return sigmoid(np.asarray(rows, np.float64)[:, cols] @ np.asarray(self.coef) + self.intercept)
 
-    def confidences(self, ranked: Sequence[Any]) -> list[float]:
-        """The confidence of each answer of a ranked list, never rising down the list."""
+    def confidences(self, ranked: Sequence[Any], first: Sequence[Any] | None = None) -> list[float]:
+        """The confidence of each answer of a ranked list, never rising down the list; the first
+        answer's evidence is taken from ``first`` where given (the list before a search widened it)."""
         if not ranked:
             return []
         p = self.probability(features(ranked))
+        if first:
+            p[0] = self.probability(features(first[:POOL])[:1])[0]
         out = [float(p[0])]
         for v in p[1:]:
             out.append(min(out[-1], 1.0 - out[0], float(v)))
         return [round(v, 4) for v in out]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"features": list(FEATURES), "coef": [float(c) for c in self.coef], "intercept": float(self.intercept),
+        return {"features": list(self.names), "coef": [float(c) for c in self.coef], "intercept": float(self.intercept),
                 "operating_point": float(self.operating_point), "chosen_by": self.chosen_by, **self.stats}
 
     @classmethod
     def from_dict(cls, d: Any) -> "ConfidenceModel | None":
-        """The model a config section describes; None where there is none or it is not usable (an older
-        index, a damaged section): the index then answers by its cosine threshold."""
-        if not isinstance(d, dict) or list(d.get("features") or []) != list(FEATURES):
+        """The model a config section describes; None where there is none or it is not usable (an index
+        older than the confidence, a damaged section): the index then answers by its cosine threshold.
+        Models of older versions name fewer features (the first three) and keep them."""
+        names = d.get("features") if isinstance(d, dict) else None
+        if not isinstance(names, list) or not names or len(set(map(str, names))) != len(names) \
+                or not set(map(str, names)) <= set(FEATURES):
             return None
         try:
             coef = tuple(float(c) for c in d["coef"])
             intercept, op = float(d["intercept"]), float(d["operating_point"])
         except (KeyError, TypeError, ValueError):
             return None
-        if len(coef) != len(FEATURES) or not all(math.isfinite(v) for v in (*coef, intercept, op)) \
+        if len(coef) != len(names) or not all(math.isfinite(v) for v in (*coef, intercept, op)) \
                 or not 0.0 <= op <= 1.0 or min(coef) < 0:
             return None
         stats = {k: v for k, v in d.items() if k not in ("features", "coef", "intercept", "operating_point", "chosen_by")}
-        return cls(coef, intercept, op, str(d.get("chosen_by") or "self-calibrated"), stats)
+        return cls(coef, intercept, op, str(d.get("chosen_by") or "self-calibrated"), stats, tuple(map(str, names)))
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 1e-2, iters: int = 50

@@ -28,7 +28,7 @@ class Answer:
     # hybrid ranking score: cosine + token weight * token match + weight * normalised BM25 + the prototype term
     fused: float | None = None
     token: float | None = None  # token match of query and question (hybrid mode; faqsearch.tokenmatch)
-    prototype: float | None = None  # cosine to the FAQ's prototype where the index ranks with it (faqsearch.prototypes)
+    prototype: float | None = None  # cosine to the FAQ's prototype where the ranking or confidence uses it (faqsearch.prototypes)
     confidence: float | None = None  # P(this answer is right), 0-1 (faqsearch.confidence)
 
 

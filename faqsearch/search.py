@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from .index import config as cfg
-from .confidence import ConfidenceModel, check_probability
+from .confidence import POOL, ConfidenceModel, check_probability
 from .defaults import (ASK_K, BATCH_SIZE, DENSE_BLOCK, DENSE_CANDIDATES, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE,
                        TOKEN_BLOCK, TOKEN_CACHE, TOKEN_POOL)
 from .errors import IndexFormatError, InvalidOptionError
@@ -234,13 +234,24 @@ class Searcher:
         vectors = self.vectors(q, batch_size=batch_size, progress=progress,
                                tokens=mode == "hybrid" and snap.token_weight > 0.0 and len(q) <= TOKEN_BLOCK)
         # the answer is decided on candidates that do not depend on k (the nearest DENSE_CANDIDATES
-        # questions; for hybrid, a pool of max(k, FUSION_POOL) FAQs from them): k changes the length
-        # of the list, never the answer
-        # one answer more than k: the k-th answer's confidence weighs its margin over the next
-        ranked = (self.hybrid(q, vectors, max(k + 1, FUSION_POOL), filters=filters) if mode == "hybrid" else
-                  self.dense(vectors, k + 1 if model is not None else k, filters))
-        for i, found in zip(asked, ranked):
-            out[i] = decided(texts[i], found[:k + 1], k, thr, model, op)
+        # questions; for hybrid, a pool of max(k, FUSION_POOL) FAQs from them): k changes the length of
+        # the list, never the answer; one answer more than k: the k-th one's margin over the next
+        listed, protos = k + int(model is not None), model is not None and model.uses_prototypes
+        firsts: list = [None] * len(q)
+        if mode == "hybrid":
+            ranked = self.hybrid(q, vectors, max(k + 1, FUSION_POOL), filters=filters)
+        elif protos:  # the first answer's evidence from the first pass, as the simulation takes it
+            firsts = self.dense(vectors, max(listed, POOL), filters, widen=False)
+            short = [i for i, f in enumerate(firsts) if len(f) < listed]  # widened to list k (rare)
+            ranked = list(firsts)
+            for i, found in zip(short, self.dense(vectors[short], listed, filters) if short else []):
+                ranked[i] = found  # the same first answer, more FAQs listed after it
+            self.add_prototype_scores(vectors.full, firsts)
+            self.add_prototype_scores(vectors.full[short], [ranked[i] for i in short])
+        else:
+            ranked = self.dense(vectors, listed, filters)
+        for i, found, first in zip(asked, ranked, firsts):
+            out[i] = decided(texts[i], found[:max(k + 1, POOL)], k, thr, model, op, first)
         return out
 
     def dense(self, vectors: "Queries | np.ndarray", k: int = ASK_K, filters: dict[str, Any] | None = None,
@@ -357,12 +368,17 @@ class Searcher:
         self.add_prototype_scores(vectors.full, out)
         return self.add_token_scores(texts, out)
 
-    def add_prototype_scores(self, full: np.ndarray, candidates: list[list[Answer]]) -> None:
-        """Set ``.prototype`` (the cosine to the candidate's FAQ prototype) where the index ranks with it."""
-        protos = self.snap.prototypes  # None where the index does not rank with them
-        if protos is None:
+    def add_prototype_scores(self, full: np.ndarray, candidates: list[list[Answer]], always: bool = False) -> None:
+        """Set ``.prototype`` (the cosine to the candidate's FAQ prototype) where the index ranks with it
+        or its confidence weighs it; ``always``: wherever the index has prototypes (the confidence's
+        simulation, before a model says whether it weighs them). Candidates that have one keep it."""
+        protos = self.snap.all_prototypes() if always else self.snap.prototypes
+        if protos is None:  # the index does not use them, or is past PROTOTYPE_MAX_QUESTIONS
             return
         for qi, cands in enumerate(candidates):
+            cands = [a for a in cands if a.prototype is None] if always else cands
+            if not cands:
+                continue
             got = protos.scores(np.array([a.question_id for a in cands], dtype=np.int64), full[qi])
             for a, v in zip(cands, got):
                 a.prototype = None if v != v else float(v)
@@ -401,15 +417,15 @@ def _token_pool(candidates: list[Answer], weight: float, prototype_weight: float
 
 
 def decided(text: str, ranked: list[Answer], k: int, thr: float, model: ConfidenceModel | None,
-            op: float | None) -> Result:
+            op: float | None, first: list[Answer] | None = None) -> Result:
     """The result of a ranked list (k answers, and one more whose score only informs the k-th
     answer's confidence): each answer gets its confidence where the index has a model; answered when
     the best-ranked answer's confidence reaches ``op`` (or, with ``op`` None, its cosine reaches
-    ``thr``); then the first k answers of the list that reach it."""
+    ``thr``); then the first k answers that reach it. ``first``: the list before a search widened it."""
     if not ranked:
         return Result(text, [], None, thr, min_confidence=op)
     if model is not None:
-        for a, c in zip(ranked, model.confidences(ranked)):
+        for a, c in zip(ranked, model.confidences(ranked, first)):
             a.confidence = c
     ranked = ranked[:k]
     best = ranked[0]

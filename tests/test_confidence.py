@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from faqsearch import FAQSearch
-from faqsearch.confidence import FEATURES, ConfidenceModel, fit_logistic
+from faqsearch.confidence import FEATURES, POOL, ConfidenceModel, features, fit_logistic
 from faqsearch.corpus import read_texts
 from faqsearch.evaluation import read_labelled_queries
 from faqsearch.querylog import QueryLog
@@ -18,31 +18,52 @@ from faqsearch.results import Answer
 from .conftest import SAMPLE, FakeEncoder, build_index
 
 
-def _answer(faq, cos, fused=None, token=None):
-    return Answer(faq, "", cos, "q", 1, dense=cos, fused=fused, token=token)
+def _answer(faq, cos, fused=None, token=None, prototype=None):
+    return Answer(faq, "", cos, "q", 1, dense=cos, fused=fused, token=token, prototype=prototype)
 
 
 def test_confidences_never_rise_down_a_list_whatever_the_scores():
     """Each answer's confidence is at most the one above it and at most 1 - the first one's, for any
-    model and any ranked list, margins that grow down the list included."""
+    model (an older one of three features too) and any ranked list, margins that grow down the list
+    included."""
     rng = np.random.default_rng(0)
-    for _ in range(300):
-        model = ConfidenceModel(tuple(rng.uniform(0, 10, 3)), float(rng.uniform(-8, 2)), 0.5)
-        n = int(rng.integers(1, 12))
+    for trial in range(300):
+        names = FEATURES if trial % 3 else FEATURES[:3]
+        model = ConfidenceModel(tuple(rng.uniform(0, 10, len(names))), float(rng.uniform(-8, 2)), 0.5, names=names)
+        n = int(rng.integers(1, 25))
         fused = np.sort(rng.uniform(-0.5, 2.5, n))[::-1]
         ranked = [_answer(f"f{i}", float(rng.uniform(-1, 1)), float(fused[i]),
-                          None if rng.random() < 0.3 else float(rng.uniform(0, 1))) for i in range(n)]
+                          None if rng.random() < 0.3 else float(rng.uniform(0, 1)),
+                          None if rng.random() < 0.2 else float(rng.uniform(-1, 1))) for i in range(n)]
         c = model.confidences(ranked)
         assert len(c) == n and all(0.0 <= v <= 1.0 for v in c)
         assert all(b <= a for a, b in zip(c, c[1:])), c
         assert all(v <= 1 - c[0] + 1e-9 for v in c[1:])
 
 
-def test_a_damaged_or_older_confidence_section_is_no_model():
-    good = ConfidenceModel((5.0, 2.0, 1.0), -3.0, 0.4).to_dict()
-    assert ConfidenceModel.from_dict(good) == ConfidenceModel((5.0, 2.0, 1.0), -3.0, 0.4)
-    for bad in (None, [], {}, {**good, "coef": [5.0, -2.0, 1.0]}, {**good, "coef": [5.0, 2.0]},
+def test_the_prototype_margin_is_taken_over_the_first_pool_answers():
+    """The first answer's features do not depend on how long the list is beyond POOL answers (so k
+    never changes the first answer's confidence), and an answer without a prototype counts its cosine."""
+    rng = np.random.default_rng(2)
+    ranked = [_answer(f"f{i}", float(c), float(c), None, float(c) + 0.05) for i, c in
+              enumerate(np.sort(rng.uniform(0, 1, POOL + 5))[::-1])]
+    assert np.allclose(features(ranked)[0], features(ranked[:POOL])[0])
+    ranked[-1] = _answer("far", 0.0, 0.0, None, 5.0)  # beyond the pool: not an "other" FAQ of the first
+    assert np.allclose(features(ranked)[0], features(ranked[:POOL])[0])
+    row = features([_answer("a", 0.8, 0.8), _answer("b", 0.6, 0.6, prototype=0.7)])[0]
+    assert np.allclose(row, [0.8, 0.2, 0.8, 0.8, 0.1])
+
+
+def test_a_damaged_confidence_section_is_no_model_and_an_older_one_keeps_its_features():
+    good = ConfidenceModel((5.0, 2.0, 1.0, 0.5, 0.0), -3.0, 0.4).to_dict()
+    assert ConfidenceModel.from_dict(good) == ConfidenceModel((5.0, 2.0, 1.0, 0.5, 0.0), -3.0, 0.4)
+    older = {**good, "features": ["cosine", "margin", "token"], "coef": [5.0, 2.0, 1.0]}
+    model = ConfidenceModel.from_dict(older)
+    assert model is not None and model.names == FEATURES[:3] and not model.uses_prototypes
+    assert ConfidenceModel.from_dict(good).uses_prototypes
+    for bad in (None, [], {}, {**good, "coef": [5.0, -2.0, 1.0, 0.0, 0.0]}, {**good, "coef": [5.0, 2.0]},
                 {**good, "intercept": float("nan")}, {**good, "operating_point": 1.5}, {**good, "features": ["x"]},
+                {**older, "features": ["cosine", "cosine", "token"]}, {**good, "features": []},
                 {**good, "coef": "abc"}):
         assert ConfidenceModel.from_dict(bad) is None, bad
 
@@ -91,6 +112,42 @@ def test_an_index_learns_its_confidence_and_answers_by_it(sample_index):
     assert r.answered and r.min_confidence is None and r.answers[0].confidence is not None
 
 
+def test_the_confidence_weighs_prototypes_in_both_modes_whatever_k(sample_index):
+    """Where the model weighs the prototype features, answers carry their prototype cosine in dense
+    and hybrid mode, also once the ranking gives prototypes no weight, and k changes no confidence."""
+    e = sample_index
+    assert e.snapshot.confidence.uses_prototypes  # the fake encoder's sample index learns to weigh them
+    queries = [q.text for q in read_labelled_queries(os.path.join(SAMPLE, "queries.csv"))][:20]
+    for unranked in (False, True):
+        if unranked:
+            e._set_config("tune", prototype_weight=0.0)
+            assert e.snapshot.prototype_weight == 0.0 and e.snapshot.prototypes is not None
+        for mode in ("dense", "hybrid"):
+            got = {k: e.ask_many(queries, k=k, mode=mode) for k in (1, 3, 25)}
+            for rs in zip(*got.values()):
+                assert all(r.nearest.prototype is not None for r in rs)
+                assert len({(r.nearest.faq_id, r.nearest.confidence, r.answered) for r in rs}) == 1, rs
+
+
+def test_k_changes_no_confidence_where_the_nearest_questions_hold_few_faqs(tmp_path):
+    """Dense mode on FAQs of 250 questions each: the nearest 256 questions hold 2 to 6 FAQs, so
+    listing k answers widens the search for some k and not others; the first answer's evidence stays
+    the first pass's, so its confidence and the decision are the same whatever k is."""
+    topics = ["card", "loan", "refund", "parcel", "account", "travel", "cash", "fee", "pin", "app", "tax", "gift"]
+    rows = [(t, f"{t} {t} w{i} question", f"answer {t}") for t in topics for i in range(250)]
+    with build_index(rows, tmp_path / "big", encoder=FakeEncoder(64)) as e:
+        e._set_config("tune", mode="dense", confidence=ConfidenceModel((4.0, 3.0, 0.0, 2.0, 5.0), -4.0, 0.5).to_dict())
+        assert e.snapshot.confidence.uses_prototypes and e.snapshot.mode == "dense"
+        queries = [f"{t} w{i}" for t in topics for i in (3, 700)] + ["card loan refund"]
+        s = e.searcher()
+        first_pass = [len(f) for f in s.dense(s.vectors(queries), POOL, widen=False)]
+        assert min(first_pass) < 4 and max(first_pass) < 11  # k=1..3 and k=10 widen differently
+        got = {k: e.ask_many(queries, k=k) for k in (1, 3, 10)}
+        for rs in zip(*got.values()):
+            assert len({(r.nearest.faq_id, r.nearest.confidence, r.answered) for r in rs}) == 1, rs
+        assert all(len(r.answers) == 10 for r in e.ask_many(queries, k=10, threshold=-1.0))
+
+
 def test_answers_keep_their_ranking(sample_index):
     """The confidence decides and is shown; it never re-orders a list (ranking quality is unchanged)."""
     e = sample_index
@@ -124,7 +181,7 @@ def test_few_variants_fall_back_to_pseudo_queries_and_the_cosine_threshold(tmp_p
     the index chose: the decision is the cosine threshold's."""
     with build_index(small_corpus, tmp_path / "ix") as e:
         model = e.snapshot.confidence
-        assert model is not None and model.stats["pseudo"] and model.coef[1:] == (0.0, 0.0)
+        assert model is not None and model.stats["pseudo"] and not any(model.coef[1:]) and not model.uses_prototypes
         for q in ["reset my password", "shipping time", "volcano eruption", "return an item please", "abroad"]:
             r = e.ask(q)
             assert r.answered == (r.best_score >= e.threshold - 1e-6)

@@ -87,10 +87,18 @@ class Snapshot:
     def prototypes(self) -> Prototypes | None:
         """This version's FAQ prototypes, computed on first use (one pass over the raw vectors, one
         thread at a time: concurrent first queries wait for it rather than each making it); None where
-        the ranking does not use them, and above PROTOTYPE_MAX_QUESTIONS (an index grown past it by
-        edits ranks without them)."""
-        if self.prototype_weight <= 0:
+        neither the ranking nor the confidence (:mod:`faqsearch.confidence`) uses them, and above
+        PROTOTYPE_MAX_QUESTIONS (an index grown past it by edits ranks and answers without them)."""
+        model = self.confidence
+        if self.prototype_weight <= 0 and (model is None or not model.uses_prototypes):
             return None
+        return self.all_prototypes()
+
+    def all_prototypes(self) -> Prototypes | None:
+        """:attr:`prototypes` whether or not they are used (the confidence's simulation learns whether
+        they help); None above PROTOTYPE_MAX_QUESTIONS."""
+        if "_prototypes" in self.__dict__:  # made already: no lock to wait on
+            return self.__dict__["_prototypes"]
         with _PROTOTYPES_LOCK:
             if "_prototypes" not in self.__dict__:
                 self.__dict__["_prototypes"] = self._make_prototypes()

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..confidence import FEATURES, ConfidenceModel, fit_logistic, sigmoid, top_features
+from ..confidence import FEATURES, POOL, ConfidenceModel, fit_logistic, sigmoid, top_features
 from ..defaults import CONFIDENCE_MIN_VARIANTS, CONFIDENCE_MIX, CONFIDENCE_SINGLES, FUSION_POOL, UNKNOWN_SHARE
 from ..search import fuse
 
@@ -57,6 +57,7 @@ def ranked_lists(searcher, texts: Sequence[str], leave_out: Sequence[str | None]
         vectors = searcher.vectors(block, tokens=snap.mode == "hybrid" and snap.token_weight > 0)
         pools = (searcher.candidates(block, vectors, FUSION_POOL) if snap.mode == "hybrid" else
                  searcher.dense(vectors, FUSION_POOL, widen=False))
+        searcher.add_prototype_scores(vectors.full, pools, always=True)  # features, whether or not they rank
         for j, pool in enumerate(pools):
             gone = leave_out[start + j] if leave_out is not None else None
             if gone is not None:
@@ -67,8 +68,9 @@ def ranked_lists(searcher, texts: Sequence[str], leave_out: Sequence[str | None]
     return out
 
 
-def rank(snap, candidates: Sequence[Any], k: int = 2) -> list:
-    """The first k of candidates in the index's ranking (fused in hybrid mode, else by cosine)."""
+def rank(snap, candidates: Sequence[Any], k: int = POOL) -> list:
+    """The first k of candidates in the index's ranking (fused in hybrid mode, else by cosine): by
+    default the POOL answers a first answer's features are taken over, as `ask` takes them."""
     if snap.mode == "hybrid":
         return fuse(candidates, snap.hybrid_weight, k, snap.token_weight, snap.prototype_weight)
     return sorted(candidates, key=lambda a: -(a.dense if a.dense is not None else a.score))[:k]
@@ -141,7 +143,7 @@ def fit(sim: Simulation, cosine_threshold: float | None = None, unknown_share: f
     y = np.concatenate([p[1] for p in parts])
     w = np.concatenate([np.full(len(p[0]), p[2] / total / len(p[0])) for p in parts]) * len(x)
     if sim.pseudo:
-        x = x * np.array([1.0, 0.0, 0.0])  # only the cosine: pseudo-queries are easier than real ones
+        x = x * (np.arange(len(FEATURES)) == 0)  # only the cosine: pseudo-queries are easier than real ones
     coef, intercept = fit_logistic(x, y, w)
     model = ConfidenceModel(tuple(float(c) for c in coef), intercept, 0.5, chosen_by)
     conf = {name: model.probability(p) if len(p) else np.zeros(0)

@@ -183,7 +183,7 @@ def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds:
     # the prototype weight: the one the index's questions left out one at a time (thousands) rank best
     # with, or none; the grid chooses between the two with the other weights
     choice = prototype_choice(snap) if self_supervised else None
-    protos = sorted({0.0, cur_p if snap.prototypes is not None else 0.0, choice["weight"] if choice else 0.0})
+    protos = sorted({0.0, cur_p if cur_p > 0 and snap.prototypes is not None else 0.0, choice["weight"] if choice else 0.0})
     tokens = [0.0] + ([t for t in TOKEN_WEIGHTS if t > 0] if any(a.token is not None for c in cands for a in c) else [])
     if cur_t not in tokens:
         tokens.append(cur_t)
