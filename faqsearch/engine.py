@@ -20,7 +20,6 @@ import numpy as np
 
 from .index import config as cfg
 from .build import EncoderSpec, StorageSpec, WhiteningSpec, as_faqs, build
-from .confidence import check_probability
 from .corpus import FAQ, Columns
 from .defaults import BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, LEARN_EPOCHS, LEARN_MINUTES, MAX_LENGTH
 from .edits import plan as plans
@@ -32,7 +31,7 @@ from .results import EditReport
 from .search import QueryEncoder, Searcher
 from .index.snapshot import ClosedSnapshot, Snapshot, open_snapshot
 from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, needs_recalibration, refit_calibration,
-                     refit_config, self_tune, ingest_tuned, threshold_changes)
+                     refit_config, self_tune, ingest_tuned, threshold_changes, min_confidence_changes)
 from .tuning.learn import LearnReport, learn
 
 
@@ -144,8 +143,7 @@ class FAQSearch(Asking):
         return self._current().store.list_faqs(limit, offset, category, contains)
 
     def show(self, faq_id: str) -> dict[str, Any]:
-        faq = self._current().store.faq(faq_id)
-        if faq is None:
+        if (faq := self._current().store.faq(faq_id)) is None:
             raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
         return faq
 
@@ -278,8 +276,7 @@ class FAQSearch(Asking):
 
     def set_fusion(self, report: FusionReport) -> bool:
         """Store a chosen hybrid weight (and mode) when it wins held out; True when it was applied."""
-        changes = fusion_changes(report)
-        if changes is not None:
+        if (changes := fusion_changes(report)) is not None:
             self._set_config("tune", **changes)
         return changes is not None
 
@@ -287,8 +284,10 @@ class FAQSearch(Asking):
         """Store a chosen threshold, how it was chosen and the confidence learned with it (``info`` shows them)."""
         self._set_config("tune", **threshold_changes(report))
 
-    def set_min_confidence(self, value: float | None) -> None:  # the confidence `ask` answers at; None: the index's own
-        self._set_config("set-min-confidence", min_confidence=check_probability(value))
+    def set_min_confidence(self, value: float | None, unknowns: float | None = None) -> None:
+        """The confidence `ask` answers at (None: the index's own); ``unknowns``: :func:`.tuning.threshold.unknowns_changes`."""
+        with self._writing("set-min-confidence") as (writer, snap):
+            writer.commit(snap.config.merged(min_confidence_changes(snap, value, unknowns, lambda: self._queries.encoder)))
 
     def _set_config(self, made_by: str = "tune", **changes: Any) -> None:
         with self._writing(made_by) as (writer, snap):

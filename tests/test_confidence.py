@@ -10,9 +10,11 @@ import pytest
 
 from faqsearch import FAQSearch
 from faqsearch.confidence import FEATURES, POOL, ConfidenceModel, features, fit_logistic
-from faqsearch.corpus import read_texts
+from faqsearch.corpus import FAQ, read_texts
 from faqsearch.evaluation import read_labelled_queries
+from faqsearch.errors import InvalidOptionError
 from faqsearch.querylog import QueryLog
+from faqsearch.tuning import tune_threshold
 from faqsearch.results import Answer
 
 from .conftest import SAMPLE, FakeEncoder, build_index
@@ -173,6 +175,38 @@ def test_min_confidence_is_stored_shown_and_undone(sample_index, run):
         assert again.snapshot.min_confidence == again.snapshot.confidence.operating_point
     bad = run("tune", "--min-confidence", "1.5", "--index", path)
     assert bad.exit_code != 0 and "1.5" in bad.output
+
+
+def test_the_operating_point_is_chosen_for_the_share_of_unknowns_given(tmp_path, run):
+    """`tune confidence auto --unknowns S` chooses the index's own point again for S in-domain unknowns
+    among its out-of-scope questions: stored, shown, kept when edits make it recalibrate."""
+    with build_index(os.path.join(SAMPLE, "faq.csv"), tmp_path / "s") as e:  # the CLI's fake encoder
+        path = e.path
+    out = run("tune", "confidence", "auto", "--unknowns", "0.9", "--index", path, "--json")
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    assert got["unknown_share"] == 0.9 and got["given"] is False and got["simulated"]["right"] is not None
+    assert "10% general, 90% in-domain" in run("info", "--index", path).output
+    with FAQSearch.open(path, encoder=FakeEncoder()) as again:
+        many = again.snapshot.confidence
+        assert again.snapshot.min_confidence == many.operating_point
+        again.set_min_confidence(None, 0.0)
+        none = again.snapshot.confidence
+        assert "100% general, 0% in-domain" in none.stats["rule"]
+        assert many.stats["simulated"]["in_domain_answered"] <= none.stats["simulated"]["in_domain_answered"]
+        again.set_min_confidence(None, 0.9)
+        again.add([FAQ(f"new-{i}", "a new answer", [f"brand new topic {i} question {j}" for j in range(3)])
+                   for i in range(20)])  # a tenth more questions: the index recalibrates, for the same share
+        assert again.snapshot.config.calibration["questions"] == 510 and again.snapshot.unknown_share == 0.9
+        assert "90% in-domain" in again.snapshot.confidence.stats["rule"]
+    bad = run("tune", "confidence", "auto", "--unknowns", "1.5", "--index", path)
+    assert bad.exit_code == 2 and "--unknowns" in bad.output
+    with FAQSearch.open(path, encoder=FakeEncoder()) as again:  # a confidence learned from labels has no unknowns
+        again.set_threshold(tune_threshold(again.searcher(), read_labelled_queries(os.path.join(SAMPLE, "queries.csv")),
+                                           read_texts(os.path.join(SAMPLE, "offtopic.txt"))))
+        with pytest.raises(InvalidOptionError, match="labelled"):
+            again.set_min_confidence(None, 0.5)
+        assert again.snapshot.confidence.chosen_by == "labelled"
 
 
 def test_few_variants_fall_back_to_pseudo_queries_and_the_cosine_threshold(tmp_path, small_corpus):

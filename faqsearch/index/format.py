@@ -240,6 +240,7 @@ class Config(Section):
     fusion: dict[str, Any] | None = None
     confidence: dict[str, Any] | None = None
     min_confidence: float | None = None
+    unknown_share: float | None = None  # questions without an FAQ, of the out-of-scope ones the confidence is chosen for
     generator: dict[str, Any] | None = None
     learned: dict[str, Any] | None = None
     delta: DeltaSection | None = None
@@ -386,6 +387,10 @@ def check_values(config: Mapping[str, Any], file: str) -> None:
                                          or isinstance(config["prototype_weight"], bool)
                                          or not 0.0 <= float(config["prototype_weight"]) <= 1.0):
         raise bad("prototype_weight", "a number between 0 and 1")
+    if config.get("unknown_share") is not None and (not isinstance(config["unknown_share"], (int, float))
+                                                    or isinstance(config["unknown_share"], bool)
+                                                    or not 0.0 <= float(config["unknown_share"]) <= 1.0):
+        raise bad("unknown_share", "a number between 0 and 1")
     if "mode" in config and config["mode"] not in MODES:
         raise bad("mode", "one of " + ", ".join(MODES))
     counts = config.get("counts")

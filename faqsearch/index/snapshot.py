@@ -13,7 +13,7 @@ from typing import Any
 from . import config as cfg
 from ..backends import Backend, RawSource, StoreView, TokenSource, VectorSearch, backend_for
 from ..confidence import ConfidenceModel
-from ..defaults import HYBRID_WEIGHT, MODE, PROTOTYPE_MAX_QUESTIONS, THRESHOLD
+from ..defaults import HYBRID_WEIGHT, MODE, PROTOTYPE_MAX_QUESTIONS, THRESHOLD, UNKNOWN_SHARE
 from ..errors import ClosedError, IndexFormatError
 from ..prototypes import Prototypes, aligned
 from .directory import resolve, stamp
@@ -76,6 +76,13 @@ class Snapshot:
         if self.config.token_weight is not None:
             return float(self.config.token_weight)
         return float(cfg.fusion_weights(replace(self.config, mode="hybrid"))["token_weight"])
+
+    @property
+    def unknown_share(self) -> float:
+        """The share of in-domain questions without an FAQ among the out-of-scope ones the index's
+        operating point is chosen for (:func:`faqsearch.tuning.confidence.fit`; `tune confidence --unknowns`)."""
+        share = self.config.unknown_share
+        return UNKNOWN_SHARE if share is None else float(share)
 
     @property
     def prototype_weight(self) -> float:

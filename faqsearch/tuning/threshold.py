@@ -20,7 +20,7 @@ import numpy as np
 
 from ..confidence import ConfidenceModel
 from ..defaults import SELF_THRESHOLD_MIN, THRESHOLD_RANGE
-from ..errors import FAQSearchError, TooFewVariantsError
+from ..errors import FAQSearchError, InvalidOptionError, TooFewVariantsError
 from ..evaluation import LabelledQuery
 from ..index.format import Config
 from ..search import fuse
@@ -130,7 +130,7 @@ def _confidence(searcher, simulation: Callable, threshold: float, chosen_by: str
     if searcher.snap.mode == "lexical":
         return None
     try:
-        return conf.fit(simulation(), threshold, chosen_by=chosen_by)
+        return conf.fit(simulation(), threshold, unknown_share=searcher.snap.unknown_share, chosen_by=chosen_by)
     except ValueError:
         return None
 
@@ -206,6 +206,36 @@ def ingest_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]
     """What ingest commits with a new index: :func:`self_tuned`, and where ``fusion`` is off the
     record that the weights were not the index's to choose."""
     return {**self_tuned(snap, encoder, fusion, threshold), **({} if fusion else {"fusion": {"chosen_by": FUSION_GIVEN}})}
+
+
+def min_confidence_changes(snap, value: float | None, unknowns: float | None, encoder: Callable[[], Any]
+                           ) -> dict[str, Any]:
+    """The config changes of `tune confidence`: the confidence ``value`` at which `ask` answers (None:
+    the index's own operating point), and where ``unknowns`` is given, :func:`unknowns_changes`."""
+    from ..confidence import check_probability
+
+    changes = {"min_confidence": check_probability(value)}
+    return {**changes, **(unknowns_changes(snap, encoder(), unknowns) if unknowns is not None else {})}
+
+
+def unknowns_changes(snap, encoder, share: float) -> dict[str, Any]:
+    """The config changes that make an index choose its operating point for out-of-scope questions of
+    which ``share`` are in its own domain (questions its FAQs do not cover; the rest general): the
+    share, stored so that later recalibrations keep it, and the confidence learned again from the
+    index's own simulation (with the threshold, where the index chose that too)."""
+    from ..confidence import check_probability
+
+    share = check_probability(share, "the share of in-domain unknown questions")
+    if (snap.config.confidence or {}).get("chosen_by", "self-calibrated") != "self-calibrated":
+        raise InvalidOptionError("this index's confidence was learned from labelled queries (tune threshold QUERIES), "
+                                 "which hold no in-domain unknowns to weigh: rebuild it, or tune it again with labels")
+    snap = replace(snap, config=snap.config.merged({"unknown_share": share}))
+    threshold = (snap.config.calibration or {}).get("chosen_by") == "self-calibrated"
+    changes = self_tuned(snap, encoder, fusion=False, threshold=threshold)
+    if changes.get("confidence") is None:
+        raise InvalidOptionError("this index has no confidence model to choose again (lexical mode, or too few "
+                                 "right and wrong answers in its simulation)")
+    return {"unknown_share": share, **changes}
 
 
 def refit_calibration(writer, config: Config, threshold: float | None, encoder: Callable[[], Any]

@@ -169,10 +169,14 @@ def threshold(queries, query_column, gold_column, index, self_supervised, offtop
 
 @tune.command("confidence")
 @click.argument("value", metavar="P|auto")
+@click.option("--unknowns", type=Finite(0, 1), default=None, metavar="SHARE",
+              help="Choose the index's own operating point again for out-of-scope questions of which SHARE are in "
+                   "your FAQ's domain (topics it does not cover; the rest general). Default 0.25; higher refuses more "
+                   "of them and answers fewer in-scope questions. Kept when the index recalibrates.")
 @index_option
 @output_options()
 @handles_errors
-def confidence(value, index, out):
+def confidence(value, unknowns, index, out):
     """Store the confidence P (0-1) at or above which `ask` answers, in place of the operating point the
     index chose; 'auto' goes back to it. Needs no queries.
 
@@ -180,22 +184,27 @@ def confidence(value, index, out):
     Example:
         faqsearch tune confidence 0.8 --index support
         faqsearch tune confidence auto --index support
+        faqsearch tune confidence auto --unknowns 0.5 --index support
     """
-    set_min_confidence(index, value, out.json)
+    set_min_confidence(index, value, out.json, unknowns)
 
 
-def set_min_confidence(index, value: str, as_json: bool) -> None:
-    """`tune confidence P|auto`: store (or clear) the user's operating point."""
+def set_min_confidence(index, value: str, as_json: bool, unknowns: float | None = None) -> None:
+    """`tune confidence P|auto [--unknowns SHARE]`: store (or clear) the user's operating point, and
+    where SHARE is given, let the index choose its own again for that share of in-domain unknowns."""
     from ...engine import FAQSearch
 
     given = None
     if value.strip().lower() != "auto":
         given = Finite(0, 1).convert(value, None, None)
     with FAQSearch.open(index) as engine:
-        engine.set_min_confidence(given)
+        engine.set_min_confidence(given, unknowns)
         snap = engine.snapshot
+        model = snap.confidence
         result = {"index": engine.path, "min_confidence": snap.min_confidence, "given": given is not None,
-                  "learned": snap.confidence is not None}
+                  "learned": model is not None, "unknown_share": snap.unknown_share,
+                  "operating_point": model.operating_point if model is not None else None,
+                  "simulated": model.stats.get("simulated") if model is not None else None}
     if as_json:
         click.echo(dump(result))
     elif not result["learned"]:
@@ -204,6 +213,12 @@ def set_min_confidence(index, value: str, as_json: bool) -> None:
     else:
         click.echo(f"ask now answers at a confidence of {100 * snap.min_confidence:.0f}% or more "
                    f"({'given' if given is not None else 'the operating point the index chose'}).")
+        sim = result["simulated"] or {}
+        if unknowns is not None and sim.get("right") is not None:
+            click.echo(f"The index's own point ({100 * model.operating_point:.0f}%, chosen for "
+                       f"{100 * snap.unknown_share:.0f}% in-domain unknowns), on its own simulation: {sim['right']:.1f}% of "
+                       f"held-out questions answered right, {sim.get('in_domain_answered') or 0:.1f}% of in-domain unknowns "
+                       f"and {sim.get('general_answered') or 0:.1f}% of general questions answered.")
 
 
 @click.command()
