@@ -9,7 +9,8 @@ prototype cosines included, then the confidence is fitted on the simulation with
 features (the committed fit and operating-point rule; features left out are zero) and measured on
 the test queries: balanced score at the operating point against the best single threshold, ECE, and
 on indexes holding only some FAQs, the kept FAQs' queries answered right and the other FAQs' queries
-answered. "Half approved" sets are built with half of the queries (decision.py's split) added as
+answered; then the five scores with the operating point chosen for several shares of in-domain
+unknowns (`tune confidence --unknowns`). "Half approved" sets are built with half of the queries (decision.py's split) added as
 questions of their FAQ, as approvals make them (at ingest here, not by edits).
 
     python benchmarks/experiments/confidence_features.py [--out FILE]
@@ -35,7 +36,7 @@ from decision import subset  # noqa: E402
 from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.confidence import FEATURES, features  # noqa: E402
 from faqsearch.corpus import read_texts  # noqa: E402
-from faqsearch.defaults import CONFIDENCE_SINGLES, FUSION_POOL  # noqa: E402
+from faqsearch.defaults import CONFIDENCE_SINGLES, FUSION_POOL, UNKNOWN_SHARE  # noqa: E402
 from faqsearch.encoders import load_encoder  # noqa: E402
 from faqsearch.evaluation import read_labelled_queries  # noqa: E402
 from faqsearch.tuning import confidence as conf  # noqa: E402
@@ -45,6 +46,7 @@ from faqsearch.tuning.threshold import offtopic_for  # noqa: E402
 CHOICES = {"three scores (before)": FEATURES[:3], "+ prototype cosine": FEATURES[:4],
            "+ prototype margin": FEATURES[:3] + FEATURES[4:], "all five (now)": FEATURES}
 SEEDS = (0, 1, 2)
+SHARES = (0.0, 0.1, 0.25, 0.4, 0.5, 0.75)  # `tune confidence --unknowns`
 
 
 def pools(searcher, texts: list[str]) -> list[list]:
@@ -104,10 +106,10 @@ def ece(c: np.ndarray, ok: np.ndarray) -> float:
     return float(sum(abs(c[b == i].mean() - ok[b == i].mean()) * (b == i).sum() for i in range(10) if (b == i).any()) / len(c))
 
 
-def measure(d: dict, names) -> dict:
+def measure(d: dict, names, share: float = UNKNOWN_SHARE) -> dict:
     sim = conf.Simulation(table(d["pos"], names), right(d["pos"], d["gold"]), table(d["in_domain"], names),
                           table(d["general"], names))
-    m = conf.fit(sim, d["threshold"])
+    m = conf.fit(sim, d["threshold"], unknown_share=share)
     pk, ok, po = m.probability(table(d["kept"], names)), right(d["kept"], d["kept_gold"]), m.probability(table(d["oos"], names))
     op = m.operating_point
     out = {"right": np.mean((pk >= op) * ok), "oos": np.mean(po >= op)}
@@ -174,9 +176,18 @@ def main() -> None:
             got = [measure(d, names) for d in runs]
             cells.append(f"{100 * np.mean([g['right'] for g in got]):.1f}% / {100 * np.mean([g['gone'] for g in got]):.1f}%")
         head.append(f"| {label} | " + " | ".join(cells) + " |")
+    shares = ["| in-domain share (`--unknowns`) | " + " | ".join(f"{n}: right / out of scope answered" for n in full) + " | " +
+              " | ".join(f"{n}: right / others answered" for n in parts) + " |", "|---|" + "---|" * (len(full) + len(parts))]
+    for share in SHARES:
+        cells = [f"{100 * m['right']:.1f}% / {100 * m['oos']:.1f}%" for m in (measure(d, FEATURES, share) for d in full.values())]
+        for runs in parts.values():
+            got = [measure(d, FEATURES, share) for d in runs]
+            cells.append(f"{100 * np.mean([g['right'] for g in got]):.1f}% / {100 * np.mean([g['gone'] for g in got]):.1f}%")
+        shares.append(f"| {share}{' (default)' if share == UNKNOWN_SHARE else ''} | " + " | ".join(cells) + " |")
     emit([f"Measured {machine()} with `python benchmarks/experiments/confidence_features.py`", "",
           f"The confidence fitted on each index's simulation with each set of features (in-domain sets: mean of seeds {', '.join(map(str, SEEDS))})",
-          "", *head], args.out)
+          "", *head, "", "The five scores with the operating point chosen for each share of in-domain unknowns among the "
+          "out-of-scope questions (`faqsearch tune confidence auto --unknowns SHARE`)", "", *shares], args.out)
 
 
 if __name__ == "__main__":
