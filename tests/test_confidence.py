@@ -209,6 +209,24 @@ def test_the_operating_point_is_chosen_for_the_share_of_unknowns_given(tmp_path,
         assert again.snapshot.confidence.chosen_by == "labelled"
 
 
+def test_every_share_of_unknowns_fits_and_small_indexes_refuse_it(tmp_path, small_corpus):
+    """A share of 1 (no general questions counted) still fits, a labelled fit after it too (labels hold
+    no in-domain unknowns); an index answering at its cosine threshold's confidence refuses a share."""
+    with build_index(os.path.join(SAMPLE, "faq.csv"), tmp_path / "s") as e:
+        for share in (1.0, 0.0):
+            e.set_min_confidence(None, share)
+            assert e.snapshot.unknown_share == share and 0 < e.snapshot.confidence.operating_point < 1
+        e.set_min_confidence(None, 1.0)
+        e.set_threshold(tune_threshold(e.searcher(), read_labelled_queries(os.path.join(SAMPLE, "queries.csv")),
+                                       read_texts(os.path.join(SAMPLE, "offtopic.txt"))))
+        assert e.snapshot.confidence.chosen_by == "labelled"
+    with build_index(small_corpus, tmp_path / "small") as e:
+        assert e.snapshot.confidence.stats["pseudo"]
+        with pytest.raises(InvalidOptionError, match="cosine threshold"):
+            e.set_min_confidence(None, 0.5)
+        assert e.snapshot.config.unknown_share is None
+
+
 def test_few_variants_fall_back_to_pseudo_queries_and_the_cosine_threshold(tmp_path, small_corpus):
     """Under CONFIDENCE_MIN_VARIANTS FAQs with several questions, the positives are word-dropout
     pseudo-queries, only the cosine counts, and the operating point is the confidence at the threshold

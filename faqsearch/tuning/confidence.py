@@ -152,7 +152,7 @@ def fit(sim: Simulation, cosine_threshold: float | None = None, unknown_share: f
     def balanced(t: float) -> float:
         right = float(np.mean((conf["pos"] >= t) * sim.right)) if len(sim.right) else 0.0
         refused = [(share, float(np.mean(conf[k] < t))) for k, share in (("gen", 1 - unknown_share), ("in", unknown_share))
-                   if len(conf[k])]
+                   if len(conf[k]) and share > 0]  # (labelled data hold no in-domain rows)
         out = sum(s * v for s, v in refused) / sum(s for s, _ in refused) if refused else 1.0
         return (right + out) / 2
 

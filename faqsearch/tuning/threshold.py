@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..confidence import ConfidenceModel
-from ..defaults import SELF_THRESHOLD_MIN, THRESHOLD_RANGE
+from ..defaults import SELF_THRESHOLD_MIN, THRESHOLD_RANGE, UNKNOWN_SHARE
 from ..errors import FAQSearchError, InvalidOptionError, TooFewVariantsError
 from ..evaluation import LabelledQuery
 from ..index.format import Config
@@ -130,7 +130,8 @@ def _confidence(searcher, simulation: Callable, threshold: float, chosen_by: str
     if searcher.snap.mode == "lexical":
         return None
     try:
-        return conf.fit(simulation(), threshold, unknown_share=searcher.snap.unknown_share, chosen_by=chosen_by)
+        share = searcher.snap.unknown_share if chosen_by == "self-calibrated" else UNKNOWN_SHARE  # labels: none in-domain
+        return conf.fit(simulation(), threshold, unknown_share=share, chosen_by=chosen_by)
     except ValueError:
         return None
 
@@ -235,6 +236,10 @@ def unknowns_changes(snap, encoder, share: float) -> dict[str, Any]:
     if changes.get("confidence") is None:
         raise InvalidOptionError("this index has no confidence model to choose again (lexical mode, or too few "
                                  "right and wrong answers in its simulation)")
+    if changes["confidence"].get("pseudo"):
+        raise InvalidOptionError("fewer than 10 of this index's FAQs have several questions, so it answers at the "
+                                 "confidence of its cosine threshold and has no in-domain unknowns to weigh: give FAQs "
+                                 "more phrasings (approve, feedback), or set the confidence itself (tune confidence P)")
     return {"unknown_share": share, **changes}
 
 

@@ -172,7 +172,7 @@ def threshold(queries, query_column, gold_column, index, self_supervised, offtop
 @click.option("--unknowns", type=Finite(0, 1), default=None, metavar="SHARE",
               help="Choose the index's own operating point again for out-of-scope questions of which SHARE are in "
                    "your FAQ's domain (topics it does not cover; the rest general). Default 0.25; higher refuses more "
-                   "of them and answers fewer in-scope questions. Kept when the index recalibrates.")
+                   "of them and answers fewer in-scope questions. Kept through edits and learn (not by a new ingest).")
 @index_option
 @output_options()
 @handles_errors
@@ -215,10 +215,11 @@ def set_min_confidence(index, value: str, as_json: bool, unknowns: float | None 
                    f"({'given' if given is not None else 'the operating point the index chose'}).")
         sim = result["simulated"] or {}
         if unknowns is not None and sim.get("right") is not None:
+            shares = [f"{sim[k]:.1f}%" if sim.get(k) is not None else "n/a" for k in ("in_domain_answered", "general_answered")]
             click.echo(f"The index's own point ({100 * model.operating_point:.0f}%, chosen for "
                        f"{100 * snap.unknown_share:.0f}% in-domain unknowns), on its own simulation: {sim['right']:.1f}% of "
-                       f"held-out questions answered right, {sim.get('in_domain_answered') or 0:.1f}% of in-domain unknowns "
-                       f"and {sim.get('general_answered') or 0:.1f}% of general questions answered.")
+                       f"held-out questions answered right, {shares[0]} of in-domain unknowns and {shares[1]} of general "
+                       "questions answered.")
 
 
 @click.command()
