@@ -31,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 from calibration import queries_of, sentences  # noqa: E402
 from common import DATA, SAMPLE, CachingEncoder, emit, half_split, machine  # noqa: E402
+from confidence_limits import ece  # noqa: E402 (the same calibration error)
 from decision import subset  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
@@ -99,11 +100,6 @@ def table(lists, names) -> np.ndarray:
 
 def right(lists, gold) -> np.ndarray:
     return np.array([c[0].faq_id in g for c, g in zip(lists, gold) if c], dtype=float)
-
-
-def ece(c: np.ndarray, ok: np.ndarray) -> float:
-    b = np.minimum((c * 10).astype(int), 9)
-    return float(sum(abs(c[b == i].mean() - ok[b == i].mean()) * (b == i).sum() for i in range(10) if (b == i).any()) / len(c))
 
 
 def measure(d: dict, names, share: float = UNKNOWN_SHARE) -> dict:
