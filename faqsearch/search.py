@@ -236,11 +236,11 @@ class Searcher:
         # the answer is decided on candidates that do not depend on k (the nearest DENSE_CANDIDATES
         # questions; for hybrid, a pool of max(k, FUSION_POOL) FAQs from them): k changes the length of
         # the list, never the answer; one answer more than k: the k-th one's margin over the next
-        listed, protos = k + int(model is not None), model is not None and model.uses_prototypes
+        listed = k + int(model is not None)
         firsts: list = [None] * len(q)
         if mode == "hybrid":
             ranked = self.hybrid(q, vectors, max(k + 1, FUSION_POOL), filters=filters)
-        elif protos:  # the first answer's evidence from the first pass, as the simulation takes it
+        elif model is not None:  # the first answer's evidence from the first pass, as the simulation takes it
             firsts = self.dense(vectors, max(listed, POOL), filters, widen=False)
             short = [i for i, f in enumerate(firsts) if len(f) < listed]  # widened to list k (rare)
             ranked = list(firsts)

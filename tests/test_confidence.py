@@ -137,16 +137,19 @@ def test_k_changes_no_confidence_where_the_nearest_questions_hold_few_faqs(tmp_p
     the first pass's, so its confidence and the decision are the same whatever k is."""
     topics = ["card", "loan", "refund", "parcel", "account", "travel", "cash", "fee", "pin", "app", "tax", "gift"]
     rows = [(t, f"{t} {t} w{i} question", f"answer {t}") for t in topics for i in range(250)]
+    older = {**ConfidenceModel((4.0, 3.0, 0.0), -4.0, 0.5, names=FEATURES[:3]).to_dict()}  # a 3-score model too
     with build_index(rows, tmp_path / "big", encoder=FakeEncoder(64)) as e:
-        e._set_config("tune", mode="dense", confidence=ConfidenceModel((4.0, 3.0, 0.0, 2.0, 5.0), -4.0, 0.5).to_dict())
-        assert e.snapshot.confidence.uses_prototypes and e.snapshot.mode == "dense"
         queries = [f"{t} w{i}" for t in topics for i in (3, 700)] + ["card loan refund"]
         s = e.searcher()
         first_pass = [len(f) for f in s.dense(s.vectors(queries), POOL, widen=False)]
         assert min(first_pass) < 4 and max(first_pass) < 11  # k=1..3 and k=10 widen differently
-        got = {k: e.ask_many(queries, k=k) for k in (1, 3, 10)}
-        for rs in zip(*got.values()):
-            assert len({(r.nearest.faq_id, r.nearest.confidence, r.answered) for r in rs}) == 1, rs
+        for model in (ConfidenceModel((4.0, 3.0, 0.0, 2.0, 5.0), -4.0, 0.5).to_dict(), older):
+            e._set_config("tune", mode="dense", confidence=model)
+            assert e.snapshot.mode == "dense" and e.snapshot.confidence.names == tuple(model["features"])
+            got = {k: e.ask_many(queries, k=k) for k in (1, 3, 10)}
+            for rs in zip(*got.values()):
+                assert len({(r.nearest.faq_id, r.nearest.confidence, r.answered) for r in rs}) == 1, rs
+                assert all(b.confidence <= a.confidence for r in rs for a, b in zip(r.answers, r.answers[1:]))
         assert all(len(r.answers) == 10 for r in e.ask_many(queries, k=10, threshold=-1.0))
 
 
@@ -194,6 +197,7 @@ def test_the_operating_point_is_chosen_for_the_share_of_unknowns_given(tmp_path,
         none = again.snapshot.confidence
         assert "100% general, 0% in-domain" in none.stats["rule"]
         assert many.stats["simulated"]["in_domain_answered"] <= none.stats["simulated"]["in_domain_answered"]
+        assert many.operating_point != none.operating_point  # the share moved the point
         again.set_min_confidence(None, 0.9)
         again.add([FAQ(f"new-{i}", "a new answer", [f"brand new topic {i} question {j}" for j in range(3)])
                    for i in range(20)])  # a tenth more questions: the index recalibrates, for the same share
@@ -219,7 +223,7 @@ def test_every_share_of_unknowns_fits_and_small_indexes_refuse_it(tmp_path, smal
         e.set_min_confidence(None, 1.0)
         e.set_threshold(tune_threshold(e.searcher(), read_labelled_queries(os.path.join(SAMPLE, "queries.csv")),
                                        read_texts(os.path.join(SAMPLE, "offtopic.txt"))))
-        assert e.snapshot.confidence.chosen_by == "labelled"
+        assert e.snapshot.confidence.chosen_by == "labelled" and "25% in-domain" in e.snapshot.confidence.stats["rule"]
     with build_index(small_corpus, tmp_path / "small") as e:
         assert e.snapshot.confidence.stats["pseudo"]
         with pytest.raises(InvalidOptionError, match="cosine threshold"):

@@ -239,7 +239,7 @@ def confidence_origin(config: dict[str, Any]) -> str:
                f", {model.get('in_domain')} in-domain and {model.get('general')} general out-of-scope questions"
                if model.get("chosen_by") == "self-calibrated" else
                f"learned from {model.get('positives')} labelled and {model.get('general')} out-of-scope queries")
-    if config.get("unknown_share") is not None:  # tune confidence --unknowns
+    if config.get("unknown_share") is not None and model.get("chosen_by") == "self-calibrated":  # --unknowns
         learned += f"; chosen for {100 * config['unknown_share']:.0f}% in-domain unknowns (--unknowns)"
     if given is not None:
         return f"{100 * given:.0f}% or more (given; the index's own operating point is {100 * model['operating_point']:.0f}%, {learned})"

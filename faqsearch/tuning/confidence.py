@@ -20,7 +20,7 @@ the cosine threshold chosen from the general negatives (:func:`faqsearch.tuning.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -93,6 +93,8 @@ def simulate(searcher, candidates: tuple[list, list] | None, offtopic: Sequence[
     snap = searcher.snap
     cands, gold = candidates if candidates is not None else ([], [])
     pairs = [(c, g) for c, g in zip(cands, gold) if c]
+    if pairs and snap.all_prototypes() is None:  # past PROTOTYPE_MAX_QUESTIONS `ask` has none: nor do they
+        pairs = [([replace(a, prototype=None) for a in c], g) for c, g in pairs]
     positives, right = labelled_rows([rank(snap, c) for c, _ in pairs], [g for _, g in pairs])
     in_domain = [rank(snap, [a for a in c if a.faq_id not in g]) for c, g in pairs]
     qids, keys = snap.store.question_faqs()
