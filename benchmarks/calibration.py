@@ -51,6 +51,15 @@ def queries_of(path: str, n: int) -> list[str]:
     return [q.text for q in read_labelled_queries(path)][:n]
 
 
+def out_of_scope() -> tuple[list[str], list[str]]:
+    """The out-of-scope questions of the Banking77 sets (500 CovidFAQ queries) and of CovidFAQ (500
+    Banking77 queries), each with the same 500 STSB-en test sentences."""
+    bank, covid = os.path.join(DATA, "Banking77"), os.path.join(DATA, "CovidFAQ")
+    stsb = sentences(os.path.join(DATA, "STSB-en", "sts-test.tsv"), 500)
+    return (queries_of(os.path.join(covid, "queries.csv"), 500) + stsb,
+            queries_of(os.path.join(bank, "queries.csv"), 500) + stsb)
+
+
 # the ranking sets, then the pairs sets (--sets names either)
 SETS = [(name,) for name in ("sample_data en", "sample_data zh (USE)", "CovidFAQ", "Banking77 faqs_1", "Banking77 faqs_5",
                               "Banking77 faqs_all", "STSB-en retrieval", "zh-STS-B retrieval (USE)", "STSB-en test",
@@ -71,15 +80,14 @@ def main() -> None:
                                "stsb-en")
     sts_zh = sts_retrieval_set(os.path.join(DATA, "zh-STS-B"), ["train.tsv", "dev.tsv", "test.tsv"], tmp, "zh-sts")
     bank, covid = os.path.join(DATA, "Banking77"), os.path.join(DATA, "CovidFAQ")
-    stsb_sentences = sentences(os.path.join(DATA, "STSB-en", "sts-test.tsv"), 500)
-    bank_oos = queries_of(os.path.join(covid, "queries.csv"), 500) + stsb_sentences
+    bank_oos, covid_oos = out_of_scope()
     sets = [  # name, encoder, corpus, queries, chinese, out-of-scope questions
         ("sample_data en", minilm, os.path.join(SAMPLE, "faq.csv"), os.path.join(SAMPLE, "queries.csv"), False,
          read_texts(os.path.join(SAMPLE, "offtopic.txt"))),
         ("sample_data zh (USE)", use, os.path.join(SAMPLE, "faq_zh.csv"), os.path.join(SAMPLE, "queries_zh.csv"), True,
          read_texts(os.path.join(SAMPLE, "offtopic_zh.txt"))),
         ("CovidFAQ", minilm, os.path.join(covid, "faqs.csv"), os.path.join(covid, "queries.csv"), False,
-         queries_of(os.path.join(bank, "queries.csv"), 500) + stsb_sentences),
+         covid_oos),
         ("Banking77 faqs_1", minilm, os.path.join(bank, "faqs_1.csv"), os.path.join(bank, "queries.csv"), False, bank_oos),
         ("Banking77 faqs_5", minilm, os.path.join(bank, "faqs_5.csv"), os.path.join(bank, "queries.csv"), False, bank_oos),
         ("Banking77 faqs_all", minilm, os.path.join(bank, "faqs_all.csv"), os.path.join(bank, "queries.csv"), False,

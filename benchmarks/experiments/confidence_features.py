@@ -29,7 +29,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
-from calibration import queries_of, sentences  # noqa: E402
+from calibration import out_of_scope  # noqa: E402
 from common import DATA, SAMPLE, CachingEncoder, emit, half_split, machine  # noqa: E402
 from confidence_limits import ece  # noqa: E402 (the same calibration error)
 from decision import subset  # noqa: E402
@@ -148,9 +148,7 @@ def main() -> None:
     tmp = tempfile.mkdtemp()
     ix = os.path.join(tmp, "ix")
     bank, covid = os.path.join(DATA, "Banking77"), os.path.join(DATA, "CovidFAQ")
-    stsb = sentences(os.path.join(DATA, "STSB-en", "sts-test.tsv"), 500)
-    bank_oos, covid_oos = queries_of(os.path.join(covid, "queries.csv"), 500) + stsb, \
-        queries_of(os.path.join(bank, "queries.csv"), 500) + stsb
+    bank_oos, covid_oos = out_of_scope()
     bq, f5, sq = os.path.join(bank, "queries.csv"), os.path.join(bank, "faqs_5.csv"), os.path.join(SAMPLE, "queries.csv")
     sample, sample_oos = os.path.join(SAMPLE, "faq.csv"), read_texts(os.path.join(SAMPLE, "offtopic.txt"))
     full = {"sample_data en": collect(enc, sample, sq, sample_oos, ix),

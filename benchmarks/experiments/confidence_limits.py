@@ -28,7 +28,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
-from calibration import queries_of, sentences  # noqa: E402
+from calibration import out_of_scope  # noqa: E402
 from common import DATA, SAMPLE, CachingEncoder, emit, machine  # noqa: E402
 from decision import subset  # noqa: E402
 
@@ -142,9 +142,8 @@ def main() -> None:
     logging.basicConfig(level=logging.ERROR)
     enc = CachingEncoder(load_encoder("minilm"))
     tmp = tempfile.mkdtemp()
-    bank, covid = os.path.join(DATA, "Banking77"), os.path.join(DATA, "CovidFAQ")
-    bank_oos = queries_of(os.path.join(covid, "queries.csv"), 500) + sentences(
-        os.path.join(DATA, "STSB-en", "sts-test.tsv"), 500)
+    bank = os.path.join(DATA, "Banking77")
+    bank_oos, _ = out_of_scope()
     bq, f5, sq = os.path.join(bank, "queries.csv"), os.path.join(bank, "faqs_5.csv"), os.path.join(SAMPLE, "queries.csv")
     sample_oos = read_texts(os.path.join(SAMPLE, "offtopic.txt"))
     ix = os.path.join(tmp, "ix")
