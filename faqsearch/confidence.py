@@ -31,13 +31,14 @@ NO_NEXT_MARGIN = 0.0  # the last answer of a list has no next one: no evidence o
 POOL = FUSION_POOL  # the answers of a list whose prototypes an answer's prototype margin is taken over
 
 
+def cosine_of(a) -> float:
+    """An answer's cosine (of its best question): ``dense`` where set, else ``score``."""
+    return float(a.dense if a.dense is not None else a.score)
+
+
 def ranking_score(a) -> float:
     """The score a list is ranked by: the fused score in hybrid mode, else the cosine."""
-    return float(a.fused if a.fused is not None else (a.dense if a.dense is not None else a.score))
-
-
-def cosine_of(a) -> float:
-    return float(a.dense if a.dense is not None else a.score)
+    return float(a.fused) if a.fused is not None else cosine_of(a)
 
 
 def prototype_of(a) -> float:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from .index import config as cfg
-from .confidence import POOL, ConfidenceModel, check_probability
+from .confidence import POOL, ConfidenceModel, check_probability, cosine_of
 from .defaults import (ASK_K, BATCH_SIZE, DENSE_BLOCK, DENSE_CANDIDATES, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE,
                        TOKEN_BLOCK, TOKEN_CACHE, TOKEN_POOL)
 from .errors import IndexFormatError, InvalidOptionError
@@ -429,17 +429,13 @@ def decided(text: str, ranked: list[Answer], k: int, thr: float, model: Confiden
             a.confidence = c
     ranked = ranked[:k]
     best = ranked[0]
-    score = cosine(best)
+    score = cosine_of(best)
     if op is not None:
         kept = [a for a in ranked if a.confidence >= op]  # a prefix: confidences never rise down a list
     else:
-        kept = [a for a in ranked if cosine(a) >= thr] if score >= thr else []
+        kept = [a for a in ranked if cosine_of(a) >= thr] if score >= thr else []
     return Result(text, kept, score, thr, best, below_threshold=len(ranked) - len(kept) if kept else 0,
                   min_confidence=op)
-
-
-def cosine(a: Answer) -> float:
-    return a.dense if a.dense is not None else a.score
 
 
 def lexical_top(scores: Iterable[float | None]) -> float:

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..confidence import FEATURES, POOL, ConfidenceModel, fit_logistic, sigmoid, top_features
+from ..confidence import FEATURES, POOL, ConfidenceModel, cosine_of, fit_logistic, sigmoid, top_features
 from ..defaults import CONFIDENCE_MIN_VARIANTS, CONFIDENCE_MIX, CONFIDENCE_SINGLES, FUSION_POOL, UNKNOWN_SHARE
 from ..search import fuse
 
@@ -73,7 +73,7 @@ def rank(snap, candidates: Sequence[Any], k: int = POOL) -> list:
     default the POOL answers a first answer's features are taken over, as `ask` takes them."""
     if snap.mode == "hybrid":
         return fuse(candidates, snap.hybrid_weight, k, snap.token_weight, snap.prototype_weight)
-    return sorted(candidates, key=lambda a: -(a.dense if a.dense is not None else a.score))[:k]
+    return sorted(candidates, key=lambda a: -cosine_of(a))[:k]
 
 
 def rows(lists: Lists) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..confidence import ConfidenceModel
+from ..confidence import ConfidenceModel, check_probability
 from ..defaults import SELF_THRESHOLD_MIN, THRESHOLD_RANGE, UNKNOWN_SHARE
 from ..errors import FAQSearchError, InvalidOptionError, TooFewVariantsError
 from ..evaluation import LabelledQuery
@@ -213,10 +213,8 @@ def min_confidence_changes(snap, value: float | None, unknowns: float | None, en
                            ) -> dict[str, Any]:
     """The config changes of `tune confidence`: the confidence ``value`` at which `ask` answers (None:
     the index's own operating point), and where ``unknowns`` is given, :func:`unknowns_changes`."""
-    from ..confidence import check_probability
-
-    changes = {"min_confidence": check_probability(value)}
-    return {**changes, **(unknowns_changes(snap, encoder(), unknowns) if unknowns is not None else {})}
+    return {"min_confidence": check_probability(value),
+            **(unknowns_changes(snap, encoder(), unknowns) if unknowns is not None else {})}
 
 
 def unknowns_changes(snap, encoder, share: float) -> dict[str, Any]:
@@ -224,8 +222,6 @@ def unknowns_changes(snap, encoder, share: float) -> dict[str, Any]:
     which ``share`` are in its own domain (questions its FAQs do not cover; the rest general): the
     share, stored so that later recalibrations keep it, and the confidence learned again from the
     index's own simulation (with the threshold, where the index chose that too)."""
-    from ..confidence import check_probability
-
     share = check_probability(share, "the share of in-domain unknown questions")
     if (snap.config.confidence or {}).get("chosen_by", "self-calibrated") != "self-calibrated":
         raise InvalidOptionError("this index's confidence was learned from labelled queries (tune threshold QUERIES), "
