@@ -365,6 +365,9 @@ def check_values(config: Mapping[str, Any], file: str) -> None:
         return IndexFormatError(f"{file}: {key!r} must be {want}, found {json.dumps(config.get(key))[:60]}. Restore "
                                 "the file from a backup, or rebuild with faqsearch ingest --force")
 
+    def outside(value: Any, lo: float, hi: float) -> bool:  # not a number (a bool is none) within [lo, hi]
+        return not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= float(value) <= hi
+
     for key in ("encoder", "whitening"):
         if not isinstance(config.get(key), dict):
             raise bad(key, "an object")
@@ -374,8 +377,7 @@ def check_values(config: Mapping[str, Any], file: str) -> None:
     for key in ("generation", "next_question_id"):
         if key in config and (not isinstance(config[key], int) or isinstance(config[key], bool) or config[key] < 0):
             raise bad(key, "a non-negative integer")
-    if "threshold" in config and (not isinstance(config["threshold"], (int, float)) or isinstance(config["threshold"], bool)
-                                  or not -1.0 <= float(config["threshold"]) <= 1.0):
+    if "threshold" in config and outside(config["threshold"], -1.0, 1.0):
         raise bad("threshold", "a number between -1 and 1")
     if "hybrid_weight" in config and (not isinstance(config["hybrid_weight"], (int, float))
                                       or not 0.0 <= float(config["hybrid_weight"]) <= 100.0):
@@ -383,13 +385,9 @@ def check_values(config: Mapping[str, Any], file: str) -> None:
     if "token_weight" in config and (not isinstance(config["token_weight"], (int, float))
                                      or not 0.0 <= float(config["token_weight"]) <= 100.0):
         raise bad("token_weight", "a number between 0 and 100")
-    if "prototype_weight" in config and (not isinstance(config["prototype_weight"], (int, float))
-                                         or isinstance(config["prototype_weight"], bool)
-                                         or not 0.0 <= float(config["prototype_weight"]) <= 1.0):
+    if "prototype_weight" in config and outside(config["prototype_weight"], 0.0, 1.0):
         raise bad("prototype_weight", "a number between 0 and 1")
-    if config.get("unknown_share") is not None and (not isinstance(config["unknown_share"], (int, float))
-                                                    or isinstance(config["unknown_share"], bool)
-                                                    or not 0.0 <= float(config["unknown_share"]) <= 1.0):
+    if config.get("unknown_share") is not None and outside(config["unknown_share"], 0.0, 1.0):
         raise bad("unknown_share", "a number between 0 and 1")
     if "mode" in config and config["mode"] not in MODES:
         raise bad("mode", "one of " + ", ".join(MODES))
