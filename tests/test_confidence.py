@@ -282,3 +282,29 @@ def test_no_rising_confidence_with_the_real_encoder(minilm, tmp_path):
         assert sum(r.answered for r in off) <= 1  # off-topic answered at most 1 of 30
         assert all(math.isfinite(v) and v >= 0 for v in e.snapshot.confidence.coef)
         assert list(FEATURES) == e.config["confidence"]["features"]
+
+
+def test_pseudo_queries_drop_a_third_of_the_words_in_english_and_chinese():
+    """Pseudo-queries (single-question FAQs) drop about a third of a question's words; Chinese has no
+    spaces, so a word there is two characters of a CJK run: before, a Chinese question made none and a
+    Chinese single-question index had no confidence at all."""
+    import random
+
+    from faqsearch.tuning.confidence import dropped
+
+    def by_spaces(text, rng):  # the rule for spaced text, as it was before CJK pieces
+        words = text.split()
+        keep = [w for w in words if rng.random() > 1 / 3]
+        return " ".join(words[:-1] if len(keep) < 2 or len(keep) == len(words) else keep)
+
+    for seed in range(20):
+        for text in ("How do I reset my password?", "can i pay with a card abroad or not",
+                     "비밀번호를 잊어버렸어요 어떻게 하나요"):  # Korean is written with spaces: words as in English
+            assert dropped(text, random.Random(seed)) == by_spaces(text, random.Random(seed))
+    made = [dropped("密码想不起来了登录不了", random.Random(s)) for s in range(20)]
+    assert all(m and " " not in m and len(m) < 11 for m in made) and len(set(made)) > 5
+    for m in made:  # the characters left, in their order
+        rest = iter("密码想不起来了登录不了")
+        assert all(ch in rest for ch in m)
+    assert dropped("卡丢了", random.Random(0)) is None  # two pieces: too short, as a two-word English question
+    assert {dropped("Visa card 怎么用", random.Random(s)) for s in range(30)} >= {"Visa card怎么", "card怎么用"}

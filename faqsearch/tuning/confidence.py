@@ -20,6 +20,7 @@ the cosine threshold chosen from the general negatives (:func:`faqsearch.tuning.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
@@ -30,6 +31,8 @@ from ..defaults import CONFIDENCE_MIN_VARIANTS, CONFIDENCE_MIX, CONFIDENCE_SINGL
 from ..search import fuse
 
 Lists = list  # ranked answer lists (best first)
+_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")  # Chinese, Japanese: no spaces
+_UNSPACED_RUN = re.compile(f"({_UNSPACED.pattern}+)")  # keeps the runs in re.split's result
 
 
 @dataclass
@@ -118,14 +121,32 @@ def simulate(searcher, candidates: tuple[list, list] | None, offtopic: Sequence[
 
 
 def dropped(text: str, rng: random.Random) -> str | None:
-    """``text`` with about a third of its words dropped (None for texts of fewer than three words)."""
-    words = text.split()
+    """``text`` with about a third of its words dropped (None for texts of fewer than three words).
+    Where it is written without spaces (Chinese, Japanese), a word is two characters of a run of
+    them (Chinese words are mostly one or two characters), so a short Chinese question makes a
+    pseudo-query as a short English one does."""
+    words = _pieces(text)
     if len(words) < 3:
         return None
     keep = [w for w in words if rng.random() > 1 / 3]
     if len(keep) < 2 or len(keep) == len(words):
         keep = words[:-1]
-    return " ".join(keep)
+    out = keep[0]
+    for piece in keep[1:]:  # a space between words, none next to a Chinese or Japanese character
+        out += ("" if _UNSPACED.match(out[-1]) or _UNSPACED.match(piece[0]) else " ") + piece
+    return out
+
+
+def _pieces(text: str) -> list[str]:
+    """The words of ``text``: split at spaces, and Chinese or Japanese runs cut into pieces of two characters."""
+    out: list[str] = []
+    for word in text.split():
+        for part in _UNSPACED_RUN.split(word):
+            if _UNSPACED.match(part):
+                out += [part[i:i + 2] for i in range(0, len(part), 2)]
+            elif part:
+                out.append(part)
+    return out
 
 
 def fit(sim: Simulation, cosine_threshold: float | None = None, unknown_share: float = UNKNOWN_SHARE,
