@@ -9,8 +9,9 @@ threshold chosen on these queries themselves (on the confidence, and on the cosi
 calibration error of the first answer's confidence (10 bins) and lists whose shown confidence rises.
 In-domain questions without an FAQ: Banking77 faqs_5 built without 10 of its intents, and small FAQs
 (20 of sample_data's FAQs, 20 of Banking77's intents), three seeded choices each: the queries of the
-FAQs left out have no FAQ in the index. Labels arriving: on the two single-question sets, half of the queries (a fixed split) are approved as
-questions of their FAQ (`faqsearch approve`, what `suggest` and feedback lead to), the index refreshes
+FAQs left out have no FAQ in the index. sample_data zh one question: the Chinese sample FAQ with its
+first question only (its variants dropped), a Chinese single-question index. Labels arriving: on the
+two single-question sets, half of the queries (a fixed split) are approved as questions of their FAQ (`faqsearch approve`, what `suggest` and feedback lead to), the index refreshes
 its confidence as it does after such edits, and the other half is asked. A last table bins the
 confidence against the share right.
 
@@ -42,7 +43,8 @@ from faqsearch.corpus import read_texts  # noqa: E402
 from faqsearch.encoders import load_encoder  # noqa: E402
 from faqsearch.evaluation import ranking_metrics, read_labelled_queries  # noqa: E402
 
-SETS = [(n,) for n in ("sample_data en", "sample_data zh (USE)", "CovidFAQ", "Banking77 faqs_1", "Banking77 faqs_5",
+SETS = [(n,) for n in ("sample_data en", "sample_data zh (USE)", "sample_data zh one question (USE)", "CovidFAQ",
+                       "Banking77 faqs_1", "Banking77 faqs_5",
                        "Banking77 faqs_all", "STSB-en retrieval", "zh-STS-B retrieval (USE)",
                        "Banking77 faqs_5 without 10 intents", "sample_data en 20 FAQs", "Banking77 faqs_5 20 intents",
                        "CovidFAQ half approved", "Banking77 faqs_1 half approved")]
@@ -107,6 +109,20 @@ def ask_all(e, texts: list[str], **kw) -> list[dict]:
     return [r.to_dict() for r in e.ask_many(texts, k=3, **kw)]
 
 
+def one_question(corpus: str, out_dir: str) -> str:
+    """The corpus with one question per FAQ: its first row's question, the variants column emptied."""
+    with open(corpus, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    key = "id" if "id" in rows[0] else "faq_id"
+    first = {r[key]: {**r, "variants": ""} if "variants" in r else r for r in reversed(rows)}
+    path = os.path.join(out_dir, "one_question.csv")
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(first[f] for f in dict.fromkeys(r[key] for r in rows))
+    return path
+
+
 def subset(corpus: str, keep: int, seed: int, out_dir: str) -> tuple[str, set[str], int]:
     """The corpus with ``keep`` of its FAQs (a negative number: all but that many), drawn by ``seed``;
     returns its path, the ids left out and the number kept."""
@@ -146,11 +162,11 @@ def main() -> None:
         "Banking77 faqs_5": (minilm, os.path.join(bank, "faqs_5.csv"), os.path.join(bank, "queries.csv"), bank_oos),
         "Banking77 faqs_all": (minilm, os.path.join(bank, "faqs_all.csv"), os.path.join(bank, "queries.csv"), bank_oos),
     }
-    use = CachingEncoder(load_encoder("use-multilingual")) if wanted & {"sample_data zh (USE)",
-                                                                           "zh-STS-B retrieval (USE)"} else None
+    use = CachingEncoder(load_encoder("use-multilingual")) if {n for n in wanted if "(USE)" in n} else None
     if use is not None:
-        sets["sample_data zh (USE)"] = (use, os.path.join(SAMPLE, "faq_zh.csv"), os.path.join(SAMPLE, "queries_zh.csv"),
-                                        read_texts(os.path.join(SAMPLE, "offtopic_zh.txt")))
+        zh = (os.path.join(SAMPLE, "queries_zh.csv"), read_texts(os.path.join(SAMPLE, "offtopic_zh.txt")))
+        sets["sample_data zh (USE)"] = (use, os.path.join(SAMPLE, "faq_zh.csv"), *zh)
+        sets["sample_data zh one question (USE)"] = (use, one_question(os.path.join(SAMPLE, "faq_zh.csv"), tmp), *zh)
     # retrieval sets made from STS pairs (benchmarks/calibration.py): in scope only
     if "STSB-en retrieval" in wanted:
         sets["STSB-en retrieval"] = (minilm, *sts_retrieval_set(
