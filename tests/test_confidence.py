@@ -298,7 +298,7 @@ def test_pseudo_queries_drop_a_third_of_the_words_in_english_and_chinese():
         return " ".join(words[:-1] if len(keep) < 2 or len(keep) == len(words) else keep)
 
     for seed in range(20):
-        for text in ("How do I reset my password?", "can i pay with a card abroad or not",
+        for text in ("How do I reset my password?", "can i pay with a card abroad or not", "is it free ?",
                      "비밀번호를 잊어버렸어요 어떻게 하나요"):  # Korean is written with spaces: words as in English
             assert dropped(text, random.Random(seed)) == by_spaces(text, random.Random(seed))
     made = [dropped("密码想不起来了登录不了", random.Random(s)) for s in range(20)]
@@ -307,4 +307,8 @@ def test_pseudo_queries_drop_a_third_of_the_words_in_english_and_chinese():
         rest = iter("密码想不起来了登录不了")
         assert all(ch in rest for ch in m)
     assert dropped("卡丢了", random.Random(0)) is None  # two pieces: too short, as a two-word English question
-    assert {dropped("Visa card 怎么用", random.Random(s)) for s in range(30)} >= {"Visa card怎么", "card怎么用"}
+    assert dropped("卡丢了？", random.Random(0)) is None  # punctuation is no word
+    # a word is always dropped, never only the question mark; the text's own spaces are kept
+    assert all(dropped("如何注册手机银行？", random.Random(s)) not in ("如何注册手机银行", "如何注册手机银行？") for s in range(50))
+    assert {dropped("Visa card 怎么用", random.Random(s)) for s in range(30)} >= {"Visa card 怎么", "card 怎么用"}
+    assert {dropped("如何使用Visa卡？", random.Random(s)) for s in range(30)} >= {"如何使用Visa", "使用Visa卡？"}

@@ -31,7 +31,10 @@ from ..defaults import CONFIDENCE_MIN_VARIANTS, CONFIDENCE_MIX, CONFIDENCE_SINGL
 from ..search import fuse
 
 Lists = list  # ranked answer lists (best first)
-_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")  # Chinese, Japanese: no spaces
+# Chinese and Japanese, written without spaces: kana, CJK ideographs (extensions and compatibility
+# ones included), 々〆〇〻 and half-width katakana
+_UNSPACED = re.compile("[\u3005-\u3007\u303b\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+                       "\U00020000-\U0003134f]")
 _UNSPACED_RUN = re.compile(f"({_UNSPACED.pattern}+)")  # keeps the runs in re.split's result
 
 
@@ -124,28 +127,37 @@ def dropped(text: str, rng: random.Random) -> str | None:
     """``text`` with about a third of its words dropped (None for texts of fewer than three words).
     Where it is written without spaces (Chinese, Japanese), a word is two characters of a run of
     them (Chinese words are mostly one or two characters), so a short Chinese question makes a
-    pseudo-query as a short English one does."""
-    words = _pieces(text)
-    if len(words) < 3:
+    pseudo-query as a short English one does; the text's own spaces are kept."""
+    pieces = _pieces(text)
+    if len(pieces) < 3:
         return None
-    keep = [w for w in words if rng.random() > 1 / 3]
-    if len(keep) < 2 or len(keep) == len(words):
-        keep = words[:-1]
-    out = keep[0]
-    for piece in keep[1:]:  # a space between words, none next to a Chinese or Japanese character
-        out += ("" if _UNSPACED.match(out[-1]) or _UNSPACED.match(piece[0]) else " ") + piece
-    return out
+    keep = [p for p in pieces if rng.random() > 1 / 3]
+    if len(keep) < 2 or len(keep) == len(pieces):
+        keep = pieces[:-1]
+    return "".join((" " if spaced and i else "") + piece for i, (piece, spaced) in enumerate(keep))
 
 
-def _pieces(text: str) -> list[str]:
-    """The words of ``text``: split at spaces, and Chinese or Japanese runs cut into pieces of two characters."""
-    out: list[str] = []
+def _pieces(text: str) -> list[tuple[str, bool]]:
+    """The words of ``text``, each with whether a space came before it: split at spaces, and Chinese or
+    Japanese runs cut into pieces of two characters, the punctuation next to a run kept with the
+    piece before it (a word of spaced text stays whole, punctuation included)."""
+    out: list[tuple[str, bool]] = []
     for word in text.split():
-        for part in _UNSPACED_RUN.split(word):
+        parts = [p for p in _UNSPACED_RUN.split(word) if p]
+        if len(parts) == 1 and not _UNSPACED.match(parts[0]):
+            out.append((word, True))  # text without Chinese or Japanese: the word as it is
+            continue
+        first = True
+        for part in parts:
             if _UNSPACED.match(part):
-                out += [part[i:i + 2] for i in range(0, len(part), 2)]
-            elif part:
-                out.append(part)
+                for i in range(0, len(part), 2):
+                    out.append((part[i:i + 2], first))
+                    first = False
+            elif not any(c.isalnum() for c in part) and not first:
+                out[-1] = (out[-1][0] + part, out[-1][1])  # "银行？": punctuation is no word
+            else:
+                out.append((part, first))
+                first = False
     return out
 
 
