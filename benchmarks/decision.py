@@ -8,12 +8,14 @@ score ((in-scope right share + out-of-scope refused share) / 2), the best balanc
 threshold chosen on these queries themselves (on the confidence, and on the cosine), the expected
 calibration error of the first answer's confidence (10 bins) and lists whose shown confidence rises.
 In-domain questions without an FAQ: Banking77 faqs_5 built without 10 of its intents, and small FAQs
-(20 of sample_data's FAQs, 20 of Banking77's intents), three seeded choices each: the queries of the
-FAQs left out have no FAQ in the index. sample_data zh one question: the Chinese sample FAQ with its
-first question only (its variants dropped), a Chinese single-question index. Labels arriving: on the
-two single-question sets, half of the queries (a fixed split) are approved as questions of their FAQ (`faqsearch approve`, what `suggest` and feedback lead to), the index refreshes
-its confidence as it does after such edits, and the other half is asked. A last table bins the
-confidence against the share right.
+(20 of sample_data's FAQs, 20 of Banking77's intents), and the same for single-question indexes (20 of
+sample_data's FAQs with their first question only, CovidFAQ without 10 FAQs, Banking77 faqs_1 without
+10 intents), three seeded choices each: the queries of the FAQs left out have no FAQ in the index.
+sample_data zh one question: the Chinese sample FAQ with its first question only (its variants
+dropped), a Chinese single-question index. Labels arriving: on the two single-question sets, half of
+the queries (a fixed split) are approved as questions of their FAQ (`faqsearch approve`, what
+`suggest` and feedback lead to), the index refreshes its confidence as it does after such edits, and
+the other half is asked. A last table bins the confidence against the share right.
 
 Out of scope: sample_data/offtopic*.txt for the samples; for Banking77, CovidFAQ queries and STSB-en
 sentences; for CovidFAQ, Banking77 queries and STSB-en sentences (as benchmarks/calibration.py).
@@ -47,6 +49,8 @@ SETS = [(n,) for n in ("sample_data en", "sample_data zh (USE)", "sample_data zh
                        "Banking77 faqs_1", "Banking77 faqs_5",
                        "Banking77 faqs_all", "STSB-en retrieval", "zh-STS-B retrieval (USE)",
                        "Banking77 faqs_5 without 10 intents", "sample_data en 20 FAQs", "Banking77 faqs_5 20 intents",
+                       "sample_data en 20 FAQs one question", "CovidFAQ without 10 FAQs",
+                       "Banking77 faqs_1 without 10 intents",
                        "CovidFAQ half approved", "Banking77 faqs_1 half approved")]
 LEFT_OUT = 10
 SEEDS = (0, 1, 2)
@@ -115,7 +119,7 @@ def one_question(corpus: str, out_dir: str) -> str:
         rows = list(csv.DictReader(fh))
     key = "id" if "id" in rows[0] else "faq_id"
     first = {r[key]: {**r, "variants": ""} if "variants" in r else r for r in reversed(rows)}
-    path = os.path.join(out_dir, "one_question.csv")
+    path = os.path.join(out_dir, "one_question_" + os.path.basename(corpus))
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
@@ -209,6 +213,13 @@ def main() -> None:
         ("sample_data en 20 FAQs", os.path.join(SAMPLE, "faq.csv"), os.path.join(SAMPLE, "queries.csv"), 20,
          read_texts(os.path.join(SAMPLE, "offtopic.txt"))),
         ("Banking77 faqs_5 20 intents", os.path.join(bank, "faqs_5.csv"), os.path.join(bank, "queries.csv"), 20, bank_oos),
+        # single-question FAQs: their confidence comes from pseudo-queries and decides at the cosine threshold
+        ("sample_data en 20 FAQs one question", one_question(os.path.join(SAMPLE, "faq.csv"), tmp),
+         os.path.join(SAMPLE, "queries.csv"), 20, read_texts(os.path.join(SAMPLE, "offtopic.txt"))),
+        ("CovidFAQ without 10 FAQs", os.path.join(covid, "faqs.csv"), os.path.join(covid, "queries.csv"), -LEFT_OUT,
+         covid_oos),
+        ("Banking77 faqs_1 without 10 intents", os.path.join(bank, "faqs_1.csv"), os.path.join(bank, "queries.csv"),
+         -LEFT_OUT, bank_oos),
     ]
     for name, corpus, qfile, keep, oos in subsets:
         if name not in wanted:
