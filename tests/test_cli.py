@@ -130,6 +130,13 @@ def test_eval_and_info(run, tmp_path, small_corpus):
     assert info["counts"]["faqs"] == 4 and info["lexical"] == {"cjk": "unigram", "stem": "english"}
     text = run("info", "--index", ix).output
     assert "transform:" in text and "lexical:    BM25 over words stemmed (Snowball English)" in text
+    # too few FAQs with several questions: info says what that leaves undefended and how to change it
+    assert "note:       FAQs with one question each" in text and "tune threshold --self --apply" in text
+    many = tmp_path / "many.csv"
+    many.write_text("id,question,answer\n" + "".join(f"f{i},question about subject{i} variant{j},answer {i}\n"
+                                                       for i in range(12) for j in range(3)))
+    run("ingest", many, "--index", tmp_path / "many", "-q")
+    assert "note:" not in run("info", "--index", tmp_path / "many").output
     extra = tmp_path / "extra.csv"
     extra.write_text("id,question,answer\nx1,how do I close my account?,Write to us.\n")
     assert run("add", extra, "--index", ix, "-q").exit_code == 0

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ..defaults import LEARN_MIN_FAQS
+from ..defaults import CONFIDENCE_MIN_VARIANTS, LEARN_MIN_FAQS
 from ..text import count
 
 WIDTH = 100
@@ -229,6 +229,13 @@ def info(path: str, config: dict[str, Any]) -> None:
     click.echo("confidence: " + (confidence_origin(config) if config.get("confidence") else
                                  "none learned (an index built before faqsearch learned one, or lexical): answers by "
                                  "its threshold; rebuild with `faqsearch ingest` to learn one"))
+    model = config.get("confidence") or {}
+    if model.get("pseudo") and model.get("chosen_by") == "self-calibrated":
+        click.echo("note:       FAQs with one question each: a question on a topic no FAQ covers is answered whenever "
+                   "it scores above the threshold. Once " f"{CONFIDENCE_MIN_VARIANTS}" " FAQs have two or more questions "
+                   "(phrasings people approve: `faqsearch suggest`, `approve`, `feedback`) the index learns to refuse "
+                   "such questions when it calibrates again (`faqsearch tune threshold --self --apply`, or after edits "
+                   "change a tenth of it); or raise the bar: `faqsearch tune confidence 0.7`")
 
 
 def confidence_origin(config: dict[str, Any]) -> str:
