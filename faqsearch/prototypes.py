@@ -24,8 +24,20 @@ MIN_FAQS = 10  # FAQs with three or more questions needed to choose a weight
 def group_sums(vectors: np.ndarray, groups: np.ndarray, n: int) -> np.ndarray:
     """The sum of the rows of ``vectors`` in each of ``n`` groups (float64)."""
     out = np.zeros((n, vectors.shape[1]), np.float64)
-    np.add.at(out, groups, vectors)
+    add_groups(out, vectors, groups)
     return out
+
+
+def add_groups(out: np.ndarray, vectors: np.ndarray, groups: np.ndarray) -> None:
+    """Add each row of ``vectors`` to the row of ``out`` its group names: the rows sorted by group and
+    summed a run at a time (``np.add.at``, a row at a time, made a version's prototypes 7x slower)."""
+    groups = np.asarray(groups)
+    if not len(groups):
+        return
+    order = np.argsort(groups, kind="stable")  # each group's rows in their order, as np.add.at adds them
+    g = groups[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    out[g[starts]] += np.add.reduceat(np.asarray(vectors, np.float64)[order], starts, axis=0)
 
 
 def unit(x: np.ndarray) -> np.ndarray:
@@ -66,7 +78,7 @@ class Prototypes:
             vec = full(part)
             if not sums.shape[1]:
                 sums = np.zeros((len(keys), vec.shape[1]), np.float64)
-            np.add.at(sums, groups[start:start + BLOCK], vec)
+            add_groups(sums, vec, groups[start:start + BLOCK])
         return cls(ids, groups, unit(sums))
 
     def scores(self, question_ids: np.ndarray, query: np.ndarray) -> np.ndarray:

@@ -59,6 +59,26 @@ def test_prototype_scores_are_cosines_to_each_faqs_unit_mean():
     assert np.isnan(got[3])  # an id the version does not hold
 
 
+def test_group_sums_match_a_row_at_a_time_sum_across_blocks(monkeypatch):
+    """Sums made a run of sorted rows at a time equal adding each row in turn, where a group's rows
+    fall in several blocks of a build, and groups no row names stay zero."""
+    import faqsearch.prototypes as prototypes
+
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(1000, 8)).astype(np.float32)
+    groups = rng.integers(0, 50, len(vectors))  # groups 50-59 hold no row
+    ref = np.zeros((60, 8))
+    for v, g in zip(vectors, groups):
+        ref[g] += v
+    np.testing.assert_allclose(prototypes.group_sums(vectors, groups, 60), ref, rtol=0, atol=1e-12)
+    monkeypatch.setattr(prototypes, "BLOCK", 64)  # 16 blocks, each holding rows of most groups
+    ids = rng.permutation(5000)[:len(vectors)]
+    protos = Prototypes.build(ids, groups, vectors, lambda x: x)
+    for qid, g in zip(ids[:40], groups[:40]):
+        at = int(np.searchsorted(protos.ids, qid))
+        np.testing.assert_allclose(protos.centroids[protos.groups[at]], _unit(ref[g]), atol=1e-6)
+
+
 def test_fuse_lifts_an_faq_by_its_prototype_and_never_sinks_one_below_its_best_question():
     a = Answer("a", "", 0.8, "q", 1, dense=0.8, prototype=0.5)  # one close phrasing, the others far
     b = Answer("b", "", 0.7, "q", 2, dense=0.7, prototype=0.95)  # what b's phrasings share is the query
