@@ -32,12 +32,14 @@ def add_groups(out: np.ndarray, vectors: np.ndarray, groups: np.ndarray) -> None
     """Add each row of ``vectors`` to the row of ``out`` its group names: the rows sorted by group and
     summed a run at a time (``np.add.at``, a row at a time, made a version's prototypes 7x slower)."""
     groups = np.asarray(groups)
+    if len(groups) != len(vectors):
+        raise ValueError(f"{len(vectors)} rows and {len(groups)} groups")
     if not len(groups):
         return
     order = np.argsort(groups, kind="stable")  # each group's rows in their order, as np.add.at adds them
     g = groups[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    out[g[starts]] += np.add.reduceat(np.asarray(vectors, np.float64)[order], starts, axis=0)
+    out[g[starts]] += np.add.reduceat(np.asarray(vectors)[order], starts, axis=0, dtype=np.float64)
 
 
 def unit(x: np.ndarray) -> np.ndarray:

@@ -74,7 +74,11 @@ def test_usage_errors_exit_2(run, tmp_path, small_corpus):
 
 def test_ask_text_json_and_no_answer(run, tmp_path, small_corpus):
     ix = tmp_path / "ix"
-    run("ingest", small_corpus, "--index", ix, "-q", "--threshold", "0.3")
+    built = run("ingest", small_corpus, "--index", ix, "-q", "--threshold", "0.3").output
+    # a threshold given at ingest decides (the answers still carry the confidence): both outputs say so
+    assert "Answers scoring below 0.30 are withheld (the threshold, given at ingest)" in built, built
+    text = run("info", "--index", ix).output
+    assert "(given at ingest); decides whether to answer" in text and "the threshold given at ingest decides" in text
     result = run("ask", "I forgot my password", "--index", ix)
     # #44: people read the confidence (the chance that the answer is right), not the cosine
     assert result.exit_code == 0 and result.output.startswith("1. [>99%] 1"), result.output
@@ -135,8 +139,11 @@ def test_eval_and_info(run, tmp_path, small_corpus):
     many = tmp_path / "many.csv"
     many.write_text("id,question,answer\n" + "".join(f"f{i},question about subject{i} variant{j},answer {i}\n"
                                                        for i in range(12) for j in range(3)))
-    run("ingest", many, "--index", tmp_path / "many", "-q")
-    assert "note:" not in run("info", "--index", tmp_path / "many").output
+    assert run("ingest", many, "--index", tmp_path / "many", "-q").exit_code == 0
+    text = run("info", "--index", tmp_path / "many").output
+    assert "held-out question variants" in text and "note:" not in text
+    assert run("tune", "confidence", "0.9", "--index", ix).exit_code == 0  # a bar of the user's own: no advice
+    assert "note:" not in run("info", "--index", ix).output
     extra = tmp_path / "extra.csv"
     extra.write_text("id,question,answer\nx1,how do I close my account?,Write to us.\n")
     assert run("add", extra, "--index", ix, "-q").exit_code == 0

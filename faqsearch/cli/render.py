@@ -153,7 +153,7 @@ def built(summary: dict[str, Any], path: str) -> None:
                    + (f", FAQ prototype weight {summary['prototype_weight']:g}" if summary.get("prototype_weight") else "")
                    + ": the weights that found the right FAQs best", nl=False)
         click.echo(f" on {tried})")
-    if summary.get("confidence"):
+    if summary.get("confidence") and not threshold_decides(summary):
         model = summary["confidence"]
         at = summary.get("min_confidence") or model["operating_point"]
         off = (model.get("in_domain") or 0) + (model.get("general") or 0)
@@ -224,18 +224,28 @@ def info(path: str, config: dict[str, Any]) -> None:
         base = config["counts"]["questions"] - delta["added"] + delta["removed"]
         click.echo(f"edits:      generation {config.get('generation', 0)}; questions added / removed since the base "
                    f"files: {delta['added']} / {delta['removed']} (a new base after {delta_limit(base):,} changes)")
+    decides = threshold_decides(config)
     click.echo(f"threshold:  {config.get('threshold'):.3g} ({threshold_origin(config)})"
-               + ("; applies with --threshold only" if config.get("confidence") else ""))
+               + ("; decides whether to answer" if decides else
+                  "; applies with --threshold only" if config.get("confidence") else ""))
     click.echo("confidence: " + (confidence_origin(config) if config.get("confidence") else
                                  "none learned (an index built before faqsearch learned one, or lexical): answers by "
                                  "its threshold; rebuild with `faqsearch ingest` to learn one"))
     model = config.get("confidence") or {}
-    if model.get("pseudo") and model.get("chosen_by") == "self-calibrated":
-        click.echo("note:       FAQs with one question each: a question on a topic no FAQ covers is answered whenever "
-                   "it scores above the threshold. Once " f"{CONFIDENCE_MIN_VARIANTS}" " FAQs have two or more questions "
-                   "(phrasings people approve: `faqsearch suggest`, `approve`, `feedback`) the index learns to refuse "
-                   "such questions when it calibrates again (`faqsearch tune threshold --self --apply`, or after edits "
-                   "change a tenth of it); or raise the bar: `faqsearch tune confidence 0.7`")
+    if (model.get("pseudo") and model.get("chosen_by") == "self-calibrated" and config.get("min_confidence") is None
+            and (config.get("calibration") or {}).get("chosen_by") == "self-calibrated"):
+        click.echo(f"note:       FAQs with one question each: a question on a topic no FAQ covers is answered "
+                   f"whenever it scores above the threshold. Once {CONFIDENCE_MIN_VARIANTS} FAQs have two or more "
+                   f"questions (phrasings people approve: `faqsearch suggest`, `approve`, `feedback`), the index "
+                   f"learns to refuse many such questions when it calibrates again (`faqsearch tune threshold --self "
+                   f"--apply`, or once edits change its number of questions by a tenth); or answer less: `faqsearch "
+                   f"tune confidence P` with P above {100 * model['operating_point']:.0f}%")
+
+
+def threshold_decides(config: dict[str, Any]) -> bool:
+    """Whether a threshold given at ingest decides (no operating point of the user's own): the index
+    learned a confidence that its answers carry, but does not answer by it."""
+    return (config.get("calibration") or {}).get("chosen_by") == "given" and config.get("min_confidence") is None
 
 
 def confidence_origin(config: dict[str, Any]) -> str:
@@ -250,6 +260,9 @@ def confidence_origin(config: dict[str, Any]) -> str:
         learned += f"; chosen for {100 * config['unknown_share']:.0f}% in-domain unknowns (--unknowns)"
     if given is not None:
         return f"{100 * given:.0f}% or more (given; the index's own operating point is {100 * model['operating_point']:.0f}%, {learned})"
+    if threshold_decides(config):
+        return (f"carried by each answer ({learned}); the threshold given at ingest decides: `faqsearch tune "
+                f"confidence P` answers by the confidence instead")
     return f"{100 * model['operating_point']:.0f}% or more ({model.get('rule')}; {learned})"
 
 
