@@ -121,7 +121,8 @@ def test_ask_missing_index(run, tmp_path):
 
 def test_eval_and_info(run, tmp_path, small_corpus):
     ix = tmp_path / "ix"
-    run("ingest", small_corpus, "--index", ix, "-q")
+    assert "FAQs with one question each: a question on a topic no FAQ covers" in run(
+        "ingest", small_corpus, "--index", ix, "-q").output
     q = tmp_path / "q.csv"
     q.write_text("query,faq_id\nforgot password,1\nreturn policy,3\nship abroad,4|2\n")
     data = json.loads(run("eval", q, "--index", ix, "--json", "-q").output)
@@ -139,7 +140,8 @@ def test_eval_and_info(run, tmp_path, small_corpus):
     many = tmp_path / "many.csv"
     many.write_text("id,question,answer\n" + "".join(f"f{i},question about subject{i} variant{j},answer {i}\n"
                                                        for i in range(12) for j in range(3)))
-    assert run("ingest", many, "--index", tmp_path / "many", "-q").exit_code == 0
+    built = run("ingest", many, "--index", tmp_path / "many", "-q")
+    assert built.exit_code == 0 and "FAQs with one question each" not in built.output
     text = run("info", "--index", tmp_path / "many").output
     assert "held-out question variants" in text and "note:" not in text
     assert run("tune", "confidence", "0.9", "--index", ix).exit_code == 0  # a bar of the user's own: no advice

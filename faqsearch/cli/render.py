@@ -161,6 +161,9 @@ def built(summary: dict[str, Any], path: str) -> None:
                    f"learned from the index's own questions and {count(off, 'off-topic one')}")
         if summary.get("threshold") is not None:
             click.echo(f"With --threshold, answers scoring below {summary['threshold']:.2f} are withheld instead")
+        if model.get("pseudo") and model.get("chosen_by") == "self-calibrated":
+            click.echo("FAQs with one question each: a question on a topic no FAQ covers is answered when it scores "
+                       "above the threshold (`faqsearch info` says how to change that)")
     elif summary.get("threshold") is not None:
         click.echo(f"Answers scoring below {summary['threshold']:.2f} are withheld (the threshold, "
                    f"{threshold_origin(summary)})")
