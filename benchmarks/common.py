@@ -59,6 +59,26 @@ def emit(lines: list[str], out: str | None) -> None:
             fh.write(text + "\n")
 
 
+def corpus_rows(path: str) -> tuple[list[dict[str, str]], str]:
+    """A CSV corpus's rows and the name of its FAQ id column ("id", else "faq_id")."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return rows, "id" if "id" in rows[0] else "faq_id"
+
+
+def write_corpus_rows(path: str, fields: Sequence[str], rows) -> str:
+    """``rows`` (dicts) written as a CSV corpus with the columns ``fields``; returns ``path``."""
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(fields))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
 def sts_retrieval_set(folder: str, files: Sequence[str], out_dir: str, name: str, min_score: float = 4.0):
     """An FAQ retrieval set made from an STS corpus, written as CSV files (corpus, queries).
 

@@ -37,8 +37,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from calibration import out_of_scope  # noqa: E402
-from common import (DATA, SAMPLE, CachingEncoder, add_sets_option, approve_by_faq, emit, half_split, machine,  # noqa: E402
-                    sts_retrieval_set, wanted_sets)
+from common import (DATA, SAMPLE, CachingEncoder, add_sets_option, approve_by_faq, corpus_rows, emit,  # noqa: E402
+                    half_split, machine, sts_retrieval_set, wanted_sets, write_corpus_rows)
 
 from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import read_texts  # noqa: E402
@@ -115,31 +115,20 @@ def ask_all(e, texts: list[str], **kw) -> list[dict]:
 
 def one_question(corpus: str, out_dir: str) -> str:
     """The corpus with one question per FAQ: its first row's question, the variants column emptied."""
-    with open(corpus, newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    key = "id" if "id" in rows[0] else "faq_id"
+    rows, key = corpus_rows(corpus)
     first = {r[key]: {**r, "variants": ""} if "variants" in r else r for r in reversed(rows)}
-    path = os.path.join(out_dir, "one_question_" + os.path.basename(corpus))
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(first[f] for f in dict.fromkeys(r[key] for r in rows))
-    return path
+    return write_corpus_rows(os.path.join(out_dir, "one_question_" + os.path.basename(corpus)), rows[0],
+                             (first[f] for f in dict.fromkeys(r[key] for r in rows)))
 
 
 def subset(corpus: str, keep: int, seed: int, out_dir: str) -> tuple[str, set[str], int]:
     """The corpus with ``keep`` of its FAQs (a negative number: all but that many), drawn by ``seed``;
     returns its path, the ids left out and the number kept."""
-    with open(corpus, newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    key = "id" if "id" in rows[0] else "faq_id"
+    rows, key = corpus_rows(corpus)
     ids = sorted({r[key] for r in rows})
     drop = set(random.Random(seed).sample(ids, -keep if keep < 0 else len(ids) - keep))
-    path = os.path.join(out_dir, f"subset_{seed}.csv")
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(r for r in rows if r[key] not in drop)
+    path = write_corpus_rows(os.path.join(out_dir, f"subset_{seed}.csv"), rows[0],
+                             (r for r in rows if r[key] not in drop))
     return path, drop, len(ids) - len(drop)
 
 

@@ -30,7 +30,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 from calibration import out_of_scope  # noqa: E402
-from common import DATA, SAMPLE, CachingEncoder, emit, half_split, machine  # noqa: E402
+from common import (DATA, SAMPLE, CachingEncoder, corpus_rows, emit, half_split, machine,  # noqa: E402
+                    write_corpus_rows)
 from confidence_limits import ece  # noqa: E402 (the same calibration error)
 from decision import subset  # noqa: E402
 
@@ -120,18 +121,12 @@ def measure(d: dict, names, share: float = UNKNOWN_SHARE) -> dict:
 def approved(corpus: str, qfile: str, folder: str) -> tuple[str, str]:
     """The corpus with half of the queries added as questions of their FAQ, and the other half."""
     given, asked = half_split(read_labelled_queries(qfile))
-    with open(corpus, newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    key = "id" if "id" in rows[0] else "faq_id"
+    rows, key = corpus_rows(corpus)
     answer = {r[key]: r["answer"] for r in rows}
-    path, qpath = os.path.join(folder, "approved.csv"), os.path.join(folder, "asked.csv")
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-        for q in given:
-            f = sorted(q.gold)[0]
-            w.writerow({**{k: "" for k in rows[0]}, key: f, "question": q.text, "answer": answer[f]})
+    qpath = os.path.join(folder, "asked.csv")
+    path = write_corpus_rows(os.path.join(folder, "approved.csv"), rows[0], rows + [
+        {**{k: "" for k in rows[0]}, key: sorted(q.gold)[0], "question": q.text, "answer": answer[sorted(q.gold)[0]]}
+        for q in given])
     with open(qpath, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["query", "faq_id"])

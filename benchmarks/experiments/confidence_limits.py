@@ -18,7 +18,6 @@ the features of every test query's list, then refits the confidence offline:
 from __future__ import annotations
 
 import argparse
-import csv
 import logging
 import os
 import sys
@@ -29,7 +28,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 from calibration import out_of_scope  # noqa: E402
-from common import DATA, SAMPLE, CachingEncoder, emit, machine  # noqa: E402
+from common import DATA, SAMPLE, CachingEncoder, corpus_rows, emit, machine  # noqa: E402
 from decision import subset  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
@@ -105,9 +104,7 @@ def decide(d: dict, mix, share) -> dict:
 
 def prototypes(encoder, corpus, qfile, where) -> list[tuple[float, float, float]]:
     """(a, R@1, MRR@10) with a prototype term of weight a in the ranking of the index's top 20."""
-    with open(corpus, newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    key = "id" if "id" in rows[0] else "faq_id"
+    rows, key = corpus_rows(corpus)
     x = encoder.encode([r["question"] for r in rows])
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     ids = np.array([r[key] for r in rows])
