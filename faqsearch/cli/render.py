@@ -161,7 +161,7 @@ def built(summary: dict[str, Any], path: str) -> None:
                    f"learned from the index's own questions and {count(off, 'off-topic one')}")
         if summary.get("threshold") is not None:
             click.echo(f"With --threshold, answers scoring below {summary['threshold']:.2f} are withheld instead")
-        if model.get("pseudo") and model.get("chosen_by") == "self-calibrated":
+        if single_questions_decide(summary):
             click.echo("FAQs with one question each: a question on a topic no FAQ covers is answered when it scores "
                        "above the threshold (`faqsearch info` says how to change that)")
     elif summary.get("threshold") is not None:
@@ -234,15 +234,23 @@ def info(path: str, config: dict[str, Any]) -> None:
     click.echo("confidence: " + (confidence_origin(config) if config.get("confidence") else
                                  "none learned (an index built before faqsearch learned one, or lexical): answers by "
                                  "its threshold; rebuild with `faqsearch ingest` to learn one"))
-    model = config.get("confidence") or {}
-    if (model.get("pseudo") and model.get("chosen_by") == "self-calibrated" and config.get("min_confidence") is None
-            and (config.get("calibration") or {}).get("chosen_by") == "self-calibrated"):
+    if single_questions_decide(config):
         click.echo(f"note:       FAQs with one question each: a question on a topic no FAQ covers is answered "
                    f"whenever it scores above the threshold. Once {CONFIDENCE_MIN_VARIANTS} FAQs have two or more "
                    f"questions (phrasings people approve: `faqsearch suggest`, `approve`, `feedback`), the index "
                    f"learns to refuse many such questions when it calibrates again (`faqsearch tune threshold --self "
                    f"--apply`, or once edits change its number of questions by a tenth); or answer less: `faqsearch "
-                   f"tune confidence P` with P above {100 * model['operating_point']:.0f}%")
+                   f"tune confidence P` with P above {100 * config['confidence']['operating_point']:.0f}%")
+
+
+def single_questions_decide(config: dict[str, Any]) -> bool:
+    """Whether the index answers at its own threshold's confidence because its FAQs have too few
+    variants (pseudo-queries): nothing but that threshold turns away a question no FAQ covers. Not
+    where a threshold or an operating point of the user's own decides."""
+    model = config.get("confidence") or {}
+    return (bool(model.get("pseudo")) and model.get("chosen_by") == "self-calibrated"
+            and config.get("min_confidence") is None
+            and (config.get("calibration") or {}).get("chosen_by") == "self-calibrated")
 
 
 def threshold_decides(config: dict[str, Any]) -> bool:
