@@ -234,3 +234,22 @@ def test_reingesting_a_file_that_keeps_every_faq_needs_no_flag(run, tmp_path, sm
     result = run("ingest", bigger, "--index", ix, "-q", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["faqs"] == 5
+
+
+def test_tune_confidence_auto_on_an_index_whose_threshold_was_given_says_the_threshold_decides(run, tmp_path,
+                                                                                               small_corpus):
+    """It used to save the change and then end in a traceback (the confidence that decides is None there)."""
+    ix = tmp_path / "ix"
+    run("ingest", small_corpus, "--index", ix, "-q", "--threshold", "0.3")
+    assert run("tune", "confidence", "0.7", "--index", ix).output.startswith("ask now answers at a confidence of 70%")
+    back = run("tune", "confidence", "auto", "--index", ix)
+    assert back.exit_code == 0 and "cosine threshold given at ingest (0.300)" in back.output, back.output
+    assert "the threshold given at ingest decides" in run("info", "--index", ix).output
+
+
+def test_a_confidence_just_below_the_bar_is_shown_with_the_decimals_that_tell_them_apart():
+    from faqsearch.cli.render import percent, percents
+
+    assert percents(0.4845, 0.4849) == ("48.4%", "48.5%") and percents(0.48, 0.4801) == ("48.00%", "48.01%") and percents(0.30, 0.41) == ("30%", "41%")
+    assert percent(1.0, exact=True) == "100%" and percent(1.0) == percent(0.999) == ">99%" and percent(0.004) == "<1%"
+    assert percents(0.5, 1.0) == ("50%", "100%")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import unicodedata
 from typing import Any
 
 import click
@@ -34,8 +35,9 @@ def result(r, empty_index: bool = False) -> None:
         elif r.best_score is None:
             click.echo("No confident answer (nothing matched).")
         elif r.min_confidence is not None:
-            click.echo(f"No confident answer (best guess {r.nearest.faq_id} at {percent(r.nearest.confidence)} confidence, "
-                       f"below the {percent(r.min_confidence)} this index answers at).")
+            shown, bar = percents(r.nearest.confidence, r.min_confidence)
+            click.echo(f"No confident answer (best guess {r.nearest.faq_id} at {shown} confidence, "
+                       f"below the {bar} this index answers at).")
         else:
             click.echo(f"No confident answer (best score {r.best_score:.3f} is below the threshold {r.threshold:.2f}).")
         return
@@ -46,15 +48,22 @@ def result(r, empty_index: bool = False) -> None:
         if n < len(r.answers):
             click.echo()
     if r.below_threshold:
-        click.echo(f"({r.below_threshold} more within -k below the {percent(r.min_confidence)} confidence this index "
-                   "answers at)" if r.min_confidence is not None else
-                   f"({r.below_threshold} more within -k scored below the threshold {r.threshold:.2f})")
+        bar = (f"below the {percent(r.min_confidence, exact=True)} confidence this index answers at"
+               if r.min_confidence is not None else f"scored below the threshold {r.threshold:.2f}")
+        click.echo(f"({r.below_threshold} more within -k {bar})")
 
 
-def percent(p: float) -> str:
-    """A confidence as people read it: 0.8123 -> '81%' (below 1% and above 99% say so)."""
+def percent(p: float, digits: int = 0, exact: bool = False) -> str:
+    """A confidence as people read it: 0.8123 -> '81%' (below 1% and above 99% say so; ``exact``, for a
+    bar a user set: 0 and 1 are '0%' and '100%')."""
     v = 100 * p
-    return "<1%" if v < 1 else (">99%" if v > 99 else f"{v:.0f}%")
+    return f"{v:.0f}%" if exact and p in (0, 1) else "<1%" if v < 1 else ">99%" if v > 99 else f"{v:.{digits}f}%"
+
+
+def percents(below: float, bar: float) -> tuple[str, str]:
+    """A confidence and the bar it missed, with the decimals that tell them apart (48.4%, 48.5%)."""
+    d = next((d for d in range(3) if percent(below, d) != percent(bar, d, True)), 2)
+    return percent(below, d), percent(bar, d, True)
 
 
 def edit(report, as_json: bool, index: str | None = None) -> None:
@@ -64,10 +73,9 @@ def edit(report, as_json: bool, index: str | None = None) -> None:
     if not report.changed:
         click.echo("No changes.")
         return
-    parts = [f"{count(len(report.added_faqs), 'FAQ')} added", f"{len(report.updated_faqs)} updated",
-             f"{len(report.removed_faqs)} removed", f"{count(report.added_questions, 'question')} encoded",
-             f"{count(report.removed_questions, 'question')} removed"]
-    click.echo(", ".join(parts) + ".")
+    click.echo(f"{count(len(report.added_faqs), 'FAQ')} added, {len(report.updated_faqs)} updated, "
+               f"{len(report.removed_faqs)} removed, {count(report.added_questions, 'question')} encoded, "
+               f"{count(report.removed_questions, 'question')} removed.")
     if report.previous_version:
         undo(report.previous_version, index)
 
@@ -81,8 +89,7 @@ def tune(report, as_json: bool, do_apply: bool) -> None:
     if as_json:
         click.echo(dump(report.to_dict()))
         return
-    m = report.metric
-    scale = 100 if m != "spearman" else 1
+    m, scale = report.metric, (100 if report.metric != "spearman" else 1)
     click.echo(f"{'setting':<32} {'dims':>5} {m:>9}")
     for row in report.rows:
         mark = (" <- current" if row["current"] else "") + (" <- chosen" if row["chosen"] else "")
@@ -288,8 +295,6 @@ def unknown_category(store, category: str) -> None:
 
 def pad(text: str, width: int) -> str:
     """``text`` left-aligned in ``width`` terminal columns (CJK and other wide characters take two)."""
-    import unicodedata
-
     used = sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 0 if unicodedata.combining(ch) else 1
                for ch in text)
     return text + " " * max(width - used, 0)

@@ -6,7 +6,7 @@ import click
 from ...defaults import FOLDS
 from ..groups import FormerFlags
 from ..options import Finite, encoding_options, handles_errors, index_option, output_options
-from ..render import dump, fusion as print_fusion, threshold as print_threshold, tune as print_tune
+from ..render import dump, fusion as print_fusion, percent, threshold as print_threshold, tune as print_tune
 
 
 def _former(args: list[str]) -> list[str]:
@@ -210,13 +210,17 @@ def set_min_confidence(index, value: str, as_json: bool, unknowns: float | None 
     elif not result["learned"]:
         click.echo("Stored, but this index has no confidence model (built before faqsearch learned one, or lexical): "
                    "it answers by its cosine threshold. Rebuild it with `faqsearch ingest` to use it.")
+    elif snap.min_confidence is None:  # a cosine threshold given at ingest decides again
+        click.echo(f"ask now answers at the cosine threshold given at ingest ({snap.threshold:.3f}); the answers "
+                   f"carry their confidence (the index's own point: {percent(model.operating_point)}). "
+                   "`faqsearch tune confidence P` answers at a confidence of P instead.")
     else:
-        click.echo(f"ask now answers at a confidence of {100 * snap.min_confidence:.0f}% or more "
+        click.echo(f"ask now answers at a confidence of {percent(snap.min_confidence, exact=True)} or more "
                    f"({'given' if given is not None else 'the operating point the index chose'}).")
         sim = result["simulated"] or {}
         if unknowns is not None and sim.get("right") is not None:
             shares = [f"{sim[k]:.1f}%" if sim.get(k) is not None else "n/a" for k in ("in_domain_answered", "general_answered")]
-            click.echo(f"The index's own point ({100 * model.operating_point:.0f}%, chosen for "
+            click.echo(f"The index's own point ({percent(model.operating_point)}, chosen for "
                        f"{100 * snap.unknown_share:.0f}% in-domain unknowns), on its own simulation: {sim['right']:.1f}% of "
                        f"held-out questions answered right, {shares[0]} of in-domain unknowns and {shares[1]} of general "
                        "questions answered.")
