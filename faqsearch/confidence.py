@@ -78,6 +78,18 @@ def check_probability(value: Any, what: str = "min_confidence") -> float | None:
     return float(value)
 
 
+def check_lexical_options(mode: str | None, threshold: Any, min_confidence: Any) -> None:
+    """A user's threshold or minimum confidence that would refuse something is refused in lexical mode
+    rather than ignored: BM25 scores are no cosines and carry no confidence, and any match answers
+    there (a threshold of -1 or a minimum confidence of 0, "answer anything", is no contradiction)."""
+    def bars(value: Any, floor: float) -> bool:
+        return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and float(value) > floor
+
+    if mode == "lexical" and (bars(threshold, -1.0) or bars(min_confidence, 0.0)):
+        raise InvalidOptionError("lexical mode answers with any BM25 match: it has no cosine or confidence for a "
+                                 "threshold or a minimum confidence to apply to; use mode dense or hybrid")
+
+
 def sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
 

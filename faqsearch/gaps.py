@@ -1,7 +1,10 @@
 """Gaps: the FAQs an index is missing, found in its traffic.
 
-Unanswered and low-confidence queries from the query log are grouped by meaning and ranked by
-how often they were asked: each group is a question users keep asking that no FAQ answers well.
+Unanswered and low-confidence queries from the query log (answered within a margin of the bar that
+decides, the confidence's operating point or the cosine threshold: :func:`low_bar`) are grouped by
+meaning and ranked by how often they were asked: each group is a question users keep asking that no
+FAQ answers well. Each group is asked again of the index as it is now, and leaves the list when most
+of its queries are answered above that range.
 
 Grouping uses the encoder's own vectors (L2-normalised, before the index's transform: on a small
 FAQ the transform projects onto the FAQ's own span, which is exactly what unanswered queries lie
@@ -21,7 +24,7 @@ from .defaults import GAP_MARGIN as DEFAULT_MARGIN  # chosen on sample_data's he
 from .defaults import GAP_MIN_COUNT as DEFAULT_MIN_COUNT
 from .defaults import GAP_SIMILARITY as DEFAULT_SIMILARITY
 
-COVERED = 0.5  # a group whose distinct queries the index now answers at least this often is covered
+COVERED = 0.5  # a group whose distinct queries the index now answers (not low-confidence) this often is covered
 
 
 @dataclass
@@ -37,7 +40,8 @@ class Gap:
     last_seen: str
     query_ids: list[int] = field(default_factory=list)
     nearest_confidence: float | None = None  # the index's confidence in nearest_faq for these queries, now
-    answered_now: float = 0.0  # share of its distinct queries the index answers now (re-asked, not as logged)
+    answered_now: float = 0.0  # share of its distinct queries the index answers now (re-asked, not as logged),
+    # low-confidence answers included
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,7 +103,7 @@ def find_gaps(engine, log, *, similarity: float = DEFAULT_SIMILARITY, margin: fl
         qrows = [r for m in members for r in groups[m]]
         results = [now[groups[m][0]["query"]] for m in members]
         answered = float(np.mean([r.answered for r in results]))
-        if answered >= COVERED:
+        if np.mean([settled(r, margin) for r in results]) >= COVERED:
             continue
         near: dict[str, list[Any]] = {}
         for r in results:
@@ -115,6 +119,23 @@ def find_gaps(engine, log, *, similarity: float = DEFAULT_SIMILARITY, margin: fl
                         nearest_confidence=best.confidence if best else None, answered_now=round(answered, 4)))
     gaps.sort(key=lambda g: (-g.count, -g.distinct, g.last_seen))
     return gaps[:limit]
+
+
+def low_bar(bar: float, margin: float) -> float:
+    """Below this an answer is low-confidence: within ``margin`` of the bar that decided (an operating
+    point or a cosine threshold), and at most halfway from it to certain (a bar of 0.8 with a margin of
+    0.25 would leave nothing above it). The query log's ``candidates`` applies the same rule in SQL."""
+    return min(bar + margin, (bar + 1) / 2)
+
+
+def settled(result, margin: float) -> bool:
+    """Whether the index answers a query now above its low-confidence range: not a gap any more."""
+    if not result.answers:
+        return False
+    top = result.answers[0]
+    if result.min_confidence is not None and top.confidence is not None:
+        return top.confidence >= low_bar(result.min_confidence, margin)
+    return result.threshold is None or top.score >= low_bar(result.threshold, margin)  # lexical: any match answers
 
 
 def _value(a) -> float:

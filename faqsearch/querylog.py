@@ -2,8 +2,9 @@
 
 ``indexes/NAME/queries.db`` (inside the index directory, beside its versions, so it outlives them
 and travels with a copy; an index of an older layout keeps ``indexes/NAME.queries.db`` beside it):
-one row per query with its time, text, mode, top FAQ, score and whether it passed the threshold,
-and the FAQ it was later assigned to by feedback. Nothing else is stored (no headers, no keys).
+one row per query with its time, text, mode, top FAQ, score, confidence and the bar that decided
+(operating point or threshold), whether it was answered, and the FAQ it was later assigned to by
+feedback. Nothing else is stored (no headers, no keys).
 Used by `faqsearch gaps` and the service's traffic views.
 """
 from __future__ import annotations
@@ -34,6 +35,14 @@ def m001_queries(db: Database) -> None:
     }, pk="id", not_null={"time", "query", "answered"})
     db["queries"].create_index(["time"])
     db["queries"].create_index(["answered", "time"])
+
+
+@migrations()
+def m002_confidence(db: Database) -> None:
+    """The first answer's (or best guess's) confidence and the confidence that decided (None where the
+    cosine threshold did), so that gaps can tell answers that barely passed."""
+    db["queries"].add_column("confidence", float)
+    db["queries"].add_column("min_confidence", float)
 
 
 def log_path(index_path: str) -> str:
@@ -132,7 +141,8 @@ class QueryLog:
             rows.append({"time": now, "query": r.query, "mode": mode, "channel": channel,
                          "top_faq": top.faq_id if top else None, "top_question": top.question if top else None,
                          "score": r.best_score, "threshold": r.threshold, "answered": int(bool(r.answers)),
-                         "feedback_faq": None})
+                         "feedback_faq": None, "confidence": getattr(top, "confidence", None),
+                         "min_confidence": getattr(r, "min_confidence", None)})
         if not rows:
             return []
         with self._writing():
@@ -181,12 +191,17 @@ class QueryLog:
                             [clean_text(query), faq_id])
 
     def candidates(self, margin: float, since: str | None = None, limit: int = 20000) -> list[dict[str, Any]]:
-        """Unanswered and low-confidence queries (score below threshold + margin) without feedback, newest first."""
+        """Unanswered and low-confidence queries without feedback, newest first: low-confidence is
+        answered within ``margin`` of what decided and at most halfway from it to certain
+        (:func:`faqsearch.gaps.low_bar`: the confidence's operating point where it decided, else the
+        cosine threshold; rows logged before confidences were, by their cosine)."""
         since = parse_since(since)
-        sql = ("select id, time, query, score, threshold, answered, top_faq from queries where feedback_faq is null "
-               "and (answered = 0 or score is null or score < threshold + ?)"
+        sql = ("select id, time, query, score, threshold, answered, top_faq, confidence, min_confidence from queries "
+               "where feedback_faq is null and (answered = 0 or score is null or case when min_confidence is not null "
+               "then coalesce(confidence < min(min_confidence + ?, (min_confidence + 1) / 2), 1) "
+               "else score < min(threshold + ?, (threshold + 1) / 2) end)"
                + (" and time >= ?" if since else "") + " order by id desc limit ?")
-        return self._rows(sql, [margin] + ([since] if since else []) + [limit])
+        return self._rows(sql, [margin, margin] + ([since] if since else []) + [limit])
 
     def count(self, since: str | None = None) -> dict[str, int]:
         """Queries logged (at or after ``since``), answered and not."""

@@ -46,6 +46,7 @@ class Result:
     nearest: Answer | None = field(default=None, repr=False, compare=False)  # best-ranked, even below the threshold
     below_threshold: int = field(default=0, compare=False)  # answers within the top k left out for their score
     min_confidence: float | None = None  # the confidence that decided (None: the cosine threshold did)
+    ranked: list[Answer] = field(default_factory=list, repr=False, compare=False)  # the top k, answered or not
 
     @property
     def confident(self) -> bool:

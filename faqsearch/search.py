@@ -222,7 +222,7 @@ class Searcher:
         k = int(k)
         texts = [clean_text(t) for t in as_items(texts)]  # one string is one query
         asked = [i for i, t in enumerate(texts) if not is_blank(t)]
-        out = [Result(t, [], None, thr) for t in texts]
+        out = [Result(t, [], None, thr, min_confidence=op) for t in texts]
         if not asked:
             return out
         q = [texts[i] for i in asked]
@@ -435,7 +435,7 @@ def decided(text: str, ranked: list[Answer], k: int, thr: float, model: Confiden
     else:
         kept = [a for a in ranked if cosine_of(a) >= thr] if score >= thr else []
     return Result(text, kept, score, thr, best, below_threshold=len(ranked) - len(kept) if kept else 0,
-                  min_confidence=op)
+                  min_confidence=op, ranked=ranked)
 
 
 def lexical_top(scores: Iterable[float | None]) -> float:

@@ -312,3 +312,46 @@ def test_pseudo_queries_drop_a_third_of_the_words_in_english_and_chinese():
     assert all(dropped("如何注册手机银行？", random.Random(s)) not in ("如何注册手机银行", "如何注册手机银行？") for s in range(50))
     assert {dropped("Visa card 怎么用", random.Random(s)) for s in range(30)} >= {"Visa card 怎么", "card 怎么用"}
     assert {dropped("如何使用Visa卡？", random.Random(s)) for s in range(30)} >= {"如何使用Visa", "使用Visa卡？"}
+
+
+def test_suggest_offers_a_logged_query_as_near_wherever_the_faq_ranks_in_its_top_three(tmp_path):
+    """An unanswered query is 'near' each FAQ among its nearest three, not only its best guess (the
+    ranks after the first used to be lost with the answers an unanswered result drops)."""
+    from faqsearch.generators.suggest import suggest
+    from faqsearch.querylog import log_answered
+
+    path = str(tmp_path / "ix")
+    with build_index(os.path.join(SAMPLE, "faq.csv"), path, threshold=0.99) as e:
+        qlog = QueryLog.for_index(path)
+        asked = "where is my parcel"
+        log_answered(qlog, e.ask_many([asked]), "dense", "api")
+        r = e.ask(asked, k=3)
+        assert not r.answered and len(r.ranked) == 3 and r.ranked[0] is r.nearest
+        for a in r.ranked:
+            got = suggest(e.searcher(), a.faq_id, qlog).suggestions
+            assert [(s.text, s.source) for s in got] == [(asked, "near")], a.faq_id
+            assert got[0].confidence == a.confidence
+        qlog.close()
+
+
+def test_gaps_keep_answers_of_low_confidence_within_the_margin(tmp_path):
+    """`gaps` lists queries answered just above the confidence the index answers at (they used to leave
+    the list as 'answered now', so --margin changed nothing); the margin says how far above counts."""
+    from faqsearch.gaps import find_gaps, low_bar
+    from faqsearch.querylog import log_answered
+
+    assert low_bar(0.4, 0.25) == pytest.approx(0.65) and low_bar(0.8, 0.25) == pytest.approx(0.9)  # at most halfway
+    path = str(tmp_path / "ix")
+    with build_index(os.path.join(SAMPLE, "faq.csv"), path) as e:
+        e.set_min_confidence(0.1)
+        asked = ["where is my parcel", "parcel not here yet", "where is my parcel now"]
+        got = e.ask_many(asked)
+        assert all(r.answered and r.answers[0].confidence < low_bar(0.1, 0.25) for r in got)
+        qlog = QueryLog.for_index(path)
+        log_answered(qlog, got, "hybrid", "api")
+        assert {r["query"] for r in qlog.candidates(0.25)} == set(asked)
+        gaps = find_gaps(e, qlog, similarity=0.2, min_count=2)
+        mine = [g for g in gaps if set(g.examples) & set(asked)]
+        assert len(mine) == 1 and mine[0].answered_now == 1.0 and mine[0].count >= 2
+        assert qlog.candidates(0.0) == [] and find_gaps(e, qlog, similarity=0.2, margin=0.0) == []
+        qlog.close()

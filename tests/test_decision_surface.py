@@ -6,6 +6,7 @@ import os
 import pytest
 
 from faqsearch import BlankQueryError, FAQSearch
+from faqsearch.errors import InvalidOptionError
 from faqsearch.querylog import QueryLog, log_path
 
 from .conftest import build_index
@@ -157,5 +158,37 @@ def test_log_json_is_the_body_of_get_queries(ix, run):
             cli = json.loads(run("log", "--index", ix, "--json", *args).output)
             assert cli == client.get("/indexes/shop/queries", params=params).json()
         assert [q["channel"] for q in cli["queries"]] == ["api"] and cli["total"] == 2
+    finally:
+        service.close()
+
+
+def test_a_threshold_or_minimum_confidence_in_lexical_mode_is_refused_alike(ix, fake_models, run):
+    """BM25 scores are no cosines and carry no confidence: the options used to be ignored there, answering
+    anything that matched a word; a blank entry of a batch says the confidence that decided its neighbours."""
+    with FAQSearch.open(ix) as engine:
+        for options in ({"min_confidence": 0.99}, {"threshold": 0.5}):
+            with pytest.raises(InvalidOptionError, match="lexical mode"):
+                engine.ask("refund", mode="lexical", **options)
+        assert engine.ask("return an item", mode="lexical").answered  # without them, as before
+        assert engine.ask("return an item", mode="lexical", threshold=-1).answered  # "answer anything" still goes
+        assert engine.ask("return an item", mode="lexical", min_confidence=0).answered
+        engine.set_min_confidence(0.2)
+        blank, asked = engine.ask_many(["  ", "Do you ship abroad?"])
+        assert blank.min_confidence == asked.min_confidence == 0.2
+    r = run("ask", "refund", "--index", ix, "--mode", "lexical", "--min-confidence", "0.99")
+    assert r.exit_code == 2 and "--mode lexical answers with any BM25 match" in r.output
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from faqsearch.service import Service, create_app
+
+    service = Service({"shop": ix}, watch=False)
+    try:
+        client = TestClient(create_app(service), raise_server_exceptions=False)
+        resp = client.post("/indexes/shop/ask", json={"query": "refund", "mode": "lexical", "min_confidence": 0.99})
+        assert resp.status_code in (400, 422) and "lexical mode" in resp.text, resp.text
+        for body in ({"min_confidence": True}, {"k": True}, {"threshold": False}):  # JSON true is no number
+            resp = client.post("/indexes/shop/ask", json={"query": "refund", **body})
+            assert resp.status_code == 422 and "not true or false" in resp.text, resp.text
     finally:
         service.close()

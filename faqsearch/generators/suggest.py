@@ -115,8 +115,8 @@ def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: 
 
 
 def _listed(res) -> list:
-    """A result's ranked answers, answered or not (the nearest alone when nothing was answered)."""
-    return res.answers or ([res.nearest] if res.nearest is not None else [])
+    """A result's ranked answers (its top k), answered or not."""
+    return res.ranked or res.answers or ([res.nearest] if res.nearest is not None else [])
 
 
 def _rank_value(a) -> float:

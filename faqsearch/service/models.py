@@ -63,6 +63,13 @@ class AskOptions(BaseModel):
     def _bounded(cls, v: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
         return _check_filters(v)
 
+    @field_validator("k", "threshold", "min_confidence", mode="before")
+    @classmethod
+    def _no_booleans(cls, v: Any) -> Any:  # JSON true is no number (the library refuses it too)
+        if isinstance(v, bool):
+            raise ValueError("a number, not true or false")
+        return v
+
 
 class AskIn(AskOptions):
     query: str = Field(..., min_length=1, max_length=MAX_QUERY)

@@ -9,9 +9,10 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
 from ..corpus import FAQ, check_faq
-from ..defaults import ASK_K, GAP_MIN_COUNT, GAP_SIMILARITY
+from ..defaults import ASK_K, GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..errors import CorpusError
 from .. import manage
+from ..confidence import check_lexical_options
 from ..text import check_query
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn,
                      FAQEditIn, FAQIn, FAQsIn, FeedbackIn, LearnIn, ParaphraseIn, RestoreIn, SuggestionsOut)
@@ -61,6 +62,7 @@ def _answer(request: Request, name: str, queries: list[str], body: AskOptions, c
     """Answer from one snapshot, log the queries, return the results (their log ids in X-Query-Id)."""
     s = service(request).served(name)
     searcher = s.engine.searcher()
+    check_lexical_options(body.mode or searcher.snap.mode, body.threshold, body.min_confidence)
     results = searcher.answer(queries, k=body.k, threshold=body.threshold, mode=body.mode, filters=_filters(body),
                               min_confidence=body.min_confidence)
     ids = s.traffic.record(results, body.mode or searcher.snap.mode, channel)
@@ -288,10 +290,12 @@ def queries(request: Request, name: str, limit: int = Query(50, ge=1, le=1000), 
 @router.get("/indexes/{name}/gaps", tags=["traffic"], dependencies=[Depends(read_key)])
 def gaps(request: Request, name: str, similarity: float = Query(GAP_SIMILARITY, ge=0, le=1),
          min_count: int = Query(GAP_MIN_COUNT, ge=1, le=100_000), limit: int = Query(20, ge=1, le=200),
-         since: Optional[str] = Query(None, max_length=40)):
-    """Unanswered and low-confidence queries grouped by meaning: the FAQs you are missing, largest first."""
+         since: Optional[str] = Query(None, max_length=40), margin: float = Query(GAP_MARGIN, ge=0, le=1)):
+    """Unanswered and low-confidence queries (answered within ``margin`` of what decides) grouped by
+    meaning: the FAQs you are missing, largest first."""
     s = service(request).served(name)
-    found = s.traffic.gaps(s.engine, similarity=similarity, min_count=min_count, limit=limit, since=since)
+    found = s.traffic.gaps(s.engine, similarity=similarity, margin=margin, min_count=min_count, limit=limit,
+                           since=since)
     return {"gaps": [g.to_dict() for g in found]}
 
 

@@ -95,6 +95,9 @@ def ask(text, index, top_k, threshold, min_confidence, model, mode, category, lo
         raise click.UsageError("stdin held no queries")
     if threshold is not None and min_confidence is not None:
         raise click.UsageError("give --threshold (a cosine) or --min-confidence (a probability), not both")
+    if mode == "lexical" and ((threshold is not None and threshold > -1) or (min_confidence or 0) > 0):
+        raise click.UsageError("--mode lexical answers with any BM25 match: it has no cosine or confidence for "
+                               "--threshold or --min-confidence to apply to")
     with FAQSearch.open(index, model=model, threads=threads) as engine:
         # logged (--log) as `faqsearch serve` logs, where it can be (a read-only index: unlogged, with a warning)
         results = engine.ask_many(queries, k=top_k, mode=mode, threshold=threshold, min_confidence=min_confidence,

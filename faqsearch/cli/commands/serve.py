@@ -75,7 +75,8 @@ def serve(indexes, host, port, api_key, read_key, private, no_log, max_body, log
 @click.option("--similarity", type=Finite(0, 1), default=GAP_SIMILARITY, show_default=True,
               help="Cosine at which queries join a group.")
 @click.option("--margin", type=Finite(0, 1), default=GAP_MARGIN, show_default=True,
-              help="Answered queries scoring within this of the threshold count as low-confidence.")
+              help="Answered queries within this of what decides (the confidence the index answers at, or "
+              "a cosine threshold that decides), and at most halfway from it to certain, count as low-confidence.")
 @click.option("--min-count", type=click.IntRange(1), default=GAP_MIN_COUNT, show_default=True,
               help="Smallest group shown.")
 @click.option("--since", help="Only queries logged at or after this ISO time, e.g. 2026-11-01.")
@@ -103,7 +104,7 @@ def gaps(index, similarity, margin, min_count, since, limit, out, threads):
         click.echo(dump({"gaps": [g.to_dict() for g in found]}))
         return
     if not found:
-        click.echo("No gaps: no group of unanswered queries is large enough.")
+        click.echo("No gaps: no group of unanswered or low-confidence queries is large enough.")
     for n, g in enumerate(found, 1):
         near = (f"; nearest FAQ {g.nearest_faq} at {percent(g.nearest_confidence)} confidence"
                 if g.nearest_faq and g.nearest_confidence is not None else
