@@ -15,6 +15,10 @@ from .errors import BlankQueryError, TextTypeError
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SPACES = re.compile(r"\s+")
+# Chinese and Japanese, written without spaces: kana, CJK ideographs (extensions and compatibility
+# ones included), 々〆〇〻 and half-width katakana
+UNSPACED = re.compile("[\u3005-\u3007\u303b\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+                      "\U00020000-\U0003134f]")
 _LINE_SPACES = re.compile(r"[^\S\n]+")
 _INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"}
 
@@ -76,18 +80,36 @@ def count(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {plural(n, one, many)}"
 
 
+def is_latin(ch: str) -> bool:
+    """Basic Latin to Latin Extended-B, and Latin Extended Additional."""
+    return ord(ch) < 0x250 or 0x1E00 <= ord(ch) <= 0x1EFF
+
+
+def letter_units(text: str):
+    """The letters of ``text`` grouped as a reader weighs them: a run of letters of one kind (Latin,
+    or another spaced script) is one word, and each character of Chinese or Japanese (written without
+    spaces, :data:`UNSPACED`) is one. Yields (the first letter, its length), so "可以用PayPal付款吗"
+    is six Han units and one Latin one, not six Han letters against six Latin ones."""
+    start, kind = -1, None
+    for i, ch in enumerate(text + " "):
+        now = None if not ch.isalpha() else "u" if UNSPACED.match(ch) else "l" if is_latin(ch) else "o"
+        if kind is not None and (now != kind or kind == "u"):
+            yield text[start], i - start
+            kind = None
+        if now is not None and kind is None:
+            start, kind = i, now
+
+
 def non_latin_share(texts, limit: int = 2000) -> float:
-    """The share of letters outside the Latin script in (up to ``limit`` of) ``texts``: 0 for English,
-    near 1 for Chinese, Japanese, Russian or Arabic. Letters only, so digits, punctuation and spaces
-    (which CJK text hardly has) do not count."""
-    latin = other = 0
+    """The share of :func:`letter_units` outside the Latin script in (up to ``limit`` of) ``texts``: 0 for
+    English, near 1 for Chinese, Japanese, Russian or Arabic, and a Chinese question that names
+    "PayPal" or "iPhone" stays Chinese. Letters only: digits, punctuation and spaces do not count."""
     import itertools
 
+    latin = other = 0
     for text in itertools.islice(texts, limit):
-        for ch in text:
-            if not ch.isalpha():
-                continue
-            if ord(ch) < 0x250 or 0x1E00 <= ord(ch) <= 0x1EFF:  # Basic Latin to Latin Extended-B, Latin Additional
+        for first, _ in letter_units(text):
+            if is_latin(first):
                 latin += 1
             else:
                 other += 1

@@ -230,3 +230,23 @@ def test_declared_languages_refuse_latin_text_too_and_blank_or_long_text_is_refu
     for text, words in (("   ", "the text is blank"), ("reset my password " * 100, "at most 1000 are reworded")):
         res = run("paraphrase", text, "--generator", "./not-loaded")  # refused before the generator is looked for
         assert res.exit_code == 2 and words in res.output
+
+
+def test_a_chinese_question_naming_an_english_brand_stays_chinese():
+    """Words, not letters: the six letters of "PayPal" used to weigh as much as six Chinese characters,
+    so "可以用PayPal付款吗" went to the English generator (and was refused by gemma3 as Latin text)."""
+    from faqsearch.text import non_latin_share
+
+    for text in ("可以用PayPal付款吗", "PayPal 怎么付款", "iPhone上App闪退", "用Apple Pay付款可以吗"):
+        assert non_latin_share([text]) > 0.5 and main_script([text]) == "Han", text
+        assert writes(["zh"], [text]) and not writes(["en"], [text]), text
+    for text in ("How do I pay at the 北京 branch?", "can I pay with PayPal?"):
+        assert non_latin_share([text]) < 0.5 and writes(["en"], [text]) and not writes(["zh"], [text]), text
+    assert non_latin_share(["Как оплатить через PayPal"]) > 0.5  # a spaced script counts words too
+
+
+def test_the_chinese_screen_reads_traditional_characters():
+    assert is_question("忘記密碼了怎麼辦") and is_question("信用卡可以分期嗎")
+    assert shape_ok("信用卡可以分期嗎？", "信用卡能分期嗎")  # a question for a question
+    assert not shape_ok("信用卡可以分期嗎？", "信用卡可以分期嗎，還有多少手續費")  # a second question added
+    assert content("請問一下信用卡丟了怎麼辦") == content("信用卡丟了怎麼辦")  # polite prefixes: a near-copy

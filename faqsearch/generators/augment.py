@@ -3,6 +3,8 @@ re-ranked by the index's own query vectors, kept only when the index answers the
 FAQ (round-trip consistency). The engine applies the plan in one commit."""
 from __future__ import annotations
 
+import logging
+
 from ..defaults import PARAPHRASE_MIN_SIMILARITY, PARAPHRASE_ROUNDS
 from ..edits.plan import Edit
 from ..progress import progress_bar
@@ -32,10 +34,12 @@ def plan_augment(searcher, generator=None, n: int = 3, candidates: int = 24, see
                                                                           if languages else {})}})
     # a mostly Chinese index and an English generator: refused before sampling
     checked(generator, firsts)
+    skipped = []
     with progress_bar(len(faqs), progress, "paraphrasing", unit="FAQ") as bar:
         for f in faqs:
             questions = questions_of[f["id"]]
             if not writes(languages, questions[:1]):  # an FAQ in a language the generator does not write
+                skipped.append(f["id"])
                 bar.update(1)
                 continue
 
@@ -46,4 +50,8 @@ def plan_augment(searcher, generator=None, n: int = 3, candidates: int = 24, see
                                      same_intent=answers_alike(searcher, questions[0], f["id"]))
             plan.new_questions += [(f["id"], p.text) for p in diverse_top(screened, n)]
             bar.update(1)
+    if skipped:
+        logging.getLogger(__name__).warning(
+            "%d FAQs left as they are: their first question is in a language %s does not write (%s%s)", len(skipped),
+            getattr(generator, "name", "the generator"), ", ".join(skipped[:5]), ", ..." if len(skipped) > 5 else "")
     return plan

@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Iterable, Sequence
 
 from ..errors import FAQSearchError
-from ..text import non_latin_share
+from ..text import letter_units, non_latin_share
 
 # the languages the bundled generators write (None: not known, anything goes), in the order the
 # per-language default prefers them, and the package that brings each one's weights
@@ -99,8 +99,9 @@ def script_of(ch: str) -> str:
 
 
 def main_script(texts: Iterable[str]) -> str | None:
-    """The script most letters of ``texts`` are written in (None when they have no letter)."""
-    counts = Counter(script_of(ch) for t in texts for ch in t if ch.isalpha())
+    """The script most of the words of ``texts`` are written in (:func:`faqsearch.text.letter_units`: a
+    run of Latin or Cyrillic letters is a word, each Han or kana character one); None without letters."""
+    counts = Counter(script_of(first) for t in texts for first, _ in letter_units(t))
     return counts.most_common(1)[0][0] if counts else None
 
 

