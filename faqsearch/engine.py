@@ -261,10 +261,10 @@ class FAQSearch(Asking):
         return self._edit("remove-generated", lambda s: plans.plan_remove_source(s.store, "generated"))
 
     # ------------------------------------------------------------------ tuning applied
-    def refit(self, setting: Setting | None = None, threshold: float | None = None) -> None:
+    def refit(self, setting: Setting | None = None, threshold: float | None = None, made_by: str = "refit") -> None:
         """Rewrite transform and vector index for ``setting`` (default: the current one), nothing re-encoded;
         ``threshold`` is stored when given, one the index chose (and its confidence) is chosen again."""
-        with self._writing("refit") as (writer, snap):  # one commit: a threshold the index chose is chosen again with it
+        with self._writing(made_by) as (writer, snap):  # one commit: a threshold the index chose is chosen again with it
             white, config = refit_config(snap.config, snap.whitening.moments, setting, threshold)
             snap.backend.rebuild(writer, snap, white, config,
                                  refit_calibration(writer, snap.config, threshold, lambda: self._queries.encoder))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -21,6 +21,7 @@ class LabelledQuery:
     text: str
     gold: set[str]
     line: int
+    source: str = field(default="", compare=False)  # the file it was read from, for errors
 
 
 def _pick(row: dict, names: Sequence[str], given: str | None, path: str, line: int, what: str) -> str:
@@ -54,7 +55,7 @@ def read_labelled_queries(path: str, query_column: str | None = None, gold_colum
         if text in by_text:
             by_text[text].gold |= golds
         else:
-            by_text[text] = LabelledQuery(text, golds, line)
+            by_text[text] = LabelledQuery(text, golds, line, path)
     if not by_text:
         raise CorpusError(path, None, "no labelled queries in the file")
     return list(by_text.values())
@@ -145,6 +146,19 @@ def ranking_metrics(ranked: Sequence[Sequence[str]], gold: Sequence[set[str]], c
     return out
 
 
+def check_gold(snap, queries: Sequence[LabelledQuery], source: str = "queries") -> None:
+    """A CorpusError naming the lines whose gold FAQ ids the index does not hold (a typo, another
+    index): eval, and every tuning on labels, refuse them rather than learn from wrong labels."""
+    known = snap.store.faq_ids()
+    unknown = [q for q in queries if not (q.gold & known)]
+    if unknown:
+        shown = "; ".join(f"line {q.line}: {sorted(q.gold)}" for q in unknown[:5])
+        raise CorpusError(
+            unknown[0].source or source, None,
+            f"{len(unknown)} quer{'y has' if len(unknown) == 1 else 'ies have'} gold FAQ ids that the index does not "
+            f"contain ({shown}{' ...' if len(unknown) > 5 else ''}); check the ids or the --index")
+
+
 def evaluate(searcher, queries: Sequence[LabelledQuery], batch_size: int = 32, progress: bool = False,
              threshold: float | None = None, source: str = "queries", mode: str | None = None,
              offtopic: Sequence[str] | None = None, misses: int = 0) -> dict[str, Any]:
@@ -156,14 +170,7 @@ def evaluate(searcher, queries: Sequence[LabelledQuery], batch_size: int = 32, p
     `ask` would answer."""
     searcher = searcher.searcher() if hasattr(searcher, "searcher") else searcher  # an engine works too
     snap = searcher.snap
-    known = snap.store.faq_ids()
-    unknown = [q for q in queries if not (q.gold & known)]
-    if unknown:
-        shown = "; ".join(f"line {q.line}: {sorted(q.gold)}" for q in unknown[:5])
-        raise CorpusError(
-            source, None,
-            f"{len(unknown)} quer{'y has' if len(unknown) == 1 else 'ies have'} gold FAQ ids that the index does not "
-            f"contain ({shown}{' ...' if len(unknown) > 5 else ''}); check the ids or the --index")
+    check_gold(snap, queries, source)
     mode = mode or snap.mode
     thr = snap.threshold if threshold is None else float(threshold)
     # ask's own decision: the confidence against the operating point where the index has a model and

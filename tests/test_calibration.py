@@ -258,3 +258,49 @@ def test_label_tuning_measures_the_mode_the_index_answers_in(tmp_path, small_cor
     current = next(r for r in report.rows if r["current"])
     assert current["mrr@10"] == pytest.approx(evaluate(e, queries)["mrr@10"])
     assert any("hybrid" in n for n in report.notes)
+
+
+def test_what_labels_tuned_stays_and_what_the_index_chose_is_chosen_again(tmp_path, run):
+    """Labels with unknown FAQ ids are refused before anything changes (they used to be learned from,
+    and could delete the confidence); learn's recalibration keeps a confidence tuned on labels (it
+    replaced it with a self-calibrated one while its note said the tuning was kept); tune transform
+    --apply on an index that chose its threshold chooses threshold and confidence again, as refit does
+    (the confidence of the old transform stayed), and the version says tune made it."""
+    from faqsearch.corpus import read_texts
+    from faqsearch.evaluation import read_labelled_queries
+    from faqsearch.tuning.threshold import self_tuned
+    from faqsearch.tuning.transform import Setting, TuneReport
+
+    path = str(tmp_path / "ix")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("query,faq_id\nwhere is my stuff,zzz-99\nrefund please,ret-01\n", encoding="utf-8")
+    with FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), path, encoder=FakeEncoder()) as e:
+        before = e.config["confidence"]
+        for args in (["tune", "threshold", bad, "--offtopic", os.path.join(SAMPLE, "offtopic.txt"), "--apply"],
+                     ["tune", "fusion", bad, "--apply"], ["tune", "transform", bad, "--apply"]):
+            r = run(*args, "--index", path)
+            assert r.exit_code == 1 and "bad.csv: 1 query has gold FAQ ids" in r.output and "line 2" in r.output, r.output
+    with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+        assert e.config["confidence"] == before
+        e.set_threshold(tune_threshold(e.searcher(), read_labelled_queries(os.path.join(SAMPLE, "queries.csv")),
+                                       read_texts(os.path.join(SAMPLE, "offtopic.txt"))))
+        assert e.config["confidence"]["chosen_by"] == "labelled"
+        assert "confidence" not in self_tuned(e.snapshot, e.encoder, fusion=False, threshold=False)
+
+        class Engine:
+            def refit(self, setting, threshold, made_by):
+                self.args = (setting, threshold, made_by)
+
+        for recalibrate, given in ((True, None), (False, 0.42)):
+            report = TuneReport("mrr@10", Setting(True), Setting(True, 0.5, 0.5, 8), [], 0.5, 0.6, 10,
+                                new_threshold=0.42, recalibrate=recalibrate)
+            fake = Engine()
+            assert report.apply_to(fake) and fake.args == (Setting(True, 0.5, 0.5, 8), given, "tune")
+
+
+def test_refit_without_options_keeps_an_index_without_a_transform_so(tmp_path, small_corpus, run):
+    path = str(tmp_path / "ix")
+    FAQSearch.build(small_corpus, path, encoder=FakeEncoder(), whiten=False).close()
+    assert run("refit", "--index", path).exit_code == 0
+    with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+        assert not e.config["whitening"].get("enabled", True)

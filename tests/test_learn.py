@@ -149,8 +149,8 @@ def test_learn_refuses_what_it_cannot_do_and_says_why(tmp_path, tiny_dir, index)
         with pytest.raises(TooFewVariantsError, match="only 0 FAQs have three or more questions"):
             two.learn()
         assert not os.path.exists(os.path.join(two.path, "encoders"))
-    with pytest.raises(InvalidOptionError, match="leaves no time to train"):
-        index.learn(minutes=0.5)
+    with pytest.raises(InvalidOptionError, match=r"leaves no time to train.*give at least 1\.2 \(--minutes 1\.2\)"):
+        index.learn(minutes=0.5)  # the least that works, not "give more" (1.2 minutes was refused after 1.1)
     with pytest.raises(InvalidOptionError, match="USE multilingual"):
         learning.trainable_base({"backend": "use", "name": "use-multilingual"})
     with pytest.raises(InvalidOptionError, match="mean-pooled"):
@@ -275,3 +275,20 @@ def test_ingest_learn_and_info(tmp_path, tiny_dir, monkeypatch):
     r = CliRunner().invoke(cli, ["ingest", corpus(tmp_path / "few", variants=1), "--index", str(tmp_path / "few" / "ix"),
                                  "--model", tiny_dir, "--learn", "2", "-q"])
     assert r.exit_code == 0 and "Not learned: only 0 FAQs have three or more questions" in r.output
+
+
+def test_budgets_below_the_least_that_works_are_refused_by_the_cli_and_the_api():
+    from faqsearch.defaults import LEARN_MIN_MINUTES
+    from faqsearch.service.models import LearnIn
+    from faqsearch.tuning.learn import MIN_TRAIN_S, RESERVE_S
+
+    assert LEARN_MIN_MINUTES * 60 >= RESERVE_S + MIN_TRAIN_S
+    from click.testing import CliRunner
+
+    from faqsearch.cli import cli
+
+    r = CliRunner().invoke(cli, ["learn", "--index", "nowhere", "--minutes", "1"])
+    assert r.exit_code == 2 and "1.2" in r.output
+    for bad in ({"minutes": 1.0}, {"minutes": True}, {"epochs": True}):
+        with pytest.raises(ValueError):
+            LearnIn(**bad)

@@ -131,3 +131,15 @@ def test_cli_versions_restore_and_the_undo_line(tmp_path, run):
     assert out.exit_code == 0 and f"Restored {old}" in out.output and len(content(path)) == 12
     bad = run("restore", "v12345678", "--index", path)
     assert bad.exit_code != 0 and "keeps v" in bad.output and "Traceback" not in bad.output
+
+
+def test_restore_where_there_is_no_index_says_so_and_makes_nothing(tmp_path):
+    from faqsearch.errors import IndexNotFoundError
+
+    with pytest.raises(IndexNotFoundError, match="no index at"):
+        restore(tmp_path / "nosuch", "v00000001")
+    assert not (tmp_path / "nosuch").exists()
+    with build_index(write_corpus(tmp_path, [("1", "a question", "an answer")]), tmp_path / "ix"):
+        pass
+    with pytest.raises(VersionNotFoundError, match=f"keeps v00000001. See them with: faqsearch versions --index {tmp_path / 'ix'}"):
+        restore(tmp_path / "ix", "v00000099")

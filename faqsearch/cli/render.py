@@ -96,13 +96,10 @@ def tune(report, as_json: bool, do_apply: bool) -> None:
         click.echo(f"{row['setting']:<32} {row['dims']:>5} {row[m] * scale:>9.2f}{mark}")
     click.echo(f"\n{count(report.n, 'item')}; {m} x100 held out (cross-validated): current {report.cv_current * scale:.2f}, "
                f"tuned {report.cv_tuned * scale:.2f} ({report.gain * scale:+.2f})")
-    for note in report.notes:
-        click.echo(note)
-    click.echo(f"chosen: {report.chosen.label}")
-    if report.applied:
-        click.echo("applied: transform and vector index rewritten.")
-    elif do_apply:
-        click.echo("not applied: the held-out score does not improve on the current setting.")
+    click.echo("".join(f"{note}\n" for note in report.notes) + f"chosen: {report.chosen.label}")
+    if report.applied or do_apply:
+        click.echo("applied: transform and vector index rewritten." if report.applied else
+                   "not applied: the held-out score does not improve on the current setting.")
 
 
 def fusion(report, as_json: bool, do_apply: bool) -> None:
@@ -136,6 +133,8 @@ def threshold(report, as_json: bool, do_apply: bool) -> None:
         click.echo(f"{row['threshold']:>9.2f} {100 * row['answered_right']:>23.1f}% {100 * row['offtopic_answered']:>21.1f}%")
     click.echo(f"\n{report.positives} in-scope and {report.negatives} out-of-scope queries; chosen {report.threshold:.3g} "
                f"(current {report.current:.3g}): {report.rule}")
+    if report.confidence is not None:  # what decides once applied (the threshold serves --threshold)
+        click.echo(f"confidence learned with it: ask answers at {percent(report.confidence.operating_point)} or more")
     if report.applied:
         click.echo("applied.")
 
@@ -203,7 +202,7 @@ def info(path: str, config: dict[str, Any]) -> None:
         from ..tuning.learn import gain
 
         click.echo(f"learned:    from {learned['base']} on the index's own questions ({learned['pairs']} pairs, "
-                   f"{learned['epochs']} epochs, {learned['when']}); {gain(learned['before'], learned['after'], 1)}")
+                   f"{learned['epochs']} epochs, {learned['when']}); {gain(learned['before'], learned['after'])}")
     elif (config.get("faqs_with_3_questions") or 0) >= LEARN_MIN_FAQS and config["encoder"].get("backend") == "transformers":
         click.echo(f"learned:    not yet; {config['faqs_with_3_questions']} FAQs have three or more questions: "
                    "`faqsearch learn` may lift the ranking (it keeps the result only if it wins held out)")
@@ -234,13 +233,12 @@ def info(path: str, config: dict[str, Any]) -> None:
         base = config["counts"]["questions"] - delta["added"] + delta["removed"]
         click.echo(f"edits:      generation {config.get('generation', 0)}; questions added / removed since the base "
                    f"files: {delta['added']} / {delta['removed']} (a new base after {delta_limit(base):,} changes)")
-    decides = threshold_decides(config)
-    click.echo(f"threshold:  {config.get('threshold'):.3g} ({threshold_origin(config)})"
-               + ("; decides whether to answer" if decides else
-                  "; applies with --threshold only" if config.get("confidence") else ""))
+    click.echo(f"threshold:  {config.get('threshold'):.3g} ({threshold_origin(config)})" + ("; decides whether to answer"
+               if threshold_decides(config) else "; applies with --threshold only" if config.get("confidence") else ""))
     click.echo("confidence: " + (confidence_origin(config) if config.get("confidence") else
-                                 "none learned (an index built before faqsearch learned one, or lexical): answers by "
-                                 "its threshold; rebuild with `faqsearch ingest` to learn one"))
+                                 "none learned (lexical mode, an index built before faqsearch learned one, or too few "
+                                 "right and wrong answers to learn from): answers by its threshold; `faqsearch tune "
+                                 "threshold --self --apply` learns one again"))
     if single_questions_decide(config):
         click.echo(f"note:       FAQs with one question each: a question on a topic no FAQ covers is answered "
                    f"whenever it scores above the threshold. Once {CONFIDENCE_MIN_VARIANTS} FAQs have two or more "

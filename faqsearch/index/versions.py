@@ -94,12 +94,12 @@ def restore(path: str | os.PathLike, version: str) -> str:
     the rows that version saw and renames its delta file for the new generation; Milvus keeps no
     versions."""
     path = os.path.abspath(path)
+    resolve(path)  # no index there: IndexNotFoundError, before a writer takes a lock (and makes a folder) there
     with Writer(path, f"restore {version}") as writer:
         known = _names(path)
         if version not in known:
-            raise VersionNotFoundError(f"index {os.path.basename(path)!r} keeps no version {version!r}; it keeps "
-                                       f"{', '.join(known)}. "
-                                       f"See them with: faqsearch versions --index {os.path.basename(path)}")
+            raise VersionNotFoundError(f"the index at {path} keeps no version {version!r}; it keeps "
+                                       f"{', '.join(known) or 'none'}. See them with: faqsearch versions --index {path}")
         src = os.path.join(path, version)
         config = _config(src)
         return backend_for(config).restore(writer, src, config)  # refused by a backend that keeps no versions

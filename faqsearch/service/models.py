@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field, field_validator
 
-from ..defaults import ASK_K, LEARN_EPOCHS, LEARN_MINUTES, MODES
+from ..defaults import ASK_K, LEARN_EPOCHS, LEARN_MIN_MINUTES, LEARN_MINUTES, MODES
 from ..errors import InvalidOptionError
 from ..filters import check_filters
 
@@ -43,6 +43,13 @@ def _check_filters(value: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
     return value
 
 
+def _not_boolean(v: Any) -> Any:
+    """JSON true is no number (pydantic would read it as 1; the library refuses it too)."""
+    if isinstance(v, bool):
+        raise ValueError("a number, not true or false")
+    return v
+
+
 def _short_questions(v: list[str]) -> list[str]:
     for q in v:
         if len(q) > 10_000:
@@ -65,10 +72,8 @@ class AskOptions(BaseModel):
 
     @field_validator("k", "threshold", "min_confidence", mode="before")
     @classmethod
-    def _no_booleans(cls, v: Any) -> Any:  # JSON true is no number (the library refuses it too)
-        if isinstance(v, bool):
-            raise ValueError("a number, not true or false")
-        return v
+    def _no_booleans(cls, v: Any) -> Any:
+        return _not_boolean(v)
 
 
 class AskIn(AskOptions):
@@ -122,8 +127,14 @@ class RestoreIn(BaseModel):
 
 
 class LearnIn(BaseModel):
-    minutes: float = Field(LEARN_MINUTES, ge=0.5, le=120, description="the run's time budget (the request lasts about as long)")
+    minutes: float = Field(LEARN_MINUTES, ge=LEARN_MIN_MINUTES, le=120, allow_inf_nan=False,
+                           description="the run's time budget (the request lasts about as long)")
     epochs: int = Field(LEARN_EPOCHS, ge=1, le=50, description="passes over the question pairs, at most")
+
+    @field_validator("minutes", "epochs", mode="before")
+    @classmethod
+    def _no_booleans(cls, v: Any) -> Any:
+        return _not_boolean(v)
 
 
 class FeedbackIn(BaseModel):

@@ -11,7 +11,7 @@ import numpy as np
 from ..defaults import (CONFIDENCE_ROUNDS, CONFIDENCE_SAMPLE, FOLDS, FUSION_POOL, FUSION_WEIGHTS, LEXICAL_POOL,
                         PROTOTYPE_MAX_QUESTIONS, SELF_FUSION_DOCS, SELF_FUSION_MAX, SELF_TOKEN_MAX, TOKEN_WEIGHTS)
 from ..errors import FAQSearchError, TooFewVariantsError
-from ..evaluation import LabelledQuery, reciprocal_rank
+from ..evaluation import LabelledQuery, check_gold, reciprocal_rank
 from ..lexical import bm25_scorer, fts_words, topk
 from ..progress import progress_bar
 from ..prototypes import choose_weight, sample_rows, unit
@@ -174,6 +174,7 @@ def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds:
     else:
         if not queries:
             raise FAQSearchError("no labelled queries to tune on")
+        check_gold(snap, queries)
         texts = [q.text for q in queries]
         gold = [q.gold for q in queries]
         cands = searcher.candidates(texts, searcher.vectors(texts, progress=progress), FUSION_POOL)

@@ -23,6 +23,7 @@ on the questions the index holds then.
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -44,6 +45,7 @@ from .transform import held_out_variants, refit_config
 
 ENCODE_RATE = 100.0  # questions a second assumed for the second encoding, when the budget is split
 RESERVE_S = 60.0  # seconds kept for loading the new encoder, choosing its weights and measuring
+MIN_TRAIN_S = 10.0  # training seconds a budget must leave (defaults.LEARN_MIN_MINUTES: the reserve and these)
 TRAINING = ".training-"  # encoders/.training-*: an encoder being trained (outside the writer lock)
 
 
@@ -185,10 +187,12 @@ def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minut
     base_name, base = trainable_base(spec)
     n_questions = int(snap.config.counts.questions) if snap.config.counts is not None else 0
     train_s = minutes * 60 - RESERVE_S - n_questions / ENCODE_RATE
-    if train_s < 10:
+    if train_s < MIN_TRAIN_S:
+        needed = math.ceil((RESERVE_S + n_questions / ENCODE_RATE + MIN_TRAIN_S) / 6) / 10  # minutes, up to a tenth
         raise InvalidOptionError(f"a time budget of {minutes:g} minutes leaves no time to train: encoding {n_questions} "
                                  f"questions again and measuring take about "
-                                 f"{(RESERVE_S + n_questions / ENCODE_RATE) / 60:.1f} minutes here; give more")
+                                 f"{(RESERVE_S + n_questions / ENCODE_RATE) / 60:.1f} minutes here; give at least "
+                                 f"{needed:g} (--minutes {needed:g})")
     folder = os.path.join(snap.path, ENCODERS)
     for attempt in range(3):  # another learn may remove the folder it found empty in between
         os.makedirs(folder, exist_ok=True)
@@ -269,8 +273,11 @@ def _commit(writer, snap, encoder: Callable[[], Any], load: Callable[[str], Any]
     threshold = (snap.config.calibration or {}).get("chosen_by") in (None, "default", "self-calibrated")
     fusion = str((snap.config.fusion or {}).get("chosen_by") or "self").startswith("self")
     if not threshold:
-        report.notes.append(f"the threshold {snap.threshold:.3g} was given or tuned on labels and is kept, but the new "
-                            "encoder's scores differ: choose it again (faqsearch tune threshold)")
+        labelled = (snap.config.confidence or {}).get("chosen_by", "self-calibrated") != "self-calibrated"
+        report.notes.append(f"the threshold {snap.threshold:.3g}{' and the confidence' if labelled else ''} "
+                            f"{'were' if labelled else 'was'} given or tuned on labels and "
+                            f"{'are' if labelled else 'is'} kept, but the new encoder's scores differ: choose "
+                            f"{'them' if labelled else 'it'} again (faqsearch tune threshold QUERIES --offtopic FILE --apply)")
     if not fusion:
         given = (snap.config.fusion or {}).get("chosen_by") == FUSION_GIVEN
         report.notes.append(f"the fusion weights were {'given at ingest (--no-self-fusion)' if given else 'tuned on labels'}"

@@ -21,7 +21,7 @@ import numpy as np
 from ..confidence import ConfidenceModel, check_probability
 from ..defaults import SELF_THRESHOLD_MIN, THRESHOLD_RANGE, UNKNOWN_SHARE
 from ..errors import FAQSearchError, InvalidOptionError, TooFewVariantsError
-from ..evaluation import LabelledQuery
+from ..evaluation import LabelledQuery, check_gold
 from ..index.format import Config
 from ..search import fuse
 from ..text import non_latin_share
@@ -141,6 +141,7 @@ def tune_threshold(searcher, queries: Sequence[LabelledQuery], offtopic: Sequenc
     maximises (in-scope answered right) - (out-of-scope answered), midway within the best range."""
     if not queries or not offtopic:
         raise FAQSearchError("tuning the threshold needs labelled queries and out-of-scope queries (--offtopic)")
+    check_gold(searcher.snap, queries)
     found = searcher.answer([q.text for q in queries], k=1, threshold=-1.0)
     right = np.array([r.best_score for r, q in zip(found, queries)
                       if r.nearest is not None and r.nearest.faq_id in q.gold], dtype=np.float64)
@@ -191,10 +192,13 @@ def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
 
     queries = QueryEncoder(lambda: encoder)
     changes: dict[str, Any] = {}
-    # a threshold given at ingest stays (and decides); the confidence is learned all the same, to be shown
+    # a threshold given at ingest stays (and decides); the confidence is learned all the same, to be shown;
+    # one learned from labels stays with the threshold tuned with it (what a person chose stays)
+    labelled = (snap.config.confidence or {}).get("chosen_by", "self-calibrated") != "self-calibrated"
     self_tune(lambda: Searcher(replace(snap, config=snap.config.merged(changes)), queries),
               (lambda r: changes.update(fusion_changes(r) or {})) if fusion and snap.mode == "hybrid" else None,
-              (lambda r: changes.update(threshold_changes(r) if threshold else {"confidence": r.confidence_section()})))
+              (lambda r: changes.update(threshold_changes(r) if threshold else
+                                        {} if labelled else {"confidence": r.confidence_section()})))
     return changes
 
 

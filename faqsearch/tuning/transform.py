@@ -18,7 +18,7 @@ import numpy as np
 
 from ..defaults import BETAS, FOLDS, GAMMAS, KS, LEXICAL_POOL
 from ..errors import FAQSearchError, TooFewVariantsError
-from ..evaluation import LabelledQuery, reciprocal_rank, spearman
+from ..evaluation import LabelledQuery, check_gold, reciprocal_rank, spearman
 from ..index.format import Config
 from ..progress import progress_bar
 from ..prototypes import unit
@@ -52,8 +52,9 @@ class TuneReport:
     cv_tuned: float  # held-out score of the setting chosen on the other folds
     n: int
     applied: bool = False
-    new_threshold: float | None = None
+    new_threshold: float | None = None  # kept where a threshold was given or tuned on labels
     notes: list[str] = field(default_factory=list)
+    recalibrate: bool = False  # the index chose its threshold: applied, it chooses it (and its confidence) again
 
     @property
     def gain(self) -> float:
@@ -68,7 +69,7 @@ class TuneReport:
         """Refit ``engine`` (a FAQSearch) with the chosen setting and its threshold where it is worth
         applying; whether it was."""
         if self.worth_applying:
-            engine.refit(self.chosen, self.new_threshold)
+            engine.refit(self.chosen, None if self.recalibrate else self.new_threshold, made_by="tune")
             self.applied = True
         return self.applied
 
@@ -233,6 +234,7 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
     else:
         if not queries:
             raise FAQSearchError("no labelled queries to tune on")
+        check_gold(snap, queries)
         q_raw = encode([q.text for q in queries], progress=progress)
         gold = [q.gold for q in queries]
         if snap.mode == "hybrid":  # measured in the mode the index answers in
@@ -286,8 +288,12 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
     cv_cur, cv_tuned = cross_validate(score, n, len(settings), current, folds)
     table = [{"setting": s.label, metric: full[i], "dims": dims[i], "current": i == current, "chosen": i == chosen}
              for i, s in enumerate(settings)]
-    report = TuneReport(metric, cur, settings[chosen], table, cv_cur, cv_tuned, n, notes=notes)
-    if bests and chosen != current:
+    report = TuneReport(metric, cur, settings[chosen], table, cv_cur, cv_tuned, n, notes=notes,
+                        recalibrate=(snap.config.calibration or {}).get("chosen_by") == "self-calibrated")
+    if report.recalibrate and chosen != current:
+        notes.append("applied, the index chooses its threshold and confidence again on the new transform, as "
+                     "refit does (it chose them itself)")
+    elif bests and chosen != current:
         # scores of another transform live on another scale: keep the share of queries answered
         share = float(np.mean(bests[current] >= snap.threshold))
         report.new_threshold = float(np.quantile(bests[chosen], 1.0 - share)) if share > 0 else float(

@@ -114,9 +114,7 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
             except TooFewVariantsError as exc:  # the index is built and usable: say so, do not fail
                 click.echo(f"Not tuned: {exc}", err=True)
             else:
-                if report.worth_applying:
-                    engine.refit(report.chosen, report.new_threshold)
-                    report.applied = True
+                report.apply_to(engine)
                 if not out.json:
                     print_tune(report, False, True)
         learned = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ...defaults import LEARN_EPOCHS, LEARN_MINUTES
+from ...defaults import LEARN_EPOCHS, LEARN_MIN_MINUTES, LEARN_MINUTES
 from ..groups import FormerFlags
 from ..options import Finite, encoding_options, index_option
 from ..render import dump
@@ -123,7 +123,7 @@ def simbert(out_dir, base, from_index, corpus, epochs, batch_size, lr, seed, pai
 
 @click.command()
 @index_option
-@click.option("--minutes", type=Finite(0.5, 24 * 60), default=LEARN_MINUTES, show_default=True,
+@click.option("--minutes", type=Finite(LEARN_MIN_MINUTES, 24 * 60), default=LEARN_MINUTES, show_default=True,
               help="Time budget of the whole run; training stops early to keep it (on a GPU it rarely needs to).")
 @click.option("--epochs", type=click.IntRange(1), default=LEARN_EPOCHS, show_default=True,
               help="Passes over the question pairs, at most.")

@@ -248,8 +248,9 @@ def refit(index, beta, gamma, k, out):
     with FAQSearch.open(index) as engine:
         cur = current_setting(engine.config)
         wanted = engine.config.whitening.k
+        given = (beta, gamma, k) != (None, None, None)  # none: the current setting, no transform staying none
         engine.refit(Setting(True, cur.beta if beta is None else beta, cur.gamma if gamma is None else gamma,
-                             wanted if k is None else k))
+                             wanted if k is None else k) if given or cur.whiten else cur)
         w, n, dims = engine.config.whitening, engine.whitening.moments.n, engine.config.dim_out
         chosen_by = (engine.config.calibration or {}).get("chosen_by")
         result = {"index": engine.path, "beta": w.beta, "gamma": w.gamma, "dims": dims, "fit_count": n,

@@ -13,8 +13,9 @@ from ..render import dump
 @handles_errors
 def versions(index, out):
     """List the versions an index keeps: when each was made, by what, its FAQs and questions, and
-    which one is live. Every ingest, refit, tune and edit that drops questions makes a new version;
-    the previous ones are kept (the newest 5) for `faqsearch restore`.
+    which one is live. Every ingest, refit, tune transform --apply, learn and edit that drops questions
+    makes a new version; the previous ones are kept (the newest 5) for `faqsearch restore`. Settings
+    that tune threshold, tune fusion and tune confidence store change the live version in place.
 
     \b
     Example:
