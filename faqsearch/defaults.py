@@ -120,6 +120,9 @@ LEARN_EPOCHS = 5
 LEARN_BATCH = 64
 LEARN_LR = 3e-5
 LEARN_MIN_FAQS = 10  # FAQs with three or more questions (one held out, two to pair) below which learn refuses
+LEARN_LOG_CONFIDENCE = 0.8  # logged queries the index answers at this confidence or more are trained on
+LEARN_LOG_PER_FAQ = 40  # at most this many of them per FAQ (the most confident)
+LEARN_LOG_QUERIES = 10000  # the most recent distinct logged queries looked at
 
 # FAQ prototypes in hybrid ranking (faqsearch.prototypes): the weights an index compares, leaving
 # each of up to PROTOTYPE_QUERIES of its questions out in turn, searched among up to PROTOTYPE_DOCS

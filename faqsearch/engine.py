@@ -269,10 +269,11 @@ class FAQSearch(Asking):
             snap.backend.rebuild(writer, snap, white, config,
                                  refit_calibration(writer, snap.config, threshold, lambda: self._queries.encoder))
 
-    def learn(self, minutes: float = LEARN_MINUTES, epochs: int = LEARN_EPOCHS, progress: bool = False) -> LearnReport:
-        """Fine-tune the encoder on the index's own questions, committed only where it wins held out (:mod:`.tuning.learn`)."""
+    def learn(self, minutes: float = LEARN_MINUTES, epochs: int = LEARN_EPOCHS, progress: bool = False, from_log=True):
+        """Fine-tune the encoder on the index's questions (and logged queries it answers confidently,
+        ``from_log``), committed only where it wins held out (:mod:`.tuning.learn`)."""
         return learn(self._current(), lambda: self._writing("learn"), lambda: self._queries.encoder, minutes=minutes,
-                     epochs=epochs, threads=self._threads, progress=progress)
+                     epochs=epochs, threads=self._threads, progress=progress, from_log=from_log)
 
     def set_fusion(self, report: FusionReport) -> bool:
         """Store a chosen hybrid weight (and mode) when it wins held out; True when it was applied."""

@@ -203,6 +203,11 @@ class QueryLog:
                + (" and time >= ?" if since else "") + " order by id desc limit ?")
         return self._rows(sql, [margin, margin] + ([since] if since else []) + [limit])
 
+    def distinct_unassigned(self, limit: int) -> list[str]:
+        """Up to ``limit`` distinct logged queries no person assigned to an FAQ, most recent first."""
+        return [r["query"] for r in self._rows("select query, max(id) as last from queries where feedback_faq is null "
+                                               "group by query order by last desc limit ?", [limit])]
+
     def count(self, since: str | None = None) -> dict[str, int]:
         """Queries logged (at or after ``since``), answered and not."""
         since = parse_since(since)

@@ -53,7 +53,7 @@ def test_held_out_questions_are_never_trained_on(index):
     snap = index.snapshot
     qids, keys = snap.store.question_faqs()
     held = {r[2] for r in snap.store.question_rows(qids[held_out_variants(keys, 0)])}
-    pairs, n = learning.training_pairs(snap)
+    pairs, n, logged = learning.training_pairs(snap)
     assert n == len(held) == len(TOPICS)
     assert pairs and not held & {t for a, b, _ in pairs for t in (a, b)}
 
@@ -292,3 +292,46 @@ def test_budgets_below_the_least_that_works_are_refused_by_the_cli_and_the_api()
     for bad in ({"minutes": 1.0}, {"minutes": True}, {"epochs": True}):
         with pytest.raises(ValueError):
             LearnIn(**bad)
+
+
+def test_logged_queries_the_index_answers_confidently_join_their_faq_for_training(tmp_path, monkeypatch):
+    """Self-training: a logged query the index answers at LEARN_LOG_CONFIDENCE or more is paired with a
+    question (not held out) of that FAQ, at most LEARN_LOG_PER_FAQ per FAQ; queries a person assigned,
+    stored questions and queries answered below it are not; without a log, none."""
+    from faqsearch.querylog import QueryLog
+    from faqsearch.tuning import held_out_variants
+
+    from .conftest import FakeEncoder
+
+    encoder = FakeEncoder()
+    with FAQSearch.build(corpus(tmp_path), str(tmp_path / "ix"), encoder=encoder) as e:
+        snap = e.snapshot
+        assert learning.training_pairs(snap, 0, lambda: encoder)[2] == 0  # no log yet
+        asked = [f"{p} {t} please" for t in TOPICS for p in ("help with my", "what about my", "trouble with the")]
+        asked += ["how do i change my password", "completely unrelated words"]
+        results = e.ask_many(asked, log=True, min_confidence=0.0)
+        qlog = QueryLog.for_index(e.path)
+        qlog.mark_assigned(["help with my invoice please"], "f1")
+        qlog.close()
+        conf = {q: r.answers[0].confidence for q, r in zip(asked, results)}
+        floor = sorted(conf.values())[len(conf) // 3]
+        monkeypatch.setattr(learning, "LEARN_LOG_CONFIDENCE", floor)
+        monkeypatch.setattr(learning, "LEARN_LOG_PER_FAQ", 2)
+        snap = e.snapshot
+        pairs, n_held, n_logged = learning.training_pairs(snap, 0, lambda: encoder)
+        logged = pairs[len(pairs) - n_logged:]
+        qids, keys = snap.store.question_faqs()
+        rows = snap.store.question_rows(qids)
+        held = {rows[i][2] for i in held_out_variants(keys, 0)}
+        faq_of = {r[2]: r[1] for r in rows}
+        answer_of = {q: r.answers[0].faq_id for q, r in zip(asked, results)}
+        assert n_logged and all(conf[q] >= floor and faq_of[b] == answer_of[q] and b not in held for q, b, _ in logged)
+        assert not {"help with my invoice please", "how do i change my password"} & {q for q, _, _ in logged}
+        through = {q: r.answers[0].question for q, r in zip(asked, results)}
+        assert not any(through[q] in held for q, _, _ in logged)  # none came through a held-out question
+        per = {}
+        for q, b, g in logged:
+            per.setdefault(answer_of[q], set()).add(g)
+            assert sum(answer_of[x] == answer_of[q] for x, _, _ in logged) <= 2
+        group = {faq_of[a]: g for a, _, g in pairs[:len(pairs) - n_logged]}
+        assert all(gs == {group[f]} for f, gs in per.items())  # one batch group per FAQ: its questions' pairs'

@@ -130,6 +130,7 @@ class LearnIn(BaseModel):
     minutes: float = Field(LEARN_MINUTES, ge=LEARN_MIN_MINUTES, le=120, allow_inf_nan=False,
                            description="the run's time budget (the request lasts about as long)")
     epochs: int = Field(LEARN_EPOCHS, ge=1, le=50, description="passes over the question pairs, at most")
+    from_log: bool = Field(True, description="also train on logged queries the index answers confidently")
 
     @field_validator("minutes", "epochs", mode="before")
     @classmethod

@@ -133,7 +133,8 @@ def restore(request: Request, name: str, body: RestoreIn):
 def learn(request: Request, name: str, body: LearnIn):
     """Fine-tune the index's encoder on its own questions and keep it only where it wins held out (as
     `faqsearch learn --json`); the request lasts the run (up to ``minutes``). Needs the API key."""
-    return service(request).write(name, lambda e: e.learn(minutes=body.minutes, epochs=body.epochs)).to_dict()
+    return service(request).write(name, lambda e: e.learn(minutes=body.minutes, epochs=body.epochs,
+                                                          from_log=body.from_log)).to_dict()
 
 
 @router.post("/indexes/{name}/ask", tags=["ask"], dependencies=[Depends(ask_key)])

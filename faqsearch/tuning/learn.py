@@ -7,7 +7,9 @@ generated ones kept), committed only where it wins held out.
    trained on and the new version's weights, threshold and confidence are chosen on unseen ones.
 2. **Train** (:func:`faqsearch.finetune.train_encoder`; one pair per FAQ in each batch, so every
    in-batch negative is another FAQ) from the index's base encoder on the pairs of the other
-   questions, stopping early where the time budget requires.
+   questions, and on the index's traffic: logged queries it answers at a high confidence, each
+   paired with a question of its answer's FAQ (self-training, :func:`logged_pairs`), stopping early
+   where the time budget requires.
 3. **Encode every question again**, fit the transform again at the index's setting
    (``Backend.reencode``), and let the new version choose its weights, threshold and confidence as
    ingest does (:func:`faqsearch.tuning.threshold.self_tuned`).
@@ -25,16 +27,18 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import shutil
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from ..defaults import (LEARN_BATCH, LEARN_EPOCHS, LEARN_LR, LEARN_MIN_FAQS, LEARN_MINUTES, SELF_FUSION_MAX,
-                        SELF_TOKEN_MAX)
+from ..defaults import (LEARN_BATCH, LEARN_EPOCHS, LEARN_LOG_CONFIDENCE, LEARN_LOG_PER_FAQ, LEARN_LOG_QUERIES,
+                        LEARN_LR, LEARN_MIN_FAQS, LEARN_MINUTES, SELF_FUSION_MAX, SELF_TOKEN_MAX)
 from ..errors import FAQSearchError, InvalidOptionError, TooFewVariantsError
 from ..index.format import ENCODERS
 from ..evaluation import ranking_metrics
@@ -60,6 +64,7 @@ class LearnReport:
     after: dict[str, Any] | None = None
     held_out: int = 0
     pairs: int = 0
+    logged: int = 0  # of the pairs, logged queries the index answered confidently (self-training)
     loss: list[float] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     encoder: str | None = None
@@ -115,9 +120,12 @@ def wins(after: dict[str, Any], before: dict[str, Any]) -> bool:
     return (after["r1"], after["mrr10"]) > (before["r1"], before["mrr10"])
 
 
-def training_pairs(snap, seed: int = 0) -> tuple[list[tuple[str, str, int]], int]:
-    """The pairs of the questions not held out (each pair both ways: a batch holds one of them), and
-    how many questions are held out. Refused where too few FAQs are left to learn from or measure on."""
+def training_pairs(snap, seed: int = 0, encoder: Callable[[], Any] | None = None
+                   ) -> tuple[list[tuple[str, str, int]], int, int]:
+    """The pairs of the questions not held out (each pair both ways: a batch holds one of them), how
+    many questions are held out, and how many logged queries joined them (:func:`logged_pairs`, where
+    ``encoder()`` gives the index's encoder). Refused where too few FAQs are left to learn from or
+    measure on."""
     from ..finetune import group_pairs
 
     qids, keys = snap.store.question_faqs()
@@ -131,14 +139,55 @@ def training_pairs(snap, seed: int = 0) -> tuple[list[tuple[str, str, int]], int
     for keep, (_, faq_id, text) in zip(out, rows):
         if keep:
             groups.setdefault(faq_id, []).append(text)
-    trainable = [g for g in groups.values() if len(set(g)) >= 2]
+    trainable = [f for f, g in groups.items() if len(set(g)) >= 2]
     if len(held) < LEARN_MIN_FAQS or len(trainable) < LEARN_MIN_FAQS:
         raise TooFewVariantsError(
             f"only {len(trainable)} FAQs have three or more questions: learn holds one question of each FAQ out to "
             f"measure on and trains on the others, and needs {LEARN_MIN_FAQS} such FAQs. Give FAQs more phrasings "
             "first (faqsearch approve, feedback, augment), or keep the encoder")
-    pairs = group_pairs(trainable, seed=seed)
-    return [p for a, b, g in pairs for p in ((a, b, g), (b, a, g))], len(held)
+    pairs = group_pairs([groups[f] for f in trainable], seed=seed)
+    pairs = [p for a, b, g in pairs for p in ((a, b, g), (b, a, g))]
+    index_of = {f: i for i, f in enumerate([*trainable, *(f for f in groups if f not in set(trainable))])}
+    held_texts = {rows[i][2] for i in held}
+    logged = logged_pairs(snap, encoder, groups, index_of, {r[2] for r in rows}, held_texts, seed) \
+        if encoder is not None else []
+    return pairs + logged, len(held), len(logged)
+
+
+def logged_pairs(snap, encoder: Callable[[], Any], groups: dict[str, list[str]], index_of: dict[str, int],
+                 stored: set[str], held: set[str] = frozenset(), seed: int = 0) -> list[tuple[str, str, int]]:
+    """Self-training on the index's traffic: the distinct logged queries no person assigned (the most
+    recent LEARN_LOG_QUERIES), asked of the index as it is now; each it answers at a confidence of
+    LEARN_LOG_CONFIDENCE or more (at most LEARN_LOG_PER_FAQ per FAQ, the most confident) is paired
+    with a question of that FAQ not held out. A query answered through a held-out question is left
+    out: it would carry that question into training and flatter the held-out measure. None without a
+    log, or where the index has no confidence."""
+    from ..querylog import QueryLog, log_path
+    from ..search import QueryEncoder, Searcher
+
+    if snap.confidence is None or not os.path.exists(log_path(snap.path)):
+        return []
+    qlog = QueryLog.open_or_none(snap.path)
+    if qlog is None:
+        return []
+    try:
+        texts = [t for t in qlog.distinct_unassigned(LEARN_LOG_QUERIES) if t not in stored]
+    finally:
+        qlog.close()
+    found = []
+    searcher = Searcher(snap, QueryEncoder(encoder))
+    for start in range(0, len(texts), 256):
+        for text, r in zip(texts[start:start + 256], searcher.answer(texts[start:start + 256], k=1, min_confidence=0.0)):
+            top = r.answers[0] if r.answers else None
+            if top is not None and top.confidence is not None and top.confidence >= LEARN_LOG_CONFIDENCE \
+                    and top.faq_id in groups and top.question not in held:
+                found.append((top.confidence, text, top.faq_id))
+    rng, per, out = random.Random(seed), Counter(), []
+    for _, text, faq_id in sorted(found, key=lambda x: -x[0]):
+        if per[faq_id] < LEARN_LOG_PER_FAQ:
+            per[faq_id] += 1
+            out.append((text, rng.choice(groups[faq_id]), index_of[faq_id]))
+    return out
 
 
 def unused_encoders(path: str, stale_s: float = 24 * 3600) -> list[str]:
@@ -165,7 +214,7 @@ def unused_encoders(path: str, stale_s: float = 24 * 3600) -> list[str]:
 
 def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minutes: float = LEARN_MINUTES,
           epochs: int = LEARN_EPOCHS, seed: int = 0, threads: int | None = None,
-          progress: bool = False) -> LearnReport:
+          progress: bool = False, from_log: bool = True) -> LearnReport:
     """The run of the module docstring. Training reads ``snap`` without the writer lock (edits go on
     meanwhile); ``writing()``: the context manager of the writer lock, giving (writer, the latest
     snapshot), under which the new version is made and committed where it wins. ``encoder()``: the
@@ -182,7 +231,7 @@ def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minut
     if remote_of(snap.path) is not None:
         raise InvalidOptionError("learn keeps the encoder in the index directory, which the other machines of an "
                                  "index in Milvus do not share; learn on an index of its own (ingest --index NAME)")
-    pairs, n_held = training_pairs(snap, seed)
+    pairs, n_held, n_logged = training_pairs(snap, seed, encoder if from_log else None)
     spec = snap.config.encoder_spec or {}
     base_name, base = trainable_base(spec)
     n_questions = int(snap.config.counts.questions) if snap.config.counts is not None else 0
@@ -203,7 +252,8 @@ def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minut
             if attempt == 2:
                 raise
     name = time.strftime("learned-%Y%m%d-%H%M%S-", time.gmtime()) + os.path.basename(training)[-6:].lower()
-    report = LearnReport(False, "", {}, held_out=n_held, pairs=len(pairs), base=base_name)
+    report = LearnReport(False, "", {}, held_out=n_held, pairs=len(pairs), base=base_name, logged=n_logged)
+    report.seconds["pairs"] = round(time.monotonic() - start, 1)
     trained = {t for a, b, _ in pairs for t in (a, b)}
     state: dict[str, Any] = {}  # the writer and its generation before the commit, to know whether it committed
 

@@ -127,10 +127,13 @@ def simbert(out_dir, base, from_index, corpus, epochs, batch_size, lr, seed, pai
               help="Time budget of the whole run; training stops early to keep it (on a GPU it rarely needs to).")
 @click.option("--epochs", type=click.IntRange(1), default=LEARN_EPOCHS, show_default=True,
               help="Passes over the question pairs, at most.")
+@click.option("--no-log", "no_log", is_flag=True,
+              help="Train on the FAQ's questions only, not also on logged queries the index answers confidently.")
 @encoding_options
-def learn(index, minutes, epochs, out, threads):
+def learn(index, minutes, epochs, no_log, out, threads):
     """Fine-tune the index's encoder on its own questions (each FAQ's phrasings, and those assigned by
-    approve and feedback), encode the index again, and keep the result only if it ranks the held-out
+    approve and feedback) and on its traffic (logged queries it answers at 80% or more, each joining
+    the FAQ it got), encode the index again, and keep the result only if it ranks the held-out
     questions (one per FAQ, never trained on) better than the index does now. The previous version is
     kept (`faqsearch versions`, `restore`). Needs 10 or more FAQs with three or more questions. Edits
     go on while it trains; the index is locked only to encode it again and commit.
@@ -146,13 +149,14 @@ def learn(index, minutes, epochs, out, threads):
 
     configure_torch(threads)
     with FAQSearch.open(index, threads=threads) as engine:
-        report = engine.learn(minutes=minutes, epochs=epochs, progress=out.progress)
+        report = engine.learn(minutes=minutes, epochs=epochs, progress=out.progress, from_log=not no_log)
         path = engine.path
     if out.json:
         click.echo(dump({"index": path, **report.to_dict()}))
         return
     click.echo(f"{'Kept' if report.kept else 'Not kept'}: {gain(report.before, report.after)} (trained on "
-               f"{report.pairs} pairs, {len(report.loss)} epochs, {report.seconds.get('total', 0):.0f} s).")
+               f"{report.pairs} pairs{f' ({report.logged} of them logged queries)' if report.logged else ''}, "
+               f"{len(report.loss)} epochs, {report.seconds.get('total', 0):.0f} s).")
     click.echo(f"The index now answers with {report.encoder} (version {report.version}); `faqsearch restore` undoes it."
                if report.kept else "The index keeps its encoder; nothing changed.")
     for note in report.notes if report.kept else ():
