@@ -269,7 +269,7 @@ class FAQSearch(Asking):
             snap.backend.rebuild(writer, snap, white, config,
                                  refit_calibration(writer, snap.config, threshold, lambda: self._queries.encoder))
 
-    def learn(self, minutes: float = LEARN_MINUTES, epochs: int = LEARN_EPOCHS, progress: bool = False, from_log=True):
+    def learn(self, minutes=LEARN_MINUTES, epochs=LEARN_EPOCHS, progress=False, from_log=True) -> LearnReport:
         """Fine-tune the encoder on the index's questions (and logged queries it answers confidently,
         ``from_log``), committed only where it wins held out (:mod:`.tuning.learn`)."""
         return learn(self._current(), lambda: self._writing("learn"), lambda: self._queries.encoder, minutes=minutes,

@@ -41,8 +41,12 @@ def m001_queries(db: Database) -> None:
 def m002_confidence(db: Database) -> None:
     """The first answer's (or best guess's) confidence and the confidence that decided (None where the
     cosine threshold did), so that gaps can tell answers that barely passed."""
-    db["queries"].add_column("confidence", float)
-    db["queries"].add_column("min_confidence", float)
+    for column in ("confidence", "min_confidence"):
+        try:
+            db["queries"].add_column(column, float)
+        except sqlite3.OperationalError as exc:  # another process of this index added it a moment before
+            if "duplicate column" not in str(exc):
+                raise
 
 
 def log_path(index_path: str) -> str:
@@ -99,7 +103,13 @@ class QueryLog:
         self.db = Database(self._conn)
         self._lock = threading.Lock()
         with self._lock:
-            migrations.apply(self.db)
+            try:
+                migrations.apply(self.db)
+            except sqlite3.OperationalError as exc:  # a log written by an older faqsearch, in a folder read only here
+                if "readonly" not in str(exc):
+                    raise
+                log.warning("the query log %s is read only here and from an older faqsearch: read as it is", path)
+            self._confidences = "confidence" in self.db["queries"].columns_dict  # older logs lack them
 
     @classmethod
     def for_index(cls, index_path: str) -> "QueryLog":
@@ -141,8 +151,9 @@ class QueryLog:
             rows.append({"time": now, "query": r.query, "mode": mode, "channel": channel,
                          "top_faq": top.faq_id if top else None, "top_question": top.question if top else None,
                          "score": r.best_score, "threshold": r.threshold, "answered": int(bool(r.answers)),
-                         "feedback_faq": None, "confidence": getattr(top, "confidence", None),
-                         "min_confidence": getattr(r, "min_confidence", None)})
+                         "feedback_faq": None, **({"confidence": getattr(top, "confidence", None),
+                                                   "min_confidence": getattr(r, "min_confidence", None)}
+                                                  if self._confidences else {})})
         if not rows:
             return []
         with self._writing():
@@ -196,12 +207,14 @@ class QueryLog:
         (:func:`faqsearch.gaps.low_bar`: the confidence's operating point where it decided, else the
         cosine threshold; rows logged before confidences were, by their cosine)."""
         since = parse_since(since)
-        sql = ("select id, time, query, score, threshold, answered, top_faq, confidence, min_confidence from queries "
-               "where feedback_faq is null and (answered = 0 or score is null or case when min_confidence is not null "
-               "then coalesce(confidence < min(min_confidence + ?, (min_confidence + 1) / 2), 1) "
-               "else score < min(threshold + ?, (threshold + 1) / 2) end)"
+        by_cosine = "score < min(threshold + ?, (threshold + 1) / 2)"
+        low = (f"case when min_confidence is not null then coalesce(confidence < min(min_confidence + ?, "
+               f"(min_confidence + 1) / 2), 1) else {by_cosine} end") if self._confidences else by_cosine
+        kept = "confidence, min_confidence" if self._confidences else "null as confidence, null as min_confidence"
+        sql = (f"select id, time, query, score, threshold, answered, top_faq, {kept} from queries "
+               f"where feedback_faq is null and (answered = 0 or score is null or {low})"
                + (" and time >= ?" if since else "") + " order by id desc limit ?")
-        return self._rows(sql, [margin, margin] + ([since] if since else []) + [limit])
+        return self._rows(sql, [margin] * (1 + self._confidences) + ([since] if since else []) + [limit])
 
     def distinct_unassigned(self, limit: int) -> list[str]:
         """Up to ``limit`` distinct logged queries no person assigned to an FAQ, most recent first."""

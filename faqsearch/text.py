@@ -86,31 +86,35 @@ def is_latin(ch: str) -> bool:
 
 
 def letter_units(text: str):
-    """The letters of ``text`` grouped as a reader weighs them: a run of letters of one kind (Latin,
-    or another spaced script) is one word, and each character of Chinese or Japanese (written without
-    spaces, :data:`UNSPACED`) is one. Yields (the first letter, its length), so "可以用PayPal付款吗"
-    is six Han units and one Latin one, not six Han letters against six Latin ones."""
+    """The letters of ``text`` grouped as a reader weighs them, as (first letter, weight) pairs: in text
+    with Chinese or Japanese (:data:`UNSPACED`) each such character weighs 1 and so does a whole run
+    of other letters (a word: "可以用PayPal付款吗" is six Han units and one Latin one, not six
+    against six); in text without, every letter weighs 1 (a Russian word is longer than an English
+    one, so words would tip a bilingual Russian and English text to English)."""
+    if not UNSPACED.search(text):
+        yield from ((ch, 1) for ch in text if ch.isalpha())
+        return
     start, kind = -1, None
     for i, ch in enumerate(text + " "):
         now = None if not ch.isalpha() else "u" if UNSPACED.match(ch) else "l" if is_latin(ch) else "o"
         if kind is not None and (now != kind or kind == "u"):
-            yield text[start], i - start
+            yield text[start], 1
             kind = None
         if now is not None and kind is None:
             start, kind = i, now
 
 
 def non_latin_share(texts, limit: int = 2000) -> float:
-    """The share of :func:`letter_units` outside the Latin script in (up to ``limit`` of) ``texts``: 0 for
-    English, near 1 for Chinese, Japanese, Russian or Arabic, and a Chinese question that names
-    "PayPal" or "iPhone" stays Chinese. Letters only: digits, punctuation and spaces do not count."""
+    """The share of letters (weighed by :func:`letter_units`) outside the Latin script in (up to ``limit``
+    of) ``texts``: 0 for English, near 1 for Chinese, Japanese, Russian or Arabic, and a Chinese question
+    that names "PayPal" or "iPhone" stays Chinese. Digits, punctuation and spaces do not count."""
     import itertools
 
     latin = other = 0
     for text in itertools.islice(texts, limit):
-        for first, _ in letter_units(text):
+        for first, weight in letter_units(text):
             if is_latin(first):
-                latin += 1
+                latin += weight
             else:
-                other += 1
+                other += weight
     return other / (latin + other) if latin + other else 0.0

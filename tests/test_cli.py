@@ -253,3 +253,5 @@ def test_a_confidence_just_below_the_bar_is_shown_with_the_decimals_that_tell_th
     assert percents(0.4845, 0.4849) == ("48.4%", "48.5%") and percents(0.48, 0.4801) == ("48.00%", "48.01%") and percents(0.30, 0.41) == ("30%", "41%")
     assert percent(1.0, exact=True) == "100%" and percent(1.0) == percent(0.999) == ">99%" and percent(0.004) == "<1%"
     assert percents(0.5, 1.0) == ("50%", "100%")
+    assert percents(0.993, 0.995) == ("99.3%", "99.5%") and percents(0.004, 0.008) == ("0.4%", "0.8%")
+    assert percents(0.48499999, 0.485) == ("just below", "48.50%")

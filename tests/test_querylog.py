@@ -91,3 +91,30 @@ def test_ask_log_on_a_read_only_index_answers_unlogged_with_a_warning(tmp_path, 
     assert r.exit_code == 0 and '"faq_id": "2"' in r.output, r.output
     assert "queries are not logged" in caplog.text and "store.db" not in r.output
     assert not os.path.exists(os.path.join(ix, "queries.db"))
+
+
+def test_a_log_from_before_confidences_opens_read_only_and_its_rows_count_by_cosine(tmp_path, monkeypatch):
+    """A log written before the confidence columns, in a folder this process may only read: it opens
+    as it is (its migration would need a write), and gaps read its rows by their cosine."""
+    import sqlite3
+
+    from faqsearch import querylog
+
+    path = str(tmp_path / "queries.db")
+    QueryLog(path).close()
+    db = sqlite3.connect(path)
+    db.execute("delete from _sqlite_migrations where name = 'm002_confidence'")
+    db.execute("alter table queries drop column confidence")
+    db.execute("alter table queries drop column min_confidence")
+    db.execute("insert into queries (time, query, answered, score, threshold) values ('2026-11-01', 'old', 1, 0.6, 0.5)")
+    db.commit()
+    db.close()
+    real = sqlite3.connect
+    monkeypatch.setattr(querylog.sqlite3, "connect", lambda p, **kw: real(f"file:{p}?mode=ro", uri=True, **kw))
+    old = QueryLog(path)
+    assert [r["query"] for r in old.candidates(0.25)] == ["old"] and old.candidates(0.05) == []
+    old.close()
+    monkeypatch.undo()
+    again = QueryLog(path)  # writable: migrated, the old row kept
+    assert [r["query"] for r in again.candidates(0.25)] == ["old"] and again.candidates(0.25)[0]["confidence"] is None
+    again.close()

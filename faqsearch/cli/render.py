@@ -54,16 +54,16 @@ def result(r, empty_index: bool = False) -> None:
 
 
 def percent(p: float, digits: int = 0, exact: bool = False) -> str:
-    """A confidence as people read it: 0.8123 -> '81%' (below 1% and above 99% say so; ``exact``, for a
-    bar a user set: 0 and 1 are '0%' and '100%')."""
-    v = 100 * p
-    return f"{v:.0f}%" if exact and p in (0, 1) else "<1%" if v < 1 else ">99%" if v > 99 else f"{v:.{digits}f}%"
+    """A confidence as people read it: 0.8123 -> '81%' (with no ``digits``, below 1% and above 99% say
+    so; ``exact``, for a bar a user set: 0 and 1 are '0%' and '100%')."""
+    v, clamp = 100 * p, not digits and not (exact and p in (0, 1))
+    return "<1%" if clamp and v < 1 else ">99%" if clamp and v > 99 else f"{v:.{digits}f}%"
 
 
 def percents(below: float, bar: float) -> tuple[str, str]:
     """A confidence and the bar it missed, with the decimals that tell them apart (48.4%, 48.5%)."""
-    d = next((d for d in range(3) if percent(below, d) != percent(bar, d, True)), 2)
-    return percent(below, d), percent(bar, d, True)
+    d = next((d for d in range(5) if percent(below, d) != percent(bar, d, True)), None)
+    return (percent(below, d), percent(bar, d, True)) if d is not None else ("just below", percent(bar, 2, True))
 
 
 def edit(report, as_json: bool, index: str | None = None) -> None:
@@ -133,8 +133,9 @@ def threshold(report, as_json: bool, do_apply: bool) -> None:
         click.echo(f"{row['threshold']:>9.2f} {100 * row['answered_right']:>23.1f}% {100 * row['offtopic_answered']:>21.1f}%")
     click.echo(f"\n{report.positives} in-scope and {report.negatives} out-of-scope queries; chosen {report.threshold:.3g} "
                f"(current {report.current:.3g}): {report.rule}")
-    if report.confidence is not None:  # what decides once applied (the threshold serves --threshold)
-        click.echo(f"confidence learned with it: ask answers at {percent(report.confidence.operating_point)} or more")
+    if report.confidence is not None and report.applied:  # what decides now (the threshold serves --threshold)
+        click.echo(f"confidence learned with it: ask answers at {percent(report.confidence.operating_point)} or more"
+                   + (" (but the confidence you set decides)" if getattr(report, "given", None) is not None else ""))
     if report.applied:
         click.echo("applied.")
 
@@ -235,10 +236,11 @@ def info(path: str, config: dict[str, Any]) -> None:
                    f"files: {delta['added']} / {delta['removed']} (a new base after {delta_limit(base):,} changes)")
     click.echo(f"threshold:  {config.get('threshold'):.3g} ({threshold_origin(config)})" + ("; decides whether to answer"
                if threshold_decides(config) else "; applies with --threshold only" if config.get("confidence") else ""))
-    click.echo("confidence: " + (confidence_origin(config) if config.get("confidence") else
-                                 "none learned (lexical mode, an index built before faqsearch learned one, or too few "
-                                 "right and wrong answers to learn from): answers by its threshold; `faqsearch tune "
-                                 "threshold --self --apply` learns one again"))
+    click.echo("confidence: " + (confidence_origin(config) if config.get("confidence") else "none (lexical mode: "
+                                 "BM25 scores carry none; any match answers)" if config.get("mode") == "lexical" else
+                                 "none learned (an index built before faqsearch learned one, or too few right and "
+                                 "wrong answers to learn from): answers by its threshold; `faqsearch tune threshold "
+                                 "--self --apply` learns one again"))
     if single_questions_decide(config):
         click.echo(f"note:       FAQs with one question each: a question on a topic no FAQ covers is answered "
                    f"whenever it scores above the threshold. Once {CONFIDENCE_MIN_VARIANTS} FAQs have two or more "

@@ -99,9 +99,13 @@ def script_of(ch: str) -> str:
 
 
 def main_script(texts: Iterable[str]) -> str | None:
-    """The script most of the words of ``texts`` are written in (:func:`faqsearch.text.letter_units`: a
-    run of Latin or Cyrillic letters is a word, each Han or kana character one); None without letters."""
-    counts = Counter(script_of(first) for t in texts for first, _ in letter_units(t))
+    """The script most of the letters of ``texts`` are written in, weighed by
+    :func:`faqsearch.text.letter_units` (in Chinese text, a Latin word weighs as one Han character);
+    None without letters."""
+    counts: Counter = Counter()
+    for t in texts:
+        for first, weight in letter_units(t):
+            counts[script_of(first)] += weight
     return counts.most_common(1)[0][0] if counts else None
 
 

@@ -50,6 +50,7 @@ from .transform import held_out_variants, refit_config
 ENCODE_RATE = 100.0  # questions a second assumed for the second encoding, when the budget is split
 RESERVE_S = 60.0  # seconds kept for loading the new encoder, choosing its weights and measuring
 MIN_TRAIN_S = 10.0  # training seconds a budget must leave (defaults.LEARN_MIN_MINUTES: the reserve and these)
+LOG_SHARE = 0.25  # of the training time, what asking the logged queries again may take at most
 TRAINING = ".training-"  # encoders/.training-*: an encoder being trained (outside the writer lock)
 
 
@@ -120,7 +121,7 @@ def wins(after: dict[str, Any], before: dict[str, Any]) -> bool:
     return (after["r1"], after["mrr10"]) > (before["r1"], before["mrr10"])
 
 
-def training_pairs(snap, seed: int = 0, encoder: Callable[[], Any] | None = None
+def training_pairs(snap, seed: int = 0, encoder: Callable[[], Any] | None = None, deadline: float | None = None
                    ) -> tuple[list[tuple[str, str, int]], int, int]:
     """The pairs of the questions not held out (each pair both ways: a batch holds one of them), how
     many questions are held out, and how many logged queries joined them (:func:`logged_pairs`, where
@@ -147,21 +148,23 @@ def training_pairs(snap, seed: int = 0, encoder: Callable[[], Any] | None = None
             "first (faqsearch approve, feedback, augment), or keep the encoder")
     pairs = group_pairs([groups[f] for f in trainable], seed=seed)
     pairs = [p for a, b, g in pairs for p in ((a, b, g), (b, a, g))]
-    index_of = {f: i for i, f in enumerate([*trainable, *(f for f in groups if f not in set(trainable))])}
+    chosen = set(trainable)
+    index_of = {f: i for i, f in enumerate([*trainable, *(f for f in groups if f not in chosen)])}
     held_texts = {rows[i][2] for i in held}
-    logged = logged_pairs(snap, encoder, groups, index_of, {r[2] for r in rows}, held_texts, seed) \
+    logged = logged_pairs(snap, encoder, groups, index_of, {r[2] for r in rows}, held_texts, seed, deadline) \
         if encoder is not None else []
     return pairs + logged, len(held), len(logged)
 
 
 def logged_pairs(snap, encoder: Callable[[], Any], groups: dict[str, list[str]], index_of: dict[str, int],
-                 stored: set[str], held: set[str] = frozenset(), seed: int = 0) -> list[tuple[str, str, int]]:
+                 stored: set[str], held: set[str] = frozenset(), seed: int = 0, deadline: float | None = None
+                 ) -> list[tuple[str, str, int]]:
     """Self-training on the index's traffic: the distinct logged queries no person assigned (the most
     recent LEARN_LOG_QUERIES), asked of the index as it is now; each it answers at a confidence of
     LEARN_LOG_CONFIDENCE or more (at most LEARN_LOG_PER_FAQ per FAQ, the most confident) is paired
     with a question of that FAQ not held out. A query answered through a held-out question is left
     out: it would carry that question into training and flatter the held-out measure. None without a
-    log, or where the index has no confidence."""
+    log, or where the index has no confidence; asking stops at ``deadline`` (time.monotonic())."""
     from ..querylog import QueryLog, log_path
     from ..search import QueryEncoder, Searcher
 
@@ -177,6 +180,8 @@ def logged_pairs(snap, encoder: Callable[[], Any], groups: dict[str, list[str]],
     found = []
     searcher = Searcher(snap, QueryEncoder(encoder))
     for start in range(0, len(texts), 256):
+        if deadline is not None and time.monotonic() >= deadline:
+            break
         for text, r in zip(texts[start:start + 256], searcher.answer(texts[start:start + 256], k=1, min_confidence=0.0)):
             top = r.answers[0] if r.answers else None
             if top is not None and top.confidence is not None and top.confidence >= LEARN_LOG_CONFIDENCE \
@@ -231,7 +236,7 @@ def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minut
     if remote_of(snap.path) is not None:
         raise InvalidOptionError("learn keeps the encoder in the index directory, which the other machines of an "
                                  "index in Milvus do not share; learn on an index of its own (ingest --index NAME)")
-    pairs, n_held, n_logged = training_pairs(snap, seed, encoder if from_log else None)
+    pairs, n_held, n_logged = training_pairs(snap, seed)  # refused here, before anything is written
     spec = snap.config.encoder_spec or {}
     base_name, base = trainable_base(spec)
     n_questions = int(snap.config.counts.questions) if snap.config.counts is not None else 0
@@ -252,9 +257,7 @@ def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minut
             if attempt == 2:
                 raise
     name = time.strftime("learned-%Y%m%d-%H%M%S-", time.gmtime()) + os.path.basename(training)[-6:].lower()
-    report = LearnReport(False, "", {}, held_out=n_held, pairs=len(pairs), base=base_name, logged=n_logged)
-    report.seconds["pairs"] = round(time.monotonic() - start, 1)
-    trained = {t for a, b, _ in pairs for t in (a, b)}
+    report = LearnReport(False, "", {}, held_out=n_held, pairs=len(pairs), base=base_name)
     state: dict[str, Any] = {}  # the writer and its generation before the commit, to know whether it committed
 
     def load(where: str):
@@ -262,6 +265,11 @@ def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minut
                                         prefix=spec.get("prefix", ""), threads=threads, name=name)
         return state["encoder"]
     try:
+        if from_log:  # the traffic's share of the budget: a quarter of the training time at most
+            pairs, n_held, n_logged = training_pairs(snap, seed, encoder, start + LOG_SHARE * train_s)
+            report.pairs, report.logged = len(pairs), n_logged
+            report.seconds["log"] = round(time.monotonic() - start, 1)
+        trained = {t for a, b, _ in pairs for t in (a, b)}
         report.loss = train_encoder(base, pairs, training, EncoderTrainConfig(
             epochs=epochs, batch_size=LEARN_BATCH, lr=LEARN_LR, seed=seed, distinct=True, prefix=spec.get("prefix", ""),
             deadline=start + train_s), progress=progress)

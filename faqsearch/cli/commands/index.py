@@ -8,6 +8,7 @@ import click
 from ..options import (Finite, Score, batch_size_option, corpus_options, device_option, encoder_options, generator_option,
                        handles_errors, index_option, output_options, storage_options, threads_option,
                        whitening_options)
+from ...defaults import LEARN_MIN_MINUTES
 from ...text import count
 from ..render import built, dump, edit, info as print_info, tune as print_tune, undo
 
@@ -42,7 +43,7 @@ def read_input(corpus: str, columns, fmt):
 @click.option("--no-self-fusion", "no_self_fusion", is_flag=True,
               help="Keep the default hybrid weights (BM25, token matching) even when the corpus's question "
                    "variants could choose them; the index records it, and `learn` keeps them too.")
-@click.option("--learn", "learn_minutes", type=Finite(0.5, 24 * 60), default=None, metavar="MINUTES",
+@click.option("--learn", "learn_minutes", type=Finite(LEARN_MIN_MINUTES, 24 * 60), default=None, metavar="MINUTES",
               help="Then fine-tune the encoder on the index's own questions within MINUTES, kept only if it wins held "
                    "out (`faqsearch learn`); an index with too few FAQs of three or more questions is kept as built.")
 @click.option("--upsert", is_flag=True, hidden=True, help="Deprecated: use `faqsearch upsert`.")

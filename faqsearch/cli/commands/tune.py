@@ -164,7 +164,12 @@ def threshold(queries, query_column, gold_column, index, self_supervised, offtop
     off = read_texts(offtopic) if offtopic else None
     _measured(index, threads, lambda searcher: (tune_threshold(searcher, labelled, off) if labelled else
                                                 calibrate(searcher, offtopic=off)),
-              (lambda engine, report: engine.set_threshold(report)) if do_apply else None, print_threshold, out.json)
+              _set_threshold if do_apply else None, print_threshold, out.json)
+
+
+def _set_threshold(engine, report) -> None:
+    engine.set_threshold(report)
+    report.given = engine.snapshot.config.min_confidence  # a confidence the user set still decides: say so
 
 
 @tune.command("confidence")
