@@ -72,15 +72,19 @@ def installed(name: str) -> bool:
     return importlib.util.find_spec(BUNDLED_PACKAGES[name][0]) is not None
 
 
-def default_for(texts: Sequence[str]) -> str:
+def default_for(texts: Sequence[str], declared: str | Sequence[str] | None = None) -> str | None:
     """The bundled generator for ``texts`` when none is named: the first installed one that writes
-    their language (English: smollm2; Chinese: gemma3). Where none installed writes it,
-    an UnsupportedLanguageError names the package of one that does, or what to use instead."""
+    their language (English: smollm2; Chinese: gemma3). Where none installed writes it, an
+    UnsupportedLanguageError names the package of one that does, or what to use instead; unless the
+    user ``declared`` the languages the generator writes: then None, the default generator (smollm2)
+    taken at their word."""
     texts = [texts] if isinstance(texts, str) else list(texts)
     fits = [name for name, langs in BUNDLED_LANGUAGES.items() if writes(langs, texts)]
     for name in fits:
         if installed(name):
             return name
+    if declared:
+        return None
     if not fits:
         check_languages(texts, tuple(code for langs in BUNDLED_LANGUAGES.values() for code in langs), "bundled")
     script = main_script(texts) or "Latin"

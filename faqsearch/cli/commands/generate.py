@@ -59,8 +59,8 @@ def paraphrase(text, generator, languages, gguf_file, index, n, candidates, min_
         raise click.UsageError("the text is blank (no visible characters)")
     if len(text) > PARAPHRASE_MAX_CHARS:
         raise click.UsageError(f"the text is {len(text)} characters; at most {PARAPHRASE_MAX_CHARS} are reworded")
-    if generator is None:  # the bundled one for the text's language (refused if none writes it)
-        generator = default_for([text])
+    if generator is None:  # the bundled one for the text's language (refused if none writes it and none is declared)
+        generator = default_for([text], declared=languages)
     check_languages([text], generator_languages(generator, languages), generator)  # before anything loads
     gen = load_generator(generator, gguf_file=gguf_file, threads=threads, languages=languages)
     if index:
@@ -142,7 +142,7 @@ def augment(index, n, generator, languages, gguf_file, candidates, min_similarit
             store = engine.searcher().snap.store  # an index in a language the generator does not write: refused now
             firsts = [q[0]["text"] for q in (store.faq(f["id"])["questions"] for f in store.list_faqs()) if q]
             if generator is None and firsts:  # the bundled one for the index's language
-                generator = default_for(firsts)
+                generator = default_for(firsts, declared=languages)
             check_languages(firsts, generator_languages(generator, languages), generator)
             report = engine.augment(load_generator(generator, gguf_file=gguf_file, threads=threads,
                                                    languages=languages), n=n,
