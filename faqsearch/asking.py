@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .defaults import ASK_K, BATCH_SIZE
 from .results import Result
-from .confidence import check_lexical_options
 from .errors import ClosedError
 from .text import as_items, check_query, clean_text, is_blank
 
@@ -187,7 +186,6 @@ class Asking:
         """Answer many queries with one encoder pass (see :meth:`faqsearch.search.Searcher.answer`); a blank
         one gets an empty result. ``log`` (default: the engine's ``log``): write them to the query log."""
         searcher = self.searcher()
-        check_lexical_options(mode or searcher.snap.mode, threshold, min_confidence)
         results = searcher.answer(texts, k, mode, threshold, filters, batch_size, progress, min_confidence)
         if self.log if log is None else log:
             self._traffic.record([r for r in results if not is_blank(r.query)], mode or searcher.snap.mode, channel)

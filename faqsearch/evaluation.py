@@ -194,8 +194,8 @@ def evaluate(searcher, queries: Sequence[LabelledQuery], batch_size: int = 32, p
                                                for d, ids, q in zip(decided, ranked, queries)]))
     out: dict[str, Any] = {"queries": len(queries), "mode": mode, "threshold": thr, "min_confidence": op, **metrics}
     if offtopic:
-        off = searcher.answer(list(offtopic), k=1, threshold=thr if op is None else None, batch_size=batch_size,
-                              mode=mode)
+        off = searcher.answer(list(offtopic), k=1, threshold=thr if op is None and mode != "lexical" else None,
+                              batch_size=batch_size, mode=mode)
         out["offtopic"] = len(off)
         out["offtopic_answered"] = float(np.mean([bool(r.answers) for r in off]))
     if misses:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from .index import config as cfg
-from .confidence import POOL, ConfidenceModel, check_probability, cosine_of
+from .confidence import POOL, ConfidenceModel, check_lexical_options, check_probability, cosine_of
 from .defaults import (ASK_K, BATCH_SIZE, DENSE_BLOCK, DENSE_CANDIDATES, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE,
                        TOKEN_BLOCK, TOKEN_CACHE, TOKEN_POOL)
 from .errors import IndexFormatError, InvalidOptionError
@@ -215,6 +215,7 @@ class Searcher:
         min_confidence = check_probability(min_confidence)
         if threshold is not None and min_confidence is not None:
             raise InvalidOptionError("give a cosine threshold or a minimum confidence, not both")
+        check_lexical_options(mode, threshold, min_confidence)
         thr = snap.threshold if threshold is None else float(threshold)
         model = snap.confidence if mode != "lexical" else None
         op = None if model is None or threshold is not None else \

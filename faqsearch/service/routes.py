@@ -12,7 +12,6 @@ from ..corpus import FAQ, check_faq
 from ..defaults import ASK_K, GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..errors import CorpusError
 from .. import manage
-from ..confidence import check_lexical_options
 from ..text import check_query
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn,
                      FAQEditIn, FAQIn, FAQsIn, FeedbackIn, LearnIn, ParaphraseIn, RestoreIn, SuggestionsOut)
@@ -62,7 +61,6 @@ def _answer(request: Request, name: str, queries: list[str], body: AskOptions, c
     """Answer from one snapshot, log the queries, return the results (their log ids in X-Query-Id)."""
     s = service(request).served(name)
     searcher = s.engine.searcher()
-    check_lexical_options(body.mode or searcher.snap.mode, body.threshold, body.min_confidence)
     results = searcher.answer(queries, k=body.k, threshold=body.threshold, mode=body.mode, filters=_filters(body),
                               min_confidence=body.min_confidence)
     ids = s.traffic.record(results, body.mode or searcher.snap.mode, channel)

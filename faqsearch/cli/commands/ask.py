@@ -5,7 +5,9 @@ import sys
 
 import click
 
+from ...confidence import check_lexical_options
 from ...defaults import ASK_K
+from ...errors import InvalidOptionError
 from ..options import (Finite, Score, batch_size_option, device_option, generator_option, handles_errors, index_option,
                        mode_option, output_options, threads_option)
 from ..render import dump, result, unknown_category
@@ -95,9 +97,11 @@ def ask(text, index, top_k, threshold, min_confidence, model, mode, category, lo
         raise click.UsageError("stdin held no queries")
     if threshold is not None and min_confidence is not None:
         raise click.UsageError("give --threshold (a cosine) or --min-confidence (a probability), not both")
-    if mode == "lexical" and ((threshold is not None and threshold > -1) or (min_confidence or 0) > 0):
+    try:  # the library's rule, as a usage error
+        check_lexical_options(mode, threshold, min_confidence)
+    except InvalidOptionError:
         raise click.UsageError("--mode lexical answers with any BM25 match: it has no cosine or confidence for "
-                               "--threshold or --min-confidence to apply to")
+                               "--threshold or --min-confidence to apply to") from None
     with FAQSearch.open(index, model=model, threads=threads) as engine:
         # logged (--log) as `faqsearch serve` logs, where it can be (a read-only index: unlogged, with a warning)
         results = engine.ask_many(queries, k=top_k, mode=mode, threshold=threshold, min_confidence=min_confidence,
