@@ -121,12 +121,22 @@ def wins(after: dict[str, Any], before: dict[str, Any]) -> bool:
     return (after["r1"], after["mrr10"]) > (before["r1"], before["mrr10"])
 
 
-def training_pairs(snap, seed: int = 0, encoder: Callable[[], Any] | None = None, deadline: float | None = None
-                   ) -> tuple[list[tuple[str, str, int]], int, int]:
-    """The pairs of the questions not held out (each pair both ways: a batch holds one of them), how
-    many questions are held out, and how many logged queries joined them (:func:`logged_pairs`, where
-    ``encoder()`` gives the index's encoder). Refused where too few FAQs are left to learn from or
-    measure on."""
+@dataclass
+class Questions:
+    """The index's questions as learn splits them: ``pairs`` of those not held out (each both ways: a
+    batch holds one of them), each FAQ's ``groups`` of them and its group number in the pairs
+    (``index_of``), and the texts held out (``n_held`` questions) or stored."""
+
+    pairs: list[tuple[str, str, int]]
+    groups: dict[str, list[str]]
+    index_of: dict[str, int]
+    held: set[str]
+    stored: set[str]
+    n_held: int
+
+
+def question_pairs(snap, seed: int = 0) -> Questions:
+    """:class:`Questions` of ``snap``. Refused where too few FAQs are left to learn from or measure on."""
     from ..finetune import group_pairs
 
     qids, keys = snap.store.question_faqs()
@@ -147,18 +157,24 @@ def training_pairs(snap, seed: int = 0, encoder: Callable[[], Any] | None = None
             f"measure on and trains on the others, and needs {LEARN_MIN_FAQS} such FAQs. Give FAQs more phrasings "
             "first (faqsearch approve, feedback, augment), or keep the encoder")
     pairs = group_pairs([groups[f] for f in trainable], seed=seed)
-    pairs = [p for a, b, g in pairs for p in ((a, b, g), (b, a, g))]
     chosen = set(trainable)
-    index_of = {f: i for i, f in enumerate([*trainable, *(f for f in groups if f not in chosen)])}
-    held_texts = {rows[i][2] for i in held}
-    logged = logged_pairs(snap, encoder, groups, index_of, {r[2] for r in rows}, held_texts, seed, deadline) \
-        if encoder is not None else []
-    return pairs + logged, len(held), len(logged)
+    return Questions([p for a, b, g in pairs for p in ((a, b, g), (b, a, g))], groups,
+                     {f: i for i, f in enumerate([*trainable, *(f for f in groups if f not in chosen)])},
+                     {rows[i][2] for i in held}, {r[2] for r in rows}, len(held))
 
 
-def logged_pairs(snap, encoder: Callable[[], Any], groups: dict[str, list[str]], index_of: dict[str, int],
-                 stored: set[str], held: set[str] = frozenset(), seed: int = 0, deadline: float | None = None
-                 ) -> list[tuple[str, str, int]]:
+def training_pairs(snap, seed: int = 0, encoder: Callable[[], Any] | None = None, deadline: float | None = None
+                   ) -> tuple[list[tuple[str, str, int]], int, int]:
+    """All learn trains on: the pairs of :func:`question_pairs`, and where ``encoder()`` gives the
+    index's encoder, those of :func:`logged_pairs`; with how many questions are held out and how many
+    logged queries joined."""
+    questions = question_pairs(snap, seed)
+    logged = logged_pairs(snap, encoder, questions, seed, deadline) if encoder is not None else []
+    return questions.pairs + logged, questions.n_held, len(logged)
+
+
+def logged_pairs(snap, encoder: Callable[[], Any], questions: Questions, seed: int = 0,
+                 deadline: float | None = None) -> list[tuple[str, str, int]]:
     """Self-training on the index's traffic: the distinct logged queries no person assigned (the most
     recent LEARN_LOG_QUERIES), asked of the index as it is now; each it answers at a confidence of
     LEARN_LOG_CONFIDENCE or more (at most LEARN_LOG_PER_FAQ per FAQ, the most confident) is paired
@@ -174,7 +190,7 @@ def logged_pairs(snap, encoder: Callable[[], Any], groups: dict[str, list[str]],
     if qlog is None:
         return []
     try:
-        texts = [t for t in qlog.distinct_unassigned(LEARN_LOG_QUERIES) if t not in stored]
+        texts = [t for t in qlog.distinct_unassigned(LEARN_LOG_QUERIES) if t not in questions.stored]
     finally:
         qlog.close()
     found = []
@@ -185,13 +201,13 @@ def logged_pairs(snap, encoder: Callable[[], Any], groups: dict[str, list[str]],
         for text, r in zip(texts[start:start + 256], searcher.answer(texts[start:start + 256], k=1, min_confidence=0.0)):
             top = r.answers[0] if r.answers else None
             if top is not None and top.confidence is not None and top.confidence >= LEARN_LOG_CONFIDENCE \
-                    and top.faq_id in groups and top.question not in held:
+                    and top.faq_id in questions.groups and top.question not in questions.held:
                 found.append((top.confidence, text, top.faq_id))
     rng, per, out = random.Random(seed), Counter(), []
     for _, text, faq_id in sorted(found, key=lambda x: -x[0]):
         if per[faq_id] < LEARN_LOG_PER_FAQ:
             per[faq_id] += 1
-            out.append((text, rng.choice(groups[faq_id]), index_of[faq_id]))
+            out.append((text, rng.choice(questions.groups[faq_id]), questions.index_of[faq_id]))
     return out
 
 
@@ -236,7 +252,8 @@ def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minut
     if remote_of(snap.path) is not None:
         raise InvalidOptionError("learn keeps the encoder in the index directory, which the other machines of an "
                                  "index in Milvus do not share; learn on an index of its own (ingest --index NAME)")
-    pairs, n_held, n_logged = training_pairs(snap, seed)  # refused here, before anything is written
+    questions = question_pairs(snap, seed)  # refused here, before anything is written
+    pairs = questions.pairs
     spec = snap.config.encoder_spec or {}
     base_name, base = trainable_base(spec)
     n_questions = int(snap.config.counts.questions) if snap.config.counts is not None else 0
@@ -257,7 +274,7 @@ def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minut
             if attempt == 2:
                 raise
     name = time.strftime("learned-%Y%m%d-%H%M%S-", time.gmtime()) + os.path.basename(training)[-6:].lower()
-    report = LearnReport(False, "", {}, held_out=n_held, pairs=len(pairs), base=base_name)
+    report = LearnReport(False, "", {}, held_out=questions.n_held, pairs=len(pairs), base=base_name)
     state: dict[str, Any] = {}  # the writer and its generation before the commit, to know whether it committed
 
     def load(where: str):
@@ -266,8 +283,9 @@ def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minut
         return state["encoder"]
     try:
         if from_log:  # the traffic's share of the budget: a quarter of the training time at most
-            pairs, n_held, n_logged = training_pairs(snap, seed, encoder, start + LOG_SHARE * train_s)
-            report.pairs, report.logged = len(pairs), n_logged
+            logged = logged_pairs(snap, encoder, questions, seed, start + LOG_SHARE * train_s)
+            pairs = pairs + logged
+            report.pairs, report.logged = len(pairs), len(logged)
             report.seconds["log"] = round(time.monotonic() - start, 1)
         trained = {t for a, b, _ in pairs for t in (a, b)}
         report.loss = train_encoder(base, pairs, training, EncoderTrainConfig(
@@ -314,7 +332,7 @@ def _commit(writer, snap, encoder: Callable[[], Any], load: Callable[[str], Any]
     measure it, and commit it where it wins (report filled in either way)."""
     from ..build import measured
     from ..search import QueryEncoder, Searcher
-    from .threshold import FUSION_GIVEN, self_tuned
+    from .threshold import FUSION_GIVEN, confidence_from_labels, self_tuned
 
     t = time.monotonic()
     for gone in unused_encoders(snap.path):
@@ -331,11 +349,10 @@ def _commit(writer, snap, encoder: Callable[[], Any], load: Callable[[str], Any]
     threshold = (snap.config.calibration or {}).get("chosen_by") in (None, "default", "self-calibrated")
     fusion = str((snap.config.fusion or {}).get("chosen_by") or "self").startswith("self")
     if not threshold:
-        labelled = (snap.config.confidence or {}).get("chosen_by", "self-calibrated") != "self-calibrated"
-        report.notes.append(f"the threshold {snap.threshold:.3g}{' and the confidence' if labelled else ''} "
-                            f"{'were' if labelled else 'was'} given or tuned on labels and "
-                            f"{'are' if labelled else 'is'} kept, but the new encoder's scores differ: choose "
-                            f"{'them' if labelled else 'it'} again (faqsearch tune threshold QUERIES --offtopic FILE --apply)")
+        what, them = (("the threshold {:.3g} and the confidence were", "them") if confidence_from_labels(snap.config)
+                      else ("the threshold {:.3g} was", "it"))
+        report.notes.append(f"{what.format(snap.threshold)} given or tuned on labels and kept, but the new encoder's "
+                            f"scores differ: choose {them} again (faqsearch tune threshold QUERIES --offtopic FILE --apply)")
     if not fusion:
         given = (snap.config.fusion or {}).get("chosen_by") == FUSION_GIVEN
         report.notes.append(f"the fusion weights were {'given at ingest (--no-self-fusion)' if given else 'tuned on labels'}"

@@ -185,6 +185,12 @@ def threshold_changes(report: ThresholdReport) -> dict[str, Any]:
     return {"threshold": report.threshold, "calibration": report.section(), "confidence": report.confidence_section()}
 
 
+def confidence_from_labels(config: Config) -> bool:
+    """Whether the index's confidence was learned from labelled queries (`tune threshold QUERIES`): what
+    a person chose, which recalibrations keep."""
+    return (config.confidence or {}).get("chosen_by", "self-calibrated") != "self-calibrated"
+
+
 def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
     """What a version not yet committed learns about itself without labels (see :func:`self_tune`),
     as config changes to commit with it (``faqsearch.build.build``'s ``calibrate``)."""
@@ -194,7 +200,7 @@ def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     # a threshold given at ingest stays (and decides); the confidence is learned all the same, to be shown;
     # one learned from labels stays with the threshold tuned with it (what a person chose stays)
-    labelled = (snap.config.confidence or {}).get("chosen_by", "self-calibrated") != "self-calibrated"
+    labelled = confidence_from_labels(snap.config)
     self_tune(lambda: Searcher(replace(snap, config=snap.config.merged(changes)), queries),
               (lambda r: changes.update(fusion_changes(r) or {})) if fusion and snap.mode == "hybrid" else None,
               (lambda r: changes.update(threshold_changes(r) if threshold else
@@ -227,7 +233,7 @@ def unknowns_changes(snap, encoder, share: float) -> dict[str, Any]:
     share, stored so that later recalibrations keep it, and the confidence learned again from the
     index's own simulation (with the threshold, where the index chose that too)."""
     share = check_probability(share, "the share of in-domain unknown questions")
-    if (snap.config.confidence or {}).get("chosen_by", "self-calibrated") != "self-calibrated":
+    if confidence_from_labels(snap.config):
         raise InvalidOptionError("this index's confidence was learned from labelled queries (tune threshold QUERIES), "
                                  "which hold no in-domain unknowns to weigh: rebuild it, or tune it again with labels")
     snap = replace(snap, config=snap.config.merged({"unknown_share": share}))
