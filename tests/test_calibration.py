@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from faqsearch import FAQSearch
-from faqsearch.tuning import calibrate, needs_recalibration, tune_threshold
+from faqsearch.tuning import calibrate, needs_recalibration, tune, tune_threshold
 from faqsearch.whitening import Whitening
 
 from .conftest import SAMPLE, SHARED_DATA, FakeEncoder
@@ -291,11 +291,15 @@ def test_what_labels_tuned_stays_and_what_the_index_chose_is_chosen_again(tmp_pa
             def refit(self, setting, threshold, made_by):
                 self.args = (setting, threshold, made_by)
 
-        for recalibrate, given in ((True, None), (False, 0.42)):
-            report = TuneReport("mrr@10", Setting(True), Setting(True, 0.5, 0.5, 8), [], 0.5, 0.6, 10,
-                                new_threshold=0.42, recalibrate=recalibrate)
+        labelled = TuneReport("mrr@10", Setting(True), Setting(True, 0.5, 0.5, 8), [], 0.5, 0.6, 10,
+                              new_threshold=0.42)
+    with FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "own"), encoder=FakeEncoder()) as own:
+        chose = tune(own.searcher(), self_supervised=True)  # on an index that chose its threshold itself
+        assert chose.chosen != chose.current
+        chose.cv_tuned = chose.cv_current + 0.1  # worth applying, whatever the fake encoder's gain
+        for report, given in ((chose, None), (labelled, 0.42)):
             fake = Engine()
-            assert report.apply_to(fake) and fake.args == (Setting(True, 0.5, 0.5, 8), given, "tune")
+            assert report.apply_to(fake) and fake.args == (report.chosen, given, "tune")
 
 
 def test_refit_without_options_keeps_an_index_without_a_transform_so(tmp_path, small_corpus, run):

@@ -52,9 +52,8 @@ class TuneReport:
     cv_tuned: float  # held-out score of the setting chosen on the other folds
     n: int
     applied: bool = False
-    new_threshold: float | None = None  # kept where a threshold was given or tuned on labels
+    new_threshold: float | None = None  # where a threshold was given or tuned on labels (else chosen again)
     notes: list[str] = field(default_factory=list)
-    recalibrate: bool = False  # the index chose its threshold: applied, it chooses it (and its confidence) again
 
     @property
     def gain(self) -> float:
@@ -69,7 +68,7 @@ class TuneReport:
         """Refit ``engine`` (a FAQSearch) with the chosen setting and its threshold where it is worth
         applying; whether it was."""
         if self.worth_applying:
-            engine.refit(self.chosen, None if self.recalibrate else self.new_threshold, made_by="tune")
+            engine.refit(self.chosen, self.new_threshold, made_by="tune")  # None: the index chooses again
             self.applied = True
         return self.applied
 
@@ -288,9 +287,8 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
     cv_cur, cv_tuned = cross_validate(score, n, len(settings), current, folds)
     table = [{"setting": s.label, metric: full[i], "dims": dims[i], "current": i == current, "chosen": i == chosen}
              for i, s in enumerate(settings)]
-    report = TuneReport(metric, cur, settings[chosen], table, cv_cur, cv_tuned, n, notes=notes,
-                        recalibrate=(snap.config.calibration or {}).get("chosen_by") == "self-calibrated")
-    if report.recalibrate and chosen != current:
+    report = TuneReport(metric, cur, settings[chosen], table, cv_cur, cv_tuned, n, notes=notes)
+    if (snap.config.calibration or {}).get("chosen_by") == "self-calibrated" and chosen != current:
         notes.append("applied, the index chooses its threshold and confidence again on the new transform, as "
                      "refit does (it chose them itself)")
     elif bests and chosen != current:
