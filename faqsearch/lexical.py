@@ -156,17 +156,25 @@ def bm25_scorer(doc_tokens: Sequence[Sequence[str]], k1: float = 1.2, b: float =
             postings[t][d] += 1
     n, avg = len(doc_tokens), max(lengths.mean() if len(lengths) else 1.0, 1e-9)
     norm = k1 * (1 - b + b * lengths / avg)
+    weights: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # a token's documents and their BM25 terms, made once
+
+    def term(t: str) -> tuple[np.ndarray, np.ndarray] | None:
+        if t not in weights:
+            p = postings.get(t)
+            if not p:
+                return None
+            idf = max(np.log((n - len(p) + 0.5) / (len(p) + 0.5)), 1e-6)
+            docs = np.fromiter(p.keys(), dtype=np.int64, count=len(p))
+            tf = np.fromiter(p.values(), dtype=np.float64, count=len(p))
+            weights[t] = docs, idf * tf * (k1 + 1) / (tf + norm[docs])
+        return weights[t]
 
     def score(tokens: Sequence[str]) -> np.ndarray:
         out = np.zeros(n)
         for t in set(tokens):
-            p = postings.get(t)
-            if not p:
-                continue
-            idf = max(np.log((n - len(p) + 0.5) / (len(p) + 0.5)), 1e-6)
-            docs = np.fromiter(p.keys(), dtype=np.int64, count=len(p))
-            tf = np.fromiter(p.values(), dtype=np.float64, count=len(p))
-            out[docs] += idf * tf * (k1 + 1) / (tf + norm[docs])
+            w = term(t)
+            if w is not None:
+                out[w[0]] += w[1]
         return out
 
     return score
