@@ -18,6 +18,9 @@ def help_text(command: click.Command, name: str) -> str:
     names = (cli.context_settings or {}).get("help_option_names", ["--help"])
     ctx = click.Context(command, info_name=name, terminal_width=WIDTH, max_content_width=WIDTH,
                         help_option_names=names)
+    cached = getattr(command, "_help_option", None)  # click caches the first one it built, perhaps with other names
+    if cached is not None and list(cached.opts) != command.get_help_option_names(ctx):
+        command._help_option = None
     return command.get_help(ctx)
 
 
