@@ -31,6 +31,41 @@ class EncoderTrainConfig:
     distinct: bool = False  # one pair per FAQ in a batch: every in-batch negative is another FAQ
     deadline: float | None = None  # time.monotonic() at which training stops, whatever the epochs
     prefix: str = ""  # put before every text, as the index's encoder does (e5-style models)
+    precision: str = "auto"  # "auto": bf16 matmuls on a CPU where its first steps run faster so; "fp32"; "bf16"
+
+
+PROBE_STEPS = 4  # auto precision: steps 1-4 alternate fp32 and bf16; the 3rd and 4th are timed
+BF16_FASTER = 0.8  # bf16 is kept where its step takes at most this share of an fp32 step's time
+
+
+class Plan:
+    """The learning rate's schedule: linear warm-up, then linear decay to zero at the last step. A
+    deadline moves that last step to where the pace of the steps since the first ``MARK`` says the
+    time runs out (re-estimated each step, never past the planned steps), so that training stopped
+    by its time budget still ends annealed."""
+
+    MARK = PROBE_STEPS  # the first steps are slower (lazy set-up) and may run at another precision
+
+    def __init__(self, steps: int, warmup: float, deadline: float | None):
+        self.planned = self.total = steps
+        self.warm, self.deadline = max(1, int(warmup * steps)), deadline
+        self.started: float | None = None
+        self._mark: tuple[int, float] | None = None
+
+    def factor(self, step: int) -> float:
+        if step < self.warm:
+            return (step + 1) / self.warm
+        return max(0.0, (self.total - step) / max(1, self.total - self.warm))
+
+    def update(self, done: int, now: float) -> None:
+        if self.deadline is None or done < 1 or self.started is None:
+            return
+        if done == self.MARK:
+            self._mark = (done, now)
+        since, then = self._mark if self._mark is not None and done > self._mark[0] else (0, self.started)
+        pace = (now - then) / (done - since)
+        fits = done + int(max(0.0, self.deadline - now) / max(pace, 1e-9))
+        self.total = max(done + 1, min(self.planned, fits))
 
 
 def batches(pairs: Sequence[tuple[str, str, int]], size: int, distinct: bool, rng: random.Random
@@ -78,7 +113,7 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
     import torch
     import torch.nn.functional as F
     from tqdm.auto import tqdm
-    from transformers import AutoModel, get_linear_schedule_with_warmup
+    from transformers import AutoModel
 
     from .hub import load_pretrained
 
@@ -95,18 +130,28 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
     steps = sum(len(e) for e in epochs)
     if not steps:
         raise FAQSearchError("too few FAQs with two or more questions to make a training batch")
+    if cfg.precision not in ("auto", "fp32", "bf16"):
+        raise FAQSearchError(f"precision must be auto, fp32 or bf16; got {cfg.precision!r}")
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
-    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * steps), steps)
+    plan = Plan(steps, cfg.warmup, cfg.deadline)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, plan.factor)
+    # bf16 autocast (weights and optimizer stay fp32) where the CPU runs it natively; on CUDA fp32 as before
+    precision = "fp32" if device == "cuda" and cfg.precision == "auto" else cfg.precision
+    pace: dict[str, float] = {}
 
-    def embed(texts):
+    def embed(texts, bf16: bool):
         enc = tokenizer([cfg.prefix + t for t in texts], padding=True, truncation=True, max_length=cfg.max_length,
                         return_tensors="pt").to(device)
-        h = model(**enc).last_hidden_state
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+            h = model(**enc).last_hidden_state
+        h = h.float()
         m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
         return F.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=-1)
 
     history: list[float] = []
     bar = tqdm(total=steps, disable=not progress, desc="learning", unit="step")
+    step = 0
+    plan.started = time.monotonic()
     try:
         for epoch, chunks in enumerate(epochs):
             if cfg.deadline is not None and time.monotonic() >= cfg.deadline:
@@ -116,7 +161,9 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
             for chunk in chunks:
                 if cfg.deadline is not None and time.monotonic() >= cfg.deadline:
                     break
-                a, b = embed([p[0] for p in chunk]), embed([p[1] for p in chunk])
+                bf16 = precision == "bf16" or (precision == "auto" and step < PROBE_STEPS and step % 2 == 1)
+                t0 = time.monotonic()
+                a, b = embed([p[0] for p in chunk], bf16), embed([p[1] for p in chunk], bf16)
                 groups = torch.tensor([p[2] for p in chunk], device=device)
                 same = (groups[:, None] == groups[None, :]) & ~torch.eye(len(chunk), dtype=torch.bool, device=device)
                 sims = (a @ b.T * SCALE).masked_fill(same, -1e4)  # another pair of the same FAQ is no negative
@@ -127,6 +174,12 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
                 sched.step()
+                step += 1
+                if precision == "auto" and step in (PROBE_STEPS - 1, PROBE_STEPS):
+                    pace["bf16" if bf16 else "fp32"] = time.monotonic() - t0
+                    if step == PROBE_STEPS:
+                        precision = "bf16" if pace["bf16"] <= BF16_FASTER * pace["fp32"] else "fp32"
+                plan.update(step, time.monotonic())
                 total, done = total + loss.item(), done + 1
                 bar.update(1)
                 bar.set_postfix(epoch=f"{epoch + 1}/{cfg.epochs}", loss=f"{loss.item():.3f}")
@@ -139,5 +192,6 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
     tokenizer.save_pretrained(out_dir)
     with open(os.path.join(out_dir, META), "w", encoding="utf-8") as f:
         json.dump({"base": base, "pooling": "mean", "pairs": len(pairs), "epochs": cfg.epochs, "lr": cfg.lr,
-                   "distinct": cfg.distinct, "loss": history}, f, indent=1)
+                   "distinct": cfg.distinct, "loss": history, "precision": precision,
+                   "steps": step}, f, indent=1)
     return history

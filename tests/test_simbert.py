@@ -244,3 +244,43 @@ def test_train_encoder_only_makes_an_ingest_encoder(tiny_dir, tmp_path):
     assert enc.encode(["track my order"]).shape == (1, enc.dimension)
     bad = CliRunner().invoke(cli, ["train", "--encoder", "--pairs", str(corpus), "--out", out])
     assert bad.exit_code == 2  # groups are the only source
+
+
+def test_a_deadline_moves_the_learning_rate_schedule_to_end_at_zero():
+    """Training stopped by its time budget still ends annealed: the decay's end moves to the step the
+    pace so far says the deadline allows; without a deadline the schedule is the plain linear one."""
+    from faqsearch.finetune import Plan
+
+    plain = Plan(100, 0.1, None)
+    plain.started = 0.0
+    plain.update(50, 60.0)
+    assert plain.total == 100 and plain.factor(0) == pytest.approx(0.1) and plain.factor(10) == 1.0
+    assert plain.factor(55) == pytest.approx(0.5) and plain.factor(100) == 0.0
+    timed = Plan(100, 0.1, deadline=120.0)
+    timed.started = 0.0
+    timed.update(4, 20.0)  # the first steps are slow (5 s each): 20 more would fit at that pace
+    assert timed.total == 24
+    timed.update(20, 52.0)  # 2 s a step since then: 34 more fit; the end moves out again
+    assert timed.total == 54 and timed.factor(53) > 0 and timed.factor(54) == 0.0
+    timed.update(30, 119.9)  # slower than thought: never shorter than the next step
+    assert timed.total == 31
+    roomy = Plan(100, 0.1, deadline=1e9)
+    roomy.started = 0.0
+    roomy.update(10, 10.0)  # time for more than the epochs: the epochs decide
+    assert roomy.total == 100
+
+
+def test_encoder_training_records_its_precision_and_refuses_an_unknown_one(tiny_dir, tmp_path):
+    from faqsearch.errors import FAQSearchError
+    from faqsearch.finetune import META, EncoderTrainConfig, group_pairs, train_encoder
+
+    pairs = group_pairs(GROUPS)
+    for precision in ("auto", "bf16"):
+        out = tmp_path / precision
+        loss = train_encoder(tiny_dir, pairs, str(out), EncoderTrainConfig(epochs=2, batch_size=4, lr=1e-4,
+                                                                          precision=precision))
+        meta = json.loads((out / META).read_text())
+        assert len(loss) == 2 and all(np.isfinite(loss)) and meta["steps"] > 0
+        assert meta["precision"] in (("fp32", "bf16") if precision == "auto" else ("bf16",))
+    with pytest.raises(FAQSearchError, match="precision"):
+        train_encoder(tiny_dir, pairs, str(tmp_path / "x"), EncoderTrainConfig(precision="fp16"))
