@@ -30,7 +30,7 @@ from .index.directory import Writer, stamp
 from .results import EditReport
 from .search import QueryEncoder, Searcher
 from .index.snapshot import ClosedSnapshot, Snapshot, open_snapshot
-from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, needs_recalibration, refit_calibration,
+from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, fusion_recalibrated, needs_recalibration, refit_calibration,
                      refit_config, self_tune, ingest_tuned, threshold_changes, min_confidence_changes)
 from .tuning.learn import LearnReport, learn
 
@@ -275,11 +275,12 @@ class FAQSearch(Asking):
         return learn(self._current(), lambda: self._writing("learn"), lambda: self._queries.encoder, minutes=minutes,
                      epochs=epochs, threads=self._threads, progress=progress, from_log=from_log)
 
-    def set_fusion(self, report: FusionReport) -> bool:
-        """Store a chosen hybrid weight (and mode) when it wins held out; True when it was applied."""
-        if (changes := fusion_changes(report)) is not None:
-            self._set_config("tune", **changes)
-        return changes is not None
+    def set_fusion(self, report: FusionReport, recalibrate: bool = True) -> bool:
+        """Store weights that win held out, and what the index chose itself chosen again under them (``recalibrate``)."""
+        if (changes := fusion_changes(report)) is None:
+            return False
+        self._set_config("tune", (lambda s: fusion_recalibrated(s, changes, self._queries.encoder)) if recalibrate else None, **changes)
+        return True
 
     def set_threshold(self, report: ThresholdReport) -> None:
         """Store a chosen threshold, how it was chosen and the confidence learned with it (``info`` shows them)."""
@@ -287,14 +288,13 @@ class FAQSearch(Asking):
 
     def set_min_confidence(self, value: float | None, unknowns: float | None = None) -> None:
         """The confidence `ask` answers at (None: the index's own); ``unknowns``: :func:`.tuning.threshold.unknowns_changes`."""
-        with self._writing("set-min-confidence") as (writer, snap):
-            writer.commit(snap.config.merged(min_confidence_changes(snap, value, unknowns, lambda: self._queries.encoder)))
+        self._set_config("set-min-confidence", lambda snap: min_confidence_changes(snap, value, unknowns, lambda: self._queries.encoder))
 
-    def _set_config(self, made_by: str = "tune", **changes: Any) -> None:
-        with self._writing(made_by) as (writer, snap):
-            writer.commit(snap.config.merged(changes))
+    def _set_config(self, made_by: str = "tune", changes_of: Callable[[Snapshot], dict] | None = None, **changes: Any) -> None:
+        with self._writing(made_by) as (writer, snap):  # changes_of(the latest snapshot), else ``changes``
+            writer.commit(snap.config.merged(changes_of(snap) if changes_of is not None else changes))
 
     def _self_tune(self, fusion: bool, threshold: bool) -> None:
         """What an index learns about itself without labels: the hybrid weight, then the threshold."""
-        self_tune(self.searcher, self.set_fusion if fusion else None, self.set_threshold if threshold else None)
+        self_tune(self.searcher, (lambda r: self.set_fusion(r, not threshold)) if fusion else None, self.set_threshold if threshold else None)
 

@@ -96,3 +96,29 @@ def test_self_supervised_fusion_on_question_variants(tmp_path):
         assert report.gain > 0 and e.config["fusion"]["chosen_by"].startswith("self-supervised")
     else:
         assert e.config["fusion"] == {"chosen_by": "given at ingest (--no-self-fusion)"} and e.hybrid_weight == 0.1
+
+
+@pytest.mark.slow
+def test_applied_fusion_weights_choose_the_confidence_again(tmp_path):
+    """New weights move the fused scores and the confidence's features: what the index chose itself is
+    chosen again with them in the same commit (`tune fusion --apply`); recalibrate=False keeps it."""
+    import dataclasses
+    import os
+
+    from faqsearch import FAQSearch
+    from faqsearch.tuning import tune_fusion
+
+    sample = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_data", "faq.csv")
+    e = FAQSearch.build(sample, str(tmp_path / "ix"), self_fusion=False)
+    report = tune_fusion(e.searcher(), self_supervised=True)
+    chosen = 0.5 if report.current != 0.5 else 0.3  # a win to another weight, as a labelled tune may find
+    won = dataclasses.replace(report, chosen=chosen, cv_tuned=report.cv_current + 0.01)
+    before = e.config["confidence"]
+    assert before is not None and e.config["calibration"]["chosen_by"] == "self-calibrated"
+    assert e.set_fusion(dataclasses.replace(won), recalibrate=False)
+    assert e.hybrid_weight == chosen and e.config["confidence"] == before
+    again = dataclasses.replace(won, current=chosen, chosen=0.2 if chosen != 0.2 else 0.4)
+    assert e.set_fusion(again)
+    assert e.hybrid_weight == again.chosen and e.config["confidence"] != before
+    assert e.config["calibration"]["chosen_by"] == "self-calibrated"
+    e.close()

@@ -208,6 +208,15 @@ def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
     return changes
 
 
+def fusion_recalibrated(snap, changes: dict[str, Any], encoder) -> dict[str, Any]:
+    """``changes`` (:func:`fusion_changes`) with what the index chose itself chosen again under the new
+    weights, which move the fused scores and the confidence's features: the threshold where the index
+    chose it, the confidence unless it was learned from labels (what a person chose stays)."""
+    snap = replace(snap, config=snap.config.merged(changes))
+    threshold = (snap.config.calibration or {}).get("chosen_by") == "self-calibrated"
+    return {**changes, **self_tuned(snap, encoder, fusion=False, threshold=threshold)}
+
+
 # how an index records that its ingest was told not to choose fusion weights (`--no-self-fusion`):
 # `learn` then keeps the weights as they are, as it keeps weights tuned on labels
 FUSION_GIVEN = "given at ingest (--no-self-fusion)"
