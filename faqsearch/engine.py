@@ -30,7 +30,7 @@ from .index.directory import Writer, stamp
 from .results import EditReport
 from .search import QueryEncoder, Searcher
 from .index.snapshot import ClosedSnapshot, Snapshot, open_snapshot
-from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, fusion_recalibrated, needs_recalibration, refit_calibration,
+from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, chosen_again, needs_recalibration, refit_calibration,
                      refit_config, self_tune, ingest_tuned, threshold_changes, min_confidence_changes)
 from .tuning.learn import LearnReport, learn
 
@@ -279,7 +279,7 @@ class FAQSearch(Asking):
         """Store weights that win held out, and what the index chose itself chosen again under them (``recalibrate``)."""
         if (changes := fusion_changes(report)) is None:
             return False
-        self._set_config("tune", (lambda s: fusion_recalibrated(s, changes, self._queries.encoder)) if recalibrate else None, **changes)
+        self._set_config("tune", (lambda s: chosen_again(s, changes, self._queries.encoder)) if recalibrate else None, **changes)
         return True
 
     def set_threshold(self, report: ThresholdReport) -> None:

@@ -118,6 +118,8 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
     from .hub import load_pretrained
 
     cfg = config or EncoderTrainConfig()
+    if cfg.precision not in ("auto", "fp32", "bf16"):  # before the model loads
+        raise FAQSearchError(f"precision must be auto, fp32 or bf16; got {cfg.precision!r}")
     if len(pairs) < 2:
         raise FAQSearchError("need at least 2 pairs of questions from the same FAQ to fine-tune the encoder "
                              "(the corpus needs FAQs with several questions)")
@@ -130,8 +132,6 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
     steps = sum(len(e) for e in epochs)
     if not steps:
         raise FAQSearchError("too few FAQs with two or more questions to make a training batch")
-    if cfg.precision not in ("auto", "fp32", "bf16"):
-        raise FAQSearchError(f"precision must be auto, fp32 or bf16; got {cfg.precision!r}")
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     plan = Plan(steps, cfg.warmup, cfg.deadline)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, plan.factor)

@@ -208,10 +208,10 @@ def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
     return changes
 
 
-def fusion_recalibrated(snap, changes: dict[str, Any], encoder) -> dict[str, Any]:
-    """``changes`` (:func:`fusion_changes`) with what the index chose itself chosen again under the new
-    weights, which move the fused scores and the confidence's features: the threshold where the index
-    chose it, the confidence unless it was learned from labels (what a person chose stays)."""
+def chosen_again(snap, changes: dict[str, Any], encoder) -> dict[str, Any]:
+    """``changes`` with what the index chose itself chosen again under them (new weights or a new share
+    of unknowns move the fused scores or the operating point): the threshold where the index chose
+    it, the confidence unless it was learned from labels (what a person chose stays)."""
     snap = replace(snap, config=snap.config.merged(changes))
     threshold = (snap.config.calibration or {}).get("chosen_by") == "self-calibrated"
     return {**changes, **self_tuned(snap, encoder, fusion=False, threshold=threshold)}
@@ -245,9 +245,7 @@ def unknowns_changes(snap, encoder, share: float) -> dict[str, Any]:
     if confidence_from_labels(snap.config):
         raise InvalidOptionError("this index's confidence was learned from labelled queries (tune threshold QUERIES), "
                                  "which hold no in-domain unknowns to weigh: rebuild it, or tune it again with labels")
-    snap = replace(snap, config=snap.config.merged({"unknown_share": share}))
-    threshold = (snap.config.calibration or {}).get("chosen_by") == "self-calibrated"
-    changes = self_tuned(snap, encoder, fusion=False, threshold=threshold)
+    changes = chosen_again(snap, {"unknown_share": share}, encoder)
     if changes.get("confidence") is None:
         raise InvalidOptionError("this index has no confidence model to choose again (lexical mode, or too few "
                                  "right and wrong answers in its simulation)")
@@ -255,7 +253,7 @@ def unknowns_changes(snap, encoder, share: float) -> dict[str, Any]:
         raise InvalidOptionError("fewer than 10 of this index's FAQs have several questions, so it answers at the "
                                  "confidence of its cosine threshold and has no in-domain unknowns to weigh: give FAQs "
                                  "more phrasings (approve, feedback), or set the confidence itself (tune confidence P)")
-    return {"unknown_share": share, **changes}
+    return changes
 
 
 def refit_calibration(writer, config: Config, threshold: float | None, encoder: Callable[[], Any]
