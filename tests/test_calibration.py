@@ -106,8 +106,12 @@ def test_a_self_calibrated_threshold_follows_the_index_as_it_grows(tmp_path, sma
     e.add(str(new))
     assert e.config["calibration"]["questions"] == 7  # chosen again: the index grew by a tenth
     given = FAQSearch.build(small_corpus, str(tmp_path / "given"), encoder=fake_encoder, threshold=0.7)
+    assert given.config["confidence"]["questions"] == 6 and needs_recalibration(given.config, 7) == "confidence"
     given.add(str(new))
     assert given.threshold == 0.7 and given.config["calibration"]["chosen_by"] == "given"
+    # the confidence beside it is the index's own, learned again as it grew (the threshold a person gave stays)
+    assert given.config["confidence"] == calibrate(given.searcher()).confidence_section()
+    assert given.config["confidence"]["questions"] == 7
 
 
 def test_ingest_commits_its_calibration_with_the_build_or_nothing(tmp_path, small_corpus, fake_encoder, monkeypatch):
@@ -154,8 +158,11 @@ def test_refit_chooses_a_self_calibrated_threshold_again(tmp_path, small_corpus,
     assert e.threshold == calibrate(e.searcher()).threshold
     e.close()
     given = FAQSearch.build(small_corpus, str(tmp_path / "given"), encoder=fake_encoder, threshold=0.7)
+    before = given.config["confidence"]
     given.refit(Setting(True, 1.0, 1.0, 8))
-    assert given.threshold == 0.7
+    assert given.threshold == 0.7 and given.config["calibration"]["chosen_by"] == "given"
+    # the confidence shown beside a given threshold is the index's own: learned again on the new scores
+    assert given.config["confidence"] == calibrate(given.searcher()).confidence_section() != before
     given.close()
 
 
@@ -190,7 +197,7 @@ def test_refit_commits_its_transform_with_the_threshold_chosen_again_or_nothing(
     e.refit(Setting(True, 0.5, 0.5, 8))
     assert e.config["generation"] == before["generation"] + 1  # one commit
     assert e.config["whitening"]["beta"] == 0.5 and e.threshold == calibrate(e.searcher()).threshold
-    assert e.config["confidence"] == calibrate(e.searcher()).confidence.to_dict()
+    assert e.config["confidence"] == calibrate(e.searcher()).confidence_section()
     e.close()
 
 

@@ -51,8 +51,9 @@ class ThresholdReport:
                 "negatives": self.negatives, "questions": self.questions}
 
     def confidence_section(self) -> dict[str, Any] | None:
-        """What the index's config records of the confidence learned with it (``confidence``)."""
-        return self.confidence.to_dict() if self.confidence is not None else None
+        """What the index's config records of the confidence learned with it (``confidence``), with the
+        questions the index held then (a confidence beside a given threshold is refreshed on its own)."""
+        return {**self.confidence.to_dict(), "questions": self.questions} if self.confidence is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "current": self.current, "applied": self.applied, **self.section(),
@@ -258,15 +259,18 @@ def unknowns_changes(snap, encoder, share: float) -> dict[str, Any]:
 
 def refit_calibration(writer, config: Config, threshold: float | None, encoder: Callable[[], Any]
                       ) -> Callable[[dict[str, Any], str], dict[str, Any]] | None:
-    """What a refit (or tune --apply) commits with its new transform, for ``Backend.rebuild``: the
-    threshold and confidence chosen again on the version it built, measured before its one commit
-    (scores move with the transform). None where a threshold is given now or was given before."""
-    if threshold is not None or (config.calibration or {}).get("chosen_by") != "self-calibrated":
+    """What a refit (or tune --apply) commits with its new transform, for ``Backend.rebuild``: what the
+    index chose itself chosen again on the version it built, measured before its one commit (scores
+    move with the transform): the threshold and confidence, or beside a threshold given now or before,
+    the confidence only. None where there is nothing of the index's own to choose (a threshold given
+    and a confidence learned from labels, or none)."""
+    own_threshold = threshold is None and (config.calibration or {}).get("chosen_by") == "self-calibrated"
+    if not own_threshold and (not config.confidence or confidence_from_labels(config)):
         return None
     from ..build import measured
 
     return lambda new, version: measured(writer, new, version,
-                                         lambda snap: self_tuned(snap, encoder(), fusion=False, threshold=True))
+                                         lambda snap: self_tuned(snap, encoder(), fusion=False, threshold=own_threshold))
 
 
 def self_tune(searcher: Callable[[], Any], set_fusion: Callable | None, set_threshold: Callable | None) -> None:
@@ -290,10 +294,18 @@ def ranking_of(snap) -> tuple:
     return snap.mode, snap.hybrid_weight, snap.token_weight, snap.prototype_weight
 
 
-def needs_recalibration(config: Config, questions: int) -> bool:
-    """A self-calibrated threshold is chosen again once the index has grown or shrunk by a tenth."""
-    calib = config.calibration or {}
-    if calib.get("chosen_by") != "self-calibrated":
-        return False
-    before = max(int(calib.get("questions") or 0), 1)
-    return abs(questions - before) >= 0.1 * before
+def needs_recalibration(config: Config, questions: int) -> str | None:
+    """What the index chose itself and chooses again now that it has grown or shrunk by a tenth since:
+    "threshold" (a self-calibrated threshold, with its confidence), "confidence" (a confidence learned
+    without labels beside a threshold a person gave), or None."""
+    calib, conf = config.calibration or {}, config.confidence or {}
+    if questions <= 0:  # an emptied index: nothing to learn from (an add chooses again)
+        return None
+    if calib.get("chosen_by") == "self-calibrated":
+        what, since = "threshold", calib.get("questions")
+    elif conf and not confidence_from_labels(config) and conf.get("questions") is not None:
+        what, since = "confidence", conf.get("questions")  # (indexes made before it was recorded: not known)
+    else:
+        return None
+    before = max(int(since or 0), 1)
+    return what if abs(questions - before) >= 0.1 * before else None
