@@ -149,6 +149,14 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+def header_line(path: str, fmt: str | None, line: int) -> int:
+    """The line a column error points at: a CSV or TSV file's header (line 1), a JSONL record's own line."""
+    try:
+        return line if detect_format(str(path), fmt) == "jsonl" else 1
+    except CorpusError:  # stdin, named by --format
+        return 1 if fmt in ("csv", "tsv") else line
+
+
 def read_rows(path: str, fmt: str | None = None, data: bytes | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, row)`` for every record of a CSV, TSV or JSONL file (``data``: its bytes,
     when they came from stdin).
@@ -359,7 +367,7 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
             if missing:
                 sep = next((c for c in (";", "\t", "|") if len(keys) == 1 and c in keys[0]), None)
                 raise CorpusError(
-                    path, line,
+                    path, header_line(path, fmt, line),
                     f"missing column(s) {', '.join(missing)} (found: {', '.join(keys) or 'none'}); "
                     + ("the header is one column holding tabs: pass --format tsv (or name the file .tsv)"
                        if sep == "\t" else
@@ -371,7 +379,7 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
             if id_col is None:
                 id_col = next((c for c in ID_ALIASES if c in row), None)
             elif id_col not in row:
-                raise CorpusError(path, line, f"id column {id_col!r} not found (found: {', '.join(keys)})")
+                raise CorpusError(path, header_line(path, fmt, line), f"id column {id_col!r} not found (found: {', '.join(keys)})")
             seen_columns = True
         elif cols.question not in row or cols.answer not in row:
             raise CorpusError(path, line, f"record has no {cols.question!r} or {cols.answer!r} field")
@@ -439,11 +447,11 @@ def read_texts(path: str, column: str | None = None, fmt: str | None = None) -> 
                 if col is None and PAIR_TEXT_COLUMNS[0] in row and PAIR_TEXT_COLUMNS[1] in row:
                     col = PAIR_TEXT_COLUMNS  # a sentence-pair file: both sides are texts
                 if col is None:
-                    raise CorpusError(path, line, f"no text column: expected one of {', '.join(TEXT_COLUMNS)} "
+                    raise CorpusError(path, header_line(path, fmt, line), f"no text column: expected one of {', '.join(TEXT_COLUMNS)} "
                                                   f"(found: {', '.join(row)}); pass the column name")
             for c in (col if isinstance(col, tuple) else (col,)):
                 if c not in row:
-                    raise CorpusError(path, line, f"column {c!r} not found (found: {', '.join(row)})")
+                    raise CorpusError(path, header_line(path, fmt, line), f"column {c!r} not found (found: {', '.join(row)})")
                 texts.append(_cell(row[c], path, line, c))
     texts = [t for t in texts if not is_blank(t)]
     if not texts:

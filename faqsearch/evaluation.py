@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .corpus import _cell, read_rows
+from .corpus import _cell, header_line, read_rows
 from .errors import CorpusError
 from .text import is_blank
 
@@ -25,6 +25,8 @@ class LabelledQuery:
 
 
 def _pick(row: dict, names: Sequence[str], given: str | None, path: str, line: int, what: str) -> str:
+    """The column of ``row`` named ``given``, else the first of ``names`` it has; an error points at the
+    header of a table (``line``: where the row was read; a JSONL record's own line)."""
     if given:
         if given not in row:
             raise CorpusError(path, line, f"column {given!r} not found (found: {', '.join(row)})")
@@ -42,8 +44,9 @@ def read_labelled_queries(path: str, query_column: str | None = None, gold_colum
     qcol = gcol = None
     for line, row in read_rows(path, fmt):
         if qcol is None:
-            qcol = _pick(row, QUERY_COLUMNS, query_column, path, line, "query")
-            gcol = _pick(row, GOLD_COLUMNS, gold_column, path, line, "gold FAQ id")
+            head = header_line(path, fmt, line)
+            qcol = _pick(row, QUERY_COLUMNS, query_column, path, head, "query")
+            gcol = _pick(row, GOLD_COLUMNS, gold_column, path, head, "gold FAQ id")
         text = _cell(row.get(qcol)).strip()
         raw = row.get(gcol)
         golds = [_cell(g).strip() for g in raw] if isinstance(raw, list) else _cell(raw).split("|")
@@ -66,7 +69,7 @@ def read_pairs(path: str, fmt: str | None = None) -> tuple[list[str], list[str],
     cols = None
     for line, row in read_rows(path, fmt):
         if cols is None:
-            cols = [_pick(row, names, None, path, line, what)
+            cols = [_pick(row, names, None, path, header_line(path, fmt, line), what)
                     for names, what in zip(PAIR_COLUMNS, ("first sentence", "second sentence", "score/label"))]
         try:
             score = float(_cell(row[cols[2]]))

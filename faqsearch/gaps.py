@@ -80,12 +80,13 @@ def find_gaps(engine, log, *, similarity: float = DEFAULT_SIMILARITY, margin: fl
               min_count: int = DEFAULT_MIN_COUNT, since: str | None = None, limit: int = 20,
               max_queries: int = 20000) -> list[Gap]:
     """Ranked gaps (largest first) from the unanswered and low-confidence queries in ``log``."""
-    from .text import clean_text
+    from .text import clean_text, folded
 
     rows = log.candidates(margin, since, max_queries)
     groups: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault(clean_text(r["query"]).lower(), []).append(r)
+    for r in rows:  # one query whatever its case and punctuation ("Refund?" and "refund")
+        text = clean_text(r["query"])
+        groups.setdefault(folded(text) or text.lower(), []).append(r)
     if not groups:
         return []
     keys = sorted(groups, key=lambda k: -len(groups[k]))

@@ -57,6 +57,12 @@ def _escapes_only(text: str) -> bool:
     return all(not ("\ud800" <= ch <= "\udfff") or "\udc80" <= ch <= "\udcff" for ch in text)
 
 
+def folded(text: str) -> str:
+    """Case-, width- and punctuation-insensitive form of a text: "Where is my parcel?!" and "where is
+    my parcel" are one (NFKC, lower case, each run of punctuation and spaces one space)."""
+    return re.sub(r"[\W_]+", " ", unicodedata.normalize("NFKC", text).lower()).strip()
+
+
 def is_blank(text: str) -> bool:
     """True when no character would be visible (only spaces, controls, format or combining marks)."""
     return all(unicodedata.category(ch) in _INVISIBLE for ch in text)
@@ -118,3 +124,36 @@ def non_latin_share(texts, limit: int = 2000) -> float:
             else:
                 other += weight
     return other / (latin + other) if latin + other else 0.0
+
+
+_OPENING = {chr(c) for c in range(0x10000) if unicodedata.category(chr(c)) in ("Ps", "Pi")}  # 「 “ (
+
+
+def columns(text: str) -> int:
+    """The terminal columns ``text`` takes: two for a wide (East Asian) character, none for a combining mark."""
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def fill(paragraph: str, width: int, indent: str = "", first: str | None = None) -> list[str]:
+    """``paragraph`` as lines of at most ``width`` columns, each after ``indent`` (the first after
+    ``first``): broken at spaces, and between Chinese or Japanese characters (wide: two columns each),
+    never before a punctuation mark; a word is never broken (one longer than a line gets a line)."""
+    units: list[list] = []  # [text, a space before it, its last character is wide]
+    for word in paragraph.split():
+        for i, ch in enumerate(word):
+            wide, kind = unicodedata.east_asian_width(ch) in "WF", unicodedata.category(ch)
+            if i and ((kind.startswith("P") and kind not in ("Ps", "Pi")) or units[-1][0][-1] in _OPENING
+                      or not (wide or units[-1][2])):
+                units[-1][0] += ch  # joins the piece before: a mark that closes, what an opening one opens,
+                units[-1][2] = wide  # or a letter after a narrow one
+            else:
+                units.append([ch, i == 0, wide])
+    line = first if first is not None else indent
+    lines, used, empty = [], columns(line), True
+    for text, space, _ in units:
+        add = (" " if space and not empty else "") + text
+        if not empty and used + columns(add) > width:
+            lines.append(line)
+            line, used, add = indent, columns(indent), text
+        line, used, empty = line + add, used + columns(add), False
+    return [*lines, line]

@@ -255,3 +255,26 @@ def test_a_confidence_just_below_the_bar_is_shown_with_the_decimals_that_tell_th
     assert percents(0.5, 1.0) == ("50%", "100%")
     assert percents(0.993, 0.995) == ("99.3%", "99.5%") and percents(0.004, 0.008) == ("0.4%", "0.8%")
     assert percents(0.48499999, 0.485) == ("just below", "48.50%")
+
+
+def test_answers_wrap_at_spaces_and_between_chinese_characters():
+    """Answers are wrapped to 100 columns after their indent: English at spaces, as before (a URL is never
+    broken); Chinese, which has no spaces (it printed as one long line), between its characters, each two
+    columns wide, never with a closing mark at the start of a line or an opening one at the end."""
+    import textwrap
+
+    from faqsearch.cli.render import WIDTH, wrap
+    from faqsearch.text import columns
+
+    english = ("Our support team answers within two working days. If you need help sooner, call the number on "
+               "the back of your card: https://example.com/" + "a-long-path-" * 10 + "\n\nThank you.")
+    assert wrap(english, "   ") == "\n".join(
+        textwrap.fill(p, WIDTH, initial_indent="   ", subsequent_indent="   ", break_long_words=False,
+                      break_on_hyphens=False) or "   " for p in english.split("\n"))
+    chinese = ("您好！我们的客服团队会在两个工作日内回复。如需更快的帮助，请拨打卡背面的电话号码，或者前往任何一家分行办理。"
+               "您也可以在手机银行中点“在线客服”与我们联系，我们全天二十四小时为您服务。使用PayPal付款的订单也一样。")
+    lines = wrap(chinese, "   ").split("\n")
+    assert len(lines) == 3 and all(columns(ln) <= WIDTH and ln.startswith("   ") for ln in lines)
+    assert "".join(ln[3:] for ln in lines) == chinese and "PayPal" in "".join(lines)
+    assert all(ln[3] not in "，。！”" and ln[-1] != "“" for ln in lines)
+    assert columns("中文ab") == 6

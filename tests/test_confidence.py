@@ -334,6 +334,23 @@ def test_suggest_offers_a_logged_query_as_near_wherever_the_faq_ranks_in_its_top
         qlog.close()
 
 
+def test_gaps_count_one_query_whatever_its_case_and_punctuation(tmp_path, small_corpus):
+    """`gaps` groups logged queries by their text up to case, width and punctuation: "Opening hours on
+    Sunday?" and "opening hours on sunday" are one distinct query asked twice (they were two)."""
+    from faqsearch.gaps import find_gaps
+    from faqsearch.querylog import log_answered
+
+    path = str(tmp_path / "ix")
+    with build_index(small_corpus, path, threshold=0.8) as e:
+        qlog = QueryLog.for_index(path)
+        asked = ["opening hours on sunday", "Opening hours on Sunday?", "opening hours  on sunday!!",
+                 "ＯＰＥＮＩＮＧ hours on sunday"]
+        log_answered(qlog, e.ask_many(asked), "hybrid", "api")
+        gaps = find_gaps(e, qlog, similarity=0.99, min_count=2)
+        assert [(g.count, g.distinct) for g in gaps] == [(4, 1)] and gaps[0].examples[0] in asked
+        qlog.close()
+
+
 def test_gaps_keep_answers_of_low_confidence_within_the_margin(tmp_path):
     """`gaps` lists queries answered just above the confidence the index answers at (they used to leave
     the list as 'answered now', so --margin changed nothing); the margin says how far above counts."""

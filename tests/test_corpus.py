@@ -58,7 +58,7 @@ def test_jsonl_with_question_list(tmp_path):
 
 
 @pytest.mark.parametrize("name,content,line,needle", [
-    ("c.csv", "question,reply\nq,a\n", 2, "missing column(s) answer"),
+    ("c.csv", "question,reply\nq,a\n", 1, "missing column(s) answer"),
     ("c.csv", "question,answer\nq1,a1\n  ,a2\n", 3, "empty 'question'"),
     ("c.csv", "question,answer\nq1,a1\nq2,   \n", 3, "empty 'answer'"),
     ("c.csv", "question,answer\nq1,a1\nq2,a2,extra\n", 3, "has 3 fields but the header has 2"),
@@ -69,8 +69,8 @@ def test_jsonl_with_question_list(tmp_path):
     ("c.jsonl", '["q", "a"]\n', 1, "JSON object"),
     ("c.csv", 'question,answer\n"q1,a1\n', 2, "cannot parse"),
     ("c.csv", "id,question,answer,,\n1,q,a,,oops\n", 2, "column 5 has a value but no name"),
-    ("c.csv", "id;question;answer\n1;q;a\n", 2, "separates its fields with ';'"),
-    ("c.csv", "id\tquestion\tanswer\n1\tq\ta\n", 2, "pass --format tsv"),
+    ("c.csv", "id;question;answer\n1;q;a\n", 1, "separates its fields with ';'"),
+    ("c.csv", "id\tquestion\tanswer\n1\tq\ta\n", 1, "pass --format tsv"),
     ("c.csv", '{"id": "a", "question": "q", "answer": "a"}\n', 1, "pass --format jsonl"),
 ])
 def test_errors_name_file_and_line(tmp_path, name, content, line, needle):

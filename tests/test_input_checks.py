@@ -217,3 +217,21 @@ def test_an_id_with_a_slash_works_over_http(api):
     assert client.get("/indexes/shop/faqs/billing/refunds", headers=headers).json()["answer"] == "changed"
     assert client.delete("/indexes/shop/faqs/billing/refunds", headers=headers).status_code == 200
     assert client.get("/indexes/shop/faqs/billing/refunds", headers=headers).status_code == 404
+
+
+def test_a_wrong_column_name_points_at_the_header_line(tmp_path):
+    """A column error names the line to fix: a table's header (it named the first data row, line 2, which
+    holds no column names), and a JSONL record's own line."""
+    from faqsearch.corpus import read_texts
+    from faqsearch.evaluation import read_labelled_queries, read_pairs
+
+    table = tmp_path / "q.csv"
+    table.write_text("words,label\nhello,f1\n", encoding="utf-8")
+    for read, what in ((read_labelled_queries, "no query column"), (read_corpus, r"missing column\(s\) question"),
+                       (read_pairs, "no first sentence column"), (read_texts, "no text column")):
+        with pytest.raises(CorpusError, match=rf"q.csv:1: {what}"):
+            read(str(table))
+    records = tmp_path / "q.jsonl"
+    records.write_text('\n{"text": "hello", "label": "f1"}\n', encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"q.jsonl:2: no gold FAQ id column"):
+        read_labelled_queries(str(records))

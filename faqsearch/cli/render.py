@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
-import textwrap
 import unicodedata
 from typing import Any
 
 import click
 
 from ..defaults import CONFIDENCE_MIN_VARIANTS, LEARN_MIN_FAQS
-from ..text import count
+from ..text import count, fill
 
 WIDTH = 100
 
@@ -19,12 +18,9 @@ def dump(obj: Any) -> str:
 
 
 def wrap(text: str, indent: str, first: str | None = None) -> str:
-    """Wrap at spaces only: words (and URLs) are never broken across lines."""
-    out = []
-    for i, para in enumerate(text.split("\n")):
-        out.append(textwrap.fill(para, WIDTH, initial_indent=(first if first is not None and i == 0 else indent),
-                                 subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or indent)
-    return "\n".join(out)
+    """Wrap at spaces, and between Chinese or Japanese characters: words (and URLs) are never broken."""
+    return "\n".join(line for i, para in enumerate(text.split("\n"))
+                     for line in fill(para, WIDTH, indent, first if i == 0 else None))
 
 
 def result(r, empty_index: bool = False) -> None:

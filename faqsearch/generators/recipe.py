@@ -3,7 +3,6 @@ not a rewording of the input, re-rank by retrieval similarity and keep a diverse
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -11,6 +10,7 @@ import numpy as np
 
 from ..defaults import PARAPHRASE_MAX_CHARS, PARAPHRASE_MIN_SIMILARITY, PARAPHRASE_ROUNDS
 from ..errors import InvalidOptionError
+from ..text import folded
 from .base import Candidate, Generator
 
 # words whose change alone does not make a new wording ("How can I..." vs "How do I...")
@@ -55,8 +55,8 @@ def encoder_scorer(encoder) -> Callable[[Sequence[str]], np.ndarray]:
 
 
 def normal(text: str) -> str:
-    """Case- and punctuation-insensitive form: what 'a copy' means."""
-    return re.sub(r"[\W_]+", " ", unicodedata.normalize("NFKC", text).lower()).strip()
+    """Case- and punctuation-insensitive form: what 'a copy' means (:func:`faqsearch.text.folded`)."""
+    return folded(text)
 
 
 _CJK = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af"
