@@ -13,6 +13,10 @@ from .defaults import COMMON, KEEP_MIN
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+# full-width letters, digits and signs (ＡＰＰ, １２, as Chinese and Japanese text writes them) and the
+# ideographic space, as their ASCII forms: 'ＡＰＰ' and 'APP' are one word
+_ASCII_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+_FULL_WIDTH = re.compile("[\uff01-\uff5e]")
 
 
 CJK_MODES = ("unigram", "unigram+bigram")  # defaults.CJK is what new stores use
@@ -55,20 +59,23 @@ def stem_in_use(setting: str) -> str:
 def choose_stemmer(texts: Iterable[str]) -> str:
     """'english' where at least 15% of the Latin words of ``texts`` are frequent English function
     words (English questions: 30-60%; French, Spanish or German ones: about none), else 'none'."""
-    words = [w for t in texts for w in _WORD.findall(t.lower()) if not _CJK.search(w) and not w.isdigit()]
+    words = [w for t in texts for w in _WORD.findall(t.translate(_ASCII_WIDTH).lower()) if not _CJK.search(w)
+             and not w.isdigit()]
     return "english" if words and sum(w in _ENGLISH for w in words) >= 0.15 * len(words) else "none"
 
 
-def tokenize(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:
+def tokenize(text: str, cjk: str = "unigram+bigram", stem: str = "none", width: bool = True) -> list[str]:
     """Lower-cased words (with ``stem='english'``, ASCII words reduced to their Snowball English
     stem: 'cards' and 'card', 'arrival' and 'arrive' match); runs of CJK characters become character
-    unigrams (plus bigrams with ``cjk='unigram+bigram'``).
+    unigrams (plus bigrams with ``cjk='unigram+bigram'``); full-width letters and digits are read as
+    their ASCII forms (``width``; indexes made before 2026-11-27 stored them as they were:
+    :func:`former_width_tokens`).
 
     Chinese has no spaces, so a whole sentence would otherwise be one token; characters (and
     character pairs) give BM25 the overlap that word segmentation would, without a dictionary.
     """
     out: list[str] = []
-    for word in _WORD.findall(text.lower()):
+    for word in _WORD.findall((text.translate(_ASCII_WIDTH) if width else text).lower()):
         if not _CJK.search(word):
             out.extend(_words(word, stem))
             continue
@@ -97,11 +104,20 @@ def _fold(token: str) -> str:
     return "".join(_unaccented(c) if _LATIN.match(c) else c for c in token) if _LATIN.search(token) else token
 
 
-def fts_words(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:
+def fts_words(text: str, cjk: str = "unigram+bigram", stem: str = "none", width: bool = True) -> list[str]:
     """The tokens of ``text`` in the form FTS5 stores them, in order: its unicode61 tokenizer (over
     the stored column, made by :func:`tokenize`) also splits at '_' and removes the accents of Latin
     letters ('café' is stored as 'cafe'; 'ø', 'ł', 'ß' stay)."""
-    return [p for token in tokenize(text, cjk, stem) for p in _fold(token).split("_") if p]
+    return [p for token in tokenize(text, cjk, stem, width) for p in _fold(token).split("_") if p]
+
+
+def former_width_tokens(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:
+    """The tokens of the full-width words of ``text`` as an index made before 2026-11-27 stored them
+    ('ＡＰＰ' as 'ａｐｐ'): a query searches them too, so such an index still finds its full-width
+    questions (a new one stores 'app', which the query's own tokens match)."""
+    if not _FULL_WIDTH.search(text):
+        return []
+    return [t for t in fts_words(text, cjk, stem, width=False) if _FULL_WIDTH.search(t)]
 
 
 def fts_tokens(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:
@@ -110,14 +126,19 @@ def fts_tokens(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> li
     return sorted(set(fts_words(text, cjk, stem)))
 
 
+def query_tokens(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:
+    """The distinct tokens a query looks up (:func:`fts_tokens`, and :func:`former_width_tokens`), sorted."""
+    return sorted(set(fts_tokens(text, cjk, stem)) | set(former_width_tokens(text, cjk, stem)))
+
+
 def query_terms(text: str, doc_freq: dict[str, int] | None = None, n_docs: int = 0,
                 cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:
-    """The distinct tokens of ``text`` a lexical query searches for (:func:`fts_tokens`), sorted.
+    """The distinct tokens of ``text`` a lexical query searches for (:func:`query_tokens`), sorted.
 
     With document frequencies, tokens in more than COMMON of the questions are left out: BM25
     gives them little weight, yet they are what makes an OR query score most of the index.
     """
-    tokens = fts_tokens(text, cjk, stem)
+    tokens = query_tokens(text, cjk, stem)
     if doc_freq is not None and n_docs > 0:
         tokens = [t for t in tokens if doc_freq.get(t, 0) > 0]  # unknown tokens match nothing anyway
         rare = [t for t in tokens if doc_freq[t] <= COMMON * n_docs]

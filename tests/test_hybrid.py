@@ -47,6 +47,27 @@ def test_lexical_and_hybrid_modes(engine):
         engine.ask("x", mode="fuzzy")
 
 
+@pytest.mark.parametrize("made_before", [False, True])
+def test_full_width_letters_and_digits_match_their_ascii_forms(tmp_path, monkeypatch, made_before):
+    """Chinese and Japanese text writes ＡＰＰ and １２ in full width; BM25 reads them as APP and 12 (they
+    matched only the same full-width form). An index made before stored them as written: a full-width
+    query still finds those questions there."""
+    import faqsearch.backends.embedded.store as store_mod
+    from faqsearch import lexical
+
+    if made_before:
+        monkeypatch.setattr(store_mod, "tokenize", lambda text, *a: lexical.tokenize(text, *a, width=False))
+    p = tmp_path / "c.csv"
+    p.write_text("id,question,answer\n1,怎么下载ＡＰＰ,去应用商店。\n2,转账手续费是多少,免费。\n3,密码输错１２次,请重置。\n"
+                 "4,APP登录不了,请更新。\n", encoding="utf-8")
+    with build_index(str(p), tmp_path / "ix", threshold=-1) as e:
+        monkeypatch.undo()
+        found = lambda q: {a.faq_id for a in e.ask(q, mode="lexical", k=4).answers}  # noqa: E731
+        assert found("ＡＰＰ") == {"1", "4"} and found("１２") == {"3"}
+        if not made_before:  # the ASCII forms find the full-width questions
+            assert found("APP") == {"1", "4"} and found("12") == {"3"}
+
+
 def test_tune_fusion_applies_only_on_held_out_gain(engine):
     queries = [LabelledQuery(t, {g}, 0) for t, g in [("E42", "1"), ("slow printer", "2"), ("password reset", "3"),
                                                       ("router reset", "4"), ("信用卡丢失", "5")] * 3]

@@ -32,7 +32,7 @@ from ...errors import IndexFormatError
 from ...files import load_npy, preallocate, share_dir
 from ...filters import filter_sql
 from ...index.format import DIR_META, LEXICAL as DIR, LEXICAL_ARRAYS as _ARRAYS, NPY
-from ...lexical import fts_query, fts_tokens, query_terms
+from ...lexical import fts_query, query_terms, query_tokens
 
 FORMAT = 1
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
@@ -286,7 +286,7 @@ def _one(store, conn: sqlite3.Connection, text: str, n: int, filter_sql: tuple[s
     where, fargs = filter_sql
     g = int(store._g)
     arrays = None if where else _arrays(store, conn)
-    tokens = fts_tokens(text, store.cjk, store.stem)
+    tokens = query_tokens(text, store.cjk, store.stem)
     if arrays is not None:  # fts5vocab counts a term's rows by reading its postings: 19 ms a query at 1M
         df = {t: c for t in tokens if (c := _doc_freq(conn, arrays, t))}
     else:

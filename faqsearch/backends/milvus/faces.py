@@ -7,7 +7,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ...lexical import tokenize
+from ...lexical import former_width_tokens, tokenize
 from .collection import CJK, Collection, _quote, filter_expr
 
 
@@ -97,7 +97,7 @@ class MilvusStore:
 
     def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
         """BM25 by Milvus' own full-text search over faqsearch's tokens (CJK n-grams included)."""
-        queries = [" ".join(tokenize(t, CJK)) for t in texts]
+        queries = [" ".join(tokenize(t, CJK) + former_width_tokens(t, CJK)) for t in texts]  # (collections made before)
         out: list[list[tuple[int, float]]] = [[] for _ in texts]
         todo = [i for i, q in enumerate(queries) if q]
         if not todo:
