@@ -45,6 +45,9 @@ def main() -> None:
     ap.add_argument("--runs", default="zh:gemma3,en:smollm2,en:gemma3",
                     help="comma-separated LANGUAGE:GENERATOR pairs (default: %(default)s)")
     ap.add_argument("--quantize", action="store_true", help="int8 decoder layers (CausalLMGenerator quantize=True)")
+    ap.add_argument("--seed", type=int, default=0, help="the sampling seed of the first batch of each call (default: 0)")
+    ap.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                    help="the generators' precision on a CPU (default: %(default)s, bf16 where this CPU is faster so)")
     ap.add_argument("--dev", choices=("questions", "variants"), help="a development split instead of the reported "
                     "inputs (choices are made there): the first 12 questions of the sample FAQ, or 20 variants of "
                     "the FAQs after the 16th (the reported inputs ask the first 16)")
@@ -76,6 +79,7 @@ def main() -> None:
             t = time.perf_counter()
             # gemma3 is declared for Chinese only; declared for English here so that it can be measured there
             gens[name] = load_generator(name, quantize=args.quantize, languages="zh,en" if name == "gemma3" else None,
+                                        precision=args.precision,
                                         **({"temperature": args.temperature} if args.temperature else {}))
             load = time.perf_counter() - t
         else:
@@ -89,7 +93,7 @@ def main() -> None:
         for text in texts:
             t = time.perf_counter()
             got = paraphrase(gen, text, n=N, scorer=searcher.embed_full, same_intent=answers_alike(searcher, text),
-                             min_similarity=args.min_similarity)
+                             min_similarity=args.min_similarity, seed=args.seed)
             times.append(time.perf_counter() - t)
             returned += len(got)
             sims = (use([text] + [p.text for p in got])[1:] @ use([text])[0]) if got else []
@@ -107,7 +111,9 @@ def main() -> None:
     for e in engines.values():
         e.close()
     emit([f"Measured {machine()} with `python benchmarks/paraphrase_languages.py --runs '{args.runs}'"
-          f"{' --quantize' if args.quantize else ''}`", "", *rows, "",
+          f"{' --quantize' if args.quantize else ''}{' --precision ' + args.precision if args.precision != 'auto' else ''}{f' --seed {args.seed}' if args.seed else ''}`"
+          f" (generators in {', '.join(sorted({g.precision for g in gens.values() if hasattr(g, 'precision')}))})",
+          "", *rows, "",
           "Paraphrases returned (USE cosine with the input):", "", "| run | input | paraphrases |", "|---|---|---|",
           *listing], args.out)
 

@@ -34,6 +34,8 @@ EXAMPLES = (
 
 
 TEMPERATURE = 0.7
+PRECISIONS = ("auto", "fp32", "bf16")
+BF16_RATIO = 0.8  # on a CPU, bf16 weights where this CPU's bf16 products take at most this share of the fp32 time
 # a base model copies its input at 0.7; at 0.9 it rewords more, and the screen drops what drifts
 # (12 questions of sample_data/faq_zh.csv, a development split: 28 -> 45 of 60 new and USE-similar)
 GEMMA3_TEMPERATURE = 0.9
@@ -46,18 +48,23 @@ class CausalLMGenerator:
                  temperature: float | None = None, top_p: float = 0.9, top_k: int = 50, max_new_tokens: int = 64,
                  instruction: str = INSTRUCTION, examples: Sequence[tuple[str, str]] = EXAMPLES,
                  quantize: bool = False, prefix_cache: bool = True, device: str | None = None,
-                 prompts: dict[str, PromptSet] | None = None):
+                 prompts: dict[str, PromptSet] | None = None, precision: str = "auto"):
         """``device``: 'auto', 'cpu' or 'cuda' (None: the process's choice, see
         :mod:`faqsearch.encoders.device`); on CUDA the model runs in bf16 (fp16 where the GPU lacks
-        it). int8 ``quantize`` runs on the CPU only. ``prompts``: few-shot prompt sets by the input's
-        language and script (:mod:`faqsearch.generators.prompts`; the bundled gemma3's), used instead
-        of ``instruction`` and ``examples``."""
+        it). int8 ``quantize`` runs on the CPU only. ``precision`` on a CPU: 'auto' runs the model in
+        bf16 where this CPU multiplies bf16 matrices faster (:func:`bf16_faster`), else fp32; 'fp32'
+        or 'bf16' says which. ``prompts``: few-shot prompt sets by the input's language and script
+        (:mod:`faqsearch.generators.prompts`; the bundled gemma3's), used instead of ``instruction``
+        and ``examples``."""
         import torch
         from transformers import AutoModelForCausalLM
 
         from ..encoders.device import configure_torch, cpu_only, resolve_device
+        from ..errors import InvalidOptionError
         from ..hub import load_pretrained
 
+        if precision not in PRECISIONS:
+            raise InvalidOptionError(f"unknown generator precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
         configure_torch(threads)
         self.device = cpu_only("--quantize (int8 weights)", device) if quantize else resolve_device(device)
         self.name = source
@@ -100,6 +107,9 @@ class CausalLMGenerator:
         if self.device == "cuda":  # bf16: an LM's activations may overflow fp16; sampling needs no more precision
             half = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
             self.model = self.model.to(device="cuda", dtype=half)
+        elif not quantize and precision != "fp32" and (precision == "bf16" or bf16_faster()):
+            self.model = self.model.to(torch.bfloat16)  # a third less time a batch here; sampling reads fp32 logits
+        self.precision = "int8" if quantize else str(next(self.model.parameters()).dtype).replace("torch.", "")
         self.temperature = TEMPERATURE if temperature is None else temperature
         self.top_p, self.top_k, self.max_new_tokens = top_p, top_k, max_new_tokens
         self.instruction, self.examples, self.prompts = instruction, tuple(examples), prompts
@@ -332,6 +342,28 @@ class CausalLMGenerator:
         if 0 < self.top_p < 1:  # keep the smallest set whose mass reaches top_p
             probs = probs.masked_fill(probs.cumsum(-1) - probs > self.top_p, 0.0)
         return idx.gather(1, torch.multinomial(probs, 1, generator=gen)).squeeze(1)
+
+
+@functools.lru_cache(maxsize=1)
+def bf16_faster() -> bool:
+    """Whether this CPU multiplies bf16 matrices in at most BF16_RATIO of the fp32 time (with AVX512-BF16
+    or AMX about 0.45; where bf16 is emulated, slower): a decoder-sized product (24 rows, the rows
+    sampled together, by a 576 x 1536 matrix) timed once per process, best of 6 after a warm-up."""
+    import time
+
+    import torch
+
+    def best(x, w) -> float:
+        times = []
+        for _ in range(7):
+            start = time.perf_counter()
+            for _ in range(20):
+                torch.nn.functional.linear(x, w)
+            times.append(time.perf_counter() - start)
+        return min(times[1:])
+
+    x, w = torch.randn(24, 576), torch.randn(1536, 576)
+    return best(x.bfloat16(), w.bfloat16()) <= BF16_RATIO * best(x, w)
 
 
 def gemma3_file() -> tuple[str, str]:
