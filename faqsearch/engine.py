@@ -31,7 +31,7 @@ from .results import EditReport
 from .search import QueryEncoder, Searcher
 from .index.snapshot import ClosedSnapshot, Snapshot, open_snapshot
 from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, chosen_again, needs_recalibration, refit_calibration,
-                     refit_config, self_tune, self_tuned, ingest_tuned, threshold_changes, min_confidence_changes)
+                     refit_config, self_tune, recalibrated, ingest_tuned, threshold_changes, min_confidence_changes)
 from .tuning.learn import LearnReport, learn
 
 
@@ -205,8 +205,8 @@ class FAQSearch(Asking):
             report.added_questions, report.removed_questions = snap.backend.apply(writer, snap, plan, raw, plan.source)
             kept = report.removed_questions and snap.backend.kind == "embedded"  # Milvus keeps no versions
             report.previous_version = os.path.basename(snap.version) if kept else None
-        if what := needs_recalibration(self._snap.config, int(self._snap.config.counts.questions)):  # by a tenth
-            self._set_config("recalibrate", lambda s: self_tuned(s, self._queries.encoder, False, what == "threshold"))
+        if needs_recalibration(self._snap.config, int(self._snap.config.counts.questions)):  # grown or shrunk by a tenth
+            self._set_config("recalibrate", recalibrated(lambda: self._queries.encoder))
         return report
 
     def add(self, corpus, columns: Columns | None = None, fmt: str | None = None, progress: bool = False) -> EditReport:

@@ -17,6 +17,7 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-
 # ideographic space, as their ASCII forms: 'ＡＰＰ' and 'APP' are one word
 _ASCII_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 _FULL_WIDTH = re.compile("[\uff01-\uff5e]")
+_WIDENED = {c: c + 0xFEE0 for c in range(0x21, 0x7F)}
 
 
 CJK_MODES = ("unigram", "unigram+bigram")  # defaults.CJK is what new stores use
@@ -109,6 +110,12 @@ def fts_words(text: str, cjk: str = "unigram+bigram", stem: str = "none", width:
     the stored column, made by :func:`tokenize`) also splits at '_' and removes the accents of Latin
     letters ('café' is stored as 'cafe'; 'ø', 'ł', 'ß' stay)."""
     return [p for token in tokenize(text, cjk, stem, width) for p in _fold(token).split("_") if p]
+
+
+def widened(token: str) -> str:
+    """A token's letters, digits and signs in their full-width forms, as indexes made before 2026-11-27
+    stored a full-width word ('app' -> 'ａｐｐ')."""
+    return token.translate(_WIDENED)
 
 
 def former_width_tokens(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:

@@ -126,31 +126,43 @@ def non_latin_share(texts, limit: int = 2000) -> float:
     return other / (latin + other) if latin + other else 0.0
 
 
-_OPENING = {chr(c) for c in range(0x10000) if unicodedata.category(chr(c)) in ("Ps", "Pi")}  # 「 “ (
+_SPACES_BUT_NO_BREAK = re.compile(r"[^\S\u00a0\u2007\u202f]+")  # where a line may break: not "10\u00a0kg"
+_JOINS_ON = "ー々ゝゞヽヾ"  # marks that never start a line in Chinese or Japanese
+
+
+def _width(ch: str) -> int:
+    """Terminal columns of one character: 0 for marks and format characters (combining accents, a
+    variation selector, a zero-width joiner), 2 for wide (East Asian) ones, else 1."""
+    if unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in "WF" else 1
 
 
 def columns(text: str) -> int:
-    """The terminal columns ``text`` takes: two for a wide (East Asian) character, none for a combining mark."""
-    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    """The terminal columns ``text`` takes (:func:`_width` of each character)."""
+    return sum(_width(ch) for ch in text)
 
 
 def fill(paragraph: str, width: int, indent: str = "", first: str | None = None) -> list[str]:
     """``paragraph`` as lines of at most ``width`` columns, each after ``indent`` (the first after
-    ``first``): broken at spaces, and between Chinese or Japanese characters (wide: two columns each),
-    never before a punctuation mark; a word is never broken (one longer than a line gets a line)."""
-    units: list[list] = []  # [text, a space before it, its last character is wide]
-    for word in paragraph.split():
+    ``first``): broken at spaces (not at no-break ones), and between Chinese or Japanese characters
+    (:data:`UNSPACED`), never before a closing mark or after an opening one; a word is never broken
+    (one longer than a line gets a line of its own)."""
+    units: list[list] = []  # [text, a space before it]
+    for word in _SPACES_BUT_NO_BREAK.split(paragraph.strip()):
         for i, ch in enumerate(word):
-            wide, kind = unicodedata.east_asian_width(ch) in "WF", unicodedata.category(ch)
-            if i and ((kind.startswith("P") and kind not in ("Ps", "Pi")) or units[-1][0][-1] in _OPENING
-                      or not (wide or units[-1][2])):
-                units[-1][0] += ch  # joins the piece before: a mark that closes, what an opening one opens,
-                units[-1][2] = wide  # or a letter after a narrow one
-            else:
-                units.append([ch, i == 0, wide])
+            kind = unicodedata.category(ch)
+            before = units[-1][0][-1] if i else ""
+            breakable = i and (UNSPACED.match(ch) or UNSPACED.match(before)) and ch not in _JOINS_ON \
+                and not (kind.startswith("P") and kind not in ("Ps", "Pi")) and kind not in ("Mn", "Me", "Cf") \
+                and unicodedata.category(before) not in ("Ps", "Pi")
+            if i and not breakable:
+                units[-1][0] += ch
+            elif ch:
+                units.append([ch, i == 0])
     line = first if first is not None else indent
     lines, used, empty = [], columns(line), True
-    for text, space, _ in units:
+    for text, space in units:
         add = (" " if space and not empty else "") + text
         if not empty and used + columns(add) > width:
             lines.append(line)

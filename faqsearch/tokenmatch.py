@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .lexical import _CJK, _WORD, fts_words
+from .lexical import _CJK, _FULL_WIDTH, _WORD, fts_words, widened
 
 TOKEN_POOLINGS = ("mean", "last-avg", "first-last-avg")
 
@@ -81,6 +81,11 @@ def scores(query_text: str, query: tuple[np.ndarray, np.ndarray], questions: Seq
     token states; ``doc_freqs(tokens)`` gives the store's document frequencies and row count."""
     states, spans = query
     tokens = word_tokens(query_text, spans, stem)
-    df, n_docs = doc_freqs(sorted({t for ts in tokens for t in ts}))
+    keys = {t for ts in tokens for t in ts}
+    # a full-width word ('ＡＰＰ') is looked up as 'app', and as an index made before stored it ('ａｐｐ')
+    wide = {t: widened(t) for t in keys if t.isascii()} if _FULL_WIDTH.search(query_text) else {}
+    df, n_docs = doc_freqs(sorted(keys | set(wide.values())))
+    if wide:
+        df = {t: df.get(t, 0) + df.get(wide.get(t, ""), 0) for t in keys}
     w = weights(tokens, df, n_docs)
     return [score(states, w, q) for q in questions]

@@ -114,6 +114,32 @@ def test_a_self_calibrated_threshold_follows_the_index_as_it_grows(tmp_path, sma
     assert given.config["confidence"]["questions"] == 7
 
 
+def test_a_confidence_that_cannot_be_learned_again_is_kept(tmp_path, small_corpus, fake_encoder, monkeypatch):
+    """An edit's recalibration whose fit fails (too few right or wrong answers for a moment) keeps the
+    confidence the index had, beside a given threshold too: it used to store none, and nothing learned
+    it again after that."""
+    import faqsearch.tuning.threshold as threshold_mod
+
+    given = FAQSearch.build(small_corpus, str(tmp_path / "given"), encoder=fake_encoder, threshold=0.7)
+    before = given.config["confidence"]
+    assert before is not None
+
+    def cannot(*a, **k):
+        raise ValueError("the confidence needs both right and wrong first answers to learn from")
+
+    monkeypatch.setattr(threshold_mod.conf, "fit", cannot)
+    new = tmp_path / "new.csv"
+    new.write_text("id,question,answer\n9,Where is my parcel?,Track it.\n", encoding="utf-8")
+    given.add(str(new))
+    assert given.config["confidence"] == before and given.threshold == 0.7
+    monkeypatch.undo()
+    more = tmp_path / "more.csv"
+    more.write_text("id,question,answer\n10,Can I pay by card?,Yes.\n", encoding="utf-8")
+    given.add(str(more))
+    assert given.config["confidence"]["questions"] == 8  # learned again on the next growth by a tenth
+    given.close()
+
+
 def test_ingest_commits_its_calibration_with_the_build_or_nothing(tmp_path, small_corpus, fake_encoder, monkeypatch):
     """The self-tuned weight and threshold are measured on the new version before it is committed and
     committed with it, in one commit: an ingest interrupted while calibrating leaves the old version

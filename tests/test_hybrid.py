@@ -68,6 +68,27 @@ def test_full_width_letters_and_digits_match_their_ascii_forms(tmp_path, monkeyp
             assert found("APP") == {"1", "4"} and found("12") == {"3"}
 
 
+def test_token_match_weighs_a_full_width_word_by_both_forms_an_index_holds(monkeypatch):
+    """The token match weighs a query word by its BM25 document frequency: a full-width 'ＡＰＰ' is counted
+    as 'app' and as 'ａｐｐ', the form indexes made before stored (looked up as 'app' alone it counted 0
+    there, and weighed most)."""
+    import numpy as np
+
+    from faqsearch import tokenmatch
+
+    asked, seen = [], []
+    monkeypatch.setattr(tokenmatch, "weights", lambda tokens, df, n: seen.append(df) or np.ones(len(tokens)))
+
+    def doc_freqs(tokens):
+        asked.append(tokens)
+        return {"ａｐｐ": 5, "app": 2}, 10
+
+    tokenmatch.scores("ＡＰＰ", (np.ones((1, 4)), np.array([[0, 3]])), [np.ones((1, 4))], doc_freqs, "none")
+    assert asked == [["app", "ａｐｐ"]] and seen == [{"app": 7}]
+    tokenmatch.scores("APP", (np.ones((1, 4)), np.array([[0, 3]])), [np.ones((1, 4))], doc_freqs, "none")
+    assert asked[-1] == ["app"] and seen[-1] == {"ａｐｐ": 5, "app": 2}
+
+
 def test_tune_fusion_applies_only_on_held_out_gain(engine):
     queries = [LabelledQuery(t, {g}, 0) for t, g in [("E42", "1"), ("slow printer", "2"), ("password reset", "3"),
                                                       ("router reset", "4"), ("信用卡丢失", "5")] * 3]

@@ -344,11 +344,20 @@ class CausalLMGenerator:
         return idx.gather(1, torch.multinomial(probs, 1, generator=gen)).squeeze(1)
 
 
-@functools.lru_cache(maxsize=1)
+_PROBE_LOCK = threading.Lock()
+
+
 def bf16_faster() -> bool:
     """Whether this CPU multiplies bf16 matrices in at most BF16_RATIO of the fp32 time (with AVX512-BF16
     or AMX about 0.45; where bf16 is emulated, slower): a decoder-sized product (24 rows, the rows
-    sampled together, by a 576 x 1536 matrix) timed once per process, best of 6 after a warm-up."""
+    sampled together, by a 576 x 1536 matrix) timed once per process, best of 6 after a warm-up (one
+    probe at a time: two generators loaded together do not time each other)."""
+    with _PROBE_LOCK:
+        return _bf16_faster()
+
+
+@functools.lru_cache(maxsize=1)
+def _bf16_faster() -> bool:
     import time
 
     import torch

@@ -204,8 +204,8 @@ def self_tuned(snap, encoder, fusion: bool, threshold: bool) -> dict[str, Any]:
     labelled = confidence_from_labels(snap.config)
     self_tune(lambda: Searcher(replace(snap, config=snap.config.merged(changes)), queries),
               (lambda r: changes.update(fusion_changes(r) or {})) if fusion and snap.mode == "hybrid" else None,
-              (lambda r: changes.update(threshold_changes(r) if threshold else
-                                        {} if labelled else {"confidence": r.confidence_section()})))
+              (lambda r: changes.update(threshold_changes(r) if threshold else  # (a fit that failed keeps the model)
+                                        {} if labelled or r.confidence is None else {"confidence": r.confidence_section()})))
     return changes
 
 
@@ -292,6 +292,13 @@ def self_tune(searcher: Callable[[], Any], set_fusion: Callable | None, set_thre
 def ranking_of(snap) -> tuple:
     """What decides an index's ranked lists and their features: its mode and weights."""
     return snap.mode, snap.hybrid_weight, snap.token_weight, snap.prototype_weight
+
+
+def recalibrated(encoder: Callable[[], Any]) -> Callable[[Any], dict[str, Any]]:
+    """The config changes an edit that changed the index by a tenth commits next (:func:`needs_recalibration`),
+    decided again on the snapshot they are committed on: a threshold given since the edit stays."""
+    return lambda snap: self_tuned(snap, encoder(), fusion=False, threshold=needs_recalibration(
+        snap.config, int(snap.config.counts.questions)) == "threshold")
 
 
 def needs_recalibration(config: Config, questions: int) -> str | None:
