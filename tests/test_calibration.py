@@ -182,6 +182,12 @@ def test_refit_chooses_a_self_calibrated_threshold_again(tmp_path, small_corpus,
     e.refit(Setting(True, 1.0, 1.0, 8))
     assert e.config["calibration"]["chosen_by"] == "self-calibrated" and e.config["whitening"]["gamma"] == 1.0
     assert e.threshold == calibrate(e.searcher()).threshold
+    e.refit(Setting(True, 1.0, 1.0, 8), threshold=0.66)  # given now: it stays through the edits that follow
+    assert e.threshold == 0.66 and e.config["calibration"]["chosen_by"] == "given"
+    new = tmp_path / "new.csv"
+    new.write_text("id,question,answer\n9,Where is my parcel?,Track it.\n", encoding="utf-8")
+    e.add(str(new))
+    assert e.threshold == 0.66 and e.config["confidence"]["questions"] == 7
     e.close()
     given = FAQSearch.build(small_corpus, str(tmp_path / "given"), encoder=fake_encoder, threshold=0.7)
     before = given.config["confidence"]

@@ -181,7 +181,7 @@ def threshold_origin(config: dict[str, Any]) -> str:
                 f"{calib.get('negatives')} out-of-scope questions at {calib.get('questions')} questions")
     if by == "labelled":
         return f"chosen from {calib.get('positives')} labelled and {calib.get('negatives')} out-of-scope queries"
-    return "given at ingest" if by == "given" else "the default"
+    return (calib.get("rule") or "given at ingest") if by == "given" else "the default"
 
 
 def info(path: str, config: dict[str, Any]) -> None:

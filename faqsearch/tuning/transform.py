@@ -328,8 +328,11 @@ def refit_config(config: Config, moments: Moments, setting: Setting | None = Non
     fitted_on = config.whitening.fitted_on if config.whitening.has("fitted_on") else "corpus questions"
     section = whitening_section(white, setting.whiten, fitted_on, moments.n, tuned=True)
     section["k"] = setting.k if setting.whiten else None
-    return white, config.merged({"dim_out": white.dim_out, "whitening": section},
-                                **({"threshold": float(threshold)} if threshold is not None else {}))
+    given = {}
+    if threshold is not None:  # a threshold the index had chosen becomes one given: edits keep it
+        chosen = (config.calibration or {}).get("chosen_by") in (None, "default", "self-calibrated")
+        given = {"threshold": float(threshold), **({"calibration": {"chosen_by": "given", "rule": "given to refit"}} if chosen else {})}
+    return white, config.merged({"dim_out": white.dim_out, "whitening": section}, **given)
 
 
 def moments_rank(moments: Moments) -> int:
