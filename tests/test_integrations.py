@@ -88,7 +88,7 @@ def test_ainvoke_gives_what_invoke_gives(engine, lc):
     shipping, unknown = asyncio.run(both())
     alone = retriever.invoke("How long does shipping take?")
     # the same documents; scores equal up to float32 rounding (concurrent calls share one encoder batch,
-    # and a batch of two may round the last bit differently: 1.0 against 0.99999994 with numpy 2.4)
+    # and a batch of two may round the last bit differently: 1.0 against 0.99999994 in a fresh install, 2026-11-27)
     assert [(d.id, d.page_content) for d in shipping] == [(d.id, d.page_content) for d in alone]
     for got, want in zip(shipping, alone):
         assert got.metadata.keys() == want.metadata.keys()
