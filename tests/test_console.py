@@ -10,8 +10,7 @@ import os
 import pytest
 
 from .test_page import KEY, STAFF, _open, ask, browser, httpx, index_dir, page, search_faqs, server, unlock  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from .test_page import pytestmark  # noqa: F401 (slow, and skipped without chromium outside CI, as the page tests)
 ANSWERED = "how do I get my money back for a return?"
 SEVERAL = "i want a refund"  # answered, with another answer above the index's bar (the two refund FAQs)
 UNANSWERED = "what is the capital of australia"
