@@ -25,8 +25,8 @@ class LabelledQuery:
 
 
 def _pick(row: dict, names: Sequence[str], given: str | None, path: str, line: int, what: str) -> str:
-    """The column of ``row`` named ``given``, else the first of ``names`` it has; an error points at the
-    header of a table (``line``: where the row was read; a JSONL record's own line)."""
+    """The column of ``row`` named ``given``, else the first of ``names`` it has; an error names ``line``
+    (callers pass :func:`faqsearch.corpus.header_line`: a table's header, a JSONL record's own line)."""
     if given:
         if given not in row:
             raise CorpusError(path, line, f"column {given!r} not found (found: {', '.join(row)})")

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import json
-import unicodedata
 from typing import Any
 
 import click
 
 from ..defaults import CONFIDENCE_MIN_VARIANTS, LEARN_MIN_FAQS
-from ..text import count, fill
+from ..text import columns, count, fill
 
 WIDTH = 100
 
@@ -291,6 +290,4 @@ def unknown_category(store, category: str) -> None:
 
 def pad(text: str, width: int) -> str:
     """``text`` left-aligned in ``width`` terminal columns (CJK and other wide characters take two)."""
-    used = sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 0 if unicodedata.combining(ch) else 1
-               for ch in text)
-    return text + " " * max(width - used, 0)
+    return text + " " * max(width - columns(text), 0)
