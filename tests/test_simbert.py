@@ -173,7 +173,7 @@ def test_augment_and_cli(tiny_dir, tmp_path, fake_models):
     ix = str(tmp_path / "ix")
     assert runner.invoke(cli, ["ingest", str(corpus), "--index", ix, "-q"]).exit_code == 0
     out = runner.invoke(cli, ["augment", "--index", ix, "-n", "2", "--generator", model_dir, "--min-similarity", "-1",
-                              "-q"])
+                              "--candidates", "8", "-q"])
     assert out.exit_code == 0, out.output
     with FAQSearch.open(ix) as e:
         # the tiny model's samples are mostly screened out; whatever passed is stored as 'generated'

@@ -24,11 +24,25 @@ def _filter(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
         kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[..., -1, None]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if 0 < top_p < 1:
-        sorted_logits, idx = torch.sort(logits, descending=True)
-        cum = sorted_logits.softmax(-1).cumsum(-1)
-        drop = cum - sorted_logits.softmax(-1) > top_p  # keep the smallest set whose mass reaches top_p
-        logits = logits.masked_fill(drop.scatter(-1, idx, drop), float("-inf"))
+        logits = logits.masked_fill(~_nucleus(logits, top_p), float("-inf"))
     return logits
+
+
+def _nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Where each row keeps its smallest set of tokens whose probability mass reaches ``top_p``.
+
+    The set a sort of the whole vocabulary gives, looked for among the 64, then the 1,024 most
+    likely tokens first: a trained model's mass sits in a few dozen, and a sort of 32 x 30k logits
+    took 34 ms a step here (2 ms for the 64). A flat distribution falls back to the sort.
+    """
+    probs = logits.softmax(-1)
+    for k in (64, 1024, probs.shape[-1]):
+        k = min(k, probs.shape[-1])
+        top, idx = torch.topk(probs, k) if k < probs.shape[-1] else torch.sort(probs, descending=True)
+        before = top.cumsum(-1) - top  # mass of the more likely tokens
+        if bool((before[..., -1] > top_p).all()):  # every row's set ended inside these k
+            break
+    return torch.zeros_like(probs, dtype=torch.bool).scatter(-1, idx, before <= top_p)
 
 
 def _banned(model: SimBert) -> list[int]:
