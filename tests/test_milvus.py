@@ -63,7 +63,7 @@ def test_parity_top10_and_eval_with_the_embedded_backend(tmp_path, minilm, name)
             pytest.skip("../shared/data is not here")
     enc = CachingEncoder(minilm)
     emb, mil = both(tmp_path, corpus, enc)
-    labelled = read_labelled_queries(queries)
+    labelled = read_labelled_queries(queries)[:400]  # CovidFAQ's first 400 of 1,073: each search is a Milvus call
     assert_same_top10(emb, mil, [q.text for q in labelled])
     # each index chose its threshold in its hybrid mode, whose BM25 differs a little (below): close
     assert abs(emb.threshold - mil.threshold) < 0.02
