@@ -17,7 +17,6 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-
 # ideographic space, as their ASCII forms: 'ＡＰＰ' and 'APP' are one word
 _ASCII_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 _FULL_WIDTH = re.compile("[\uff01-\uff5e]")
-_WIDENED = {c: c + 0xFEE0 for c in range(0x21, 0x7F)}
 
 
 CJK_MODES = ("unigram", "unigram+bigram")  # defaults.CJK is what new stores use
@@ -112,19 +111,32 @@ def fts_words(text: str, cjk: str = "unigram+bigram", stem: str = "none", width:
     return [p for token in tokenize(text, cjk, stem, width) for p in _fold(token).split("_") if p]
 
 
-def widened(token: str) -> str:
-    """A token's letters, digits and signs in their full-width forms, as indexes made before 2026-11-27
-    stored a full-width word ('app' -> 'ａｐｐ')."""
-    return token.translate(_WIDENED)
+def former_forms(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> dict[str, list[str]]:
+    """Each token of a full-width word of ``text`` in the form :func:`fts_words` gives it, with the
+    tokens an index made before 2026-11-27 stored for that word instead: full-width words were kept
+    as written, so never stemmed ('ＣＡＲＤＳ' is 'card' stemmed now, 'ｃａｒｄｓ' then). A query looks
+    both up (:func:`former_width_tokens`), and token matching counts both in a word's document
+    frequency. Empty where ``text`` has no full-width letter, digit or sign."""
+    forms: dict[str, list[str]] = {}
+    if not _FULL_WIDTH.search(text):
+        return forms
+    for word in _WORD.findall(text):
+        if not _FULL_WIDTH.search(word):
+            continue
+        new, old = fts_words(word, cjk, stem), fts_words(word, cjk, stem, width=False)
+        # one token for one where the word splits the same either way, else each with each
+        pairs = zip(new, old) if len(new) == len(old) else ((n, o) for n in new for o in old)
+        for n, o in pairs:
+            if o != n and _FULL_WIDTH.search(o) and o not in forms.setdefault(n, []):
+                forms[n].append(o)
+    return forms
 
 
 def former_width_tokens(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:
     """The tokens of the full-width words of ``text`` as an index made before 2026-11-27 stored them
-    ('ＡＰＰ' as 'ａｐｐ'): a query searches them too, so such an index still finds its full-width
-    questions (a new one stores 'app', which the query's own tokens match)."""
-    if not _FULL_WIDTH.search(text):
-        return []
-    return [t for t in fts_words(text, cjk, stem, width=False) if _FULL_WIDTH.search(t)]
+    ('ＡＰＰ' as 'ａｐｐ', :func:`former_forms`): a query searches them too, so such an index still
+    finds its full-width questions (a new one stores 'app', which the query's own tokens match)."""
+    return sorted({o for olds in former_forms(text, cjk, stem).values() for o in olds})
 
 
 def fts_tokens(text: str, cjk: str = "unigram+bigram", stem: str = "none") -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .lexical import _CJK, _FULL_WIDTH, _WORD, fts_words, widened
+from .lexical import _CJK, _WORD, former_forms, fts_words
 
 TOKEN_POOLINGS = ("mean", "last-avg", "first-last-avg")
 
@@ -82,10 +82,11 @@ def scores(query_text: str, query: tuple[np.ndarray, np.ndarray], questions: Seq
     states, spans = query
     tokens = word_tokens(query_text, spans, stem)
     keys = {t for ts in tokens for t in ts}
-    # a full-width word ('ＡＰＰ') is looked up as 'app', and as an index made before stored it ('ａｐｐ')
-    wide = {t: widened(t) for t in keys if t.isascii()} if _FULL_WIDTH.search(query_text) else {}
-    df, n_docs = doc_freqs(sorted(keys | set(wide.values())))
-    if wide:
-        df = {t: df.get(t, 0) + df.get(wide.get(t, ""), 0) for t in keys}
+    # a full-width word ('ＣＡＲＤＳ') is looked up as now stored ('card'), and as an index made before
+    # stored it ('ｃａｒｄｓ'); its document frequency counts both
+    former = {t: olds for t, olds in former_forms(query_text, "unigram", stem).items() if t in keys}
+    df, n_docs = doc_freqs(sorted(keys | {o for olds in former.values() for o in olds}))
+    if former:
+        df = {t: df.get(t, 0) + sum(df.get(o, 0) for o in former.get(t, ())) for t in keys}
     w = weights(tokens, df, n_docs)
     return [score(states, w, q) for q in questions]

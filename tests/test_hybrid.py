@@ -87,6 +87,19 @@ def test_token_match_weighs_a_full_width_word_by_both_forms_an_index_holds(monke
     assert asked == [["app", "ａｐｐ"]] and seen == [{"app": 7}]
     tokenmatch.scores("APP", (np.ones((1, 4)), np.array([[0, 3]])), [np.ones((1, 4))], doc_freqs, "none")
     assert asked[-1] == ["app"] and seen[-1] == {"ａｐｐ": 5, "app": 2}
+    # stemmed: 'ＣＡＲＤＳ' is 'card' now, and was stored unstemmed as 'ｃａｒｄｓ' (its widened stem 'ｃａｒｄ'
+    # was looked up before, and counted nothing)
+    tokenmatch.scores("ＣＡＲＤＳ", (np.ones((1, 4)), np.array([[0, 5]])), [np.ones((1, 4))],
+                      lambda tokens: asked.append(tokens) or ({"card": 2, "ｃａｒｄｓ": 4}, 10), "english")
+    assert asked[-1] == ["card", "ｃａｒｄｓ"] and seen[-1] == {"card": 6}
+
+
+def test_a_query_looks_up_each_full_width_word_as_stored_now_and_as_stored_before():
+    from faqsearch.lexical import former_forms, query_tokens
+
+    assert former_forms("ＣＡＲＤＳ arrived", stem="english") == {"card": ["ｃａｒｄｓ"]}
+    assert query_tokens("ＣＡＲＤＳ arrived", stem="english") == ["arriv", "card", "ｃａｒｄｓ"]
+    assert former_forms("密码输错１２次") == {"12": ["１２"]} and former_forms("plain words") == {}
 
 
 def test_tune_fusion_applies_only_on_held_out_gain(engine):
