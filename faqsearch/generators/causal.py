@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .attention import attend_in_fp32
 from .base import Candidate
 from .prompts import PROMPTS, PromptSet, script_pieces, variant
 
@@ -109,6 +110,7 @@ class CausalLMGenerator:
             self.model = self.model.to(device="cuda", dtype=half)
         elif not quantize and precision != "fp32" and (precision == "bf16" or bf16_faster()):
             self.model = self.model.to(torch.bfloat16)  # a third less time a batch here; sampling reads fp32 logits
+            attend_in_fp32(self.model)  # torch's fused attention runs bf16 several times slower than fp32 here
         self.precision = "int8" if quantize else str(next(self.model.parameters()).dtype).replace("torch.", "")
         self.temperature = TEMPERATURE if temperature is None else temperature
         self.top_p, self.top_k, self.max_new_tokens = top_p, top_k, max_new_tokens
