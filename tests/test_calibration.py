@@ -272,10 +272,11 @@ def test_tune_threshold_cli(tmp_path, run, small_corpus):
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir(SHARED_DATA), reason="needs ../shared/data")
 def test_pairs_through_a_small_index_match_the_raw_encoder(tmp_path, minilm):
-    """`eval --pairs` through an index of 450 questions is within 1 point of the raw encoder on STSB-en."""
+    """`eval --pairs` through an index of 450 questions is within 1 point of the raw encoder on STSB-en
+    (its first 600 test pairs)."""
     from faqsearch.evaluation import evaluate_pairs, read_pairs, spearman
 
-    a, b, y = read_pairs(os.path.join(SHARED_DATA, "STSB-en", "sts-test.tsv"))
+    a, b, y = (part[:600] for part in read_pairs(os.path.join(SHARED_DATA, "STSB-en", "sts-test.tsv")))
     e = FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), str(tmp_path / "ix"), encoder=minilm)
     got = evaluate_pairs(e, a, b, y)["spearman"]
     va, vb = unit(minilm.encode(a)), unit(minilm.encode(b))
