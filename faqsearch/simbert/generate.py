@@ -40,7 +40,7 @@ def _nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
         k = min(k, probs.shape[-1])
         top, idx = torch.topk(probs, k) if k < probs.shape[-1] else torch.sort(probs, descending=True)
         before = top.cumsum(-1) - top  # mass of the more likely tokens
-        if bool((before[..., -1] > top_p).all()):  # every row's set ended inside these k
+        if k == probs.shape[-1] or bool((before[..., -1] > top_p).all()):  # every row's set ended inside these k
             break
     return torch.zeros_like(probs, dtype=torch.bool).scatter(-1, idx, before <= top_p)
 
