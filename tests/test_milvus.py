@@ -237,3 +237,24 @@ def test_a_config_without_its_milvus_uri_and_an_unknown_category_are_one_line_er
         assert "uri" in r.output and "faqsearch ingest" in r.output and len(r.output.strip().splitlines()) == 1
     with pytest.raises(FAQSearchError, match="uri"):
         FAQSearch.open(ix)
+
+
+@pytest.mark.parametrize("made_before", [False, True])
+def test_full_width_words_match_their_ascii_forms_in_milvus_bm25(tmp_path, monkeypatch, made_before):
+    """Milvus' BM25 reads the tokens faqsearch writes: ＡＰＰ and １２ as APP and 12 since 2026-11-27. A
+    collection made before holds them as written, and a full-width query still finds those questions."""
+    import faqsearch.backends.milvus.collection as collection_mod
+    from faqsearch import lexical
+
+    if made_before:
+        monkeypatch.setattr(collection_mod, "tokenize", lambda text, *a: lexical.tokenize(text, *a, width=False))
+    corpus = [FAQ("1", "去应用商店。", ["怎么下载ＡＰＰ"]), FAQ("2", "免费。", ["转账手续费是多少"]),
+              FAQ("3", "请重置。", ["密码输错１２次"]), FAQ("4", "请更新。", ["APP登录不了"])]
+    e = FAQSearch.build(corpus, str(tmp_path / "ix"), encoder=FakeEncoder(), backend="milvus",
+                        uri=str(tmp_path / "m.db"), threshold=-1, self_fusion=False)
+    monkeypatch.undo()
+    found = lambda q: {a.faq_id for a in e.ask(q, mode="lexical", k=4).answers}  # noqa: E731
+    assert found("ＡＰＰ") == {"1", "4"} and found("１２") == {"3"}
+    if not made_before:  # the ASCII forms find the full-width questions
+        assert found("APP") == {"1", "4"} and found("12") == {"3"}
+    e.close()
