@@ -41,13 +41,15 @@ def _size(path: str) -> int:
     return total
 
 
-def describe(path: str) -> dict[str, Any]:
-    """One index: name, path, counts, encoder, backend, size on disk, last commit (or what is wrong)."""
+def describe(path: str, sync_remote: bool = True) -> dict[str, Any]:
+    """One index: name, path, counts, encoder, backend, size on disk, last commit (or what is wrong).
+    An index in Milvus is described as Milvus holds it now, or with ``sync_remote`` False as this
+    machine's cache last took it from there (no call to the server)."""
     out: dict[str, Any] = {"name": os.path.basename(path), "path": path}
     if (remote := remote_of(path)) is not None:
         out["address"] = remote.address
     try:
-        version = resolve(path)
+        version = resolve(path, sync_remote)
         config = cfg.load_config(version, path)
     except FAQSearchError as exc:
         return {**out, "error": str(exc)}
@@ -99,7 +101,9 @@ def served_info(name: str, engine) -> dict[str, Any]:
 
 
 def list_indexes(home: str | None = None) -> list[dict[str, Any]]:
-    """Every index in a home folder (default $FAQSEARCH_HOME or ./indexes), by name. A folder given
+    """Every index in a home folder (default $FAQSEARCH_HOME or ./indexes), by name, then the indexes in
+    Milvus this home caches (used from here by their address), by address, as the cache last took
+    them (the servers are not called: one that is down does not hold the listing up). A folder given
     that does not exist is an error; empty folders are not indexes and are left out."""
     if home is not None and not os.path.isdir(home):
         raise IndexNotFoundError(f"{home} is not a folder; give the folder that holds the indexes (--home)")
@@ -115,7 +119,18 @@ def list_indexes(home: str | None = None) -> list[dict[str, Any]]:
         if kind == "empty" and not os.listdir(path):  # a folder of nothing: no ingest ever started there
             continue
         out.append(describe(path))
-    return out
+    return out + sorted((describe(path, sync_remote=False) for path in _cached_remotes(home)),
+                        key=lambda row: row["address"])
+
+
+def _cached_remotes(home: str) -> list[str]:
+    """The cache directories of indexes in Milvus under ``home`` (index.address.local_path's layout:
+    .milvus/SCHEME_HOST_PORT/NAME) that hold a version this machine took from there."""
+    root = os.path.join(home, ".milvus")
+    servers = sorted(os.listdir(root)) if os.path.isdir(root) else []
+    paths = [os.path.join(root, s, n) for s in servers if os.path.isdir(os.path.join(root, s))
+             for n in sorted(os.listdir(os.path.join(root, s)))]
+    return [p for p in paths if remote_of(p) is not None and layout(p) in ("current", "plain", "link")]
 
 
 def drop_index(path: str) -> dict[str, Any]:

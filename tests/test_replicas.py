@@ -7,6 +7,7 @@ error and only answers of the old or the new generation; two writers on two repl
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import secrets
 import subprocess
@@ -281,3 +282,15 @@ def test_an_index_dropped_and_made_again_elsewhere_is_the_new_one_here(milvus_se
     with FAQSearch.open(address, encoder=FakeEncoder()) as b:
         assert b.snapshot.generation == 1 and b.ask("where is the new office").answers[0].faq_id == "new"
     drop_index(resolve_index_path(address))
+
+
+@pytest.mark.slow
+def test_indexes_lists_an_index_in_milvus_by_its_address_as_this_machine_last_took_it(replicas):
+    """`faqsearch indexes` listed the folders of its home only; an index used by its address lives in
+    Milvus with a cache under the home's .milvus folder, and was never listed."""
+    address, name, _, dirs = replicas
+    listed = json.loads(_cli(dirs[0], "indexes", "--json").stdout)["indexes"]
+    ours = [row for row in listed if row.get("address") == address]
+    assert len(ours) == 1 and ours[0]["name"] == name and ours[0]["backend"] == "milvus"
+    assert ours[0]["faqs"] >= 150 and "error" not in ours[0]
+    assert address in _cli(dirs[0], "indexes").stdout

@@ -126,13 +126,14 @@ def foreign_entries(directory: str) -> list[str]:
     return sorted(out)
 
 
-def resolve(path: str) -> str:
+def resolve(path: str, sync_remote: bool = True) -> str:
     """The directory holding the live version of the index at ``path`` (for readers).
 
     A plain directory of the oldest layout is its own version; a link is followed; with nothing at
     the path, a migration or a first switch that was cut short is found among the siblings. The cache
-    of an index in Milvus is first brought to Milvus' newest commit (faqsearch/index/remote.py)."""
-    remote = remote_of(path)
+    of an index in Milvus is first brought to Milvus' newest commit (faqsearch/index/remote.py), unless
+    ``sync_remote`` is False: then it is the version this machine last took from there."""
+    remote = remote_of(path) if sync_remote else None
     if remote is not None:
         sync(path, remote)
     kind = layout(path)

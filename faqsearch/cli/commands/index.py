@@ -196,6 +196,9 @@ def info(index, out):
 def indexes(home, out):
     """List the indexes of a folder: name, FAQs, questions, encoder, storage, size, last change.
 
+    Indexes in Milvus used from here by their address (milvus://HOST:PORT/NAME) follow, as this
+    machine last took them from the server (the server is not called).
+
     \b
     Example:
         faqsearch indexes
@@ -213,9 +216,9 @@ def indexes(home, out):
         click.echo(f"{'name':<20} {'FAQs':>7} {'questions':>9}  {'encoder':<18} {'backend':<8} {'size':>12}  modified")
     for r in rows:
         if "error" in r:
-            click.echo(f"{r['name']:<20} (cannot be read: {r['error']})")
+            click.echo(f"{r.get('address', r['name']):<20} (cannot be read: {r['error']})")
             continue
-        click.echo(f"{r['name']:<20} {r['faqs']:>7} {r['questions']:>9}  {r['encoder']:<18} "
+        click.echo(f"{r.get('address', r['name']):<20} {r['faqs']:>7} {r['questions']:>9}  {r['encoder']:<18} "
                    f"{r['backend']:<8} {r['bytes'] / 2**20:8.1f} MiB  {r['modified']}")
 
 
