@@ -11,7 +11,7 @@ from .index import config as cfg
 from .backends import backend_for
 from .errors import FAQSearchError, IndexNotFoundError
 from .index.directory import Writer, layout, resolve
-from .index.address import remote_of
+from .index.address import cached, remote_of
 from .index.format import QUERY_LOG, SQLITE_SIDE, Counts, legacy_query_log
 
 
@@ -119,18 +119,9 @@ def list_indexes(home: str | None = None) -> list[dict[str, Any]]:
         if kind == "empty" and not os.listdir(path):  # a folder of nothing: no ingest ever started there
             continue
         out.append(describe(path))
-    return out + sorted((describe(path, sync_remote=False) for path in _cached_remotes(home)),
-                        key=lambda row: row["address"])
-
-
-def _cached_remotes(home: str) -> list[str]:
-    """The cache directories of indexes in Milvus under ``home`` (index.address.local_path's layout:
-    .milvus/SCHEME_HOST_PORT/NAME) that hold a version this machine took from there."""
-    root = os.path.join(home, ".milvus")
-    servers = sorted(os.listdir(root)) if os.path.isdir(root) else []
-    paths = [os.path.join(root, s, n) for s in servers if os.path.isdir(os.path.join(root, s))
-             for n in sorted(os.listdir(os.path.join(root, s)))]
-    return [p for p in paths if remote_of(p) is not None and layout(p) in ("current", "plain", "link")]
+    # the indexes in Milvus used from this home: those whose cache holds a version taken from there
+    remotes = [p for p in cached(home) if remote_of(p) is not None and layout(p) in ("current", "plain", "link")]
+    return out + sorted((describe(path, sync_remote=False) for path in remotes), key=lambda row: row["address"])
 
 
 def drop_index(path: str) -> dict[str, Any]:

@@ -52,15 +52,27 @@ def parse(text: str) -> Remote | None:
     return Remote(f"{SCHEMES[scheme]}://{parts.hostname}:{port}", name)
 
 
+CACHES = ".milvus"  # under a home: SCHEME_HOST_PORT/NAME, the cache of each index in Milvus used from there
+
+
 def local_path(remote: Remote, home: str) -> str:
     """The cache directory of ``remote`` under ``home`` (made, with its REMOTE file, on first use)."""
     host = urlsplit(remote.uri)
-    path = os.path.join(home, ".milvus", f"{host.scheme}_{host.hostname}_{host.port}", remote.name)
+    path = os.path.join(home, CACHES, f"{host.scheme}_{host.hostname}_{host.port}", remote.name)
     marker = os.path.join(path, REMOTE)
     if not os.path.isfile(marker):
         os.makedirs(path, exist_ok=True)
         atomic_write(marker, json.dumps({"uri": remote.uri, "name": remote.name}).encode())
     return path
+
+
+def cached(home: str) -> list[str]:
+    """The cache directories under ``home`` that :func:`local_path` made (those with their REMOTE file),
+    by server, then name."""
+    root = os.path.join(home, CACHES)
+    servers = [os.path.join(root, s) for s in sorted(os.listdir(root))] if os.path.isdir(root) else []
+    paths = [os.path.join(s, n) for s in servers if os.path.isdir(s) for n in sorted(os.listdir(s))]
+    return [p for p in paths if os.path.isfile(os.path.join(p, REMOTE))]
 
 
 def remote_of(path: str) -> Remote | None:
