@@ -51,6 +51,11 @@ def test_copies_near_copies_and_shape():
     assert not shape_ok("can i pay cash when the courier delivers", "Are you able to pay cash when the courier delivers?")
     assert not shape_ok("the tv i bought last week is now cheaper", "The TV you bought last week is now cheaper?")
     assert shape_ok("can i pay cash", "Can you take my cash payment?")  # the writer is still there
+    # the input quoted back, to ask what it means, is no rewording; a quoted word of its own is fine
+    assert not shape_ok("stop sending me sales emails", 'What do you mean when you say "stop sending me sales emails"?')
+    assert not shape_ok("转账收不收手续费", "「转账收不收手续费」是什么意思？")
+    assert shape_ok('what is a "hold" on my card', 'What does "hold" mean on my card?')
+    assert shape_ok("how do I reset my password", "How do I reset my 'password'?")
 
 
 def test_screen_reasons_and_scores():

@@ -67,6 +67,19 @@ def test_meaning_changes_a_similarity_misses_are_caught():
     assert changes("卡突然不能用了", "卡突然可以用了") == "negation"  # "cannot" became "can"
     assert changes("这张卡以后不用了想销掉", "这张卡以后不销掉") == "negation"  # now it negates another verb
     assert changes("I can't log in", "I can log in") == "negation"
+    assert changes("cant remember my password what now", "How do I remember my password again?") == "negation"
+    assert negations("i dont have the code") == 1  # contractions typed without the apostrophe
+    # forgetting negates, in both languages: "cannot recall" is "forgot", wherever the forgotten thing stands
+    for a, b in (("密码想不起来了登录不了", "忘记密码了，登录不了"), ("密码想不起来了登录不了", "密码忘了，登录不了"),
+                 ("忘记登录密码怎么办？", "登录密码想不起来了怎么办？"), ("密码记不住怎么办", "忘记密码怎么办"),
+                 ("cant remember my password", "I forgot my password")):
+        assert changes(a, b) is None, (a, b)
+    assert changes("密码想不起来了", "密码记起来了") == "negation" and changes("我忘了密码", "我记得密码") == "negation"
+    assert changes("密码想不起来了登录不了", "不能登录了") == "negation"  # the forgetting left out
+    # a question about what the words mean is another question
+    assert changes("buy without signing up", "What does buying without signing up mean?") == "question changed"
+    assert changes("转账收不收手续费", "转账收不收手续费是什么意思？") == "question changed"
+    assert changes("what does APR mean on my statement", "What is the meaning of APR on my statement?") is None
     assert changes("refund in 3 days?", "refund in 5 days?") == "number"
     assert changes("三天内能退款吗", "五天内能退款吗") == "number" and numbers("两张卡") == ["两"]
     assert numbers("看一下") == []  # 一 without a measure word states no number

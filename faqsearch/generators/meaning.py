@@ -13,8 +13,13 @@ from typing import Callable, Sequence
 
 # English negations (whole words, after "n't" is split off) and Chinese negating characters
 _EN_NEGATIONS = frozenset("not no never nothing none nobody nowhere neither nor cannot without unable fail fails "
-                          "failed failing missing forgot forget forgotten".split())
-_ZH_NEGATIONS = frozenset("不没沒无無未别別非勿莫否")
+                          "failed failing missing forgot forget forgotten".split()
+                          # contractions typed without the apostrophe ("cant remember", "dont have")
+                          + "cant dont doesnt didnt isnt arent wasnt werent wont wouldnt couldnt shouldnt havent "
+                            "hasnt hadnt aint".split())
+# 忘 (forget) negates as "forgot" does in English; "cannot recall" (想不起来, 记不住...) is one word for it
+_ZH_NEGATIONS = frozenset("不没沒无無未别別非勿莫否忘")
+_ZH_FORGOT = re.compile("想不起(?:来|來)?|[记記]不(?:得|住|清楚?|起(?:来|來)?)")
 # characters that hold a negating one without negating ("不过" but, "无论" whatever, "非常" very, "否则"
 # otherwise, "未来" future, "别的" other, "莫名" ...): the pair is read as one word
 _ZH_NOT_NEGATING = ("不过", "不管", "不论", "无论", "無論", "非常", "否则", "否則", "未来", "未來", "别的", "別的",
@@ -38,6 +43,7 @@ def _norm(text: str) -> str:
 def _zh_plain(text: str) -> str:
     """The text with the words that hold a negating character without negating blanked out."""
     t = _A_NOT_A.sub(lambda m: " " * 3, _norm(text))
+    t = _ZH_FORGOT.sub(lambda m: "忘" + " " * (len(m.group(0)) - 1), t)
     for word in _ZH_NOT_NEGATING:
         t = t.replace(word, " " * len(word))
     return t
@@ -50,10 +56,12 @@ def negations(text: str) -> int:
 
 def _zh_negated(text: str, span: int) -> list[set[str]]:
     """For each Chinese negation, the characters of the ``span`` after it (what it negates; in "用不了",
-    "cannot use", the one before it)."""
+    "cannot use", the one before it; what is forgotten stands on either side, four characters each:
+    "忘记登录密码", "登录密码忘了")."""
     t = _zh_plain(text)
-    return [(set(t[i + 1:i + 1 + span]) | (set(t[max(0, i - 2):i]) if t[i + 1:i + 2] == "了" else set())) - {" ", "了"}
-            for i, ch in enumerate(t) if ch in _ZH_NEGATIONS]
+    return [(set(t[max(0, i - 4):i] + t[i + 1:i + 5]) - set("记記") if ch == "忘" else
+             set(t[i + 1:i + 1 + span]) | (set(t[max(0, i - 2):i]) if t[i + 1:i + 2] == "了" else set()))
+            - {" ", "了"} for i, ch in enumerate(t) if ch in _ZH_NEGATIONS]
 
 
 def moved(source: str, cand: str) -> bool:
@@ -82,10 +90,16 @@ _ASKS = [("why", ("为什么", "为何", "怎么会", "為什麼", "為何", "�
 _LEADS = ("如果", "要是", "假如", "因为", "因為", "所以", "但是", "虽然", "雖然", "而且", "if ", "because ", "so ", "but ")
 
 
+# a question about what words mean ("What do you mean by ...", "What does X mean?", "...是什么意思"): a small
+# model asks it of a request it cannot reword
+_MEANING = re.compile(r"\bwhat (?:do|does|did) (?:.+ )?mean\b|\bwhat is meant\b|\bmeaning of\b|"
+                      "什[么麼]意思|啥意思|是指什[么麼]|指的是什[么麼]")
+
+
 def asks(text: str) -> set[str]:
-    """The kinds of question a text asks whose change changes the question (why)."""
+    """The kinds of question a text asks whose change changes the question (why; what words mean)."""
     t = f" {_norm(text)} "
-    out = set()
+    out = {"meaning"} if _MEANING.search(t) else set()
     for kind, words in _ASKS:
         for w in words:
             if (f" {w} " in re.sub(r"[^\w' ]+", " ", t)) if w.isascii() else w in t:

@@ -141,6 +141,24 @@ def clauses(text: str) -> int:
     return sum(1 for part in _END.split(text) if part.strip()) + len(_TAIL.findall(text))
 
 
+# a quoted span: "...", “...”, «...», 「...」, 『...』, or '...' opened after a space (not "what's")
+_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|«([^»]+)»|「([^」]+)」|『([^』]+)』|(?:^|(?<=\s))[\'‘]([^\'‘’]+)[\'’]')
+
+
+def quotes_input(source: str, cand: str) -> bool:
+    """The candidate asks about the input's words instead of rewording them ('What do you mean by
+    "stop sending me sales emails"?', '"buy without signing up" 是什么意思？'): a quoted span holding at
+    least half of the input's content words, where the input quotes nothing."""
+    src = set(content(source))
+    if not src or _QUOTED.search(source):
+        return False
+    for m in _QUOTED.finditer(cand):
+        span = set(content(next(g for g in m.groups() if g)))
+        if len(src & span) * 2 >= len(src):
+            return True
+    return False
+
+
 def shape_ok(source: str, cand: str) -> bool:
     """A question stays a question; the writer's point of view stays (a question about "my order"
     that comes back about "your order" asks something else, and is how answers start; "I" acting
@@ -149,9 +167,12 @@ def shape_ok(source: str, cand: str) -> bool:
     stays within 0.4x-2.5x the input's (in words or CJK characters), which drops truncated fragments
     and answers that run on; no more sentences or question tails than the input ("..., what's the
     problem?" asks something the user did not); the writer does not disappear behind "you" ("can i
-    pay cash" is not "are you able to pay cash"). The same rules read Chinese: 吗/呢 and question
+    pay cash" is not "are you able to pay cash"); nor does it quote the input to ask what it means
+    (:func:`quotes_input`). The same rules read Chinese: 吗/呢 and question
     words make a question, 我/我的 are "I"/"my", 你/您 "you", 。 a full stop."""
     if is_question(source) and not is_question(cand):
+        return False
+    if quotes_input(source, cand):
         return False
     if _answers(cand) and not _answers(source):  # how replies start, not requests
         return False
