@@ -12,7 +12,10 @@ import numpy as np
 from .defaults import COMMON, KEEP_MIN
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+# the scripts read a character at a time (kana, CJK ideographs with the compatibility block, Hangul), as
+# a regular-expression class body: BM25, token matching and the paraphrase screen share it
+CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK = re.compile(f"[{CJK_RANGES}]")
 # full-width letters, digits and signs (ＡＰＰ, １２, as Chinese and Japanese text writes them) and the
 # ideographic space, as their ASCII forms: 'ＡＰＰ' and 'APP' are one word
 _ASCII_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}

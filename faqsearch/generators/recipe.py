@@ -10,6 +10,7 @@ import numpy as np
 
 from ..defaults import PARAPHRASE_MAX_CHARS, PARAPHRASE_MIN_SIMILARITY, PARAPHRASE_ROUNDS
 from ..errors import InvalidOptionError
+from ..lexical import CJK_RANGES
 from ..text import folded
 from .base import Candidate, Generator
 
@@ -59,7 +60,7 @@ def normal(text: str) -> str:
     return folded(text)
 
 
-_CJK = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af"
+_CJK = CJK_RANGES
 _WORD = re.compile(f"[{_CJK}]|[^\\W{_CJK}_]+")  # a CJK character is a word; so is a run of other letters/digits
 
 
