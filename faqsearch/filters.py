@@ -58,9 +58,20 @@ def filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
     for key, values in (check_filters(filters) or {}).items():
         if key == "category":
             parts.append(f"f.category in ({','.join('?' * len(values))})")
-        else:
-            parts.append(f"(select m.value from json_each(f.metadata) m where m.key = ?) "
-                         f"in ({','.join('?' * len(values))})")
+            args += values
+        else:  # JSON types kept: true is not 1, false is not 0, "1" is not 1 (1 and 1.0 are one number)
+            alts = [_typed(v) for v in values]
+            parts.append(f"exists (select 1 from json_each(f.metadata) m where m.key = ? and "
+                         f"({' or '.join(sql for sql, _ in alts)}))")
             args.append(key)
-        args += values
+            args += [a for _, arg in alts for a in arg]
     return " and ".join(parts), args
+
+
+def _typed(value: Any) -> tuple[str, list[Any]]:
+    """The SQL test of one accepted value against a json_each row ``m``, and its arguments."""
+    if isinstance(value, bool):
+        return f"m.type = '{'true' if value else 'false'}'", []
+    if isinstance(value, (int, float)):
+        return "(m.type in ('integer', 'real') and m.value = ?)", [value]
+    return "(m.type = 'text' and m.value = ?)", [value]
