@@ -188,7 +188,8 @@ class Asking:
         searcher = self.searcher()
         results = searcher.answer(texts, k, mode, threshold, filters, batch_size, progress, min_confidence)
         if self.log if log is None else log:
-            self._traffic.record([r for r in results if not is_blank(r.query)], mode or searcher.snap.mode, channel)
+            self._traffic.record([r for r in results if not is_blank(clean_text(r.query))], mode or searcher.snap.mode,
+                                 channel)
         return results
 
     def ask(self, text: str, k: int = ASK_K, threshold: float | None = None, mode: str | None = None,

@@ -85,8 +85,9 @@ def find_gaps(engine, log, *, similarity: float = DEFAULT_SIMILARITY, margin: fl
     rows = log.candidates(margin, since, max_queries)
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:  # one query whatever its case and punctuation ("Refund?" and "refund")
-        text = clean_text(r["query"])
-        groups.setdefault(folded(text) or text.lower(), []).append(r)
+        key = folded(clean_text(r["query"]))
+        if key:  # a query of no word ("?", an emoji, a blank logged before) asks for no FAQ
+            groups.setdefault(key, []).append(r)
     if not groups:
         return []
     keys = sorted(groups, key=lambda k: -len(groups[k]))

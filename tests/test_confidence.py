@@ -346,6 +346,7 @@ def test_gaps_count_one_query_whatever_its_case_and_punctuation(tmp_path, small_
         asked = ["opening hours on sunday", "Opening hours on Sunday?", "opening hours  on sunday!!",
                  "ＯＰＥＮＩＮＧ hours on sunday"]
         log_answered(qlog, e.ask_many(asked), "hybrid", "api")
+        log_answered(qlog, e.ask_many(["?", "??", "?!"]), "hybrid", "api")  # no word: asks for no FAQ
         gaps = find_gaps(e, qlog, similarity=0.99, min_count=2)
         assert [(g.count, g.distinct) for g in gaps] == [(4, 1)] and gaps[0].examples[0] in asked
         qlog.close()

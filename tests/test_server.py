@@ -48,6 +48,14 @@ def test_ask_get_and_post_match_the_library_json(client, ix):
     r = client.post("/indexes/shop/ask/batch", json={"queries": ["Can I return an item?", "zzz qqq"], "k": 1,
                                                      "threshold": 0.95})
     assert [len(x["answers"]) for x in r.json()["results"]] == [1, 0]
+    # a blank query of a batch is answered empty and not logged; X-Query-Id keeps the queries' places
+    before = client.get("/indexes/shop/queries", params={"limit": 1000}, headers=STAFF).json()["queries"]
+    r = client.post("/indexes/shop/ask/batch", json={"queries": ["", "Can I return an item?", "  ", "\u200b"]})
+    assert r.status_code == 200 and [x["answers"] for x in r.json()["results"]][0] == []
+    ids = r.headers["X-Query-Id"].split(",")
+    assert len(ids) == 4 and ids[0] == ids[2] == ids[3] == "" and ids[1].isdigit()
+    after = client.get("/indexes/shop/queries", params={"limit": 1000}, headers=STAFF).json()["queries"]
+    assert [q["query"] for q in after if q["id"] not in {b["id"] for b in before}] == ["Can I return an item?"]
 
 
 def test_category_filter_is_applied_inside_the_search(client):

@@ -12,7 +12,7 @@ from ..corpus import FAQ, check_faq
 from ..defaults import ASK_K, GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..errors import CorpusError
 from .. import manage
-from ..text import check_query
+from ..text import check_query, clean_text, is_blank
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn,
                      FAQEditIn, FAQIn, FAQsIn, FeedbackIn, LearnIn, ParaphraseIn, RestoreIn, SuggestionsOut)
 
@@ -58,15 +58,18 @@ def _faqs(items: list[FAQIn]) -> list[FAQ]:
 
 
 def _answer(request: Request, name: str, queries: list[str], body: AskOptions, channel: str, response: Response):
-    """Answer from one snapshot, log the queries, return the results (their log ids in X-Query-Id)."""
+    """Answer from one snapshot, log the queries, return the results (their log ids in X-Query-Id, in
+    the queries' order; a blank query of a batch is answered empty and not logged: its place is empty)."""
     s = service(request).served(name)
     searcher = s.engine.searcher()
     results = searcher.answer(queries, k=body.k, threshold=body.threshold, mode=body.mode, filters=_filters(body),
                               min_confidence=body.min_confidence)
-    ids = s.traffic.record(results, body.mode or searcher.snap.mode, channel)
+    blank = [is_blank(clean_text(r.query)) for r in results]
+    asked = [r for r, b in zip(results, blank) if not b]
+    ids = iter(s.traffic.record(asked, body.mode or searcher.snap.mode, channel))
     request.state.results = results  # counted in /metrics and the request log
-    if ids:
-        response.headers["X-Query-Id"] = ",".join(map(str, ids))
+    if asked:
+        response.headers["X-Query-Id"] = ",".join("" if b else str(next(ids)) for b in blank)
     return results
 
 
