@@ -181,6 +181,11 @@ class QueryLog:
         return self._rows("select * from queries" + (" where " + " and ".join(where) if where else "")
                           + " order by id desc limit ? offset ?", ([since] if since else []) + [limit, offset])
 
+    def text_of(self, query_id: int) -> str | None:
+        """The query logged as row ``query_id`` (as it was answered: cleaned), None where there is none."""
+        rows = self._rows("select query from queries where id = ?", [int(query_id)])
+        return rows[0]["query"] if rows else None
+
     def mark_feedback(self, query_id: int | None, query: str, faq_id: str) -> None:
         """Record that a query (this row, and every row with its text) was assigned to an FAQ."""
         self.mark_assigned([query], faq_id, query_id)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Sequence
 
-from .errors import FAQSearchError
+from .errors import FAQSearchError, InvalidOptionError
 from .gaps import Gap, find_gaps
 from .generators import GeneratorChoice, UnsupportedLanguageError
 from .querylog import QueryLog, log_answered, log_path
 from .results import EditReport
+from .text import clean_text
 
 OFF = "query logging is off for this server (started with --no-log)"
 
@@ -77,7 +78,17 @@ class Traffic:
                 self.log.clear_feedback(text, faq_id)
 
     def feedback(self, engine, query: str, faq_id: str, query_id: int | None = None) -> EditReport:
-        """``engine.feedback`` (QUERY becomes a question of FAQ_ID), then the log shows it as assigned."""
+        """``engine.feedback`` (QUERY becomes a question of FAQ_ID), then the log shows it as assigned.
+        ``query_id`` (the X-Query-Id of the logged query) must be a logged query of that text: checked
+        before the edit, so a wrong id changes nothing."""
+        if query_id is not None and self.log is not None:
+            logged = self.log.text_of(query_id)
+            if logged is None:
+                raise InvalidOptionError(f"query_id {query_id} is not a query in this index's log; leave it out, or "
+                                         "give the X-Query-Id that asking this query returned")
+            if logged != clean_text(query):
+                raise InvalidOptionError(f"query_id {query_id} logged {logged!r}, not {clean_text(query)!r}: give the "
+                                         "query as it was asked, or leave query_id out")
         report = engine.feedback(query, faq_id)
         self.assigned([query], faq_id, query_id)
         return report

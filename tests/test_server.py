@@ -201,6 +201,12 @@ def test_query_log_feedback_and_gaps(client, ix):
     assert gaps and gaps[0]["count"] >= 2
     # feedback: the query becomes a question of FAQ 2 (source feedback) and now answers
     qid = next(q["id"] for q in logged["queries"] if q["query"] == "are you open on sundays")
+    # a query_id that is not this text's, or not logged at all, is refused before anything changes
+    for wrong, words in ((qid + 10 ** 6, "not a query in this index's log"), (qid, "not 'gift vouchers please'")):
+        r = client.post("/indexes/shop/feedback", json={"query": "gift vouchers please", "faq_id": "2", "query_id": wrong},
+                        headers={"X-API-Key": KEY})
+        assert r.status_code == 422 and words in r.text, r.text
+    assert "gift vouchers please" not in [q["text"] for q in client.get("/indexes/shop/faqs/2", headers=STAFF).json()["questions"]]
     r = client.post("/indexes/shop/feedback", json={"query": "are you open on sundays", "faq_id": "2", "query_id": qid},
                     headers={"X-API-Key": KEY})
     assert r.status_code == 200 and r.json()["added_questions"] == 1
