@@ -63,6 +63,13 @@ def test_category_filter_is_applied_inside_the_search(client):
                                                "threshold": -1})
     ids = [a["faq_id"] for a in r.json()["answers"]]
     assert set(ids) == {"2", "4"}  # k results from the category even though better matches exist elsewhere
+    # category is filters.category's shorthand: both given must agree (the shorthand silently won)
+    r = client.post("/indexes/shop/ask", json={"query": "How do I reset my password?", "category": "shipping",
+                                               "filters": {"category": "account"}})
+    assert r.status_code == 422 and "is not among filters.category" in r.text
+    r = client.post("/indexes/shop/ask", json={"query": "How do I reset my password?", "k": 3, "category": "shipping",
+                                               "filters": {"category": ["account", "shipping"]}, "threshold": -1})
+    assert {a["faq_id"] for a in r.json()["answers"]} == {"2", "4"}
 
 
 def test_faq_listing_search_and_show(client):

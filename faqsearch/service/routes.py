@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from ..corpus import FAQ, check_faq
 from ..defaults import ASK_K, GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
-from ..errors import CorpusError
+from ..errors import CorpusError, InvalidOptionError
 from .. import manage
 from ..text import check_query, clean_text, is_blank
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn,
@@ -47,8 +47,13 @@ def ask_key(request: Request, x_api_key: Optional[str] = Header(None),
 
 
 def _filters(body: AskOptions) -> dict[str, Any] | None:
+    """``filters`` with ``category`` (a shorthand for filters.category) in it; both given must agree."""
     f = dict(body.filters or {})
     if body.category:
+        given = f.get("category")
+        if given is not None and body.category not in (given if isinstance(given, list) else [given]):
+            raise InvalidOptionError(f"category {body.category!r} is not among filters.category {given!r}: give one "
+                                     "of them, or the same category in both")
         f["category"] = body.category
     return f or None
 
