@@ -385,6 +385,11 @@ def test_an_update_without_a_category_column_keeps_the_stored_category(tmp_path)
     e.update([FAQ("1", "Use the new link.", ["How do I reset it?"])])
     shown = e.show("1")
     assert (shown["answer"], shown["category"], shown["metadata"]) == ("Use the new link.", "account", {"owner": "team-a"})
+    # a file with some metadata columns keeps the keys it does not give (one column wiped the others)
+    e.update([FAQ("1", "Use the new link.", ["How do I reset it?"], None, {"region": "eu"})])
+    assert e.show("1")["metadata"] == {"owner": "team-a", "region": "eu"}
+    e.update([FAQ("1", "Use the new link.", ["How do I reset it?"], None, {"owner": "team-c"})])
+    assert e.show("1")["metadata"] == {"owner": "team-c", "region": "eu"}
     e.update([FAQ("1", "Use the new link.", ["How do I reset it?"])], replace=True)
     assert (e.show("1")["category"], e.show("1")["metadata"]) == (None, {})
     e.close()

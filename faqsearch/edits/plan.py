@@ -78,7 +78,8 @@ def plan_add(store: StoreView, faqs: Sequence[FAQ]) -> Edit:
 def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = False, replace: bool = False,
                 source: str = "added") -> Edit:
     """New FAQs are added; listed FAQs get their answer, category and metadata (an update that gives
-    no category, or no metadata, keeps the stored ones; ``replace`` and upsert take them as given)
+    no category keeps the stored one, and a metadata key it does not give keeps its stored value;
+    ``replace`` and upsert take them as given)
     and the listed questions they lack. What happens to the stored questions a batch does not list:
 
     - an update keeps them: one row for an FAQ changes its answer without dropping its other
@@ -103,7 +104,7 @@ def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = Fa
         if merge:  # what the batch does not give stays: category, metadata, questions
             own = [q["text"] for q in stored["questions"] if q["source"] in EDITABLE]
             f = dataclasses.replace(f, category=stored["category"] if f.category is None else f.category,
-                                    metadata=f.metadata or stored["metadata"] or {},
+                                    metadata={**(stored["metadata"] or {}), **(f.metadata or {})},
                                     questions=own + [q for q in listed if q not in own])
         if hashes[f.id] == faq_hash(f):
             if not replace:
