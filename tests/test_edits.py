@@ -369,6 +369,14 @@ def test_feedback_for_another_faqs_question_moves_it_or_says_why_not(engine):
     assert engine.ask("my own words for topic three", k=1).answers[0].faq_id == "7"
     with pytest.raises(FAQSearchError, match="is a corpus question of FAQ 4"):
         engine.feedback("question about topic4 number1", "7")
+    # case, spacing and the space before a sign change nothing an uncased encoder reads: the same tie
+    for variant in ("QUESTION ABOUT TOPIC4 NUMBER1", "question  about topic4 number1", "Question About Topic4 Number1"):
+        with pytest.raises(FAQSearchError, match="'question about topic4 number1',? (which )?is a corpus question of FAQ 4"):
+            engine.feedback(variant, "7")
+        assert variant not in [q["text"] for q in engine.show("7")["questions"]]
+    engine.feedback("MY OWN WORDS FOR TOPIC THREE", "9")  # feedback's own question moves, whatever its case
+    assert "my own words for topic three" not in [q["text"] for q in engine.show("7")["questions"]]
+    engine.feedback("my own words for topic three", "7")
     assert "question about topic4 number1" in [q["text"] for q in engine.show("4")["questions"]]
     r = engine.approve("8", ["my own words for topic three", "fresh words for eight"]).to_dict()
     assert sorted(r["updated_faqs"]) == ["7", "8"] and (r["added_questions"], r["removed_questions"]) == (2, 1)

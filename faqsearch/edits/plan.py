@@ -7,6 +7,7 @@ inconsistent (an id given twice in one batch, an unknown id), so a bad batch wri
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -161,6 +162,12 @@ def _known(store: StoreView, faq_id: str) -> dict[str, Any]:
 MOVABLE = ("feedback", "approved", "generated")  # questions a person's feedback may move to another FAQ
 
 
+def read_alike(text: str) -> tuple[str, ...]:
+    """A text's words and signs, case folded: what an uncased encoder reads (two texts alike here get the
+    same vector from MiniLM, so they tie wherever both are questions)."""
+    return tuple(re.findall(r"\w+|[^\w\s]", text.casefold()))
+
+
 def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feedback") -> Edit:
     """"This query should have matched FAQ X": the query becomes a question of X. A text the FAQ
     already has is left alone (an empty plan). Where the text is a question of another FAQ, it
@@ -172,13 +179,16 @@ def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feed
     faq = _known(store, faq_id)
     if text in {q["text"] for q in faq["questions"]}:
         return Edit(source)
-    elsewhere = [(f["id"], q) for f in store.list_faqs(contains=text) if f["id"] != faq_id
-                 for q in (store.faq(f["id"]) or {"questions": []})["questions"] if q["text"] == text]
-    fixed = [(fid, q["source"]) for fid, q in elsewhere if q["source"] not in MOVABLE]
+    key = read_alike(text)  # "HOW DO I PAY ?" ties with "How do I pay?" as exactly as the same text does
+    probe = max(re.findall(r"\w+", text), key=len, default=text)
+    elsewhere = [(f["id"], q) for f in store.list_faqs(contains=probe) if f["id"] != faq_id
+                 for q in (store.faq(f["id"]) or {"questions": []})["questions"] if read_alike(q["text"]) == key]
+    fixed = [(fid, q["source"], q["text"]) for fid, q in elsewhere if q["source"] not in MOVABLE]
     if fixed:
-        raise FAQSearchError(f"{text!r} is a {fixed[0][1]} question of FAQ {fixed[0][0]}, so it would still match "
-                             f"{fixed[0][0]} as well as {faq_id}; edit {fixed[0][0]} to take it out first "
-                             "(faqsearch update ... --replace)")
+        fid, kind, held = fixed[0]
+        said = f"{text!r}" if held == text else f"{text!r} reads as {held!r}, which"
+        raise FAQSearchError(f"{said} is a {kind} question of FAQ {fid}, so it would still match {fid} as well as "
+                             f"{faq_id}; edit {fid} to take it out first (faqsearch update ... --replace)")
     return Edit(source, new_questions=[(faq_id, text)], removed_questions=[q["id"] for _, q in elsewhere],
                 touched_faqs=sorted({fid for fid, _ in elsewhere}))
 
