@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from .errors import CorpusError
-from .text import clean_text, is_blank
+from .text import clean_text, is_blank, read_alike
 
 log = logging.getLogger(__name__)
 
@@ -424,8 +424,27 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
                 faq.questions.append(q)
     if not faqs:
         raise CorpusError(path, None, "the corpus is empty: it needs a header and at least one question/answer row")
+    _warn_shared(path, faqs.values())
     log.info("read %d rows, %d FAQs from %s", n_rows, len(faqs), path)
     return list(faqs.values())
+
+
+def _warn_shared(path: str, faqs) -> None:
+    """Warn about questions that two FAQs share (up to case and spacing): the index cannot tell those FAQs
+    apart by them, and which one answers such a question is a tie."""
+    owner: dict[tuple[str, ...], tuple[str, FAQ]] = {}
+    shared: list[tuple[str, FAQ, str, FAQ]] = []
+    for faq in faqs:
+        for q in faq.questions:
+            first, had = owner.setdefault(read_alike(q), (q, faq))
+            if had is not faq:
+                shared.append((q, faq, first, had))
+    if shared:
+        q, b, first, a = shared[0]
+        log.warning("%s:%s: %d question(s) belong to two FAQs, up to case and spacing (first: %r of FAQ %s from "
+                    "line %s, and %r of FAQ %s from line %s); the index cannot tell those FAQs apart by them and "
+                    "either may answer: give each question to one FAQ", path, b.line, len(shared), first, a.id, a.line,
+                    q, b.id, b.line)
 
 
 TEXT_COLUMNS = ("question", "text", "query", "sentence")

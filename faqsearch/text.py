@@ -169,3 +169,9 @@ def fill(paragraph: str, width: int, indent: str = "", first: str | None = None)
             line, used, add = indent, columns(indent), text
         line, used, empty = line + add, used + columns(add), False
     return [*lines, line]
+
+
+def read_alike(text: str) -> tuple[str, ...]:
+    """A text's words and signs, case folded: what an uncased encoder reads (two texts alike here get the
+    same vector from MiniLM, so they tie wherever both are questions)."""
+    return tuple(re.findall(r"\w+|[^\w\s]", text.casefold()))

@@ -187,3 +187,22 @@ def test_records_may_be_dicts_and_anything_else_is_named():
     assert check_faq({"question": "q", "answer": "a"}).id.startswith("a")  # as a file row: from the answer
     with pytest.raises(CorpusError, match="metadata must be a JSON object"):
         check_faq({"id": "ax", "question": "q", "answer": "a", "metadata": []})
+
+
+def test_a_question_two_faqs_share_is_warned_about_naming_both(tmp_path, caplog):
+    """The same question (up to case and spacing) under two ids ties in every search, and which FAQ
+    answers it was silent: reading the corpus says so, naming the question, both FAQs and their lines."""
+    p = tmp_path / "c.csv"
+    p.write_text("id,question,answer\na1,How do I pay?,Card.\nc1,Where is it?,Here.\nb1,HOW  do I pay ?,Cash.\n",
+                 encoding="utf-8")
+    with caplog.at_level("WARNING", logger="faqsearch.corpus"):
+        faqs = read_corpus(str(p))
+    assert [f.id for f in faqs] == ["a1", "c1", "b1"]  # read as given: a warning, not a refusal
+    said = [r.getMessage() for r in caplog.records if "belong to two FAQs" in r.getMessage()]
+    assert len(said) == 1 and "'How do I pay?' of FAQ a1 from line 2, and 'HOW do I pay ?' of FAQ b1 from line 4" in said[0]
+    caplog.clear()
+    p.write_text("id,question,answer\na1,How do I pay?,Card.\na1,how do i pay?,Card.\nb1,Where is it?,Here.\n",
+                 encoding="utf-8")
+    with caplog.at_level("WARNING", logger="faqsearch.corpus"):
+        read_corpus(str(p))
+    assert not [r for r in caplog.records if "belong to two FAQs" in r.getMessage()]  # one FAQ's own: no tie

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ..corpus import FAQ, check_faq, faq_hash
 from ..errors import CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError, UnknownFAQError
 from ..results import EditReport
-from ..text import as_items, clean_text, is_blank
+from ..text import as_items, clean_text, is_blank, read_alike
 
 if TYPE_CHECKING:
     from ..backends.base import StoreView
@@ -161,11 +161,6 @@ def _known(store: StoreView, faq_id: str) -> dict[str, Any]:
 
 MOVABLE = ("feedback", "approved", "generated")  # questions a person's feedback may move to another FAQ
 
-
-def read_alike(text: str) -> tuple[str, ...]:
-    """A text's words and signs, case folded: what an uncased encoder reads (two texts alike here get the
-    same vector from MiniLM, so they tie wherever both are questions)."""
-    return tuple(re.findall(r"\w+|[^\w\s]", text.casefold()))
 
 
 def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feedback") -> Edit:
