@@ -71,10 +71,11 @@ def _answer(request: Request, name: str, queries: list[str], body: AskOptions, c
                               min_confidence=body.min_confidence)
     blank = [is_blank(clean_text(r.query)) for r in results]
     asked = [r for r, b in zip(results, blank) if not b]
-    ids = iter(s.traffic.record(asked, body.mode or searcher.snap.mode, channel))
+    ids = s.traffic.record(asked, body.mode or searcher.snap.mode, channel)  # [] without a log
     request.state.results = results  # counted in /metrics and the request log
-    if asked:
-        response.headers["X-Query-Id"] = ",".join("" if b else str(next(ids)) for b in blank)
+    if ids:
+        it = iter(ids)
+        response.headers["X-Query-Id"] = ",".join("" if b else str(next(it)) for b in blank)
     return results
 
 
