@@ -15,6 +15,9 @@ class FAQSearchError(Exception):
     """Base class of every error faqsearch raises on purpose."""
 
 
+UNFILED = ("<records>", "<request>")  # CorpusError's path for FAQs given as records, not read from a file
+
+
 class CorpusError(FAQSearchError):
     """Bad input file: the message names the file, the line and what to do."""
 
@@ -23,7 +26,8 @@ class CorpusError(FAQSearchError):
         self.line = line
         self.message = message
         where = f"{self.path}:{line}" if line else self.path
-        super().__init__(f"{where}: {message}")
+        # records given in code or in a request body have no file to name: the message says which FAQ
+        super().__init__(message if self.path in UNFILED and not line else f"{where}: {message}")
 
     def __reduce__(self):  # rebuilt from its three parts in another process (a worker's error)
         return type(self), (self.path, self.line, self.message)

@@ -451,8 +451,14 @@ def test_one_field_of_an_faq_is_edited_by_id(engine):
         engine.update_faq("nope", answer="x")
     with pytest.raises(InvalidOptionError, match="nothing to change"):
         engine.update_faq("6")
-    with pytest.raises(CorpusError, match="non-blank"):
+    with pytest.raises(CorpusError, match="^FAQ '6': the answer must be a non-blank string$"):  # no "<records>:"
         engine.update_faq("6", answer="   ")
+    # a blank question to add is an error (it was dropped: "no changes"); a blank category takes it away
+    with pytest.raises(InvalidOptionError, match="question 2 to add to FAQ '6' is blank"):
+        engine.update_faq("6", questions=["fine words", " \u200b "])
+    assert "fine words" not in [q["text"] for q in engine.show("6")["questions"]]
+    engine.update_faq("6", category="")
+    assert engine.show("6")["category"] is None and engine.list(category="billing") == []
 
 
 def test_cli_update_keeps_questions_and_edits_one_field(run, tmp_path):
@@ -469,6 +475,10 @@ def test_cli_update_keeps_questions_and_edits_one_field(run, tmp_path):
     assert json.loads(result.output)["added_questions"] == 1
     shown = json.loads(run("show", "4", "--index", ix, "--json").output)
     assert (shown["answer"], shown["category"], len(shown["questions"])) == ("typed answer", "misc", 4)
+    result = run("update", "4", "--question", "", "--index", ix)
+    assert result.exit_code != 0 and "is blank" in result.output, result.output
+    assert run("update", "4", "--category", "", "--index", ix).exit_code == 0
+    assert json.loads(run("show", "4", "--index", ix, "--json").output)["category"] is None
     result = run("update", "nope", "--answer", "x", "--index", ix)
     assert result.exit_code == 1 and "unknown FAQ id 'nope'" in result.output
     result = run("update", "4", "--answer", "x", "--replace", "--index", ix)

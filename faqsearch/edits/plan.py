@@ -77,7 +77,7 @@ def plan_add(store: StoreView, faqs: Sequence[FAQ]) -> Edit:
 
 
 def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = False, replace: bool = False,
-                source: str = "added") -> Edit:
+                source: str = "added", clear_category: bool = False) -> Edit:
     """New FAQs are added; listed FAQs get their answer, category and metadata (an update that gives
     no category keeps the stored one, and a metadata key it does not give keeps its stored value;
     ``replace`` and upsert take them as given)
@@ -104,7 +104,8 @@ def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = Fa
         stored = store.faq(f.id) if merge else None
         if merge:  # what the batch does not give stays: category, metadata, questions
             own = [q["text"] for q in stored["questions"] if q["source"] in EDITABLE]
-            f = dataclasses.replace(f, category=stored["category"] if f.category is None else f.category,
+            f = dataclasses.replace(f, category=stored["category"] if f.category is None and not clear_category
+                                    else f.category,
                                     metadata={**(stored["metadata"] or {}), **(f.metadata or {})},
                                     questions=own + [q for q in listed if q not in own])
         if hashes[f.id] == faq_hash(f):
@@ -130,17 +131,24 @@ def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = Fa
 
 def plan_update_faq(store: StoreView, faq_id: str, answer: str | None = None, category: str | None = None,
                     questions: Sequence[str] | str = ()) -> Edit:
-    """One FAQ changed by id without restating it: a new answer or category, questions added (source
-    'added'); what is not given stays. Planned as an update of that FAQ alone (:func:`plan_update`)."""
+    """One FAQ changed by id without restating it: a new answer or category (a blank one takes the
+    category away), questions added (source 'added'); what is not given stays. Planned as an update of
+    that FAQ alone (:func:`plan_update`). A blank question to add is an error (it was dropped: "no changes")."""
     stored = _known(store, faq_id)
     added = as_items(questions)
     if answer is None and category is None and not added:
         raise InvalidOptionError(f"nothing to change in FAQ {faq_id!r}: give a new answer, a category or questions "
                                  "to add")
+    blank = [i + 1 for i, q in enumerate(added) if not isinstance(q, str) or is_blank(clean_text(q))]
+    if blank:
+        raise InvalidOptionError(f"question {blank[0]} to add to FAQ {faq_id!r} is blank (no visible characters); "
+                                 "give its text")
     own = [q["text"] for q in stored["questions"] if q["source"] in EDITABLE] or \
         [q["text"] for q in stored["questions"]]
-    faq = check_faq(FAQ(faq_id, stored["answer"] if answer is None else answer, own + added, category))
-    return plan_update(store, [faq])
+    clear = isinstance(category, str) and is_blank(clean_text(category))
+    faq = check_faq(FAQ(faq_id, stored["answer"] if answer is None else answer, own + added,
+                        None if clear else category, stored["metadata"] or {}))
+    return plan_update(store, [faq], clear_category=clear)
 
 
 def plan_remove(store: StoreView, faq_ids: Sequence[str]) -> Edit:

@@ -41,7 +41,7 @@ def add(corpus, index, columns, fmt, out, threads):
 @click.option("--replace", is_flag=True,
               help="Each listed FAQ holds exactly the questions given (feedback, approved and generated ones go too).")
 @click.option("--answer", help="Edit FAQ ID alone: its new answer.")
-@click.option("--category", help="Edit FAQ ID alone: its new category.")
+@click.option("--category", help="Edit FAQ ID alone: its new category (\"\" takes it away).")
 @click.option("--question", "questions", multiple=True, metavar="TEXT",
               help="Edit FAQ ID alone: add this question (repeat for several).")
 @output_options()
