@@ -151,6 +151,17 @@ def test_learn_refuses_what_it_cannot_do_and_says_why(tmp_path, tiny_dir, index)
         assert not os.path.exists(os.path.join(two.path, "encoders"))
     with pytest.raises(InvalidOptionError, match=r"leaves no time to train.*give at least 1\.2 \(--minutes 1\.2\)"):
         index.learn(minutes=0.5)  # the least that works, not "give more" (1.2 minutes was refused after 1.1)
+    import faqsearch.finetune as finetune
+
+    real = finetune.train_encoder
+    try:  # the deadline passed while the encoder loaded: what it left, what getting ready took, and a budget
+        finetune.train_encoder = lambda *a, **k: []
+        with pytest.raises(InvalidOptionError, match=r"1\.5 minutes left \d+ s to train, and getting ready to train "
+                                                     r"\(loading the encoder.*\) took \d+ s of them; give at least"):
+            index.learn(minutes=1.5)
+    finally:
+        finetune.train_encoder = real
+    assert not os.path.exists(os.path.join(index.path, "encoders"))  # nothing left behind
     with pytest.raises(InvalidOptionError, match="USE multilingual"):
         learning.trainable_base({"backend": "use", "name": "use-multilingual"})
     with pytest.raises(InvalidOptionError, match="mean-pooled"):

@@ -292,9 +292,12 @@ def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minut
             epochs=epochs, batch_size=LEARN_BATCH, lr=LEARN_LR, seed=seed, distinct=True, prefix=spec.get("prefix", ""),
             deadline=start + train_s), progress=progress)
         report.seconds["train"] = round(time.monotonic() - start, 1)
-        if not report.loss:
-            raise InvalidOptionError(f"the time budget of {minutes:g} minutes ended before the first training step; "
-                                     "give more")
+        if not report.loss:  # loading the encoder (and asking the log) took what was left to train
+            took = time.monotonic() - start
+            needed = math.ceil((minutes * 60 + took - train_s + MIN_TRAIN_S) / 6) / 10
+            raise InvalidOptionError(f"the time budget of {minutes:g} minutes left {train_s:.0f} s to train, and getting "
+                                     f"ready to train (loading the encoder{', asking the logged queries' if from_log else ''}) "
+                                     f"took {took:.0f} s of them; give at least {needed:g} (--minutes {needed:g})")
         with writing() as (writer, latest):
             state.update(writer=writer, before=writer.generation)
             _commit(writer, latest, encoder, load, training, name, trained, report, progress)
