@@ -112,6 +112,9 @@ def test_ask_from_stdin_gives_json_lines(run, tmp_path, small_corpus):
     result = run("ask", "--index", ix, "--threshold", "-1", input=b"\xef\xbb\xbfreset my password\r\ncaf\xe9 return\n")
     assert [json.loads(line)["query"] for line in result.stdout.splitlines()] == ["reset my password", "caf\ufffd return"]
     assert "stdin line(s) 2 are not UTF-8" in result.stderr
+    # CR alone ends a line too (old Mac files), as ingest reads them: two queries, not one
+    result = run("ask", "--index", ix, "--threshold", "-1", input=b"reset my password\rreturn policy\r\r")
+    assert [json.loads(line)["query"] for line in result.stdout.splitlines()] == ["reset my password", "return policy", ""]
 
 
 def test_ask_missing_index(run, tmp_path):

@@ -1,6 +1,7 @@
 """Asking and measuring: ask, eval."""
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -16,18 +17,18 @@ NO_ANSWER = 3  # `ask --fail-on-no-answer`: a query got no confident answer (1 i
 
 
 def stdin_lines() -> list[str]:
-    """stdin as text lines, without a leading byte-order mark (Windows-saved query files). A line that
+    """stdin as text lines (ended by LF, CRLF or CR), without a leading byte-order mark (Windows-saved query
+    files). A line that
     is not UTF-8 is answered with U+FFFD in place of its bad bytes, and said on stderr with its number."""
     stream = click.get_binary_stream("stdin")
     data = stream.read()
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    lines = data.split(b"\n")
+    lines = re.split(rb"\r\n|\r|\n", data)  # a file saved with old Mac line ends (CR alone) too
     if lines and lines[-1] == b"":
         lines.pop()  # the newline that ends the last line
     texts, bad = [], []
     for n, ln in enumerate(lines, start=1):
-        ln = ln[:-1] if ln.endswith(b"\r") else ln
         try:
             texts.append(ln.decode("utf-8"))
         except UnicodeDecodeError:
