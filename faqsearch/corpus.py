@@ -318,8 +318,9 @@ def check_faq(faq: FAQ | Mapping[str, Any]) -> FAQ:
 
 
 def check_metadata(meta: dict[str, Any], path: str, line: int | None, where: str) -> None:
-    """Metadata is plain JSON (no NaN or Infinity) nested at most MAX_METADATA_DEPTH levels: deeper
-    values were stored, then every answer that carried them failed to serialise (RecursionError)."""
+    """Metadata is plain JSON (no NaN or Infinity, integers within 64 bits) nested at most
+    MAX_METADATA_DEPTH levels: deeper values were stored, then every answer that carried them failed
+    to serialise (RecursionError)."""
     try:
         json.dumps(meta, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -327,7 +328,13 @@ def check_metadata(meta: dict[str, Any], path: str, line: int | None, where: str
                                       f"{str(exc)[:120]}); NaN and Infinity are not JSON") from None
     level = [meta]
     for depth in range(MAX_METADATA_DEPTH + 1):
-        level = [v for x in level for v in (x.values() if isinstance(x, dict) else x) if isinstance(v, (dict, list))]
+        values = [v for x in level for v in (x.values() if isinstance(x, dict) else x)]
+        big = next((v for v in values if isinstance(v, int) and not isinstance(v, bool)
+                    and not -2 ** 63 <= v < 2 ** 63), None)
+        if big is not None:  # SQLite and Milvus hold 64-bit integers: no filter could ever match it
+            raise CorpusError(path, line, f"{where}: metadata value {big} is beyond the 64-bit integers an index holds; "
+                                          "give it as a string if it is an identifier")
+        level = [v for v in values if isinstance(v, (dict, list))]
         if not level:
             return
     raise CorpusError(path, line, f"{where}: metadata is nested more than {MAX_METADATA_DEPTH} levels deep; "

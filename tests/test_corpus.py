@@ -136,6 +136,11 @@ def test_metadata_nested_too_deep_is_refused_with_its_line(tmp_path):
         check_faq(FAQ("d", "an answer", ["a question"], None, {"x": deep}))
     with pytest.raises(CorpusError, match="must be a JSON object"):
         check_faq(FAQ("d", "an answer", ["a question"], None, ["not", "a", "dict"]))  # type: ignore[arg-type]
+    # an integer past 64 bits was stored, and no filter could match it (a filter of it is refused)
+    for meta in ({"big": 10 ** 23}, {"x": {"y": [-(2 ** 63) - 1]}}):
+        with pytest.raises(CorpusError, match="beyond the 64-bit integers.*as a string"):
+            check_faq(FAQ("d", "an answer", ["a question"], None, meta))
+    assert check_faq(FAQ("d", "an answer", ["a question"], None, {"n": 2 ** 63 - 1, "f": 1e30, "b": True})).metadata
     nested: dict = {"leaf": 1}
     for _ in range(30):
         nested = {"x": nested}
