@@ -516,6 +516,11 @@ def test_a_private_server_answers_only_with_a_key(fake_models, ix):
     service.close()
     with pytest.raises(InvalidOptionError, match="--private needs a key"):
         Service({"shop": ix}, private=True, watch=False)
+    # a key no client can send alike is refused at start: a space (trimmed from headers), non-ASCII
+    for option, keys in (("--read-key", {"read_key": " "}), ("--api-key", {"api_key": "sécret"}),
+                         ("--api-key", {"api_key": "two words"})):
+        with pytest.raises(InvalidOptionError, match=f"{option} holds"):
+            Service({"shop": ix}, watch=False, **keys)
 
 
 def test_responses_name_indexes_never_server_paths(fake_models, ix, tmp_path):

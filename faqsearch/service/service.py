@@ -42,6 +42,18 @@ class Served:
     read_only: bool = False  # this process cannot write the index's folder: served without writes or query log
 
 
+def _check_key(option: str, key: str | None) -> None:
+    """A key a client can send: visible ASCII (an HTTP header value is trimmed, and a key outside ASCII is
+    sent as UTF-8 by one client and refused by another), at least one character."""
+    if key is None or key == "":
+        return
+    if not all("!" <= ch <= "~" for ch in key):
+        bad = next(ch for ch in key if not "!" <= ch <= "~")
+        raise InvalidOptionError(f"{option} holds {bad!r}: a key is sent in an HTTP header, where only visible ASCII "
+                                 "characters arrive alike from every client (spaces are trimmed); use letters, digits "
+                                 "and signs, such as the output of: python -c \"import secrets; print(secrets.token_urlsafe())\"")
+
+
 class Service:
     """The indexes one process serves, by name; engines of one encoder share one model.
 
@@ -57,6 +69,8 @@ class Service:
 
         if not indexes:
             raise FAQSearchError("no index to serve; pass --index NAME (see faqsearch ingest)")
+        for option, key in (("--api-key", api_key), ("--read-key", read_key)):
+            _check_key(option, key)
         if private and not (api_key or read_key):
             raise InvalidOptionError("--private needs a key: pass --api-key or --read-key (or set FAQSEARCH_API_KEY "
                                      "or FAQSEARCH_READ_KEY)")
