@@ -240,8 +240,26 @@ def test_several_indexes_by_name_and_openapi(fake_models, ix, tmp_path):
     service, c = make_client([ix, other])
     assert [i["name"] for i in c.get("/indexes", headers=STAFF).json()["indexes"]] == ["shop", "other"]
     assert c.get("/indexes/other/ask", params={"q": "an other question"}).json()["answers"][0]["faq_id"] == "x"
-    paths = c.get("/openapi.json").json()["paths"]
+    doc = c.get("/openapi.json").json()
+    paths = doc["paths"]
     assert {"/indexes/{name}/ask", "/indexes/{name}/faqs", "/indexes/{name}/gaps", "/health"} <= set(paths)
+    # the document says what the routes send: the error body, each route's statuses, the answers' schemas
+    from faqsearch.service.openapi import BatchOut, EditReportOut, ErrorOut, ResultOut
+
+    ref = lambda op, code: op["responses"][code]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    add = paths["/indexes/{name}/faqs"]["post"]
+    assert {"401", "403", "404", "409", "413", "422"} <= set(add["responses"]) and ref(add, "422") == "ErrorOut"
+    assert ref(add, "200") == "EditReportOut" and ref(paths["/indexes/{name}/ask"]["get"], "200") == "ResultOut"
+    assert ref(paths["/indexes/{name}/ask/batch"]["post"], "200") == "BatchOut"
+    assert "409" not in paths["/indexes/{name}/ask"]["post"]["responses"] and "HTTPValidationError" not in doc["components"]["schemas"]
+    assert set(paths["/health"]["get"]["responses"]) == {"200"}
+    ResultOut.model_validate(c.get("/indexes/other/ask", params={"q": "an other question"}).json())
+    ResultOut.model_validate(c.get("/indexes/other/ask", params={"q": "zzz", "threshold": 0.99}).json())
+    BatchOut.model_validate(c.post("/indexes/other/ask/batch", json={"queries": ["an other question", ""]}).json())
+    bad = c.get("/indexes/other/ask", params={"q": "x", "k": 0})
+    assert bad.status_code == 422 and ErrorOut.model_validate(bad.json()).detail
+    assert ErrorOut.model_validate(c.get("/indexes/nope/ask", params={"q": "x"}).json()).error
+    assert EditReportOut.model_fields.keys() == c.get("/openapi.json").json()["components"]["schemas"]["EditReportOut"]["properties"].keys()
     assert c.get("/").status_code == 200 and "faqsearch" in c.get("/").text
     assert c.get("/static/app.js").status_code == 200 and c.get("/static/..%2Fserver.py").status_code == 404
     service.close()

@@ -17,6 +17,7 @@ from ..index.format import STORE
 from .logs import log_request, uvicorn_logging
 from .metrics import Metrics
 from .models import MAX_BODY
+from .openapi import document
 from .service import Forbidden, Service, Unauthorized
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ def create_app(service: Service, max_body: int = MAX_BODY):
     app.state.generators = Generators()
     app.state.metrics = Metrics(service)
     app.include_router(router)
+    document(app)  # the OpenAPI document as the routes behave: error bodies, statuses, answer schemas
 
     @app.middleware("http")
     async def bounded_body(request: Request, call_next):
