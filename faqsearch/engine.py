@@ -144,7 +144,7 @@ class FAQSearch(Asking):
 
     def show(self, faq_id: str) -> dict[str, Any]:
         if (faq := self._current().store.faq(faq_id)) is None:
-            raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
+            raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; {plans.LISTED}")
         return faq
 
     # ------------------------------------------------------------------ reload

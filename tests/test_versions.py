@@ -141,5 +141,5 @@ def test_restore_where_there_is_no_index_says_so_and_makes_nothing(tmp_path):
     assert not (tmp_path / "nosuch").exists()
     with build_index(write_corpus(tmp_path, [("1", "a question", "an answer")]), tmp_path / "ix"):
         pass
-    with pytest.raises(VersionNotFoundError, match=f"keeps v00000001. See them with: faqsearch versions --index {tmp_path / 'ix'}"):
+    with pytest.raises(VersionNotFoundError, match=f"keeps v00000001 \\(`faqsearch versions --index {tmp_path / 'ix'}`; over HTTP, GET .../versions\\)"):
         restore(tmp_path / "ix", "v00000099")

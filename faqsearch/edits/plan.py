@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 EDITABLE = ("corpus", "added")  # sources a corpus file speaks for: questions it no longer lists are removed
 
 
+LISTED = "the FAQs are listed by `faqsearch list` (over HTTP, GET .../faqs)"  # where an unknown id's message points
+
+
 @dataclass
 class Edit:
     """Planned changes, applied in one commit. New questions get the edit's ``source``."""
@@ -72,7 +75,8 @@ def plan_add(store: StoreView, faqs: Sequence[FAQ]) -> Edit:
     clash = [f.id for f in faqs if f.id in existing]
     if clash:
         raise DuplicateFAQError(f"FAQ id(s) already in the index: {', '.join(clash[:10])}"
-                                f"{' ...' if len(clash) > 10 else ''}; use `faqsearch update` to change them")
+                                f"{' ...' if len(clash) > 10 else ''}; update them instead (`faqsearch update`; over HTTP, PUT .../faqs/ID or "
+                                "POST .../faqs/upsert)")
     return Edit("added", new_faqs=list(faqs))
 
 
@@ -156,14 +160,14 @@ def plan_remove(store: StoreView, faq_ids: Sequence[str]) -> Edit:
     existing = store.faq_hashes()
     unknown = [i for i in ids if i not in existing]
     if unknown:
-        raise UnknownFAQError(f"unknown FAQ id(s): {', '.join(unknown[:10])}; see `faqsearch list`")
+        raise UnknownFAQError(f"unknown FAQ id(s): {', '.join(unknown[:10])}; {LISTED}")
     return Edit(removed_faqs=ids)
 
 
 def _known(store: StoreView, faq_id: str) -> dict[str, Any]:
     faq = store.faq(faq_id)
     if faq is None:
-        raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
+        raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; {LISTED}")
     return faq
 
 
@@ -191,7 +195,8 @@ def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feed
         fid, kind, held = fixed[0]
         said = f"{text!r}" if held == text else f"{text!r} reads as {held!r}, which"
         raise FAQSearchError(f"{said} is a {kind} question of FAQ {fid}, so it would still match {fid} as well as "
-                             f"{faq_id}; edit {fid} to take it out first (faqsearch update ... --replace)")
+                             f"{faq_id}; edit {fid} to take it out first (`faqsearch update {fid} --replace` with its other "
+                             f"questions; over HTTP, PUT .../faqs/{fid})")
     return Edit(source, new_questions=[(faq_id, text)], removed_questions=[q["id"] for _, q in elsewhere],
                 touched_faqs=sorted({fid for fid, _ in elsewhere}))
 

@@ -61,7 +61,8 @@ def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: 
     store = searcher.snap.store
     faq = store.faq(faq_id)
     if faq is None:
-        raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
+        raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; the FAQs are listed by `faqsearch list` (over HTTP, GET "
+                              ".../faqs)")
     questions = [q["text"] for q in faq["questions"]]
     seen = {normal(q) for q in questions}
     out: list[Suggestion] = []

@@ -99,7 +99,7 @@ def restore(path: str | os.PathLike, version: str) -> str:
         known = _names(path)
         if version not in known:
             raise VersionNotFoundError(f"the index at {path} keeps no version {version!r}; it keeps "
-                                       f"{', '.join(known) or 'none'}. See them with: faqsearch versions --index {path}")
+                                       f"{', '.join(known) or 'none'} (`faqsearch versions --index {path}`; over HTTP, GET .../versions)")
         src = os.path.join(path, version)
         config = _config(src)
         return backend_for(config).restore(writer, src, config)  # refused by a backend that keeps no versions
