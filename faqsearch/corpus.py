@@ -301,6 +301,7 @@ def check_faq(faq: FAQ | Mapping[str, Any]) -> FAQ:
     where = f"FAQ {faq.id!r}"
     if not isinstance(faq.id, str) or is_blank(clean_text(faq.id)):
         raise CorpusError("<records>", None, f"{where}: the id must be a non-blank string")
+    check_id(clean_text(faq.id), "<records>", None)
     if not isinstance(faq.answer, str) or is_blank(clean_text(faq.answer)):
         raise CorpusError("<records>", None, f"{where}: the answer must be a non-blank string")
     if not isinstance(faq.questions, (list, tuple)) or not all(isinstance(q, str) for q in faq.questions):
@@ -315,6 +316,14 @@ def check_faq(faq: FAQ | Mapping[str, Any]) -> FAQ:
     check_metadata(faq.metadata or {}, "<records>", None, where)
     return FAQ(clean_text(faq.id), clean_text(faq.answer, multiline=True), questions,
                clean_text(faq.category) if faq.category else None, dict(faq.metadata or {}), faq.line)
+
+
+def check_id(faq_id: str, path: str, line: int | None) -> None:
+    """An id of dots alone ("." or "..") is no path segment a URL keeps: browsers and HTTP clients
+    resolve it away, so the FAQ could not be shown, edited or removed over HTTP."""
+    if faq_id and set(faq_id) == {"."}:
+        raise CorpusError(path, line, f"FAQ id {faq_id!r} is dots alone, which a URL cannot address (a browser "
+                                      "resolves /faqs/.. away); give it a letter or digit")
 
 
 def check_metadata(meta: dict[str, Any], path: str, line: int | None, where: str) -> None:
@@ -402,6 +411,7 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
             raise CorpusError(path, line, f"empty {cols.answer!r} (no visible characters); every row needs an "
                                           "answer (or remove the row)")
         faq_id = _cell(row.get(id_col), path, line, id_col or "id") if id_col else ""
+        check_id(faq_id, path, line)
         if not faq_id:
             faq_id = by_answer.get(answer) or _auto_id(answer)
         category = _cell(row.get(cols.category), path, line, cols.category) or None

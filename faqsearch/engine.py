@@ -24,7 +24,7 @@ from .corpus import FAQ, Columns
 from .defaults import BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, LEARN_EPOCHS, LEARN_MINUTES, MAX_LENGTH
 from .edits import plan as plans
 from .encoders import Encoder, check_encoder, check_spec, index_encoder
-from .errors import IndexFormatError, UnknownFAQError
+from .errors import IndexFormatError
 from .asking import Asking
 from .index.directory import Writer, stamp
 from .results import EditReport
@@ -143,9 +143,7 @@ class FAQSearch(Asking):
         return self._current().store.list_faqs(limit, offset, category, contains)
 
     def show(self, faq_id: str) -> dict[str, Any]:
-        if (faq := self._current().store.faq(faq_id)) is None:
-            raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; {plans.LISTED}")
-        return faq
+        return plans.shown(self._current().store, faq_id)  # with its revision, for update(revisions=...)
 
     # ------------------------------------------------------------------ reload
     def _current(self) -> Snapshot:
@@ -215,11 +213,12 @@ class FAQSearch(Asking):
         return self._edit("add", lambda s: plans.plan_add(s.store, faqs), progress)
 
     def update(self, corpus, columns: Columns | None = None, fmt: str | None = None, progress: bool = False,
-               replace: bool = False) -> EditReport:
+               replace: bool = False, revisions: dict[str, str] | None = None) -> EditReport:
         """Update FAQs by id: answers rewritten, listed questions they lack added, the others kept (FAQs not in the
-        index added, those not listed left alone). ``replace``: each FAQ holds exactly the given questions."""
-        faqs = as_faqs(corpus, columns, fmt)
-        return self._edit("update", lambda s: plans.plan_update(s.store, faqs, replace=replace), progress)
+        index added, others left alone). ``replace``: each FAQ holds exactly the given questions; ``revisions``:
+        {id: revision read (``show``)}, an FAQ changed since is a StaleRevisionError and nothing is written."""
+        faqs, rev = as_faqs(corpus, columns, fmt), revisions
+        return self._edit("update", lambda s: plans.plan_update(s.store, faqs, replace=replace, revisions=rev), progress)
 
     def update_faq(self, faq_id: str, answer: str | None = None, category: str | None = None,
                    questions: Sequence[str] | str = (), progress: bool = False) -> EditReport:

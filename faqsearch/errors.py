@@ -110,6 +110,11 @@ class VersionNotFoundError(FAQSearchError):
     """A version an index does not keep (``faqsearch restore``); the message lists those it keeps."""
 
 
+class StaleRevisionError(FAQSearchError):
+    """An edit made from an FAQ as it was read (its revision) found it changed since: nothing was
+    written; read it again and redo the edit (HTTP 412, for If-Match)."""
+
+
 class ChangedMeanwhileError(FAQSearchError):
     """Another writer of an index shared by replicas committed, or took its lock over, while this one
     worked (or held it past the wait): nothing was committed; retry."""

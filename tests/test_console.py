@@ -154,3 +154,44 @@ def test_lexical_mode_shows_the_decision_without_a_threshold(page, server):
     assert decision.locator("h2").inner_text().lower() == "the bot answers"
     assert "BM25 score" in decision.locator(".why").inner_text()
     assert page.locator("#answers .error").count() == 0
+
+
+def test_edit_reads_the_faq_again_and_a_save_never_drops_what_came_meanwhile(page, server):
+    """Edit's form held the FAQ as it was when the card was opened, and Save replaced the FAQ with it:
+    feedback (or an approval) given after the card was opened was deleted without a word. The form is
+    now read again on "Edit", and a save over a change made since is refused (412), nothing written."""
+    write = {"X-API-Key": KEY}
+    unlock(page, KEY)
+    page.click("#tab-faqs")
+    search_faqs(page, "shp-02")
+    card = page.locator("#faq-list .faq[data-id='shp-02']")
+    card.locator("summary").click()
+    card.locator(".questions li").first.wait_for(timeout=15000)
+    r = httpx.post(f"{server}/indexes/support/feedback", json={"query": "parcel tracking says nothing", "faq_id": "shp-02"},
+                   headers=write, timeout=60)
+    assert r.status_code == 200, r.text
+    card.locator(".faq-edit-open").click()  # after the feedback: the form has it
+    edit = card.locator(".faq-edit-form")
+    edit.wait_for(timeout=15000)
+    assert "parcel tracking says nothing" in edit.locator(".faq-field-questions").input_value()
+    r = httpx.post(f"{server}/indexes/support/feedback", json={"query": "no update on my parcel", "faq_id": "shp-02"},
+                   headers=write, timeout=60)  # while the form is open
+    assert r.status_code == 200, r.text
+    edit.locator(".faq-field-answer").fill("Track it under Orders > Track; it updates every hour.")
+    edit.locator(".faq-edit-key").fill(KEY)
+    edit.locator(".faq-edit-submit").click()
+    edit.locator(".faq-edit-status.error").wait_for(timeout=30000)
+    assert "changed since it was read" in edit.locator(".faq-edit-status").inner_text()
+    kept = httpx.get(f"{server}/indexes/support/faqs/shp-02", headers=STAFF, timeout=30).json()
+    assert {"parcel tracking says nothing", "no update on my parcel"} <= {q["text"] for q in kept["questions"]}
+    assert kept["answer"] != "Track it under Orders > Track; it updates every hour."  # nothing written
+
+
+def test_a_server_that_cannot_be_reached_is_said_so(page):
+    """A stopped server gave the browser's bare "Failed to fetch" on every action."""
+    page.route("**/indexes/**", lambda route: route.abort())  # no answer at all, as from a stopped server
+    try:
+        ask(page, ANSWERED)
+        assert "The server cannot be reached" in page.locator("#answers .error").inner_text()
+    finally:
+        page.unroute("**/indexes/**")

@@ -495,3 +495,26 @@ def test_ids_of_removed_vectors_are_never_reused(tmp_path):
     hits = e.ask(removed_text, k=5, mode="dense").answers
     assert all(a.faq_id != "other" for a in hits), [(a.faq_id, a.score) for a in hits]
     e.close()
+
+
+def test_an_edit_made_from_an_old_read_is_refused_and_changes_nothing(engine):
+    """show() gives an FAQ's revision; update(revisions=...) made from that read is refused where the
+    FAQ changed since (feedback, an approval, another edit), so a form saved from an old read cannot
+    drop what came meanwhile. The check runs under the writer's lock, with the edit."""
+    from faqsearch.errors import StaleRevisionError
+
+    read = engine.show("3")
+    assert len(read["revision"]) == 16 and engine.show("3")["revision"] == read["revision"]  # stable
+    engine.feedback("words that came meanwhile", "3")
+    now = engine.show("3")
+    assert now["revision"] != read["revision"]
+    form = FAQ("3", "an edited answer", [q["text"] for q in read["questions"]])
+    with pytest.raises(StaleRevisionError, match="FAQ '3' changed since it was read"):
+        engine.update([form], replace=True, revisions={"3": read["revision"]})
+    assert engine.show("3") == now  # nothing written
+    engine.update([FAQ("3", "an edited answer", [q["text"] for q in now["questions"]])], replace=True,
+                  revisions={"3": now["revision"]})
+    assert engine.show("3")["answer"] == "an edited answer"
+    assert "words that came meanwhile" in [q["text"] for q in engine.show("3")["questions"]]
+    with pytest.raises(UnknownFAQError):
+        engine.update([form], revisions={"nope": "0" * 16})

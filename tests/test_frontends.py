@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from faqsearch.errors import FAQSearchError
+from faqsearch.errors import FAQSearchError, InvalidOptionError
 from faqsearch.querylog import QueryLog, log_path
 from faqsearch.traffic import Traffic
 
@@ -76,7 +76,9 @@ def test_traffic_logs_asks_and_marks_assignments(tmp_path, small_corpus, fake_mo
         with Traffic.open(engine.path) as traffic:
             ids = traffic.record(engine.ask_many(["parcel lost", "parcel lost", "gift cards?"]), "hybrid", "api")
             assert ids == [1, 2, 3]
-            traffic.feedback(engine, "parcel lost", "2", query_id=3)
+            with pytest.raises(InvalidOptionError, match="query_id 3 logged 'gift cards\\?', not 'parcel lost'"):
+                traffic.feedback(engine, "parcel lost", "2", query_id=3)  # another text's row: refused, nothing changes
+            traffic.feedback(engine, "parcel lost", "2", query_id=2)
             traffic.approve(engine, "4", ["gift cards?"])
             got = traffic.queries(10)
             assert (got["total"], len(got["queries"])) == (3, 3)

@@ -226,6 +226,27 @@ def test_query_log_feedback_and_gaps(client, ix):
     assert os.path.exists(os.path.join(ix, "queries.db"))  # inside the index directory: it travels with it
 
 
+def test_put_with_if_match_refuses_a_faq_changed_since_it_was_read(client):
+    """GET gives the FAQ's revision as its ETag; a PUT with If-Match of an older one is a 412 and
+    writes nothing (a form saved from an old read dropped the feedback given meanwhile)."""
+    write = {"X-API-Key": KEY}
+    got = client.get("/indexes/shop/faqs/2", headers=STAFF)
+    tag = got.headers["ETag"]
+    assert tag == f'"{got.json()["revision"]}"'
+    old = got.json()
+    assert client.post("/indexes/shop/feedback", json={"query": "said meanwhile", "faq_id": "2"}, headers=write).status_code == 200
+    body = {"id": "2", "answer": "replaced answer", "questions": [q["text"] for q in old["questions"]]}
+    r = client.put("/indexes/shop/faqs/2", json=body, headers={**write, "If-Match": tag})
+    assert r.status_code == 412 and "changed since it was read" in r.json()["error"]
+    now = client.get("/indexes/shop/faqs/2", headers=STAFF)
+    assert "said meanwhile" in [q["text"] for q in now.json()["questions"]] and now.json()["answer"] == old["answer"]
+    r = client.put("/indexes/shop/faqs/2", json={**body, "questions": [q["text"] for q in now.json()["questions"]]},
+                   headers={**write, "If-Match": now.headers["ETag"]})
+    assert r.status_code == 200 and client.get("/indexes/shop/faqs/2", headers=STAFF).json()["answer"] == "replaced answer"
+    assert client.post("/indexes/shop/faqs", json={"faqs": [{"id": "..", "answer": "a", "questions": ["q"]}]},
+                       headers=write).status_code == 422  # dots alone: no URL can address it
+
+
 def test_no_log_means_no_log(fake_models, ix):
     service, c = make_client([ix], log_queries=False)
     c.get("/indexes/shop/ask", params={"q": "hello"})

@@ -7,12 +7,15 @@ inconsistent (an id given twice in one batch, an unknown id), so a bad batch wri
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..corpus import FAQ, check_faq, faq_hash
-from ..errors import CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError, UnknownFAQError
+from ..errors import (CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError, StaleRevisionError,
+                      UnknownFAQError)
 from ..results import EditReport
 from ..text import as_items, clean_text, is_blank, read_alike
 
@@ -80,8 +83,33 @@ def plan_add(store: StoreView, faqs: Sequence[FAQ]) -> Edit:
     return Edit("added", new_faqs=list(faqs))
 
 
+def revision(faq: dict[str, Any]) -> str:
+    """A stored FAQ's revision (as the store shows it: answer, category, metadata, every question and
+    its source): an edit made from what a person read can check that nothing changed since."""
+    seen = [faq["answer"], faq.get("category"), faq.get("metadata") or {},
+            [[q["text"], q["source"]] for q in faq["questions"]]]
+    return hashlib.sha1(json.dumps(seen, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+
+def shown(store: StoreView, faq_id: str) -> dict[str, Any]:
+    """An FAQ as ``show`` gives it: its stored fields and questions, and its ``revision``."""
+    faq = _known(store, faq_id)
+    return {**faq, "revision": revision(faq)}
+
+
+def check_revisions(store: StoreView, revisions: dict[str, str] | None) -> None:
+    """StaleRevisionError where an FAQ is no longer at the revision the edit was made from."""
+    for faq_id, expected in (revisions or {}).items():
+        now = revision(_known(store, faq_id))
+        if now != expected:
+            raise StaleRevisionError(f"FAQ {faq_id!r} changed since it was read (revision {expected}, now {now}: "
+                                     "another edit added, removed or changed something); nothing was written. "
+                                     "Read it again and redo the edit")
+
+
 def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = False, replace: bool = False,
-                source: str = "added", clear_category: bool = False) -> Edit:
+                source: str = "added", clear_category: bool = False,
+                revisions: dict[str, str] | None = None) -> Edit:
     """New FAQs are added; listed FAQs get their answer, category and metadata (an update that gives
     no category keeps the stored one, and a metadata key it does not give keeps its stored value;
     ``replace`` and upsert take them as given)
@@ -97,6 +125,7 @@ def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = Fa
     A changed FAQ's content hash is of the corpus and added questions it holds after the edit, so a
     later upsert sees what really differs."""
     check_batch(faqs)
+    check_revisions(store, revisions)  # under the writer's lock: what the edit was made from is what is there
     hashes = store.faq_hashes()
     plan = Edit(source)
     merge = not (replace or remove_missing)

@@ -11,8 +11,8 @@ import time
 from typing import Any
 
 from ..errors import (ChangedMeanwhileError, CorpusError, DuplicateFAQError, FAQSearchError, IndexFormatError,
-                      IndexNotFoundError, InvalidOptionError, MissingExtraError, UnknownFAQError, VersionNotFoundError,
-                      WritesDisabledError)
+                      IndexNotFoundError, InvalidOptionError, MissingExtraError, StaleRevisionError, UnknownFAQError,
+                      VersionNotFoundError, WritesDisabledError)
 from ..index.format import STORE
 from .logs import log_request, uvicorn_logging
 from .metrics import Metrics
@@ -26,7 +26,7 @@ STATIC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 STATUS = [(Unauthorized, 401), (Forbidden, 403), (UnknownFAQError, 404), (IndexNotFoundError, 404),
           (VersionNotFoundError, 404),
           (DuplicateFAQError, 409), (ChangedMeanwhileError, 409), (CorpusError, 422), (InvalidOptionError, 422),
-          (WritesDisabledError, 403),
+          (WritesDisabledError, 403), (StaleRevisionError, 412),
           (IndexFormatError, 503), (FAQSearchError, 400)]
 
 

@@ -65,6 +65,7 @@ ERRORS = {
     403: "writes are off (the server has no API key, or the index is read-only), or the read key was sent",
     404: "no such index, FAQ or version",
     409: "the FAQ id exists already, or the index changed meanwhile",
+    412: "If-Match: the FAQ changed since that revision was read; nothing was written",
     413: "the request body is over the server's limit",
     422: "invalid request: the error names the field (detail lists each)",
     503: "the index cannot be read (the server log has the details)",
@@ -83,6 +84,8 @@ def codes(path: str, method: str) -> list[int]:
         out.append(413)
     if write:
         out += [400, 403, 409]
+    if method == "put":
+        out.append(412)
     return sorted(out)
 
 

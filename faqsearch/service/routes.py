@@ -235,20 +235,28 @@ def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20,
 
 
 @router.get("/indexes/{name}/faqs/{faq_id:path}", tags=["faqs"], dependencies=[Depends(read_key)])
-def show(request: Request, name: str, faq_id: str):
-    return service(request).engine(name).show(faq_id)
+def show(request: Request, name: str, faq_id: str, response: Response):
+    """One FAQ with its questions and its revision (also the ETag, for PUT's If-Match)."""
+    faq = service(request).engine(name).show(faq_id)
+    response.headers["ETag"] = f'"{faq["revision"]}"'
+    return faq
 
 
 @router.put("/indexes/{name}/faqs/{faq_id:path}", tags=["faqs"], dependencies=[Depends(write_key)])
-def replace(request: Request, name: str, faq_id: str, body: FAQIn):
+def replace(request: Request, name: str, faq_id: str, body: FAQIn,
+            if_match: Optional[str] = Header(None, description="the ETag (revision) GET gave: 412 if it changed")):
     """Replace one FAQ: it then holds exactly this answer, category, metadata and these questions
-    (feedback and generated questions not listed go too). 404 if unknown. Needs the API key."""
+    (feedback and generated questions not listed go too). 404 if unknown. Needs the API key. With
+    If-Match (the ETag GET gave), a 412 and no change where the FAQ changed since: an edit form saved
+    from an old read drops nothing added meanwhile."""
     if body.id != faq_id:
         raise CorpusError("<request>", None, f"the body's id {body.id!r} differs from the path's {faq_id!r}")
+    tag = (if_match or "").strip().removeprefix("W/").strip('"')
+    revisions = {faq_id: tag} if tag and tag != "*" else None
 
     def edit(e):
         e.show(faq_id)  # 404 when unknown
-        return e.update(_faqs([body]), replace=True)
+        return e.update(_faqs([body]), replace=True, revisions=revisions)
 
     return service(request).write(name, edit).to_dict()
 

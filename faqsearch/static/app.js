@@ -23,7 +23,12 @@ async function api(path, options = {}) {
   const key = sessionStorage.getItem(KEY);
   const write = Boolean(options.headers && options.headers["X-API-Key"]);
   const headers = { ...(options.headers || {}), ...(key && !write ? { "X-API-Key": key } : {}) };
-  const res = await fetch(path, { ...options, headers });
+  let res;
+  try {
+    res = await fetch(path, { ...options, headers });
+  } catch (e) { // the browser's own "Failed to fetch": no answer at all
+    throw new Error("The server cannot be reached (stopped, restarting or offline): try again in a moment.");
+  }
   let body = null;
   try { body = await res.json(); } catch (e) { body = { error: res.statusText }; }
   if (!res.ok) {
@@ -330,16 +335,26 @@ function newFaq() {
   }));
 }
 
-// "Edit" in an opened FAQ: the form holds all its questions; saving replaces the FAQ with what it holds.
+// "Edit" in an opened FAQ: the form holds all its questions as they are now (read again on "Edit");
+// saving replaces the FAQ with what it holds, unless it changed since (If-Match: a 412 says so, and
+// nothing added meanwhile, an approval or feedback, is dropped).
 function editButton(card, faq) {
   if (!writable) return "";
   const wrap = el("div", { class: "edit" });
   const open = el("button", { class: "faq-edit-open secondary small", type: "button", text: "Edit" });
-  open.addEventListener("click", () => {
+  open.addEventListener("click", async () => {
     open.hidden = true;
-    wrap.append(faqForm(faq, async (key, f) => {
-      await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`, { method: "PUT",
-        headers: { "Content-Type": "application/json", "X-API-Key": key }, body: JSON.stringify(f) });
+    let fresh = faq;
+    try {
+      fresh = (await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`)).body;
+    } catch (err) {
+      open.hidden = false;
+      wrap.append(el("p", { class: "error", text: err.message || String(err) }));
+      return;
+    }
+    wrap.append(faqForm(fresh, async (key, f) => {
+      await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`, { method: "PUT", body: JSON.stringify(f),
+        headers: { "Content-Type": "application/json", "X-API-Key": key, "If-Match": `"${fresh.revision}"` } });
       const { body } = await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`);
       $(".faq-question", card).textContent = body.questions[0].text;
       $(".faq-answer", card).textContent = body.answer;
