@@ -49,6 +49,29 @@ def test_the_console_fits_desktop_and_phone_widths(browser, server, width):  # n
         assert pg.evaluate(WIDE) <= 0, "queries"
 
 
+def test_words_longer_than_the_line_break_instead_of_scrolling_sideways(browser, server):  # noqa: F811
+    """A question, id or category of one long word (no space to break at) made the page 33,000 px
+    wide at 390 and 1280 px: the matched question, the FAQ's title and its category badge overflowed."""
+    word = "verylongquestion" + "w" * 600
+    r = httpx.post(f"{server}/indexes/support/faqs", json={"faqs": [{"id": "long-" + "x" * 150, "answer": "a" * 800,
+                   "category": "c" * 200, "questions": [word]}]}, headers={"X-API-Key": KEY}, timeout=60)
+    assert r.status_code == 200, r.text
+    try:
+        for width in (390, 1280):
+            with _open(browser, server, width=width) as pg:
+                unlock(pg, KEY)
+                ask(pg, word)
+                assert pg.evaluate(WIDE) <= 0, ("ask", width)
+                pg.click("#tab-faqs")
+                search_faqs(pg, word)
+                card = pg.locator("#faq-list .faq").first
+                card.locator("summary").click()
+                card.locator(".questions li").first.wait_for(timeout=15000)
+                assert pg.evaluate(WIDE) <= 0, ("faqs", width)
+    finally:
+        httpx.delete(f"{server}/indexes/support/faqs/long-" + "x" * 150, headers={"X-API-Key": KEY}, timeout=60)
+
+
 def test_the_decision_is_on_top_with_the_other_answers_below(page, server):
     ask(page, SEVERAL)
     decision = page.locator("#answers > .decision")
