@@ -165,6 +165,8 @@ def test_an_faq_is_created_then_edited_through_the_forms(page, server):
     assert card.locator(".faq-question").inner_text() == saved["questions"][0]["text"]  # a kept question first
     assert card.locator(".questions li").count() == 3
     assert (saved["answer"], saved["category"]) == ("Yes: gift cards from 10 to 200; they never expire.", "gifts")
+    assert card.locator("summary .faq-category").inner_text() == "gifts"  # the summary follows the save
+    assert card.locator("summary .faq-count").inner_text() == "3 questions"
     assert api_ask(server, "do gift cards expire")["answers"][0]["faq_id"] == "gft-01"
 
 

@@ -434,3 +434,18 @@ def test_an_older_slower_answer_never_overwrites_a_newer_one(page):
         return [out.textContent, busyAfterNew, out.hasAttribute("aria-busy")];
     }""")
     assert result == ["new", True, False]
+
+
+def test_tabs_say_which_is_selected_and_arrow_keys_move_between_them(page):
+    """The tab list had role=tab without aria-selected, and only the mouse or Tab moved between tabs."""
+    assert page.get_attribute("#tab-ask", "aria-selected") == "true"
+    assert page.get_attribute("#tab-faqs", "aria-selected") == "false"
+    page.focus("#tab-ask")
+    page.keyboard.press("ArrowRight")
+    assert page.get_attribute("#tab-faqs", "aria-selected") == "true" and page.is_visible("#panel-faqs")
+    assert page.evaluate("document.activeElement.id") == "tab-faqs"
+    page.keyboard.press("End")
+    assert page.get_attribute("#tab-queries", "aria-selected") == "true"
+    page.keyboard.press("ArrowRight")  # wraps round to the first
+    assert page.get_attribute("#tab-ask", "aria-selected") == "true" and page.is_visible("#panel-ask")
+    assert page.get_attribute("#tab-ask", "tabindex") == "0" and page.get_attribute("#tab-queries", "tabindex") == "-1"

@@ -278,8 +278,8 @@ function faqCard(f) {
       el("span", { class: "faq-answer", text: f.answer }),
       el("span", { class: "meta" },
         el("span", { class: "faq-id", text: f.id }),
-        f.category ? el("span", { class: "badge", text: f.category }) : "",
-        el("span", { class: "muted", text: plural(f.questions, "question") }),
+        Object.assign(el("span", { class: "badge faq-category", text: f.category || "" }), { hidden: !f.category }),
+        el("span", { class: "muted faq-count", text: plural(f.questions, "question") }),
         f.score === undefined ? "" :
           el("span", { class: "score", title: "similarity to the search", text: f.score.toFixed(3) }))));
   card.addEventListener("toggle", () => { if (card.open && !card.dataset.loaded) showFaq(card, f.id); });
@@ -360,6 +360,9 @@ function editButton(card, faq) {
       $(".faq-answer", card).textContent = body.answer;
       $(".faq-body > .answer-text", card).textContent = body.answer;
       $(".faq-body > h3", card).textContent = plural(body.questions.length, "question");
+      $(".faq-count", card).textContent = plural(body.questions.length, "question"); // the summary too
+      $(".faq-category", card).textContent = body.category || "";
+      $(".faq-category", card).hidden = !body.category;
       $(".faq-body > .questions", card).replaceChildren(...body.questions.map((q) => questionItem(q, faq.id)));
       titles.set(faq.id, body.questions[0].text);
       return "Saved: the index answers with it now.";
@@ -473,7 +476,12 @@ function queryRow(q) {
 // ---- tabs and start-up -----------------------------------------------------------------------
 const loaders = { faqs: listFaqs, gaps: listGaps, queries: listQueries };
 function selectTab(name) {
-  document.querySelectorAll("nav button").forEach((b) => b.classList.toggle("active", b.dataset.tab === name));
+  document.querySelectorAll("nav button").forEach((b) => {
+    const on = b.dataset.tab === name;
+    b.classList.toggle("active", on);
+    b.setAttribute("aria-selected", String(on));
+    b.tabIndex = on ? 0 : -1; // one stop in the tab order; the arrow keys move between tabs
+  });
   document.querySelectorAll(".panel").forEach((p) => { p.hidden = p.id !== `panel-${name}`; });
   if (loaders[name]) loaders[name]();
 }
@@ -540,7 +548,18 @@ async function start() {
   $("#gaps-refresh").addEventListener("click", listGaps);
   $("#queries-refresh").addEventListener("click", listQueries);
   $("#only-unanswered").addEventListener("change", listQueries);
-  document.querySelectorAll("nav button").forEach((b) => b.addEventListener("click", () => selectTab(b.dataset.tab)));
+  const tabs = [...document.querySelectorAll("nav button")];
+  tabs.forEach((b, i) => {
+    b.addEventListener("click", () => selectTab(b.dataset.tab));
+    b.addEventListener("keydown", (event) => { // the tab list's keys (WAI-ARIA): arrows, Home and End
+      const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[event.key];
+      if (to === undefined) return;
+      event.preventDefault();
+      const next = tabs[(to + tabs.length) % tabs.length];
+      selectTab(next.dataset.tab);
+      next.focus();
+    });
+  });
   try {
     const { body } = await api("/health");
     access = body.access || access;
