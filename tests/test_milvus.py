@@ -258,3 +258,33 @@ def test_full_width_words_match_their_ascii_forms_in_milvus_bm25(tmp_path, monke
     if not made_before:  # the ASCII forms find the full-width questions
         assert found("APP") == {"1", "4"} and found("12") == {"3"}
     e.close()
+
+
+def test_a_second_index_of_the_same_name_in_one_milvus_is_refused_and_drop_spares_the_other(tmp_path, monkeypatch):
+    """Milvus stores an index under its name: a second index directory of that name on the same
+    Milvus replaced the first one's data at ingest (its refit or drop then broke the other). It is
+    refused, naming the fix; ingesting the same index again is not; a drop spares data another index
+    took the name for."""
+    import faqsearch.backends.milvus.backend as milvus_backend
+    from faqsearch.errors import InvalidOptionError
+    from faqsearch.manage import drop_index
+
+    uri = str(tmp_path / "m.db")
+    first, second = str(tmp_path / "a" / "mv"), str(tmp_path / "b" / "mv")
+    FAQSearch.build(CORPUS, first, encoder=FakeEncoder(), backend="milvus", uri=uri).close()
+    with pytest.raises(InvalidOptionError, match="already stores another index directory as 'faqsearch_mv'.*--collection"):
+        FAQSearch.build(CORPUS[:3], second, encoder=FakeEncoder(), backend="milvus", uri=uri)
+    with FAQSearch.open(first, encoder=FakeEncoder()) as again:
+        assert again.info()["counts"]["faqs"] == len(CORPUS)  # untouched
+    FAQSearch.build(CORPUS[:4], first, encoder=FakeEncoder(), backend="milvus", uri=uri, replace=True).close()  # its own
+    FAQSearch.build(CORPUS[:3], second, encoder=FakeEncoder(), backend="milvus", uri=uri, collection="faqsearch_mv_b").close()
+    with FAQSearch.open(second, encoder=FakeEncoder()) as o:
+        assert o.info()["counts"]["faqs"] == 3
+    # the name taken over behind the first index's back (as before this check): dropping it spares the new owner
+    third = str(tmp_path / "c" / "mv")
+    monkeypatch.setattr(milvus_backend, "_refuse_a_name_in_use", lambda *a: None)
+    FAQSearch.build(CORPUS[:2], third, encoder=FakeEncoder(), backend="milvus", uri=uri).close()
+    monkeypatch.undo()
+    drop_index(first)
+    with FAQSearch.open(third, encoder=FakeEncoder()) as t:
+        assert t.info()["counts"]["faqs"] == 2 and t.ask(CORPUS[0].questions[0], mode="dense").answers

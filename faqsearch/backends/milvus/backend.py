@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import re
 from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
+from ...index import config as cfg
 from ...index.format import CONFIG, VECTORS, WHITENING, BackendSection, Config
 from ...corpus import faq_hash
 from ...errors import CorpusError, FAQSearchError, IndexFormatError, InvalidOptionError
@@ -23,6 +25,8 @@ from ..base import Opened, delta_limit
 from .collection import _ALL, ALIVE, BATCH, INDEX_TYPES, Collection, client, collections
 from .faces import MilvusIndex, MilvusStore
 from .shared import Meta, drop_shared
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ...index.snapshot import Snapshot
@@ -115,10 +119,14 @@ class MilvusBackend:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,200}", base):
             raise InvalidOptionError(f"--collection {base!r}: use letters, digits and underscores, starting with a "
                                      "letter")
-        client(uri).close()  # unreachable or missing extra: fail now
         from ...index.address import remote_of
 
         shared = {"shared": True} if remote_of(path) is not None else {}  # lives in Milvus alone (shared.py)
+        c = client(uri)  # unreachable or missing extra: fail now
+        try:
+            _refuse_a_name_in_use(c, base, path, uri, bool(shared), storage.collection)
+        finally:
+            c.close()
         return {"kind": "milvus", "uri": uri, "base": base, "index_type": index_type.lower(), **shared}
 
     def check_faqs(self, faqs, questions=()) -> None:
@@ -158,10 +166,17 @@ class MilvusBackend:
         drop_stale(config.backend.to_dict())
 
     def drop(self, config: Config) -> None:
-        """Drop the alias and every collection of this index."""
+        """Drop the alias and every collection of this index; where the alias names a collection this
+        index never had (another index took the name since), Milvus is left alone."""
         spec = config.backend.to_dict()
         c = client(spec["uri"], spec.get("token"))
         try:
+            live = _live(c, spec["base"])
+            if live is not None and live not in (spec.get("collection"), spec.get("previous")) and \
+                    not spec.get("shared"):
+                log.warning("Milvus at %s stores another index as %r now (collection %s, not this index's %s): "
+                            "its data is left alone", spec["uri"], spec["base"], live, spec.get("collection"))
+                return
             try:
                 c.drop_alias(spec["base"])
             except Exception:  # noqa: BLE001 - no alias left: nothing to drop
@@ -371,9 +386,43 @@ def _new_collection(spec: dict[str, Any], generation: int, dim: int, dim_in: int
     return {**spec, "collection": name, "previous": previous, "generation": generation}
 
 
+def _live(c, base: str) -> str | None:
+    """The collection the alias ``base`` names (an index's current one), None where there is none."""
+    return next((n for n in collections(c)
+                 if n.startswith(f"{base}__g") and base in c.list_aliases(n).get("aliases", [])), None)
+
+
+def _owns(path: str, uri: str, base: str) -> bool:
+    """Whether the index at ``path`` is the one stored in Milvus as ``base`` at ``uri`` (its config says so)."""
+    from ...index.directory import resolve
+
+    try:
+        spec = cfg.load_config(resolve(path, sync_remote=False), path).backend
+    except FAQSearchError:
+        return False
+    spec = spec.to_dict() if spec is not None else {}
+    return spec.get("kind") == "milvus" and spec.get("base") == base and spec.get("uri") == uri
+
+
+def _refuse_a_name_in_use(c, base: str, path: str, uri: str, shared: bool, named: str | None) -> None:
+    """Two indexes stored under one name in one Milvus write the same alias and collections: the second
+    ingest replaced the first one's data, and a later refit or drop of either broke the other. Ingesting
+    again the index that holds the name is fine (its own directory, or the shared index by address)."""
+    if _live(c, base) is None:
+        return
+    from .shared import meta_name
+
+    held_shared = meta_name(base) in collections(c)
+    if (held_shared and shared) or (not shared and not held_shared and _owns(path, uri, base)):
+        return
+    owner = "an index that lives in Milvus (milvus://...)" if held_shared else "another index directory"
+    fix = "give --collection another name" if named else "ingest under another --index name, or give --collection NAME"
+    raise InvalidOptionError(f"Milvus at {uri} already stores {owner} as {base!r}; this ingest would replace its data. "
+                             f"{fix[0].upper() + fix[1:]} (letters, digits and underscores), or drop that index first")
+
+
 def _switch_alias(c, base: str, collection: str) -> str | None:
-    before = next((n for n in collections(c)
-                   if n.startswith(f"{base}__g") and base in c.list_aliases(n).get("aliases", [])), None)
+    before = _live(c, base)
     if before is None:
         c.create_alias(collection, base)
     else:
