@@ -103,7 +103,9 @@ class TextTypeError(InvalidOptionError, TypeError):
 
 
 class StorageError(FAQSearchError):
-    """A write failed for lack of space or permission: nothing was committed, the index is as it was."""
+    """A write failed for lack of space or permission, or the storage service (Milvus) failed or could
+    not be reached: nothing was committed, the index is as it was (HTTP 503: the server's state, not
+    the request, is at fault)."""
 
 
 class VersionNotFoundError(FAQSearchError):

@@ -288,3 +288,27 @@ def test_a_second_index_of_the_same_name_in_one_milvus_is_refused_and_drop_spare
     drop_index(first)
     with FAQSearch.open(third, encoder=FakeEncoder()) as t:
         assert t.info()["counts"]["faqs"] == 2 and t.ask(CORPUS[0].questions[0], mode="dense").answers
+
+
+def test_a_collection_the_server_released_is_loaded_again_on_the_next_read(tmp_path, caplog):
+    """A Milvus server that restarted loads no collection until asked: every ask failed ("in state
+    'released'", a 500 from the service) until another process loaded it. A read loads it and asks
+    again; a read Milvus fails is a StorageError (the service's 503), not a raw pymilvus error."""
+    from pymilvus import MilvusClient
+
+    from faqsearch.errors import StorageError
+
+    uri = str(tmp_path / "m.db")
+    with FAQSearch.build(CORPUS, str(tmp_path / "ix"), encoder=FakeEncoder(), backend="milvus", uri=uri) as e:
+        text = CORPUS[1].questions[0]
+        assert e.ask(text, mode="dense").answers[0].faq_id == CORPUS[1].id
+        name = e.config.backend.to_dict()["collection"]
+        c = MilvusClient(uri)
+        c.release_collection(name)
+        with caplog.at_level("WARNING"):
+            assert e.ask(text, mode="hybrid").answers[0].faq_id == CORPUS[1].id
+        assert any("released collection" in r.getMessage() for r in caplog.records)
+        c.drop_collection(name)  # gone altogether: one line, not a traceback
+        with pytest.raises(StorageError, match=f"failed to read collection {name}"):
+            e.ask(text + " again", mode="dense")
+        c.close()

@@ -11,8 +11,8 @@ import time
 from typing import Any
 
 from ..errors import (ChangedMeanwhileError, CorpusError, DuplicateFAQError, FAQSearchError, IndexFormatError,
-                      IndexNotFoundError, InvalidOptionError, MissingExtraError, StaleRevisionError, UnknownFAQError,
-                      VersionNotFoundError, WritesDisabledError)
+                      IndexNotFoundError, InvalidOptionError, MissingExtraError, StaleRevisionError, StorageError,
+                      UnknownFAQError, VersionNotFoundError, WritesDisabledError)
 from ..index.format import STORE
 from .logs import log_request, uvicorn_logging
 from .metrics import Metrics
@@ -27,7 +27,7 @@ STATUS = [(Unauthorized, 401), (Forbidden, 403), (UnknownFAQError, 404), (IndexN
           (VersionNotFoundError, 404),
           (DuplicateFAQError, 409), (ChangedMeanwhileError, 409), (CorpusError, 422), (InvalidOptionError, 422),
           (WritesDisabledError, 403), (StaleRevisionError, 412),
-          (IndexFormatError, 503), (FAQSearchError, 400)]
+          (IndexFormatError, 503), (StorageError, 503), (FAQSearchError, 400)]
 
 
 def status_for(exc: FAQSearchError) -> int:

@@ -68,7 +68,7 @@ ERRORS = {
     412: "If-Match: the FAQ changed since that revision was read; nothing was written",
     413: "the request body is over the server's limit",
     422: "invalid request: the error names the field (detail lists each)",
-    503: "the index cannot be read (the server log has the details)",
+    503: "the index cannot be read or written: damaged, a full disk, or Milvus down (the error says which)",
 }
 
 

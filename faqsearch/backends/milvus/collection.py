@@ -34,7 +34,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ...errors import FAQSearchError, MissingExtraError, said
+from ...errors import FAQSearchError, MissingExtraError, StorageError, said
 from ...lexical import tokenize
 
 log = logging.getLogger(__name__)
@@ -129,12 +129,45 @@ def client(uri: str, token: str | None = None):
             raise FAQSearchError(f"cannot open the milvus-lite file {uri} ({said(exc)}). "
                                  "milvus-lite lets one process use a file at a time: stop the other process (a running "
                                  "`faqsearch serve`?), or run a Milvus server for several processes") from None
-        raise FAQSearchError(f"cannot reach Milvus at {uri} ({exc}); check that the server runs, and --uri (a local "
+        raise StorageError(f"cannot reach Milvus at {uri} ({exc}); check that the server runs, and --uri (a local "
                              ".db file for milvus-lite, or http://host:19530 for a server) or the index address "
                              "(milvus://host:19530/NAME)") from None
     finally:
         for lg, level in zip(quiet, levels):
             lg.setLevel(level)
+
+
+class Reloading:
+    """A client whose reads load a collection the server released and ask again, once: a Milvus server
+    that restarted loads no collection until asked, and every search failed ("collection ... is in
+    state 'released'") until some other process loaded it. Writes pass as they are."""
+
+    READS = ("search", "query", "get")
+
+    def __init__(self, inner, uri: str):
+        self._inner, self._uri = inner, uri
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._inner, name)
+        if name not in self.READS:
+            return attr
+
+        def read(collection_name, *args, **kwargs):
+            try:
+                try:
+                    return attr(collection_name, *args, **kwargs)
+                except Exception as exc:  # noqa: BLE001 - pymilvus' error for it has no class of its own
+                    if "released" not in str(exc) and "not loaded" not in str(exc).lower():
+                        raise
+                    log.warning("Milvus had released collection %s (a restart?): loading it again", collection_name)
+                    self._inner.load_collection(collection_name)
+                    return attr(collection_name, *args, **kwargs)
+            except FAQSearchError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a server down or failing: said in one line (HTTP 503)
+                raise StorageError(f"Milvus at {self._uri} failed to read collection {collection_name} ({said(exc)}); "
+                                   "check that the server runs and this machine reaches it, then retry") from None
+        return read
 
 
 def _quote(value: Any) -> str:
@@ -169,7 +202,7 @@ class Collection:
         self.dim = dim
         self.dim_in = dim_in
         self.next_id = next_id
-        self.client = client(self.uri, spec.get("token"))
+        self.client = Reloading(client(self.uri, spec.get("token")), self.uri)
         if not self.client.has_collection(self.collection):
             raise FAQSearchError(f"Milvus collection {self.collection} is missing at {self.uri}; re-run "
                                  "faqsearch ingest --backend milvus")
