@@ -30,8 +30,8 @@ from .index.directory import Writer, stamp
 from .results import EditReport
 from .search import QueryEncoder, Searcher
 from .index.snapshot import ClosedSnapshot, Snapshot, open_snapshot
-from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, chosen_again, needs_recalibration, refit_calibration,
-                     refit_config, self_tune, recalibrated, ingest_tuned, threshold_changes, min_confidence_changes)
+from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, chosen_again, refit_calibration,
+                     refit_config, self_tune, recalibrate_after_edit, ingest_tuned, threshold_changes, min_confidence_changes)
 from .tuning.learn import LearnReport, learn
 
 
@@ -203,8 +203,7 @@ class FAQSearch(Asking):
             report.added_questions, report.removed_questions = snap.backend.apply(writer, snap, plan, raw, plan.source)
             kept = report.removed_questions and snap.backend.kind == "embedded"  # Milvus keeps no versions
             report.previous_version = os.path.basename(snap.version) if kept else None
-        if needs_recalibration(self._snap.config, int(self._snap.config.counts.questions)):  # grown or shrunk by a tenth
-            self._set_config("recalibrate", recalibrated(lambda: self._queries.encoder))
+        recalibrate_after_edit(self._set_config, self._snap.config, lambda: self._queries.encoder, made_by)  # by a tenth
         return report
 
     def add(self, corpus, columns: Columns | None = None, fmt: str | None = None, progress: bool = False) -> EditReport:

@@ -114,6 +114,37 @@ def test_a_self_calibrated_threshold_follows_the_index_as_it_grows(tmp_path, sma
     assert given.config["confidence"]["questions"] == 7
 
 
+def test_an_edit_is_committed_when_choosing_the_confidence_again_fails(tmp_path, small_corpus, fake_encoder,
+                                                                       monkeypatch, caplog):
+    """The recalibration after an edit is a commit of its own: Milvus going down there (or a full disk)
+    raised a traceback after the edit had been committed, which read as a failed edit. It is a warning
+    now; the edit stands, and the next one tries again."""
+    from faqsearch.errors import StorageError
+    from faqsearch.tuning import threshold
+
+    e = FAQSearch.build(small_corpus, str(tmp_path / "ix"), encoder=fake_encoder)
+    before = e.config["calibration"]
+
+    def down(encoder):
+        def changes(snap):
+            raise StorageError("cannot reach Milvus at http://127.0.0.1:1 (down)")
+        return changes
+
+    monkeypatch.setattr(threshold, "recalibrated", down)
+    new = tmp_path / "new.csv"
+    new.write_text("id,question,answer\n9,Where is my parcel?,Track it.\n", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        report = e.add(str(new))
+    assert report.added_faqs == ["9"] and e.show("9")["answer"] == "Track it."
+    assert any("the add is committed, but choosing the index's confidence again failed" in r.getMessage()
+               for r in caplog.records)
+    assert e.config["calibration"] == before  # not chosen again: the next edit tries
+    monkeypatch.undo()
+    e.add([{"id": "10", "question": "Do you ship abroad?", "answer": "Yes."}])
+    assert e.config["calibration"]["questions"] == 8
+    e.close()
+
+
 def test_a_confidence_that_cannot_be_learned_again_is_kept(tmp_path, small_corpus, fake_encoder, monkeypatch):
     """An edit's recalibration whose fit fails (too few right or wrong answers for a moment) keeps the
     confidence the index had, beside a given threshold too: it used to store none, and nothing learned

@@ -131,6 +131,12 @@ def test_cli_versions_restore_and_the_undo_line(tmp_path, run):
     assert out.exit_code == 0 and f"Restored {old}" in out.output and len(content(path)) == 12
     bad = run("restore", "v12345678", "--index", path)
     assert bad.exit_code != 0 and "keeps v" in bad.output and "Traceback" not in bad.output
+    # restoring the live version changes nothing: it added a version and pushed the oldest kept one out
+    live, kept = version(path).name, [r["version"] for r in json.loads(run("versions", "--index", path, "--json").output)["versions"]]
+    again = run("restore", live, "--index", path)
+    assert again.exit_code == 0 and f"{live} is the live version already; nothing changed" in again.output
+    assert version(path).name == live
+    assert [r["version"] for r in json.loads(run("versions", "--index", path, "--json").output)["versions"]] == kept
 
 
 def test_restore_where_there_is_no_index_says_so_and_makes_nothing(tmp_path):

@@ -101,5 +101,7 @@ def restore(path: str | os.PathLike, version: str) -> str:
             raise VersionNotFoundError(f"the index at {path} keeps no version {version!r}; it keeps "
                                        f"{', '.join(known) or 'none'} (`faqsearch versions --index {path}`; over HTTP, GET .../versions)")
         src = os.path.join(path, version)
+        if os.path.realpath(src) == os.path.realpath(resolve(path, sync_remote=False)):
+            return version  # already live: a restore would add a version and push the oldest kept one out
         config = _config(src)
         return backend_for(config).restore(writer, src, config)  # refused by a backend that keeps no versions

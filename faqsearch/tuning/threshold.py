@@ -13,6 +13,7 @@ same number means the same on every index of one encoder. Nothing here writes: t
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..confidence import ConfidenceModel, check_probability
 from ..defaults import SELF_THRESHOLD_MIN, THRESHOLD_RANGE, UNKNOWN_SHARE
-from ..errors import FAQSearchError, InvalidOptionError, TooFewVariantsError
+from ..errors import ChangedMeanwhileError, FAQSearchError, InvalidOptionError, StorageError, TooFewVariantsError
 from ..evaluation import LabelledQuery, check_gold
 from ..index.format import Config
 from ..search import fuse
@@ -28,6 +29,8 @@ from ..text import non_latin_share
 from . import confidence as conf
 from .fusion import FusionReport, tune_fusion, variant_rounds
 from .transform import default_offtopic
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -299,6 +302,21 @@ def recalibrated(encoder: Callable[[], Any]) -> Callable[[Any], dict[str, Any]]:
     decided again on the snapshot they are committed on: a threshold given since the edit stays."""
     return lambda snap: self_tuned(snap, encoder(), fusion=False, threshold=needs_recalibration(
         snap.config, int(snap.config.counts.questions)) == "threshold")
+
+
+def recalibrate_after_edit(set_config: Callable[..., None], config: Config, encoder: Callable[[], Any],
+                           made_by: str) -> None:
+    """After an edit that grew or shrank the index by a tenth, its threshold or confidence chosen again
+    (``set_config(made_by, changes_of)``, a commit of its own). The edit is committed by then: a storage
+    failure here (Milvus down, a full disk) or another writer's commit is a warning, not an error that
+    reads as if the edit had failed; the next edit tries again."""
+    if not needs_recalibration(config, int(config.counts.questions) if config.counts is not None else 0):
+        return
+    try:
+        set_config("recalibrate", recalibrated(encoder))
+    except (StorageError, ChangedMeanwhileError) as exc:
+        log.warning("the %s is committed, but choosing the index's confidence again failed (%s); the next edit "
+                    "tries again (or run: faqsearch tune confidence auto)", made_by, exc)
 
 
 def needs_recalibration(config: Config, questions: int) -> str | None:

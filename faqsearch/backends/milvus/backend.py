@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from ...index import config as cfg
-from ...index.format import CONFIG, VECTORS, WHITENING, BackendSection, Config
+from ...index.format import CONFIG, CURRENT, VECTORS, WHITENING, BackendSection, Config
 from ...corpus import faq_hash
 from ...errors import CorpusError, FAQSearchError, IndexFormatError, InvalidOptionError
 from ...progress import progress_bar
@@ -394,10 +394,13 @@ def _live(c, base: str) -> str | None:
 
 def _owns(path: str, uri: str, base: str) -> bool:
     """Whether the index at ``path`` is the one stored in Milvus as ``base`` at ``uri`` (its config says so)."""
-    from ...index.directory import resolve
-
+    try:  # the live version (CURRENT names it; the plain layout keeps its files in the index folder)
+        with open(os.path.join(path, CURRENT), encoding="utf-8") as fh:
+            version = os.path.join(path, fh.read().strip())
+    except OSError:
+        version = path
     try:
-        spec = cfg.load_config(resolve(path, sync_remote=False), path).backend
+        spec = cfg.load_config(version, path).backend
     except FAQSearchError:
         return False
     spec = spec.to_dict() if spec is not None else {}

@@ -150,14 +150,16 @@ def learn(index, minutes, epochs, no_log, out, threads):
     configure_torch(threads)
     with FAQSearch.open(index, threads=threads) as engine:
         report = engine.learn(minutes=minutes, epochs=epochs, progress=out.progress, from_log=not no_log)
-        path = engine.path
+        path, kind = engine.path, engine.config.backend_kind
     if out.json:
         click.echo(dump({"index": path, **report.to_dict()}))
         return
     click.echo(f"{'Kept' if report.kept else 'Not kept'}: {gain(report.before, report.after)} (trained on "
                f"{report.pairs} pairs{f' ({report.logged} of them logged queries)' if report.logged else ''}, "
                f"{len(report.loss)} epochs, {report.seconds.get('total', 0):.0f} s).")
-    click.echo(f"The index now answers with {report.encoder} (version {report.version}); `faqsearch restore` undoes it."
+    undo = "; `faqsearch restore` undoes it" if kind == "embedded" else \
+        " (Milvus keeps no versions to restore: `faqsearch learn` again, or ingest, to change it)"
+    click.echo(f"The index now answers with {report.encoder} (version {report.version}){undo}."
                if report.kept else "The index keeps its encoder; nothing changed.")
     for note in report.notes if report.kept else ():
         click.echo(f"Note: {note}.")

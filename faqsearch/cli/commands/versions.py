@@ -57,5 +57,7 @@ def restore(version, index, out):
     live = restore_version(path, version)
     if out.json:
         click.echo(dump({"restored": version, "version": live}))
+    elif live == version:
+        click.echo(f"{version} is the live version already; nothing changed.")
     else:
         click.echo(f"Restored {version} as the new live version {live}.")
