@@ -8,7 +8,10 @@ def said(exc: BaseException, limit: int = 200) -> str:
     """The first line of what a failing call said (its class name where it said nothing), for an
     error message that wraps a foreign library's exception."""
     text = str(exc).strip()
-    return text.splitlines()[0][:limit] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    line = text.splitlines()[0]
+    return line if len(line) <= limit else line[:limit].rsplit(" ", 1)[0] + " ..."  # whole words
 
 
 class FAQSearchError(Exception):

@@ -235,3 +235,13 @@ def test_a_wrong_column_name_points_at_the_header_line(tmp_path):
     records.write_text('\n{"text": "hello", "label": "f1"}\n', encoding="utf-8")
     with pytest.raises(CorpusError, match=r"q.jsonl:2: no gold FAQ id column"):
         read_labelled_queries(str(records))
+
+
+def test_a_foreign_error_is_said_in_whole_words():
+    """`said` cut a long message mid-word ("check that the serve"): it ends at a word, marked as cut."""
+    from faqsearch.errors import said
+
+    text = "cannot reach Milvus at http://127.0.0.1:19530 (connection refused); check that the server runs"
+    assert said(Exception(text)) == text and said(Exception(""), 10) == "Exception"
+    assert said(Exception(text), 60) == "cannot reach Milvus at http://127.0.0.1:19530 (connection ..."
+    assert said(Exception("first line\nsecond")) == "first line"

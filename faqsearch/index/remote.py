@@ -73,8 +73,8 @@ def sync(path: str, remote: Remote, force: bool = False, locked: bool = False) -
             if warn:
                 _warned[path] = time.monotonic()
         if warn:
-            log.warning("cannot read the newest commit of %s (%s); answering from the version this machine has",
-                        remote.address, said(exc))
+            log.warning("cannot read the newest commit of %s (%s); reading on with the version this machine "
+                        "last took", remote.address, said(exc))
 
 
 def _sync(path: str, remote: Remote, locked: bool) -> None:
