@@ -104,6 +104,9 @@ class Output:
 
 def setup_logging(quiet: bool, bars: bool = True) -> None:
     logging.basicConfig(level=logging.ERROR if quiet else logging.WARNING, format="%(levelname)s: %(message)s")
+    # pymilvus warns with a traceback at every reconnection try (hundreds of lines while a server is down);
+    # faqsearch says what failed, and what to do, in one line
+    logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
     if quiet or not bars:  # also silences bars of libraries we call (progress.library_bars reads it)
         os.environ["TQDM_DISABLE"] = "1"
 
