@@ -31,13 +31,17 @@ def list_faqs(store, limit: int | None = None, offset: int = 0, category: str | 
 
 
 def _size(path: str) -> int:
-    total = 0
+    """Bytes on disk under ``path``, a file hard-linked into several versions counted once (as du does)."""
+    total, seen = 0, set()
     for root, _, files in os.walk(path):
         for f in files:
             try:
-                total += os.lstat(os.path.join(root, f)).st_size
+                st = os.lstat(os.path.join(root, f))
             except OSError:
-                pass
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
     return total
 
 
