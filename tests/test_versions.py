@@ -137,6 +137,11 @@ def test_cli_versions_restore_and_the_undo_line(tmp_path, run):
     assert again.exit_code == 0 and f"{live} is the live version already; nothing changed" in again.output
     assert version(path).name == live
     assert [r["version"] for r in json.loads(run("versions", "--index", path, "--json").output)["versions"]] == kept
+    # an edit made inside the live version is said beside what made it (its counts include it)
+    assert run("add", write_corpus(tmp_path, [("new-1", "a new question", "a new answer", "", "{}")], "new.csv"),
+               "--index", path).exit_code == 0
+    text = run("versions", "--index", path).output
+    assert ", then add" in text and "its counts include them" in text
 
 
 def test_restore_where_there_is_no_index_says_so_and_makes_nothing(tmp_path):
