@@ -1,7 +1,7 @@
 """The Milvus backend's writes: a build fills a new collection, an edit writes rows of generation
 G+1 and marks removed rows dead at G+1, a rebuild (refit, tune, compaction) copies the live rows
 into a new collection and switches the alias. Each commits a new version directory (config.json and
-whitening.npz, kilobytes) through the index's Writer, so readers switch in one step.
+whitening.npz, about 2 MB for MiniLM) through the index's Writer, so readers switch in one step.
 """
 from __future__ import annotations
 
