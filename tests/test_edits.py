@@ -518,3 +518,23 @@ def test_an_edit_made_from_an_old_read_is_refused_and_changes_nothing(engine):
     assert "words that came meanwhile" in [q["text"] for q in engine.show("3")["questions"]]
     with pytest.raises(UnknownFAQError):
         engine.update([form], revisions={"nope": "0" * 16})
+
+
+def test_approving_a_generated_question_makes_it_the_persons_and_augment_remove_keeps_it(engine):
+    """An approved (or fed back) phrasing that a generator had put there stayed 'generated', so
+    `augment --remove` deleted what a person had approved. It becomes theirs; a text the FAQ has up to
+    case and spacing is not added twice, nor are two that read alike in one approval."""
+    from faqsearch.edits import plan as plans
+
+    engine._edit("augment", lambda s: plans.Edit("generated", new_questions=[("3", "a generated wording for three"),
+                                                                             ("5", "generated words for five")]))
+    assert {q["text"]: q["source"] for q in engine.show("3")["questions"]}["a generated wording for three"] == "generated"
+    r = engine.approve("3", ["A generated wording  for three", "one more for three", "ONE MORE FOR THREE"]).to_dict()
+    assert (r["added_questions"], r["removed_questions"]) == (2, 1)
+    engine.feedback("generated words for five", "5")
+    engine.remove_generated()
+    three = {q["text"]: q["source"] for q in engine.show("3")["questions"]}
+    assert three["a generated wording for three"] == "approved" and three["one more for three"] == "approved"
+    assert "ONE MORE FOR THREE" not in three
+    assert {q["text"]: q["source"] for q in engine.show("5")["questions"]}["generated words for five"] == "feedback"
+    assert engine.approve("3", ["One more for three"]).to_dict()["added_questions"] == 0  # it has it

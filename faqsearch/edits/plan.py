@@ -206,16 +206,23 @@ MOVABLE = ("feedback", "approved", "generated")  # questions a person's feedback
 
 def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feedback") -> Edit:
     """"This query should have matched FAQ X": the query becomes a question of X. A text the FAQ
-    already has is left alone (an empty plan). Where the text is a question of another FAQ, it
-    would tie with itself there: one that feedback, an approval or a generator put there moves to
-    X (the latest judgement wins); one of that FAQ's own (corpus, added) is refused, naming it."""
+    already has (up to case and spacing) is left alone (an empty plan), unless only a generator put it
+    there: a person's judgement then makes it theirs (source feedback or approved), so that `augment
+    --remove` keeps it. Where the text is a question of another FAQ, it would tie with itself there:
+    one that feedback, an approval or a generator put there moves to X (the latest judgement wins);
+    one of that FAQ's own (corpus, added) is refused, naming it."""
     text = clean_text(query)
     if is_blank(text):
         raise InvalidOptionError("the query is blank (no visible characters); nothing to add")
     faq = _known(store, faq_id)
-    if text in {q["text"] for q in faq["questions"]}:
-        return Edit(source)
     key = read_alike(text)  # "HOW DO I PAY ?" ties with "How do I pay?" as exactly as the same text does
+    own = [q for q in faq["questions"] if read_alike(q["text"]) == key]
+    if own:
+        generated = [q for q in own if q["source"] == "generated"]
+        if source == "generated" or len(generated) < len(own):
+            return Edit(source)
+        return Edit(source, new_questions=[(faq_id, own[0]["text"])], removed_questions=[q["id"] for q in generated],
+                    touched_faqs=[faq_id])
     probe = max(re.findall(r"\w+", text), key=len, default=text)
     elsewhere = [(f["id"], q) for f in store.list_faqs(contains=probe) if f["id"] != faq_id
                  for q in (store.faq(f["id"]) or {"questions": []})["questions"] if read_alike(q["text"]) == key]
@@ -231,9 +238,11 @@ def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feed
 
 
 def plan_approve(store: StoreView, faq_id: str, texts: Sequence[str]) -> Edit:
-    """Phrasings a person approved become questions of an FAQ (source 'approved'); texts it has are skipped."""
+    """Phrasings a person approved become questions of an FAQ (source 'approved'); texts it has, and
+    the second of two that read alike (up to case and spacing), are skipped."""
     edits = [plan_feedback(store, t, faq_id, source="approved") for t in as_items(texts)]
-    return Edit("approved", new_questions=list(dict.fromkeys(q for e in edits for q in e.new_questions)),
+    new = list({read_alike(q[1]): q for e in reversed(edits) for q in reversed(e.new_questions)}.values())[::-1]
+    return Edit("approved", new_questions=new,
                 removed_questions=list(dict.fromkeys(q for e in edits for q in e.removed_questions)),
                 touched_faqs=sorted({f for e in edits for f in e.touched_faqs}))
 
