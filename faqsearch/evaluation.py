@@ -153,13 +153,22 @@ def check_gold(snap, queries: Sequence[LabelledQuery], source: str = "queries") 
     """A CorpusError naming the lines whose gold FAQ ids the index does not hold (a typo, another
     index): eval, and every tuning on labels, refuse them rather than learn from wrong labels."""
     known = snap.store.faq_ids()
-    unknown = [q for q in queries if not (q.gold & known)]
+    unknown = [q for q in queries if not q.gold <= known]  # one unknown id among several is a typo too
     if unknown:
-        shown = "; ".join(f"line {q.line}: {sorted(q.gold)}" for q in unknown[:5])
+        shown = "; ".join(f"line {q.line}: {sorted(q.gold - known)}" for q in unknown[:5])
         raise CorpusError(
             unknown[0].source or source, None,
             f"{len(unknown)} quer{'y has' if len(unknown) == 1 else 'ies have'} gold FAQ ids that the index does not "
             f"contain ({shown}{' ...' if len(unknown) > 5 else ''}); check the ids or the --index")
+    if len(queries) >= 10:  # a corpus file given for labelled queries: the index's own questions, all "right"
+        stored = {text for _, _, text in snap.store.all_questions()}
+        copies = sum(q.text in stored for q in queries)
+        if copies >= 0.8 * len(queries):
+            raise CorpusError(
+                queries[0].source or source, None,
+                f"{copies} of its {len(queries)} queries are questions the index holds, word for word: is it the "
+                "corpus? Labelled queries are what users asked, other wordings than the index's own (an index "
+                "answers its own questions right by construction)")
 
 
 def evaluate(searcher, queries: Sequence[LabelledQuery], batch_size: int = 32, progress: bool = False,

@@ -351,6 +351,22 @@ def test_what_labels_tuned_stays_and_what_the_index_chose_is_chosen_again(tmp_pa
                      ["tune", "fusion", bad, "--apply"], ["tune", "transform", bad, "--apply"]):
             r = run(*args, "--index", path)
             assert r.exit_code == 1 and "bad.csv: 1 query has gold FAQ ids" in r.output and "line 2" in r.output, r.output
+        # one unknown id among a query's several is a typo too (it was dropped in silence)
+        multi = tmp_path / "multi.csv"
+        multi.write_text("query,faq_id\nreset my password,acc-02|zzz-99\n", encoding="utf-8")
+        r = run("eval", multi, "--index", path)
+        assert r.exit_code == 1 and "line 2: ['zzz-99']" in r.output, r.output
+        # the corpus given as labelled queries: every metric 1.0, and a threshold learned from it
+        r = run("eval", os.path.join(SAMPLE, "faq.csv"),
+                "--index", path)
+        assert r.exit_code == 1 and "are questions the index holds, word for word: is it the corpus?" in r.output, r.output
+        # a threshold is not stored from a handful of labelled queries (3 chose one that answered a quarter)
+        few = tmp_path / "few.csv"
+        few.write_text("query,faq_id\nreset my password,acc-02\nwhere is my parcel,shp-03\nrefund please,ret-04\n",
+                       encoding="utf-8")
+        r = run("tune", "threshold", few, "--offtopic", os.path.join(SAMPLE, "offtopic.txt"), "--apply", "--index", path)
+        assert r.exit_code == 1 and "3 labelled queries: too few" in r.output and "nothing was changed" in r.output, r.output
+        assert run("tune", "threshold", few, "--offtopic", os.path.join(SAMPLE, "offtopic.txt"), "--index", path).exit_code == 0
     with FAQSearch.open(path, encoder=FakeEncoder()) as e:
         assert e.config["confidence"] == before
         e.set_threshold(tune_threshold(e.searcher(), read_labelled_queries(os.path.join(SAMPLE, "queries.csv")),

@@ -205,6 +205,8 @@ def test_the_operating_point_is_chosen_for_the_share_of_unknowns_given(tmp_path,
         assert "90% in-domain" in again.snapshot.confidence.stats["rule"]
     bad = run("tune", "confidence", "auto", "--unknowns", "1.5", "--index", path)
     assert bad.exit_code == 2 and "--unknowns" in bad.output
+    bad = run("tune", "confidence", "0.5", "--unknowns", "0.4", "--index", path)  # it said to do what was typed
+    assert bad.exit_code == 2 and "--unknowns goes with auto" in bad.output
     with FAQSearch.open(path, encoder=FakeEncoder()) as again:  # a confidence learned from labels has no unknowns
         again.set_threshold(tune_threshold(again.searcher(), read_labelled_queries(os.path.join(SAMPLE, "queries.csv")),
                                            read_texts(os.path.join(SAMPLE, "offtopic.txt"))))

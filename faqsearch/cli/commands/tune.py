@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import click
 
-from ...defaults import FOLDS
+from ...defaults import FOLDS, MIN_LABELLED
+from ...errors import InvalidOptionError
 from ..groups import FormerFlags
 from ..options import Finite, encoding_options, handles_errors, index_option, output_options
 from ..render import dump, fusion as print_fusion, percent, threshold as print_threshold, tune as print_tune
@@ -168,6 +169,11 @@ def threshold(queries, query_column, gold_column, index, self_supervised, offtop
 
 
 def _set_threshold(engine, report) -> None:
+    if report.chosen_by == "labelled" and report.positives < MIN_LABELLED:  # checked after the labels themselves
+        n = report.positives
+        raise InvalidOptionError(f"{n} labelled quer{'y' if n == 1 else 'ies'}: too few to choose the index's threshold "
+                                 f"from (--apply needs {MIN_LABELLED}; one chosen on a handful is far off either way). "
+                                 "Leave out --apply to see what they would choose; nothing was changed")
     engine.set_threshold(report)
     report.given = engine.snapshot.config.min_confidence  # a confidence the user set still decides: say so
 
@@ -201,6 +207,9 @@ def set_min_confidence(index, value: str, as_json: bool, unknowns: float | None 
 
     given = None
     if value.strip().lower() != "auto":
+        if unknowns is not None:  # the share chooses the index's own point: a P of one's own replaces it
+            raise click.UsageError(f"--unknowns goes with auto (the index chooses its operating point for that "
+                                   f"share); {value} is a confidence of your own, which needs no share")
         given = Finite(0, 1).convert(value, None, None)
     with FAQSearch.open(index) as engine:
         engine.set_min_confidence(given, unknowns)
