@@ -124,7 +124,7 @@ def test_ask_missing_index(run, tmp_path):
 
 def test_eval_and_info(run, tmp_path, small_corpus):
     ix = tmp_path / "ix"
-    assert "FAQs with one question each: a question on a topic no FAQ covers" in run(
+    assert "Fewer than 10 FAQs with several questions: a question on a topic no FAQ covers" in run(
         "ingest", small_corpus, "--index", ix, "-q").output
     q = tmp_path / "q.csv"
     q.write_text("query,faq_id\nforgot password,1\nreturn policy,3\nship abroad,4|2\n")
@@ -139,12 +139,12 @@ def test_eval_and_info(run, tmp_path, small_corpus):
     text = run("info", "--index", ix).output
     assert "transform:" in text and "lexical:    BM25 over words stemmed (Snowball English)" in text
     # too few FAQs with several questions: info says what that leaves undefended and how to change it
-    assert "note:       FAQs with one question each" in text and "tune threshold --self --apply" in text
+    assert "note:       fewer than 10 FAQs with several questions" in text and "tune threshold --self --apply" in text
     many = tmp_path / "many.csv"
     many.write_text("id,question,answer\n" + "".join(f"f{i},question about subject{i} variant{j},answer {i}\n"
                                                        for i in range(12) for j in range(3)))
     built = run("ingest", many, "--index", tmp_path / "many", "-q")
-    assert built.exit_code == 0 and "FAQs with one question each" not in built.output
+    assert built.exit_code == 0 and "FAQs with several questions" not in built.output
     text = run("info", "--index", tmp_path / "many").output
     assert "held-out question variants" in text and "note:" not in text
     assert run("tune", "confidence", "0.9", "--index", ix).exit_code == 0  # a bar of the user's own: no advice

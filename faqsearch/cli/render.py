@@ -164,8 +164,8 @@ def built(summary: dict[str, Any], path: str) -> None:
         if summary.get("threshold") is not None:
             click.echo(f"With --threshold, answers scoring below {summary['threshold']:.2f} are withheld instead")
         if single_questions_decide(summary):
-            click.echo("FAQs with one question each: a question on a topic no FAQ covers is answered when it scores "
-                       "above the threshold (`faqsearch info` says how to change that)")
+            click.echo(f"Fewer than {CONFIDENCE_MIN_VARIANTS} FAQs with several questions: a question on a topic no FAQ "
+                       "covers is answered when it scores above the threshold (`faqsearch info` says how to change that)")
     elif summary.get("threshold") is not None:
         click.echo(f"Answers scoring below {summary['threshold']:.2f} are withheld (the threshold, "
                    f"{threshold_origin(summary)})")
@@ -237,7 +237,8 @@ def info(path: str, config: dict[str, Any]) -> None:
                                  "wrong answers to learn from): answers by its threshold; `faqsearch tune threshold "
                                  "--self --apply` learns one again"))
     if single_questions_decide(config):
-        click.echo(f"note:       FAQs with one question each: a question on a topic no FAQ covers is answered "
+        click.echo(f"note:       fewer than {CONFIDENCE_MIN_VARIANTS} FAQs with several questions: a question on a topic no "
+                   f"FAQ covers is answered "
                    f"whenever it scores above the threshold. Once {CONFIDENCE_MIN_VARIANTS} FAQs have two or more "
                    f"questions (phrasings people approve: `faqsearch suggest`, `approve`, `feedback`), the index "
                    f"learns to refuse many such questions when it calibrates again (`faqsearch tune threshold --self "
