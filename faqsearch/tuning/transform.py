@@ -289,8 +289,8 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
              for i, s in enumerate(settings)]
     report = TuneReport(metric, cur, settings[chosen], table, cv_cur, cv_tuned, n, notes=notes)
     if (snap.config.calibration or {}).get("chosen_by") == "self-calibrated" and chosen != current:
-        notes.append("applied, the index chooses its threshold and confidence again on the new transform, as "
-                     "refit does (it chose them itself)")
+        notes.append("with --apply, the index chooses its threshold and confidence again on the new transform, as "
+                     "refit does (it chose them itself; --offtopic then plays no part)")
     elif bests and chosen != current:
         # scores of another transform live on another scale: keep the share of queries answered
         share = float(np.mean(bests[current] >= snap.threshold))

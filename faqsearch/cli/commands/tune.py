@@ -82,9 +82,10 @@ folds_option = click.option("--folds", type=click.IntRange(2, 20), default=FOLDS
                    "improves.")
 @folds_option
 @click.option("--offtopic", type=click.Path(dir_okay=False),
-              help="Questions the index must not answer (.txt lines); the threshold chosen for a new transform "
-                   "never answers more of them than the current one. Default: a generic English and Chinese list "
-                   "shipped with faqsearch.")
+              help="Questions the index must not answer (.txt lines); where the threshold was given or tuned on "
+                   "labels, the one chosen for a new transform never answers more of them than the current one (an "
+                   "index that chose its own threshold chooses it and its confidence again from its own questions). "
+                   "Default: a generic English and Chinese list shipped with faqsearch.")
 @encoding_options
 def transform(queries, query_column, gold_column, index, self_supervised, pairs, do_apply, folds, offtopic, out,
               threads):
