@@ -179,7 +179,7 @@ def _set_threshold(engine, report) -> None:
     report.given = engine.snapshot.config.min_confidence  # a confidence the user set still decides: say so
 
 
-@tune.command("confidence")
+@tune.command("confidence", context_settings={"ignore_unknown_options": True})  # "-0.1" is a value, said out of range
 @click.argument("value", metavar="P|auto")
 @click.option("--unknowns", type=Finite(0, 1), default=None, metavar="SHARE",
               help="Choose the index's own operating point again for out-of-scope questions of which SHARE are in "
@@ -189,8 +189,8 @@ def _set_threshold(engine, report) -> None:
 @output_options()
 @handles_errors
 def confidence(value, unknowns, index, out):
-    """Store the confidence P (0-1) at or above which `ask` answers, in place of the operating point the
-    index chose; 'auto' goes back to it. Needs no queries.
+    """Store the confidence P (0-1, or a percentage such as 80%) at or above which `ask` answers, in place
+    of the operating point the index chose; 'auto' goes back to it. Needs no queries.
 
     \b
     Example:
@@ -211,7 +211,13 @@ def set_min_confidence(index, value: str, as_json: bool, unknowns: float | None 
         if unknowns is not None:  # the share chooses the index's own point: a P of one's own replaces it
             raise click.UsageError(f"--unknowns goes with auto (the index chooses its operating point for that "
                                    f"share); {value} is a confidence of your own, which needs no share")
-        given = Finite(0, 1).convert(value, None, None)
+        text = value.strip()
+        try:  # 0.8, or 80% as the CLI shows confidences
+            given = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            raise click.BadParameter(f"{value!r}: give a confidence between 0 and 1 (0.8), a percentage (80%), "
+                                     "or auto", param_hint="P") from None
+        given = Finite(0, 1).convert(given, None, None)
     with FAQSearch.open(index) as engine:
         engine.set_min_confidence(given, unknowns)
         snap = engine.snapshot
