@@ -265,6 +265,38 @@ def test_train_encoder_only_makes_an_ingest_encoder(tiny_dir, tmp_path):
     assert enc.encode(["track my order"]).shape == (1, enc.dimension)
     bad = CliRunner().invoke(cli, ["train", "--encoder", "--pairs", str(corpus), "--out", out])
     assert bad.exit_code == 2  # groups are the only source
+    again = CliRunner().invoke(cli, ["train", "encoder", "--corpus", str(corpus), "--base", tiny_dir, "--out", out,
+                                     "--epochs", "1", "--batch-size", "4", "-q"])
+    assert again.exit_code == 0, again.output  # a model trained there before is replaced
+
+
+def test_a_model_is_never_trained_into_an_index_or_over_other_files(tmp_path):
+    """`train encoder --out` into an index's folder replaced its live config.json (the index stopped
+    opening; into the index folder itself, it vanished from `faqsearch indexes`), and a read-only
+    folder failed after the whole training: each is refused first, nothing trained, nothing touched."""
+    from click.testing import CliRunner
+
+    from faqsearch import FAQSearch
+    from faqsearch.cli import cli
+    from faqsearch.index.directory import resolve
+
+    from .conftest import FakeEncoder
+
+    corpus = tmp_path / "c.csv"
+    corpus.write_text("id,question,answer\n" + "".join(f"{i},{q},answer {i}\n" for i, g in enumerate(GROUPS) for q in g))
+    ix = str(tmp_path / "ix")
+    FAQSearch.build(str(corpus), ix, encoder=FakeEncoder()).close()
+    live = resolve(ix)
+    before = open(os.path.join(live, "config.json"), encoding="utf-8").read()
+    others = tmp_path / "notes"
+    others.mkdir()
+    (others / "thesis.txt").write_text("mine", encoding="utf-8")
+    for out, said in ((ix, "is a faqsearch index"), (live, "is a faqsearch index"),
+                      (os.path.join(live, "sub"), "is inside a faqsearch index"), (str(others), "holds files that are not a model")):
+        r = CliRunner().invoke(cli, ["train", "encoder", "--corpus", str(corpus), "--out", out, "--epochs", "1"])
+        assert r.exit_code == 1 and said in r.output, (out, r.output)
+    assert open(os.path.join(live, "config.json"), encoding="utf-8").read() == before
+    assert not os.path.exists(os.path.join(live, "sub")) and os.listdir(others) == ["thesis.txt"]
 
 
 def test_a_deadline_moves_the_learning_rate_schedule_to_end_at_zero():

@@ -55,6 +55,37 @@ def _store(from_index: str | None):
     return open_store(resolve_index_path(from_index))
 
 
+def check_out(out_dir: str, resume: bool = False) -> None:
+    """Refuse a model folder that would overwrite an index, or someone else's files, and one this
+    process cannot write, before any training: a model written into an index's folder replaced its
+    live config.json (the index stopped opening), and a read-only folder failed after the training."""
+    from ..index.format import CONFIG, CURRENT
+
+    out = os.path.abspath(out_dir)
+    for folder in (out, os.path.dirname(out)):  # the folder itself, or one inside an index's version
+        try:
+            with open(os.path.join(folder, CONFIG), encoding="utf-8") as fh:
+                ours = '"format_version"' in fh.read()
+        except (OSError, UnicodeDecodeError):
+            ours = False
+        if ours or os.path.exists(os.path.join(folder, CURRENT)):
+            raise InvalidOptionError(f"--out {out_dir} is {'inside ' if folder != out else ''}a faqsearch index; train "
+                                     "into a folder of its own (a model there would replace the index's files)")
+    if os.path.isdir(out) and os.listdir(out) and not resume and not os.path.exists(os.path.join(out, CONFIG)):
+        shown = ", ".join(sorted(os.listdir(out))[:5])
+        raise InvalidOptionError(f"--out {out_dir} holds files that are not a model ({shown}); give an empty or new "
+                                 "folder (a model trained there before is replaced)")
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, ".faqsearch-write-check")
+        with open(probe, "w", encoding="utf-8"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise InvalidOptionError(f"cannot write the model to --out {out_dir} ({exc.strerror or exc}); choose a folder "
+                                 "this user can write (nothing was trained)") from None
+
+
 def train_encoder(out_dir: str, *, from_index: str | None = None, corpus: str | None = None, base: str = BASE,
                   epochs: int = 3, batch_size: int = 16, lr: float = 5e-5, seed: int = 0,
                   progress: bool = False) -> EncoderTrained:
@@ -62,6 +93,7 @@ def train_encoder(out_dir: str, *, from_index: str | None = None, corpus: str | 
     (``from_index``) and/or a corpus; the result is used with ``ingest --model OUT``."""
     if not (from_index or corpus):
         raise InvalidOptionError("the encoder learns from FAQ question groups: give a corpus or an index")
+    check_out(out_dir)
     from ..finetune import EncoderTrainConfig, group_pairs
     from ..finetune import train_encoder as run
     from ..simbert.train import question_groups
@@ -86,6 +118,7 @@ def train_simbert(out_dir: str, *, from_index: str | None = None, corpus: str | 
                                  "questions to mine")
     if teacher and not (from_index or corpus):
         raise InvalidOptionError("the teacher paraphrases the FAQs of a corpus or an index: give one")
+    check_out(out_dir, resume=resume)
     from ..simbert.model import SimBert
     from ..simbert.train import TrainConfig, collect_pairs, question_groups, teacher_pairs, train, write_pairs
 
