@@ -126,6 +126,11 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
         raise InvalidOptionError(f"k (--dims) must be a positive number of dimensions, got {wspec.k!r}")
     if not (0.0 <= wspec.beta <= 1.0 and 0.0 <= wspec.gamma <= 1.0):
         raise InvalidOptionError(f"beta and gamma must lie in [0, 1], got beta={wspec.beta}, gamma={wspec.gamma}")
+    if not isinstance(wspec.whiten, bool):  # "no" is true in Python: it whitened and stored "no"
+        raise InvalidOptionError(f"whiten must be True or False, got {wspec.whiten!r}")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                  or not -1.0 <= float(threshold) <= 1.0):  # it was stored, then config.json refused
+        raise InvalidOptionError(f"threshold must be a cosine between -1 and 1, got {threshold!r}")
     prepared = backend.prepare(path, storage)
     source = source or (str(corpus) if isinstance(corpus, (str, os.PathLike)) else "<records>")
     faqs = as_faqs(corpus, columns, fmt)

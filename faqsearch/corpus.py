@@ -76,6 +76,8 @@ def detect_format(path: str, fmt: str | None = None) -> str:
         return fmt
     ext = os.path.splitext(path)[1].lower()
     if ext not in _EXTENSIONS:
+        if path != "-" and not os.path.exists(path):  # a missing file says so, whatever its name
+            raise CorpusError(path, None, "file not found; check the path")
         raise CorpusError(
             path, None,
             f"cannot tell the format from the extension {ext or '(none)'!r}; "
@@ -396,6 +398,12 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
                 id_col = next((c for c in ID_ALIASES if c in row), None)
             elif id_col not in row:
                 raise CorpusError(path, header_line(path, fmt, line), f"id column {id_col!r} not found (found: {', '.join(keys)})")
+            tabular = (fmt or (detect_format(path) if path != "<stdin>" else "csv")) != "jsonl"  # JSONL keys vary by line
+            for option, given, default in (("--variants-column", cols.variants, Columns.variants),
+                                           ("--category-column", cols.category, Columns.category)):
+                if tabular and given != default and given not in row:  # a typo dropped every variant in silence
+                    raise CorpusError(path, header_line(path, fmt, line),
+                                      f"{option} {given!r} not found (found: {', '.join(keys)})")
             seen_columns = True
         elif cols.question not in row or cols.answer not in row:
             raise CorpusError(path, line, f"record has no {cols.question!r} or {cols.answer!r} field")

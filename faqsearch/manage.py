@@ -9,7 +9,7 @@ from typing import Any
 
 from .index import config as cfg
 from .backends import backend_for
-from .errors import FAQSearchError, IndexNotFoundError
+from .errors import FAQSearchError, IndexNotFoundError, InvalidOptionError
 from .index.directory import Writer, layout, resolve
 from .index.address import cached, remote_of
 from .index.format import QUERY_LOG, SQLITE_SIDE, Counts, legacy_query_log
@@ -157,6 +157,10 @@ def rename_index(path: str, new_path: str) -> str:
     if (remote := remote_of(path)) is not None:
         raise FAQSearchError(f"{remote.address} is named by its address in Milvus and cannot be renamed; build it "
                              "again under the new name (faqsearch ingest ... --index milvus://HOST:PORT/NEW)")
+    name = os.path.basename(str(new_path))
+    if not name.strip() or name.strip(".") == "" or name != name.strip():
+        raise InvalidOptionError(f"{os.path.basename(str(new_path))!r} is no index name: give one with a letter or digit, "
+                                 "and no space at either end (no command could reach the index by it)")
     if os.path.lexists(new_path):
         raise FAQSearchError(f"{new_path} exists already; choose another name or drop it first")
     parent = os.path.dirname(os.path.abspath(new_path))

@@ -68,6 +68,8 @@ def test_missing_file_is_an_error(run, tmp_path):
 def test_usage_errors_exit_2(run, tmp_path, small_corpus):
     assert run("ingest", small_corpus, "--beta", "3").exit_code == 2
     assert run("ingest", small_corpus, "--no-whitening", "--beta", "1").exit_code == 2
+    fit = run("ingest", small_corpus, "--no-whitening", "--fit-on", small_corpus)  # info claimed a fit never made
+    assert fit.exit_code == 2 and "--fit-on" in fit.output
     assert run("ask", "x", "-k", "0").exit_code == 2
     assert run("eval", "--index", tmp_path / "ix").exit_code == 2  # neither QUERIES nor --pairs
 

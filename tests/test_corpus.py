@@ -211,3 +211,19 @@ def test_a_question_two_faqs_share_is_warned_about_naming_both(tmp_path, caplog)
     with caplog.at_level("WARNING", logger="faqsearch.corpus"):
         read_corpus(str(p))
     assert not [r for r in caplog.records if "belong to two FAQs" in r.getMessage()]  # one FAQ's own: no tie
+
+
+def test_a_column_option_naming_no_column_and_a_missing_file_are_said(tmp_path):
+    """--variants-column with a typo dropped every variant in silence (150 questions of 450), and a
+    missing file with another extension was said to be a format problem."""
+    p = tmp_path / "c.csv"
+    p.write_text("id,question,variants,answer,category\na,How do I pay?,Can I pay?|Paying?,Card.,billing\n",
+                 encoding="utf-8")
+    for cols, option in ((Columns(variants="nope"), "--variants-column 'nope'"),
+                         (Columns(category="cat"), "--category-column 'cat'")):
+        with pytest.raises(CorpusError, match=f"c.csv:1: {option} not found \\(found: id, question, variants"):
+            read_corpus(str(p), cols)
+    assert len(read_corpus(str(p))[0].questions) == 3
+    for missing in ("nope.txt", "nope"):
+        with pytest.raises(CorpusError, match="file not found"):
+            read_corpus(str(tmp_path / missing))

@@ -245,3 +245,21 @@ def test_a_foreign_error_is_said_in_whole_words():
     assert said(Exception(text)) == text and said(Exception(""), 10) == "Exception"
     assert said(Exception(text), 60) == "cannot reach Milvus at http://127.0.0.1:19530 (connection ..."
     assert said(Exception("first line\nsecond")) == "first line"
+
+
+def test_build_refuses_options_it_cannot_use_before_anything_is_written(tmp_path):
+    """threshold=5 was stored, then config.json itself was refused ("restore it from a backup"), and
+    whiten="no" whitened (a non-empty string is true) and stored "no": both are option errors now,
+    with nothing written."""
+    from faqsearch import FAQ, FAQSearch
+    from faqsearch.errors import InvalidOptionError
+
+    from .conftest import FakeEncoder
+
+    faqs = [FAQ("a", "answer a", ["question a"]), FAQ("b", "answer b", ["question b"])]
+    for kwargs, said in (({"threshold": 5}, "threshold must be a cosine between -1 and 1, got 5"),
+                         ({"threshold": True}, "threshold must be"), ({"whiten": "no"}, "whiten must be True or False"),
+                         ({"k": 0}, "positive number of dimensions")):
+        with pytest.raises(InvalidOptionError, match=said):
+            FAQSearch.build(faqs, str(tmp_path / "ix"), encoder=FakeEncoder(), **kwargs)
+        assert not (tmp_path / "ix").exists() or not os.listdir(tmp_path / "ix")

@@ -28,6 +28,9 @@ def test_indexes_rename_and_drop(tmp_path, run, small_corpus):
     stats = [os.lstat(os.path.join(r, f)) for r, _, fs in os.walk(home / "support") for f in fs]
     unique = {(st.st_dev, st.st_ino): st.st_size for st in stats}
     assert sum(st.st_size for st in stats) > sum(unique.values()) == describe(str(home / "support"))["bytes"]
+    for blank in ("", "  ", ".."):  # "  " was taken: an index no command reached by its name
+        bad = run("rename", blank, "--index", home / "support")
+        assert bad.exit_code != 0 and "is no index name" in bad.output, (blank, bad.output)
     assert run("rename", "help", "--index", home / "support").exit_code == 0
     assert sorted(os.listdir(home)) == ["help", "notes", "sales"]
     assert json.loads(run("ask", "reset my password", "--index", home / "help", "--json").stdout)["answers"]

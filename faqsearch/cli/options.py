@@ -180,8 +180,8 @@ def whitening_options(fn):
         from ..build import WhiteningSpec
         from ..defaults import BETA, GAMMA, K
 
-        if no_whitening and any(v is not None for v in (beta, gamma, k)):
-            raise click.UsageError("--no-whitening cannot be combined with --beta, --gamma or --dims")
+        if no_whitening and any(v is not None for v in (beta, gamma, k, fit_on)):
+            raise click.UsageError("--no-whitening cannot be combined with --beta, --gamma, --dims or --fit-on")
         spec = WhiteningSpec(BETA if beta is None else beta, GAMMA if gamma is None else gamma, K if k is None else k,
                              not no_whitening, fit_on)
         return fn(*args, whitening=spec, **kwargs)
