@@ -458,12 +458,8 @@ def _warn_shared(path: str, faqs) -> None:
     """Warn about questions that two FAQs share (up to case and spacing): the index cannot tell those FAQs
     apart by them, and which one answers such a question is a tie."""
     owner: dict[tuple[str, ...], tuple[str, FAQ]] = {}
-    shared: list[tuple[str, FAQ, str, FAQ]] = []
-    for faq in faqs:
-        for q in faq.questions:
-            first, had = owner.setdefault(read_alike(q), (q, faq))
-            if had is not faq:
-                shared.append((q, faq, first, had))
+    shared = [(q, faq, *owner[read_alike(q)]) for faq in faqs for q in faq.questions
+              if owner.setdefault(read_alike(q), (q, faq))[1] is not faq]
     if shared:
         q, b, first, a = shared[0]
         log.warning("%s:%s: %d question(s) belong to two FAQs, up to case and spacing (first: %r of FAQ %s from "
@@ -492,7 +488,7 @@ def read_texts(path: str, column: str | None = None, fmt: str | None = None) -> 
                     col = PAIR_TEXT_COLUMNS  # a sentence-pair file: both sides are texts
                 if col is None:
                     raise CorpusError(path, header_line(path, fmt, line), f"no text column: expected one of {', '.join(TEXT_COLUMNS)} "
-                                                  f"(found: {', '.join(row)}); pass the column name")
+                                                  f"(found: {', '.join(row)}); rename the column (or give the texts as a .txt file, one a line)")
             for c in (col if isinstance(col, tuple) else (col,)):
                 if c not in row:
                     raise CorpusError(path, header_line(path, fmt, line), f"column {c!r} not found (found: {', '.join(row)})")

@@ -96,6 +96,12 @@ def load_pretrained(source: str, auto_cls, *, gguf_file: str | None = None, loca
         raise ModelNotFoundError(f"{what} directory {source!r} not found (or not a directory). Fix: give the "
                                  f"directory that holds its {MODEL_CONFIG} ({option} /path/to/model), or a Hugging "
                                  "Face id")
+    folder = os.path.expanduser(source)
+    if os.path.isdir(folder) and not gguf_file and not os.path.exists(os.path.join(folder, MODEL_CONFIG)):
+        shown = ", ".join(sorted(os.listdir(folder))[:5]) or "nothing"
+        raise ModelNotFoundError(f"{what} directory {source!r} holds no {MODEL_CONFIG} ({shown}): it is not a Hugging "
+                                 f"Face model directory. Fix: give the directory the model was saved to ({option} "
+                                 "/path/to/model, as `faqsearch train encoder --out` writes it), or a Hugging Face id")
     extra = {"gguf_file": gguf_file} if gguf_file else {}
     tried: list[str] = []
     attempts = [True] if (local_only or os.path.isdir(source) or os.environ.get("HF_HUB_OFFLINE") == "1") else [True, False]

@@ -294,6 +294,10 @@ def test_tune_threshold_cli(tmp_path, run, small_corpus):
     res = run("tune", str(q), "--threshold", "--index", ix)
     assert res.exit_code != 0 and "--offtopic" in res.output
     res = run("tune", str(q), "--threshold", "--offtopic", str(off), "--index", ix, "--apply", "--json")
+    assert res.exit_code == 1 and "2 labelled queries: too few" in res.output  # two stored a threshold far off
+    q.write_text("query,faq_id\n" + "".join(f"reset my password {i},1\nreturn an item {i},3\n" for i in range(10)),
+                 encoding="utf-8")
+    res = run("tune", str(q), "--threshold", "--offtopic", str(off), "--index", ix, "--apply", "--json")
     chosen = json.loads(res.stdout)
     assert chosen["applied"] and chosen["chosen_by"] == "labelled"
     assert json.loads(run("info", "--index", ix, "--json").stdout)["threshold"] == chosen["threshold"]

@@ -58,6 +58,11 @@ def test_missing_model_error_is_clear(monkeypatch, tmp_path):
     assert "Tried: local directory or Hugging Face cache" in msg and "--model /path/to/model" in msg
     with pytest.raises(ModelNotFoundError, match="not found"):
         load_encoder(str(tmp_path / "missing-dir"))
+    # a folder that is no model: said so (it warned of a failed ONNX export, then told to pass a model directory)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "x.txt").write_text("x", encoding="utf-8")
+    with pytest.raises(ModelNotFoundError, match="holds no config.json \\(x.txt\\): it is not a Hugging Face model"):
+        load_encoder(str(tmp_path / "notes"))
 
 
 def test_unknown_pooling_lists_choices():
