@@ -76,7 +76,7 @@ def detect_format(path: str, fmt: str | None = None) -> str:
         return fmt
     ext = os.path.splitext(path)[1].lower()
     if ext not in _EXTENSIONS:
-        if path != "-" and not os.path.exists(path):  # a missing file says so, whatever its name
+        if not path.startswith(("-", "<")) and not os.path.exists(path):  # a missing file says so, whatever its name
             raise CorpusError(path, None, "file not found; check the path")
         raise CorpusError(
             path, None,

@@ -374,6 +374,9 @@ def test_feedback_for_another_faqs_question_moves_it_or_says_why_not(engine):
         with pytest.raises(FAQSearchError, match="'question about topic4 number1',? (which )?is a corpus question of FAQ 4"):
             engine.feedback(variant, "7")
         assert variant not in [q["text"] for q in engine.show("7")["questions"]]
+    engine.add([FAQ("ru", "ответ", ["как оплатить заказ?"])])  # case beyond ASCII: SQL's LIKE does not fold it
+    with pytest.raises(FAQSearchError, match="reads as 'как оплатить заказ\\?', which is an added question of FAQ ru"):
+        engine.feedback("КАК ОПЛАТИТЬ ЗАКАЗ?", "7")
     engine.feedback("MY OWN WORDS FOR TOPIC THREE", "9")  # feedback's own question moves, whatever its case
     assert "my own words for topic three" not in [q["text"] for q in engine.show("7")["questions"]]
     engine.feedback("my own words for topic three", "7")
@@ -534,7 +537,15 @@ def test_approving_a_generated_question_makes_it_the_persons_and_augment_remove_
     engine.feedback("generated words for five", "5")
     engine.remove_generated()
     three = {q["text"]: q["source"] for q in engine.show("3")["questions"]}
-    assert three["a generated wording for three"] == "approved" and three["one more for three"] == "approved"
+    assert three["A generated wording for three"] == "approved" and three["one more for three"] == "approved"
+    assert "a generated wording for three" not in three  # the person's words took the generator's place
     assert "ONE MORE FOR THREE" not in three
     assert {q["text"]: q["source"] for q in engine.show("5")["questions"]}["generated words for five"] == "feedback"
     assert engine.approve("3", ["One more for three"]).to_dict()["added_questions"] == 0  # it has it
+    # the person's own words replace the generated ones, so that unassigning them finds them
+    engine._edit("augment", lambda s: plans.Edit("generated", new_questions=[("6", "how do i pay in six")]))
+    engine.feedback("HOW DO I PAY IN SIX", "6")
+    six = {q["text"]: q["source"] for q in engine.show("6")["questions"]}
+    assert six.get("HOW DO I PAY IN SIX") == "feedback" and "how do i pay in six" not in six
+    engine.unassign("HOW DO I PAY IN SIX", "6")
+    assert "HOW DO I PAY IN SIX" not in {q["text"] for q in engine.show("6")["questions"]}

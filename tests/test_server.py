@@ -245,6 +245,11 @@ def test_put_with_if_match_refuses_a_faq_changed_since_it_was_read(client):
     assert r.status_code == 200 and client.get("/indexes/shop/faqs/2", headers=STAFF).json()["answer"] == "replaced answer"
     assert client.post("/indexes/shop/faqs", json={"faqs": [{"id": "..", "answer": "a", "questions": ["q"]}]},
                        headers=write).status_code == 422  # dots alone: no URL can address it
+    # PATCH: a blank question to add is a 422; "category": "" takes the category away
+    assert client.patch("/indexes/shop/faqs/2", json={"questions": ["  "]}, headers=write).status_code == 422
+    assert client.patch("/indexes/shop/faqs/2", json={"category": "shipping"}, headers=write).status_code == 200
+    assert client.patch("/indexes/shop/faqs/2", json={"category": ""}, headers=write).status_code == 200
+    assert client.get("/indexes/shop/faqs/2", headers=STAFF).json()["category"] is None
 
 
 def test_no_log_means_no_log(fake_models, ix):

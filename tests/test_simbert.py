@@ -291,7 +291,11 @@ def test_a_model_is_never_trained_into_an_index_or_over_other_files(tmp_path):
     others = tmp_path / "notes"
     others.mkdir()
     (others / "thesis.txt").write_text("mine", encoding="utf-8")
-    for out, said in ((ix, "is a faqsearch index"), (live, "is a faqsearch index"),
+    learned = os.path.join(ix, "encoders", "learned-x")  # a model folder of the index (learn's), deeper down
+    os.makedirs(learned)
+    with open(os.path.join(learned, "config.json"), "w", encoding="utf-8") as fh:
+        fh.write('{"model_type": "bert"}')
+    for out, said in ((ix, "is a faqsearch index"), (live, "is a faqsearch index"), (learned, "is inside a faqsearch index"),
                       (os.path.join(live, "sub"), "is inside a faqsearch index"), (str(others), "holds files that are not a model")):
         r = CliRunner().invoke(cli, ["train", "encoder", "--corpus", str(corpus), "--out", out, "--epochs", "1"])
         assert r.exit_code == 1 and said in r.output, (out, r.output)

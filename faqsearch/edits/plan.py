@@ -221,16 +221,21 @@ def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feed
         generated = [q for q in own if q["source"] == "generated"]
         if source == "generated" or len(generated) < len(own):
             return Edit(source)
-        return Edit(source, new_questions=[(faq_id, own[0]["text"])], removed_questions=[q["id"] for q in generated],
-                    touched_faqs=[faq_id])
-    probe = max(re.findall(r"\w+", text), key=len, default=text)
-    elsewhere = [(f["id"], q) for f in store.list_faqs(contains=probe) if f["id"] != faq_id
-                 for q in (store.faq(f["id"]) or {"questions": []})["questions"] if read_alike(q["text"]) == key]
+        return Edit(source, new_questions=[(faq_id, text)], removed_questions=[q["id"] for q in generated],
+                    touched_faqs=[faq_id])  # the person's words: `unassign` of them finds it
+    if text.isascii():  # SQL's LIKE finds it whatever its case (ASCII letters only)
+        probe = max(re.findall(r"\w+", text), key=len, default=text)
+        near = [f["id"] for f in store.list_faqs(contains=probe) if f["id"] != faq_id]
+    else:  # "КАК ОПЛАТИТЬ?" for "как оплатить?": LIKE compares other letters as they are
+        near = sorted({fid for _, fid, q in store.all_questions() if fid != faq_id and read_alike(q) == key})
+    elsewhere = [(fid, q) for fid in near for q in (store.faq(fid) or {"questions": []})["questions"]
+                 if read_alike(q["text"]) == key]
     fixed = [(fid, q["source"], q["text"]) for fid, q in elsewhere if q["source"] not in MOVABLE]
     if fixed:
         fid, kind, held = fixed[0]
         said = f"{text!r}" if held == text else f"{text!r} reads as {held!r}, which"
-        raise FAQSearchError(f"{said} is a {kind} question of FAQ {fid}, so it would still match {fid} as well as "
+        raise FAQSearchError(f"{said} is {'an' if kind[0] in 'aeiou' else 'a'} {kind} question of FAQ {fid}, so it "
+                             f"would still match {fid} as well as "
                              f"{faq_id}; edit {fid} to take it out first (`faqsearch update {fid} --replace` with its other "
                              f"questions; over HTTP, PUT .../faqs/{fid})")
     return Edit(source, new_questions=[(faq_id, text)], removed_questions=[q["id"] for _, q in elsewhere],

@@ -109,7 +109,7 @@ class FAQEditIn(BaseModel):
     """The fields of one FAQ to change (PATCH): what is left out stays."""
 
     answer: Optional[str] = Field(None, min_length=1, max_length=100_000)
-    category: Optional[str] = Field(None, min_length=1, max_length=MAX_ID)
+    category: Optional[str] = Field(None, max_length=MAX_ID, description='the new category; "" takes it away')
     questions: list[str] = Field(default_factory=list, max_length=500, description="questions to add")
 
     @field_validator("questions")

@@ -316,7 +316,7 @@ def recalibrate_after_edit(set_config: Callable[..., None], config: Config, enco
         set_config("recalibrate", recalibrated(encoder))
     except (StorageError, ChangedMeanwhileError) as exc:
         log.warning("the %s is committed, but choosing the index's confidence again failed (%s); the next edit "
-                    "tries again (or run: faqsearch tune confidence auto)", made_by, exc)
+                    "tries again", made_by, exc)
 
 
 def needs_recalibration(config: Config, questions: int) -> str | None:

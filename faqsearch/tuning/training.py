@@ -62,7 +62,10 @@ def check_out(out_dir: str, resume: bool = False) -> None:
     from ..index.format import CONFIG, CURRENT
 
     out = os.path.abspath(out_dir)
-    for folder in (out, os.path.dirname(out)):  # the folder itself, or one inside an index's version
+    folders = [out]
+    while os.path.dirname(folders[-1]) != folders[-1]:  # the folder and every one above it: no index among them
+        folders.append(os.path.dirname(folders[-1]))
+    for folder in folders:
         try:
             with open(os.path.join(folder, CONFIG), encoding="utf-8") as fh:
                 ours = '"format_version"' in fh.read()

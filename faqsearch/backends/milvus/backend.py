@@ -421,7 +421,8 @@ def _refuse_a_name_in_use(c, base: str, path: str, uri: str, shared: bool, named
     owner = "an index that lives in Milvus (milvus://...)" if held_shared else "another index directory"
     fix = "give --collection another name" if named else "ingest under another --index name, or give --collection NAME"
     raise InvalidOptionError(f"Milvus at {uri} already stores {owner} as {base!r}; this ingest would replace its data. "
-                             f"{fix[0].upper() + fix[1:]} (letters, digits and underscores), or drop that index first")
+                             f"{fix[0].upper() + fix[1:]} (letters, digits and underscores), or drop that index first "
+                             "(`faqsearch drop`; where its folder is gone, only --collection avoids the name)")
 
 
 def _switch_alias(c, base: str, collection: str) -> str | None:
