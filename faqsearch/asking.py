@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from .defaults import ASK_K, BATCH_SIZE
 from .results import Result
 from .errors import ClosedError
-from .text import as_items, check_query, clean_text, is_blank
+from .text import as_items, check_query, clean_text
 
 if TYPE_CHECKING:  # the query log (sqlite-utils, pandas) loads only when an ask logs
     from .traffic import Traffic
@@ -188,8 +188,7 @@ class Asking:
         searcher = self.searcher()
         results = searcher.answer(texts, k, mode, threshold, filters, batch_size, progress, min_confidence)
         if self.log if log is None else log:
-            self._traffic.record([r for r in results if not is_blank(clean_text(r.query))], mode or searcher.snap.mode,
-                                 channel)
+            self._traffic.record(results, mode or searcher.snap.mode, channel)  # blank ones are not logged
         return results
 
     def ask(self, text: str, k: int = ASK_K, threshold: float | None = None, mode: str | None = None,

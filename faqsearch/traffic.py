@@ -15,7 +15,7 @@ from .gaps import Gap, find_gaps
 from .generators import GeneratorChoice, UnsupportedLanguageError
 from .querylog import QueryLog, log_answered, log_path
 from .results import EditReport
-from .text import clean_text
+from .text import clean_text, is_blank
 
 OFF = "query logging is off for this server (started with --no-log)"
 
@@ -61,10 +61,16 @@ class Traffic:
         return self.log
 
     # writes
-    def record(self, results: Sequence[Any], mode: str, channel: str) -> list[int]:
-        """Log answered queries (``Result``s); their row ids, [] without a log or where logging failed
-        (a warning: the answers stand)."""
-        return log_answered(self.log, list(results), mode, channel) if self.log is not None else []
+    def record(self, results: Sequence[Any], mode: str, channel: str) -> list[int | None]:
+        """Log answered queries (``Result``s) but blank ones (answered empty: nothing was asked); each
+        result's row id in order, None for a blank one; [] without a log or where logging failed (a
+        warning: the answers stand)."""
+        if self.log is None:
+            return []
+        blank = [is_blank(clean_text(r.query)) for r in results]
+        ids = iter(log_answered(self.log, [r for r, b in zip(results, blank) if not b], mode, channel))
+        out = [None if b else next(ids, None) for b in blank]
+        return out if any(i is not None for i in out) else []
 
     def assigned(self, texts: Iterable[str], faq_id: str, query_id: int | None = None) -> None:
         """Texts (and row ``query_id``) a person assigned to an FAQ show as assigned in the log."""

@@ -12,7 +12,7 @@ from ..corpus import FAQ, check_faq
 from ..defaults import ASK_K, GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
 from ..errors import CorpusError, InvalidOptionError
 from .. import manage
-from ..text import check_query, clean_text, is_blank
+from ..text import check_query
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn,
                      FAQEditIn, FAQIn, FAQsIn, FeedbackIn, LearnIn, ParaphraseIn, RestoreIn, SuggestionsOut)
 
@@ -69,13 +69,10 @@ def _answer(request: Request, name: str, queries: list[str], body: AskOptions, c
     searcher = s.engine.searcher()
     results = searcher.answer(queries, k=body.k, threshold=body.threshold, mode=body.mode, filters=_filters(body),
                               min_confidence=body.min_confidence)
-    blank = [is_blank(clean_text(r.query)) for r in results]
-    asked = [r for r, b in zip(results, blank) if not b]
-    ids = s.traffic.record(asked, body.mode or searcher.snap.mode, channel)  # [] without a log
+    ids = s.traffic.record(results, body.mode or searcher.snap.mode, channel)  # [] without a log
     request.state.results = results  # counted in /metrics and the request log
     if ids:
-        it = iter(ids)
-        response.headers["X-Query-Id"] = ",".join("" if b else str(next(it)) for b in blank)
+        response.headers["X-Query-Id"] = ",".join("" if i is None else str(i) for i in ids)
     return results
 
 
