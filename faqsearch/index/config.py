@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import IndexFormatError, InvalidOptionError
 from ..lexical import stem_in_use
 from ..tokenmatch import supported as tokens_supported
-from .format import CURRENT, FILES, RECORDED_DIRS, SIZED, Config
+from .format import CURRENT, FILES, RECORDED_DIRS, SIZED, VERSION_NAME, Config
 
 DEFAULT_HOME = "indexes"
 DEFAULT_NAME = "default"
@@ -58,6 +58,20 @@ def resolve_index_path(index: str | os.PathLike | None) -> str:
     if not os.path.lexists(named) and _looks_like_index(index):
         return os.path.abspath(index)
     return named
+
+
+def read_current(directory: str) -> str | None:
+    """The live version's directory that ``directory``'s CURRENT names; None without a CURRENT (another
+    layout, or nothing there); IndexFormatError where it names no version."""
+    try:
+        with open(os.path.join(directory, CURRENT), encoding="utf-8", errors="replace") as fh:  # not UTF-8: damaged
+            name = fh.read().strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not VERSION_NAME.match(name):
+        raise IndexFormatError(f"{os.path.join(directory, CURRENT)} is damaged (it names {name[:40]!r}, not a "
+                               "version). Restore the index directory from a backup, or rebuild it")
+    return os.path.join(directory, name)
 
 
 def _looks_like_index(directory: str) -> bool:

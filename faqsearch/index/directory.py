@@ -40,6 +40,7 @@ from ..files import FileLock, atomic_write, fsync_dir, fsync_file, link_or_copy,
 from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
                      STORE, TOP as _TOP, VERSION_NAME, WHITENING, Config, read_json, version_name)
 from .address import remote_of
+from .config import read_current
 from .remote import RemoteWriting, sync
 
 log = logging.getLogger(__name__)
@@ -60,18 +61,6 @@ def _siblings(path: str) -> list[str]:
         return []
     return [os.path.join(parent, e) for e in entries
             if e.startswith(prefix) and _LEGACY_LABEL.match(e[len(prefix):])]
-
-
-def _read_current(directory: str) -> str | None:
-    try:
-        with open(os.path.join(directory, CURRENT), encoding="utf-8", errors="replace") as fh:  # not UTF-8: damaged
-            name = fh.read().strip()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    if not VERSION_NAME.match(name):
-        raise IndexFormatError(f"{os.path.join(directory, CURRENT)} is damaged (it names {name[:40]!r}, not a "
-                               "version). Restore the index directory from a backup, or rebuild it")
-    return os.path.join(directory, name)
 
 
 def _generation_of(version: str) -> int:
@@ -138,7 +127,7 @@ def resolve(path: str, sync_remote: bool = True) -> str:
         sync(path, remote)
     kind = layout(path)
     if kind == "current":
-        version = _read_current(path)
+        version = read_current(path)
         if version is None or not os.path.isdir(version):
             raise IndexFormatError(f"index {path}: {CURRENT} names a version that is missing. Restore the index "
                                    "directory from a backup, or rebuild it with: faqsearch ingest CORPUS --force")
@@ -147,9 +136,9 @@ def resolve(path: str, sync_remote: bool = True) -> str:
         return os.path.realpath(path)
     if kind == "none":
         moved = [s for s in _siblings(path) if os.path.basename(s).split(".", 2)[-1].startswith("migrate-")
-                 and _read_current(s) is not None]
+                 and read_current(s) is not None]
         if moved:  # a migration renamed the link away and was killed before its directory took the name
-            return _read_current(max(moved, key=os.path.getmtime))  # type: ignore[return-value]
+            return read_current(max(moved, key=os.path.getmtime))  # type: ignore[return-value]
         complete = [v for v in _siblings(path) if os.path.isdir(v) and _generation_of(v) >= 0]
         if complete:
             best = max(complete, key=lambda v: (_generation_of(v), os.path.getmtime(v)))
@@ -295,7 +284,7 @@ class Writer:
         if self._remote is not None:
             self._remote.sync()
         self._repair()
-        version = _read_current(self.path)
+        version = read_current(self.path)
         if version is not None:
             from .config import load_config
 
@@ -304,7 +293,7 @@ class Writer:
 
     def _migration_leftover(self) -> str | None:
         moved = [s for s in _siblings(self.path) if os.path.basename(s).split(".", 2)[-1].startswith("migrate-")
-                 and _read_current(s) is not None]
+                 and read_current(s) is not None]
         return max(moved, key=os.path.getmtime) if moved else None
 
     def _legacy_source(self) -> str | None:
@@ -364,7 +353,7 @@ class Writer:
         """Remove what killed writers left: half-built versions and those that lost the switch (not the kept,
         older ones), a stale CURRENT.tmp,
         the old top-level files of a migrated plain directory, and the siblings of the link layout."""
-        current = _read_current(self.path)
+        current = read_current(self.path)
         if current is None and (current := newest_version(self.path)) is not None:  # CURRENT lost: named again
             log.warning("index %s had no %s; it names the newest version %s again", self.path, CURRENT, current)
             atomic_write(os.path.join(self.path, CURRENT), (os.path.basename(current) + "\n").encode())

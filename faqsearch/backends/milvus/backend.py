@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from ...index import config as cfg
-from ...index.format import CONFIG, CURRENT, VECTORS, WHITENING, BackendSection, Config
+from ...index.format import CONFIG, VECTORS, WHITENING, BackendSection, Config
 from ...corpus import faq_hash
 from ...errors import CorpusError, FAQSearchError, IndexFormatError, InvalidOptionError
 from ...progress import progress_bar
@@ -395,12 +395,7 @@ def _live(c, base: str) -> str | None:
 def _owns(path: str, uri: str, base: str) -> bool:
     """Whether the index at ``path`` is the one stored in Milvus as ``base`` at ``uri`` (its config says so)."""
     try:  # the live version (CURRENT names it; the plain layout keeps its files in the index folder)
-        with open(os.path.join(path, CURRENT), encoding="utf-8") as fh:
-            version = os.path.join(path, fh.read().strip())
-    except OSError:
-        version = path
-    try:
-        spec = cfg.load_config(version, path).backend
+        spec = cfg.load_config(cfg.read_current(path) or path, path).backend
     except FAQSearchError:
         return False
     spec = spec.to_dict() if spec is not None else {}
