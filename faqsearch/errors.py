@@ -69,6 +69,9 @@ class UnknownFAQError(FAQSearchError):
     """An FAQ id that the index does not hold."""
 
 
+FAQS_LISTED = "the FAQs are listed by `faqsearch list` (over HTTP, GET .../faqs)"  # where an unknown id's message points
+
+
 class DuplicateFAQError(FAQSearchError):
     """Adding an FAQ whose id the index already holds."""
 

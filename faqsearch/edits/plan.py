@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..corpus import FAQ, check_faq, faq_hash
-from ..errors import (CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError, StaleRevisionError,
-                      UnknownFAQError)
+from ..errors import (FAQS_LISTED, CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError,
+                      StaleRevisionError, UnknownFAQError)
 from ..results import EditReport
 from ..text import as_items, clean_text, is_blank, read_alike
 
@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from ..backends.base import StoreView
 
 EDITABLE = ("corpus", "added")  # sources a corpus file speaks for: questions it no longer lists are removed
-
-
-LISTED = "the FAQs are listed by `faqsearch list` (over HTTP, GET .../faqs)"  # where an unknown id's message points
 
 
 @dataclass
@@ -189,19 +186,18 @@ def plan_remove(store: StoreView, faq_ids: Sequence[str]) -> Edit:
     existing = store.faq_hashes()
     unknown = [i for i in ids if i not in existing]
     if unknown:
-        raise UnknownFAQError(f"unknown FAQ id(s): {', '.join(unknown[:10])}; {LISTED}")
+        raise UnknownFAQError(f"unknown FAQ id(s): {', '.join(unknown[:10])}; {FAQS_LISTED}")
     return Edit(removed_faqs=ids)
 
 
 def _known(store: StoreView, faq_id: str) -> dict[str, Any]:
     faq = store.faq(faq_id)
     if faq is None:
-        raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; {LISTED}")
+        raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; {FAQS_LISTED}")
     return faq
 
 
 MOVABLE = ("feedback", "approved", "generated")  # questions a person's feedback may move to another FAQ
-
 
 
 def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feedback") -> Edit:
@@ -246,7 +242,11 @@ def plan_approve(store: StoreView, faq_id: str, texts: Sequence[str]) -> Edit:
     """Phrasings a person approved become questions of an FAQ (source 'approved'); texts it has, and
     the second of two that read alike (up to case and spacing), are skipped."""
     edits = [plan_feedback(store, t, faq_id, source="approved") for t in as_items(texts)]
-    new = list({read_alike(q[1]): q for e in reversed(edits) for q in reversed(e.new_questions)}.values())[::-1]
+    new, seen = [], set()
+    for q in (q for e in edits for q in e.new_questions):
+        if read_alike(q[1]) not in seen:
+            seen.add(read_alike(q[1]))
+            new.append(q)
     return Edit("approved", new_questions=new,
                 removed_questions=list(dict.fromkeys(q for e in edits for q in e.removed_questions)),
                 touched_faqs=sorted({f for e in edits for f in e.touched_faqs}))
