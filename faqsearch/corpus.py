@@ -398,7 +398,7 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
                 id_col = next((c for c in ID_ALIASES if c in row), None)
             elif id_col not in row:
                 raise CorpusError(path, header_line(path, fmt, line), f"id column {id_col!r} not found (found: {', '.join(keys)})")
-            tabular = (fmt or (detect_format(path) if path != "<stdin>" else "csv")) != "jsonl"  # JSONL keys vary by line
+            tabular = detect_format(path, fmt) != "jsonl"  # (read_rows knew it) JSONL keys vary by line
             for option, given, default in (("--variants-column", cols.variants, Columns.variants),
                                            ("--category-column", cols.category, Columns.category)):
                 if tabular and given != default and given not in row:  # a typo dropped every variant in silence

@@ -216,8 +216,9 @@ class FAQSearch(Asking):
         """Update FAQs by id: answers rewritten, listed questions they lack added, the others kept (FAQs not in the
         index added, others left alone). ``replace``: each FAQ holds exactly the given questions; ``revisions``:
         {id: revision read (``show``)}, an FAQ changed since is a StaleRevisionError and nothing is written."""
-        faqs, rev = as_faqs(corpus, columns, fmt), revisions
-        return self._edit("update", lambda s: plans.plan_update(s.store, faqs, replace=replace, revisions=rev), progress)
+        faqs = as_faqs(corpus, columns, fmt)
+        return self._edit("update", lambda s: plans.plan_update(s.store, faqs, replace=replace, revisions=revisions),
+                          progress)
 
     def update_faq(self, faq_id: str, answer: str | None = None, category: str | None = None,
                    questions: Sequence[str] | str = (), progress: bool = False) -> EditReport:

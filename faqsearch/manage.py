@@ -159,7 +159,7 @@ def rename_index(path: str, new_path: str) -> str:
                              "again under the new name (faqsearch ingest ... --index milvus://HOST:PORT/NEW)")
     name = os.path.basename(str(new_path))
     if not name.strip() or name.strip(".") == "" or name != name.strip():
-        raise InvalidOptionError(f"{os.path.basename(str(new_path))!r} is no index name: give one with a letter or digit, "
+        raise InvalidOptionError(f"{name!r} is no index name: give one with a letter or digit, "
                                  "and no space at either end (no command could reach the index by it)")
     if os.path.lexists(new_path):
         raise FAQSearchError(f"{new_path} exists already; choose another name or drop it first")

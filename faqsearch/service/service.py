@@ -44,11 +44,9 @@ class Served:
 
 def _check_key(option: str, key: str | None) -> None:
     """A key a client can send: visible ASCII (an HTTP header value is trimmed, and a key outside ASCII is
-    sent as UTF-8 by one client and refused by another), at least one character."""
-    if key is None or key == "":
-        return
-    if not all("!" <= ch <= "~" for ch in key):
-        bad = next(ch for ch in key if not "!" <= ch <= "~")
+    sent as UTF-8 by one client and refused by another); an empty one is no key."""
+    bad = next((ch for ch in key or "" if not "!" <= ch <= "~"), None)
+    if bad is not None:
         raise InvalidOptionError(f"{option} holds {bad!r}: a key is sent in an HTTP header, where only visible ASCII "
                                  "characters arrive alike from every client (spaces are trimmed); use letters, digits "
                                  "and signs, such as the output of: python -c \"import secrets; print(secrets.token_urlsafe())\"")

@@ -59,7 +59,7 @@ def check_out(out_dir: str, resume: bool = False) -> None:
     """Refuse a model folder that would overwrite an index, or someone else's files, and one this
     process cannot write, before any training: a model written into an index's folder replaced its
     live config.json (the index stopped opening), and a read-only folder failed after the training."""
-    from ..index.format import CONFIG, CURRENT
+    from ..index.format import CONFIG, CURRENT, read_json
 
     out = os.path.abspath(out_dir)
     folders = [out]
@@ -67,11 +67,10 @@ def check_out(out_dir: str, resume: bool = False) -> None:
         folders.append(os.path.dirname(folders[-1]))
     for folder in folders:
         try:
-            with open(os.path.join(folder, CONFIG), encoding="utf-8") as fh:
-                ours = '"format_version"' in fh.read()
-        except (OSError, UnicodeDecodeError):
-            ours = False
-        if ours or os.path.exists(os.path.join(folder, CURRENT)):
+            config = read_json(folder)
+        except (OSError, ValueError):  # none, or not JSON: not an index's version
+            config = None
+        if (isinstance(config, dict) and "format_version" in config) or os.path.exists(os.path.join(folder, CURRENT)):
             raise InvalidOptionError(f"--out {out_dir} is {'inside ' if folder != out else ''}a faqsearch index; train "
                                      "into a folder of its own (a model there would replace the index's files)")
     if os.path.isdir(out) and os.listdir(out) and not resume and not os.path.exists(os.path.join(out, CONFIG)):
