@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from .errors import CorpusError
-from .text import clean_text, is_blank, read_alike
+from .text import answer_key, clean_text, is_blank, not_utf8_fix, read_alike
 
 log = logging.getLogger(__name__)
 
@@ -140,11 +140,9 @@ def _read_text(path: str, data: bytes | None = None) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise CorpusError(
-            path, line,
-            f"byte 0x{data[exc.start]:02x} at column {col} is not valid UTF-8; "
-            "re-save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)",
-        ) from None
+        start, end = data.rfind(b"\n", 0, exc.start) + 1, data.find(b"\n", exc.start)
+        raise CorpusError(path, line, f"byte 0x{data[exc.start]:02x} at column {col} is not valid UTF-8: "
+                          + not_utf8_fix(data[start:end if end >= 0 else len(data)])) from None
 
 
 def _no_constant(name: str) -> Any:
@@ -353,7 +351,7 @@ def check_metadata(meta: dict[str, Any], path: str, line: int | None, where: str
 
 
 def _auto_id(answer: str) -> str:
-    return "a" + hashlib.sha1(answer.encode("utf-8")).hexdigest()[:10]
+    return "a" + hashlib.sha1(answer_key(answer).encode("utf-8")).hexdigest()[:10]
 
 
 def read_corpus_stream(stream, columns: Columns | None = None, fmt: str = "csv") -> list[FAQ]:
@@ -421,7 +419,7 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
         faq_id = _cell(row.get(id_col), path, line, id_col or "id") if id_col else ""
         check_id(faq_id, path, line)
         if not faq_id:
-            faq_id = by_answer.get(answer) or _auto_id(answer)
+            faq_id = by_answer.get(answer_key(answer)) or _auto_id(answer)
         category = _cell(row.get(cols.category), path, line, cols.category) or None
         faq = faqs.get(faq_id)
         if faq is None:
@@ -430,8 +428,8 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
                     and v not in (None, "")}
             check_metadata(meta, path, line, f"FAQ {faq_id!r}")
             faq = faqs[faq_id] = FAQ(faq_id, answer, [], category, meta, line)
-            by_answer.setdefault(answer, faq_id)
-        elif faq.answer != answer:
+            by_answer.setdefault(answer_key(answer), faq_id)
+        elif answer_key(faq.answer) != answer_key(answer):
             raise CorpusError(
                 path, line,
                 f"id {faq_id!r} was given a different answer on line {faq.line}; "
@@ -455,14 +453,14 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
 
 
 def _warn_shared(path: str, faqs) -> None:
-    """Warn about questions that two FAQs share (up to case and spacing): the index cannot tell those FAQs
+    """Warn about questions that two FAQs share (up to case, width and spacing): the index cannot tell those FAQs
     apart by them, and which one answers such a question is a tie."""
     owner: dict[tuple[str, ...], tuple[str, FAQ]] = {}
     shared = [(q, faq, *owner[read_alike(q)]) for faq in faqs for q in faq.questions
               if owner.setdefault(read_alike(q), (q, faq))[1] is not faq]
     if shared:
         q, b, first, a = shared[0]
-        log.warning("%s:%s: %d question(s) belong to two FAQs, up to case and spacing (first: %r of FAQ %s from "
+        log.warning("%s:%s: %d question(s) belong to two FAQs, up to case, width and spacing (first: %r of FAQ %s from "
                     "line %s, and %r of FAQ %s from line %s); the index cannot tell those FAQs apart by them and "
                     "either may answer: give each question to one FAQ", path, b.line, len(shared), first, a.id, a.line,
                     q, b.id, b.line)

@@ -37,7 +37,9 @@ def as_items(value) -> list:
 def clean_text(text: str, multiline: bool = False) -> str:
     """NFC, no control characters, single spaces, stripped; invalid UTF-8 shown as U+FFFD.
 
-    ``multiline`` (answers) keeps line breaks (CRLF, CR, U+2028/2029 become \\n) and tabs."""
+    ``multiline`` (answers) keeps line breaks (CRLF, CR, U+2028/2029 become \\n), each line's indentation
+    and the spaces and tabs within it (a nested list, a code block, a Chinese paragraph's "\u3000\u3000"),
+    without spaces at the ends of lines or blank lines at the ends; a one-line text is stripped."""
     if not isinstance(text, str):
         raise TextTypeError(f"expected a string, got {type(text).__name__}")
     try:
@@ -48,9 +50,16 @@ def clean_text(text: str, multiline: bool = False) -> str:
     text = unicodedata.normalize("NFC", text)
     if multiline:
         text = re.sub(r"\r\n?|[\u2028\u2029\x85]", "\n", text)
-        return "\n".join(_LINE_SPACES.sub(" ", ln).strip() for ln in _CONTROL_BUT_LINES.sub(" ", text).split("\n")
-                         ).strip()
+        text = "\n".join(ln.rstrip() for ln in _CONTROL_BUT_LINES.sub(" ", text).split("\n")).strip("\n")
+        return text if "\n" in text else text.strip()
     return _SPACES.sub(" ", _CONTROL.sub(" ", text)).strip()
+
+
+def answer_key(answer: str) -> str:
+    """An answer as it compares with another (ids given to answers, rows grouped by answer, two answers
+    of one id): each line's spaces one space and stripped, as answers were stored until 2026-11-28, so
+    an answer's indentation neither parts two rows nor changes the id an id-less corpus gives it."""
+    return "\n".join(_LINE_SPACES.sub(" ", ln).strip() for ln in answer.split("\n")).strip()
 
 
 def _escapes_only(text: str) -> bool:
@@ -172,6 +181,53 @@ def fill(paragraph: str, width: int, indent: str = "", first: str | None = None)
 
 
 def read_alike(text: str) -> tuple[str, ...]:
-    """A text's words and signs, case folded: what an uncased encoder reads (two texts alike here get the
-    same vector from MiniLM, so they tie wherever both are questions)."""
-    return tuple(re.findall(r"\w+|[^\w\s]", text.casefold()))
+    """A text's words and signs, case and width folded (NFKC: "？" is "?", "ＡＰＰ" is "app"): what an
+    encoder reads alike (two texts alike here get the same or almost the same vector from MiniLM and
+    USE, so they tie wherever both are questions)."""
+    return tuple(re.findall(r"\w+|[^\w\s]", unicodedata.normalize("NFKC", text).casefold()))
+
+
+# encodings a text file that is not UTF-8 is most often in (Excel and Windows exports), tried in this order
+LEGACY_ENCODINGS = (("GB18030", "gb18030"), ("Big5", "big5"), ("Shift_JIS", "shift_jis"), ("EUC-KR", "euc_kr"),
+                    ("Windows-1252", "cp1252"))
+
+
+def _plausible(text: str) -> float:
+    """The share of a decoding's non-ASCII characters that are Latin or CJK letters or CJK punctuation (a
+    wrong decoding of CJK bytes gives signs such as ´ ¿ £, Cyrillic or half-width kana among them), more
+    with kana or hangul."""
+    wide = [ch for ch in text if ord(ch) > 127]
+    good = sum((unicodedata.category(ch).startswith("L") and (ch <= "\u024f" or "\u3040" <= ch <= "\u9fff"
+                                                             or "\uac00" <= ch <= "\ud7a3"))
+               or "\u3000" <= ch <= "\u303f" or "\uff01" <= ch <= "\uff60" for ch in wide)  # not half-width kana
+    # Japanese is rarely written without kana, Korean mostly in hangul; a misreading seldom makes many of them
+    kana = sum("\u3040" <= ch <= "\u30ff" for ch in wide) >= 0.2 * len(wide)
+    hangul = sum("\uac00" <= ch <= "\ud7a3" for ch in wide) >= 0.7 * len(wide)
+    return good / len(wide) + 0.5 * (kana or hangul) if wide else 0.0
+
+
+def not_utf8_fix(line: bytes, limit: int = 3, what: str = "the line", terminal: bool = False) -> str:
+    """What to do with a line that is not UTF-8: how it reads in the encodings it decodes in (those
+    whose reading looks most like text first, at most ``limit``), and the iconv command that
+    converts from the first, so a person sees which reading is theirs (``terminal``: a command-line
+    argument, whose fix is the terminal's encoding)."""
+    readings = []
+    for name, codec in LEGACY_ENCODINGS:
+        try:
+            text = line.decode(codec).strip()
+        except UnicodeDecodeError:
+            continue
+        readings.append((-_plausible(text), len(readings), name, text))
+    readings = sorted(readings)[:limit]
+    if not readings:
+        return "re-save the file as UTF-8 (iconv -f ENCODING -t UTF-8 FILE > NEW)"
+    said = "; ".join(f"{name}: {said_short(text)}" for _, _, name, text in readings)
+    if terminal:
+        return f"{what} reads as {said}. Set the terminal to UTF-8 (its locale, e.g. LANG=C.UTF-8)"
+    return (f"{what} reads as {said}. Re-save the file as UTF-8 from the encoding that reads right "
+            f"(e.g. iconv -f {readings[0][2]} -t UTF-8 FILE > NEW)")
+
+
+def said_short(text: str, width: int = 40) -> str:
+    """``text`` quoted, cut at ``width`` characters."""
+    return repr(text if len(text) <= width else text[:width - 1] + "…")

@@ -22,6 +22,26 @@ def test_groups_by_id_and_by_answer(tmp_path):
     assert faqs[0].id == read_corpus(p)[0].id  # generated ids are stable
 
 
+def test_answers_keep_their_indentation_and_spacing_and_still_group_alike(tmp_path):
+    """A nested list, a code block or a Chinese paragraph's full-width indent lost its spaces: each
+    line was stripped and runs of spaces made one. Answers now keep them; the ids of id-less rows and
+    the grouping of rows by answer still compare answers without them, so neither changes."""
+    import json
+
+    answer = "步骤：\n\u3000\u3000打开 App\n1. Step\n   - sub  step\n    code(x)  # aligned\n"
+    p = tmp_path / "c.jsonl"
+    p.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in (
+        {"question": "q1", "answer": answer + "  \n\n"}, {"question": "q2", "answer": "步骤：\n打开 App\n1. Step\n"
+                                                                                  "- sub step\ncode(x) # aligned"},
+        {"id": "7", "question": "q3", "answer": "  one  line  "}, {"id": "7", "question": "q4", "answer": "one line"})),
+        encoding="utf-8")
+    faqs = read_corpus(str(p))
+    assert faqs[0].answer == answer.rstrip("\n") and faqs[0].questions == ["q1", "q2"]  # grouped: alike but for spaces
+    assert faqs[0].id == "a" + __import__("hashlib").sha1("步骤：\n打开 App\n1. Step\n- sub step\ncode(x) # aligned"
+                                                          .encode()).hexdigest()[:10]  # the id it always had
+    assert faqs[1].answer == "one  line" and faqs[1].questions == ["q3", "q4"]  # no conflict for spacing alone
+
+
 def test_ids_categories_metadata_variants(tmp_path):
     p = write(tmp_path, "c.csv", "\ufeffid,question,answer,category,variants,url\n"
                                  "7,q1,A,cat,v1|v2 | ,http://x\n7,q2,A,,,\n8,q3,B,,,\n")
@@ -86,7 +106,7 @@ def test_undecodable_bytes_give_line_and_fix(tmp_path):
     p = write(tmp_path, "c.csv", "question,answer\nq1,a1\ncaf\xe9,a2\n".encode("latin-1"))
     with pytest.raises(CorpusError) as err:
         read_corpus(p)
-    assert err.value.line == 3 and "UTF-8" in str(err.value) and "re-save" in str(err.value)
+    assert err.value.line == 3 and "UTF-8" in str(err.value) and "re-save" in str(err.value).lower()
 
 
 def test_large_corpus_is_parsed_as_it_is_read_and_a_late_bad_byte_still_names_its_line(tmp_path):
@@ -211,6 +231,11 @@ def test_a_question_two_faqs_share_is_warned_about_naming_both(tmp_path, caplog)
     with caplog.at_level("WARNING", logger="faqsearch.corpus"):
         read_corpus(str(p))
     assert not [r for r in caplog.records if "belong to two FAQs" in r.getMessage()]  # one FAQ's own: no tie
+    caplog.clear()
+    p.write_text("id,question,answer\nd1,忘记登录密码怎么办？,A\nd2,信用卡年费,B\nd3,忘记登录密码怎么办?,C\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="faqsearch.corpus"):
+        read_corpus(str(p))  # full- and half-width signs read alike (NFKC): the same tie
+    assert [r for r in caplog.records if "belong to two FAQs" in r.getMessage() and "FAQ d3 from line 4" in r.getMessage()]
 
 
 def test_a_column_option_naming_no_column_and_a_missing_file_are_said(tmp_path):

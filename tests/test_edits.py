@@ -377,6 +377,9 @@ def test_feedback_for_another_faqs_question_moves_it_or_says_why_not(engine):
     engine.add([FAQ("ru", "ответ", ["как оплатить заказ?"])])  # case beyond ASCII: SQL's LIKE does not fold it
     with pytest.raises(FAQSearchError, match="reads as 'как оплатить заказ\\?', which is an added question of FAQ ru"):
         engine.feedback("КАК ОПЛАТИТЬ ЗАКАЗ?", "7")
+    engine.add([FAQ("zh", "答", ["忘记登录密码怎么办？"])])  # width: "?" is what "？" reads as (NFKC)
+    with pytest.raises(FAQSearchError, match="reads as '忘记登录密码怎么办？', which is an added question of FAQ zh"):
+        engine.feedback("忘记登录密码怎么办?", "7")
     engine.feedback("MY OWN WORDS FOR TOPIC THREE", "9")  # feedback's own question moves, whatever its case
     assert "my own words for topic three" not in [q["text"] for q in engine.show("7")["questions"]]
     engine.feedback("my own words for topic three", "7")

@@ -88,6 +88,24 @@ def test_file_kinds_are_named_and_advice_is_right(tmp_path, run, built):
     assert result.exit_code == 1 and "is a directory" in result.output
 
 
+def test_a_file_in_another_encoding_is_shown_as_it_reads_in_the_likely_ones(tmp_path, run, built):
+    """A GBK export was told to convert from latin1, which turned its Chinese into mojibake."""
+    rows = "id,question,answer\ng-1,怎么退款？,在订单页申请。\n"
+    for codec, first in (("gbk", "GB18030"), ("big5", "Big5"), ("shift_jis", "Shift_JIS"), ("cp1252", "Windows-1252")):
+        text = rows if codec in ("gbk",) else {"big5": "id,question,answer\n1,忘記密碼怎麼辦,點擊重設\n",
+                                               "shift_jis": "id,question,answer\n1,パスワードを忘れました,リセット\n",
+                                               "cp1252": "id,question,answer\n1,Où est mon colis ?,Vérifiez\n"}[codec]
+        (tmp_path / f"{codec}.csv").write_bytes(text.encode(codec))
+        with pytest.raises(CorpusError) as err:
+            read_corpus(str(tmp_path / f"{codec}.csv"))
+        said = str(err.value)
+        assert f"{codec}.csv:2:" in said and "latin1" not in said
+        assert f"the line reads as {first}: {text.splitlines()[1]!r}" in said  # the right reading first, whole
+        assert f"iconv -f {first} -t UTF-8" in said
+    result = run("ask", "--index", built.path, input="怎么退款\n".encode("gbk"))
+    assert "Line 1 reads as GB18030: '怎么退款'" in result.stderr
+
+
 def test_unreadable_and_deeply_nested_corpora_are_clear_errors(tmp_path, monkeypatch, run):
     import builtins
 

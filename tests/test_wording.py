@@ -56,6 +56,11 @@ def test_indexes_suggest_versions_and_list_have_a_header_row(run, tmp_path, smal
     lines = run("indexes", "--home", home).output.splitlines()
     assert lines[0].split() == ["name", "FAQs", "questions", "encoder", "backend", "size", "modified"]
     assert lines[1].split()[:3] == ["shop", "4", "6"]
+    assert run("ingest", small_corpus, "--index", home / "客服问答", "-q").exit_code == 0
+    from faqsearch.cli.render import columns
+
+    lines = run("indexes", "--home", home).output.splitlines()  # wide names keep the columns in place
+    assert len({columns(line.split(" MiB")[0]) for line in lines[1:]}) == 1, lines
     assert run("ask", "How long does shipping take please", "--index", home / "shop", "--log").exit_code == 0
     lines = run("suggest", "2", "--index", home / "shop").output.splitlines()
     assert lines[0].split() == ["source", "match", "asked", "phrasing"], lines

@@ -11,6 +11,7 @@ from ...defaults import ASK_K
 from ...errors import InvalidOptionError
 from ..options import (Finite, Score, batch_size_option, device_option, generator_option, handles_errors, index_option,
                        mode_option, output_options, threads_option)
+from ...text import not_utf8_fix
 from ..render import dump, result, unknown_category
 
 NO_ANSWER = 3  # `ask --fail-on-no-answer`: a query got no confident answer (1 is an error, 2 a usage error)
@@ -36,7 +37,8 @@ def stdin_lines() -> list[str]:
             bad.append(n)
     if bad:
         click.echo(f"Warning: stdin line(s) {', '.join(map(str, bad[:10]))}{' ...' if len(bad) > 10 else ''} "
-                   "are not UTF-8; their bad bytes are read as U+FFFD (convert with: iconv -f LATIN1 -t UTF-8)",
+                   "are not UTF-8; their bad bytes are read as U+FFFD. "
+                   + not_utf8_fix(lines[bad[0] - 1], what=f"Line {bad[0]}"),
                    err=True)
     return texts
 
@@ -91,6 +93,9 @@ def ask(text, index, top_k, threshold, min_confidence, model, mode, category, lo
     batch = text is None or text == "-"
     if batch and sys.stdin.isatty():
         raise click.UsageError("give a question, or pipe queries on stdin (one per line)")
+    if not batch and any("\udc80" <= ch <= "\udcff" for ch in text):  # argv bytes that were not UTF-8
+        click.echo("Warning: the query is not UTF-8; its bad bytes are read as U+FFFD. "
+                   + not_utf8_fix(text.encode("utf-8", "surrogateescape"), what="It", terminal=True), err=True)
     queries = [clean_text(line) for line in stdin_lines()] if batch else [clean_text(text)]
     if not batch and is_blank(queries[0]):
         raise click.UsageError("the question is blank (no visible characters)")

@@ -10,7 +10,7 @@ from ..options import (Finite, Score, batch_size_option, corpus_options, device_
                        whitening_options)
 from ...defaults import LEARN_MIN_MINUTES
 from ...text import count
-from ..render import built, dump, edit, info as print_info, tune as print_tune, undo
+from ..render import built, dump, edit, info as print_info, pad, tune as print_tune, undo
 
 
 def corpus_argument(fn):
@@ -216,9 +216,9 @@ def indexes(home, out):
         click.echo(f"{'name':<20} {'FAQs':>7} {'questions':>9}  {'encoder':<18} {'backend':<8} {'size':>12}  modified")
     for r in rows:
         if "error" in r:
-            click.echo(f"{r.get('address', r['name']):<20} (cannot be read: {r['error']})")
+            click.echo(f"{pad(r.get('address', r['name']), 20)} (cannot be read: {r['error']})")
             continue
-        click.echo(f"{r.get('address', r['name']):<20} {r['faqs']:>7} {r['questions']:>9}  {r['encoder']:<18} "
+        click.echo(f"{pad(r.get('address', r['name']), 20)} {r['faqs']:>7} {r['questions']:>9}  {pad(r['encoder'], 18)} "
                    f"{r['backend']:<8} {r['bytes'] / 2**20:8.1f} MiB  {r['modified']}")
 
 
