@@ -251,10 +251,14 @@ def refuse_lossy_rebuild(path: str, source: str, listed: set[str], force: bool =
             f"from {source} alone")
     if extra:
         what = ", ".join(f"{n} from {src}" for src, n in sorted(extra.items()))
+        kept = [src for src in sorted(extra) if src != "added"]
+        upsert = (f"`faqsearch upsert {source} --index {path}` applies the corpus as an edit and keeps those from "
+                  f"{', '.join(kept)}" + (" (not those from added: an export speaks for them)" if "added" in extra else "")
+                  if kept else "")
         raise WouldDropError(
             f"index {path} holds questions that a rebuild from {source} would drop ({what}). "
-            f"Run `faqsearch upsert {source} --index {path}` to apply the corpus as an edit and keep them, or "
-            "pass --replace to rebuild and drop them")
+            f"`faqsearch update {source} --index {path}` applies the corpus as an edit and keeps them all"
+            + (f"; {upsert}" if upsert else "") + ", or pass --replace to rebuild and drop them")
 
 
 def info_summary(config: Config) -> dict[str, Any]:

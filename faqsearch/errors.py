@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Callable
 
 
 def said(exc: BaseException, limit: int = 200) -> str:
@@ -70,6 +71,16 @@ class UnknownFAQError(FAQSearchError):
 
 
 FAQS_LISTED = "the FAQs are listed by `faqsearch list` (over HTTP, GET .../faqs)"  # where an unknown id's message points
+
+
+def unknown_faq(faq_id: str, held: Callable[[str], bool]) -> UnknownFAQError:
+    """The error for an id the index does not hold; ``held(id)``: whether it holds that id. An id given
+    with spaces around it (ids are stored without them) is named as the one to give."""
+    said = f"unknown FAQ id {faq_id!r}"
+    if isinstance(faq_id, str) and faq_id.strip() != faq_id and faq_id.strip() and held(faq_id.strip()):
+        return UnknownFAQError(f"{said}; did you mean {faq_id.strip()!r}? (ids are stored without the spaces around "
+                               "them)")
+    return UnknownFAQError(f"{said}; {FAQS_LISTED}")
 
 
 class DuplicateFAQError(FAQSearchError):

@@ -84,14 +84,18 @@ def info(index: str | None = None) -> dict[str, Any]:
     return {"path": path, **({"address": remote.address} if remote is not None else {}), **config}
 
 
-def without_paths(value: Any) -> Any:
-    """``value`` with every absolute path in it cut to its last part (a corpus or model file, a Milvus
-    database): what a server shows of an index, never where things live on it."""
+PATH_KEYS = ("corpus",)  # values that are paths even when relative ("sample_data/faq.csv")
+
+
+def without_paths(value: Any, key: str = "") -> Any:
+    """``value`` with every absolute path in it, and the relative ones of PATH_KEYS, cut to its last part
+    (a corpus or model file, a Milvus database): what a server shows of an index, never where things
+    live on it."""
     if isinstance(value, dict):
-        return {k: without_paths(v) for k, v in value.items()}
+        return {k: without_paths(v, k) for k, v in value.items()}
     if isinstance(value, list):
         return [without_paths(v) for v in value]
-    if isinstance(value, str) and os.path.isabs(value):
+    if isinstance(value, str) and (os.path.isabs(value) or key in PATH_KEYS):
         return os.path.basename(value.rstrip("/\\")) or value
     return value
 

@@ -552,3 +552,68 @@ def test_approving_a_generated_question_makes_it_the_persons_and_augment_remove_
     assert six.get("HOW DO I PAY IN SIX") == "feedback" and "how do i pay in six" not in six
     engine.unassign("HOW DO I PAY IN SIX", "6")
     assert "HOW DO I PAY IN SIX" not in {q["text"] for q in engine.show("6")["questions"]}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc/self/fd")
+def test_edits_do_not_keep_the_stores_they_swapped_out_open(engine):
+    """Each edit swaps in a new version's store; the old connection stayed open (with its file, deleted
+    once the version went) until a garbage collection: 60 deleted store.db held after 20 edit pairs."""
+    import gc
+
+    def deleted_stores():
+        out = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                out += os.readlink(f"/proc/self/fd/{fd}").endswith("store.db (deleted)")
+            except OSError:
+                pass
+        return out
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(8):  # more than the kept versions, so the first ones' files are deleted
+            engine.add([FAQ(f"t{i}", "x", [f"question about gadget {i}"])])
+            engine.remove([f"t{i}"])
+            engine.ask("gadget")
+        assert deleted_stores() == 0
+    finally:
+        gc.enable()
+
+
+def test_a_call_using_the_store_when_another_thread_closes_it_gets_a_closed_error(engine):
+    """close() while other threads asked gave them sqlite3.ProgrammingError (not a FAQSearchError), and an
+    edit's store check said store.db was damaged, advising a rebuild that loses edits."""
+    from faqsearch.errors import ClosedError, FAQSearchError
+
+    store = engine.snapshot.store
+    engine.close()  # what another thread's close() does to a store this call still holds
+    for call in (lambda: store.doc_freqs(["topic"]), lambda: store.check_integrity(engine.path),
+                 lambda: store.faq("3"), lambda: store.list_faqs()):
+        with pytest.raises(ClosedError, match="was closed while this call was using it"):
+            call()
+    assert issubclass(ClosedError, FAQSearchError)
+
+
+def test_an_engine_whose_index_was_dropped_says_it_is_gone(engine, tmp_path):
+    """An edit said "no index at X yet (an ingest there did not finish)" and a reload advised an ingest by
+    name alone, for an index another process had dropped or renamed."""
+    from faqsearch.errors import IndexNotFoundError
+    from faqsearch.manage import rename_index
+
+    rename_index(engine.path, str(tmp_path / "moved"))
+    for call in (lambda: engine.add([FAQ("z", "a", ["a question about zebras"])]), engine.reload):
+        with pytest.raises(IndexNotFoundError, match="is gone: dropped, renamed or moved since it was opened"):
+            call()
+    assert not os.path.exists(engine.path)  # the edit made nothing there
+    assert engine.ask("question about topic3 number0").answers  # it answers from the version it holds
+
+
+def test_an_id_given_with_spaces_around_it_is_named_as_the_one_to_give(engine):
+    """Ingest stores ids without the spaces around them; `show " 4 "` then said only "unknown FAQ id"."""
+    from faqsearch.errors import UnknownFAQError
+
+    for call in (lambda: engine.show(" 4 "), lambda: engine.feedback("some words", " 4"), lambda: engine.remove([" 4 "])):
+        with pytest.raises(UnknownFAQError, match=r"unknown FAQ id ' ?4 ?'; did you mean '4'\?"):
+            call()
+    with pytest.raises(UnknownFAQError, match="unknown FAQ id 'nope'; the FAQs are listed by"):
+        engine.show("nope")

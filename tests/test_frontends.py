@@ -168,3 +168,5 @@ def test_info_of_the_cli_and_the_service_agree(tmp_path, small_corpus, fake_mode
     common = set(shown) & set(served)
     assert common >= {"encoder", "counts", "whitening", "lexical", "token_states", "threshold"}
     assert {k: without_paths(shown[k]) for k in common} == {k: served[k] for k in common}
+    # an index ingested from a relative path showed its directory ("sample_data/faq.csv")
+    assert without_paths({"corpus": "sample_data/faq.csv", "note": "a/b"}) == {"corpus": "faq.csv", "note": "a/b"}

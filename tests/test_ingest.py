@@ -37,6 +37,21 @@ def test_reingest_refuses_to_drop_feedback_questions_without_force_or_replace(ru
         assert "a wording nobody wrote down" not in run("show", "f1", "--index", ix).output
 
 
+def test_the_refusal_names_the_edit_that_keeps_each_kind_of_question(run, tmp_path):
+    """It said upsert keeps every question a rebuild would drop; upsert drops the `added` questions an
+    export no longer lists (an export speaks for them), so a person following it lost one."""
+    ix, corpus = tmp_path / "ix", write_corpus(tmp_path, ROWS)
+    assert run("ingest", corpus, "--index", ix, "-q").exit_code == 0
+    assert run("update", "f1", "--question", "a question added by hand", "--index", ix, "-q").exit_code == 0
+    assert run("feedback", "a wording nobody wrote down", "f1", "--index", ix).exit_code == 0
+    said = run("ingest", corpus, "--index", ix, "-q").output
+    assert "(1 from added, 1 from feedback)" in said and "update" in said
+    assert "keeps those from feedback (not those from added" in said
+    assert run("update", corpus, "--index", ix, "-q").exit_code == 0  # what it says keeps them all
+    shown = run("show", "f1", "--index", ix).output
+    assert "a question added by hand" in shown and "a wording nobody wrote down" in shown
+
+
 def test_ingest_options_progress_and_the_empty_index_message(run, tmp_path, built):
     corpus = write_corpus(tmp_path, ROWS)
     result = run("ingest", corpus, "--index", tmp_path / "a", "-k", "8")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..corpus import FAQ, check_faq, faq_hash
 from ..errors import (FAQS_LISTED, CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError,
-                      StaleRevisionError, UnknownFAQError)
+                      StaleRevisionError, UnknownFAQError, unknown_faq)
 from ..results import EditReport
 from ..text import as_items, clean_text, is_blank, read_alike
 
@@ -185,6 +185,8 @@ def plan_remove(store: StoreView, faq_ids: Sequence[str]) -> Edit:
     ids = list(dict.fromkeys(as_items(faq_ids)))
     existing = store.faq_hashes()
     unknown = [i for i in ids if i not in existing]
+    if len(unknown) == 1:
+        raise unknown_faq(unknown[0], lambda i: i in existing)
     if unknown:
         raise UnknownFAQError(f"unknown FAQ id(s): {', '.join(unknown[:10])}; {FAQS_LISTED}")
     return Edit(removed_faqs=ids)
@@ -193,7 +195,7 @@ def plan_remove(store: StoreView, faq_ids: Sequence[str]) -> Edit:
 def _known(store: StoreView, faq_id: str) -> dict[str, Any]:
     faq = store.faq(faq_id)
     if faq is None:
-        raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; {FAQS_LISTED}")
+        raise unknown_faq(faq_id, lambda i: store.faq(i) is not None)
     return faq
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..errors import FAQS_LISTED, UnknownFAQError
+from ..errors import unknown_faq
 from ..text import is_blank
 from .languages import writes
 from .recipe import normal
@@ -61,7 +61,7 @@ def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: 
     store = searcher.snap.store
     faq = store.faq(faq_id)
     if faq is None:
-        raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; {FAQS_LISTED}")
+        raise unknown_faq(faq_id, lambda i: store.faq(i) is not None)
     questions = [q["text"] for q in faq["questions"]]
     seen = {normal(q) for q in questions}
     out: list[Suggestion] = []

@@ -12,9 +12,8 @@ from typing import Any
 from ..errors import IndexFormatError, InvalidOptionError
 from ..lexical import stem_in_use
 from ..tokenmatch import supported as tokens_supported
-from .format import CURRENT, FILES, RECORDED_DIRS, SIZED, VERSION_NAME, Config
+from .format import CURRENT, DEFAULT_HOME, FILES, RECORDED_DIRS, SIZED, VERSION_NAME, Config, home, index_argument  # noqa: F401
 
-DEFAULT_HOME = "indexes"
 DEFAULT_NAME = "default"
 
 
@@ -28,11 +27,6 @@ def versions() -> dict[str, str | None]:
         except PackageNotFoundError:
             out[pkg] = None
     return out
-
-
-def home() -> str:
-    """$FAQSEARCH_HOME, or ./indexes where it is unset or empty."""
-    return os.path.abspath(os.environ.get("FAQSEARCH_HOME") or DEFAULT_HOME)
 
 
 def resolve_index_path(index: str | os.PathLike | None) -> str:

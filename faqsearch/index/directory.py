@@ -40,7 +40,7 @@ from ..files import FileLock, atomic_write, fsync_dir, fsync_file, link_or_copy,
 from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
                      STORE, TOP as _TOP, VERSION_NAME, WHITENING, Config, read_json, version_name)
 from .address import remote_of
-from .config import read_current
+from .config import index_argument, read_current
 from .remote import RemoteWriting, sync
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ def resolve(path: str, sync_remote: bool = True) -> str:
             log.warning("no index at %s; using the last complete version %s", path, best)
             return best
         raise IndexNotFoundError(f"no index at {path}. Create one with: faqsearch ingest CORPUS.csv "
-                                 f"--index {os.path.basename(path)}")
+                                 f"--index {index_argument(path)}")
     if kind == "empty":
         newest = newest_version(path)  # CURRENT lost: the next writer writes it again
         if newest is not None:
@@ -155,7 +155,7 @@ def resolve(path: str, sync_remote: bool = True) -> str:
             raise IndexNotFoundError(f"no index at {remote.address} yet. Create one with: faqsearch ingest CORPUS.csv "
                                      f"--index {remote.address}")
         raise IndexNotFoundError(f"no index at {path} yet (an ingest there did not finish). Create one with: "
-                                 f"faqsearch ingest CORPUS.csv --index {path}")
+                                 f"faqsearch ingest CORPUS.csv --index {index_argument(path)}")
     raise IndexFormatError(f"{path} is not a faqsearch index; re-run faqsearch ingest with another --index")
 
 

@@ -60,6 +60,21 @@ VERSION_ENTRIES = (CONFIG, STORE, FAISS, WHITENING, VECTORS, IDS, f"{DELTA_PREFI
 INDEX_ENTRIES = (CURRENT, LOCK, QUERY_LOG, REMOTE, f"{ENCODERS}/", "v<G>/")
 
 
+DEFAULT_HOME = "indexes"  # where `--index NAME` lives without $FAQSEARCH_HOME
+
+
+def home() -> str:
+    """$FAQSEARCH_HOME, or ./indexes where it is unset or empty."""
+    return os.path.abspath(os.environ.get("FAQSEARCH_HOME") or DEFAULT_HOME)
+
+
+def index_argument(path: str) -> str:
+    """What ``--index`` takes for the index at ``path``: its name where it lives in the home, else the path
+    (a hint giving only the name would make another index, in the home)."""
+    path = os.path.abspath(path)
+    return os.path.basename(path) if os.path.dirname(path) == home() else path
+
+
 def version_name(generation: int) -> str:
     """The directory of the version of generation ``generation`` ("v00000007")."""
     return f"v{int(generation):08d}"
@@ -268,7 +283,7 @@ class Config(Section):
         file = os.path.join(directory, CONFIG)
         if not os.path.isdir(directory):
             raise IndexNotFoundError(f"no index at {where}. Create one with: faqsearch ingest CORPUS.csv "
-                                     f"--index {os.path.basename(where)}")
+                                     f"--index {index_argument(where)}")
         if not os.path.exists(file):
             raise IndexFormatError(f"{where} is not a faqsearch index (no {CONFIG}); re-run faqsearch ingest")
         try:

@@ -14,7 +14,7 @@ from . import config as cfg
 from ..backends import Backend, RawSource, StoreView, TokenSource, VectorSearch, backend_for
 from ..confidence import ConfidenceModel
 from ..defaults import HYBRID_WEIGHT, MODE, PROTOTYPE_MAX_QUESTIONS, THRESHOLD, UNKNOWN_SHARE
-from ..errors import ClosedError, IndexFormatError
+from ..errors import ClosedError, IndexFormatError, IndexNotFoundError
 from ..prototypes import Prototypes, aligned
 from .directory import resolve, stamp
 from .format import WHITENING, Config
@@ -176,7 +176,14 @@ def open_snapshot(path: str, base: Snapshot | None = None) -> Snapshot:
     reads: the open is retried when the index changed meanwhile."""
     for attempt in range(3):
         before = stamp(path)
-        version = resolve(path)
+        try:
+            version = resolve(path)
+        except IndexNotFoundError:
+            if base is None:
+                raise
+            raise IndexNotFoundError(f"index {path} is gone: dropped, renamed or moved since it was opened; nothing "
+                                     "was written. Open it where it is now (faqsearch indexes lists the indexes of a "
+                                     "home), or ingest it again") from None
         try:
             return _open_version(path, version, before, base)
         except (IndexFormatError, FileNotFoundError) as exc:

@@ -1,18 +1,24 @@
 """The SQLite connection of a store (:mod:`faqsearch.backends.embedded.store`): SQLite's reports of a damaged file,
 found by any read or write past the open checks, become a :class:`faqsearch.errors.StoreDamagedError`
-that names the index and the fix instead of a bare ``sqlite3.DatabaseError``."""
+that names the index and the fix instead of a bare ``sqlite3.DatabaseError``; a call still using the
+store when another thread closed the engine gets a :class:`faqsearch.errors.ClosedError`."""
 from __future__ import annotations
 
 import os
 import re
 import sqlite3
+import weakref
 
 
-def connect(path: str, index: str | None = None) -> "_Connection":
+def connect(path: str, index: str | None = None, owner: object = None) -> "_Connection":
     """A connection to the store file ``path`` of the index ``index`` (default: found from the path),
-    shared by threads (its callers serialise it)."""
+    shared by threads (its callers serialise it), closed when ``owner`` is: a connection holds itself
+    through its statement cache (CPython's sqlite3), so one merely dropped stayed open, with its file,
+    until a garbage collection (each edit swaps a reader's store for a new version's)."""
     conn = sqlite3.connect(path, check_same_thread=False, factory=_Connection)
     conn.index = index or _index_of(path)
+    if owner is not None:
+        weakref.finalize(owner, conn.close)
     return conn
 
 
@@ -23,6 +29,11 @@ def _checked(conn: "_Connection", call, *args):
     try:
         return call(*args)
     except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.ProgrammingError) and "closed database" in str(exc):
+            from ...errors import ClosedError  # FAQSearch.close() in another thread, while this call read
+
+            raise ClosedError(f"the FAQSearch of {conn.index} was closed while this call was using it; open the "
+                              "index again") from None
         if type(exc) is not sqlite3.DatabaseError and "Could not decode" not in str(exc):  # a damaged text too
             raise
         from ...index.config import damaged
@@ -58,13 +69,27 @@ class _Connection(sqlite3.Connection):
     index = ""  # the index the store belongs to, for the message
 
     def cursor(self, factory=None):
-        return super().cursor(factory or _Cursor)
+        return _checked(self, super().cursor, factory or _Cursor)
 
     def execute(self, *args):
         return self.cursor().execute(*args)
 
     def executemany(self, *args):
         return self.cursor().executemany(*args)
+
+    def commit(self):
+        return _checked(self, super().commit)
+
+    def rollback(self):
+        return _checked(self, super().rollback)
+
+    @property
+    def in_transaction(self):
+        return _checked(self, sqlite3.Connection.in_transaction.__get__, self)
+
+    @property
+    def total_changes(self):
+        return _checked(self, sqlite3.Connection.total_changes.__get__, self)
 
 
 def _index_of(path: str) -> str:

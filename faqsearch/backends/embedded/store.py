@@ -47,7 +47,7 @@ class Store:
         self.read_arrays = True  # BM25 from the postings arrays beside it (False: they are not recorded, FTS5 scores)
         self.index: str | None = None  # the index it belongs to, for messages
         # one connection shared by threads, serialised by a lock (reads are tiny)
-        self._conn = connect(path, index)  # ``index``: named by errors (default: the version directory's parent)
+        self._conn = connect(path, index, owner=self)  # ``index``: named by errors (default: the version's parent)
         self._db = None
         self._lock = threading.Lock()
         with self._lock:

@@ -56,7 +56,8 @@ def update(target, index, columns, fmt, replace, answer, category, questions, ou
     (encoded); its questions the file does not list stay, so one row per FAQ is enough to change
     answers. A category or metadata the file does not give (no such column) stays too. FAQs not
     yet in the index are added; FAQs not in CORPUS are left alone. --replace: each listed FAQ then
-    holds exactly the file's questions (feedback, approved and generated ones go too). To make an
+    is exactly what the file gives: its questions (feedback, approved and generated ones go too),
+    category and metadata (none where the file has no such column). To make an
     index match a whole export, dropping the questions it no longer lists, use `faqsearch upsert`.
 
     \b
@@ -156,15 +157,15 @@ def show(faq_id, index, out):
     Example:
         faqsearch show ret-04 --index support
     """
-    from ...errors import UnknownFAQError
+    from ...errors import unknown_faq
 
     store = _open_store(index)
     try:
         faq = store.faq(faq_id)
+        if faq is None:
+            raise unknown_faq(faq_id, lambda i: store.faq(i) is not None)
     finally:
         store.close()
-    if faq is None:
-        raise UnknownFAQError(f"unknown FAQ id {faq_id!r}; see `faqsearch list`")
     if out.json:
         click.echo(dump(faq))
         return
