@@ -152,6 +152,20 @@ def columns(text: str) -> int:
     return sum(_width(ch) for ch in text)
 
 
+def clip(text: str, width: int, mark: str = "...") -> str:
+    """``text`` cut to at most ``width`` terminal columns, ``mark`` ending it where it was cut (a Chinese
+    answer cut at 70 characters took 140 columns)."""
+    if columns(text) <= width:
+        return text
+    out, used, room = [], 0, width - columns(mark)
+    for ch in text:
+        used += _width(ch)
+        if used > room:
+            break
+        out.append(ch)
+    return "".join(out) + mark
+
+
 def fill(paragraph: str, width: int, indent: str = "", first: str | None = None) -> list[str]:
     """``paragraph`` as lines of at most ``width`` columns, each after ``indent`` (the first after
     ``first``): broken at spaces (not at no-break ones), and between Chinese or Japanese characters

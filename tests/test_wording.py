@@ -79,3 +79,20 @@ def test_log_counts_agree(run, tmp_path, small_corpus, n, word):
     for _ in range(n):
         run("ask", "How long does shipping take?", "--index", ix, "--log")
     assert run("log", "--index", ix).output.startswith(f"{word} logged")
+
+
+def test_list_cuts_wide_answers_by_columns_says_when_nothing_matches_and_honours_an_offset_alone(run, tmp_path):
+    """A Chinese answer cut at 70 characters took 140 columns; `list --contains X` matching nothing printed
+    nothing at all; `--offset` without `--limit` was ignored."""
+    from faqsearch.cli.render import columns
+
+    rows = [(f"z{i}", f"问题{i}", "进入“我的-安全中心-交易密码”，输入原密码后设置新密码；忘记原密码的可通过人脸识别重置。" * 2)
+            for i in range(3)]
+    ix = tmp_path / "zh"
+    assert run("ingest", write_corpus(tmp_path, rows), "--index", ix, "-q").exit_code == 0
+    lines = run("list", "--index", ix).output.splitlines()
+    assert len(lines) == 4 and all(columns(line) <= 39 + 70 for line in lines) and lines[1].endswith("...")
+    assert run("list", "--index", ix, "--contains", "密碼").output.strip() == \
+        "No FAQ contains '密碼' (text is matched as written)."
+    assert [ln.split()[0] for ln in run("list", "--index", ix, "--offset", "2").output.splitlines()[1:]] == ["z2"]
+    assert run("list", "--index", ix, "--offset", "5").output.strip() == "No FAQs past --offset 5."

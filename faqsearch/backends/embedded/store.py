@@ -406,9 +406,8 @@ class Store:
             args += [like, like, like]
         conds.append(self._vis("f"))
         sql = ("select f.id, f.category, f.answer, count(q.id) from faqs f left join questions q on q.faq_id = f.id "
-               f"and {self._vis('q')} where " + " and ".join(conds) + " group by f.rid order by f.seq"
-               + (" limit ? offset ?" if limit is not None else ""))
-        args += [limit, offset] if limit is not None else []
+               f"and {self._vis('q')} where " + " and ".join(conds) + " group by f.rid order by f.seq limit ? offset ?")
+        args += [-1 if limit is None else limit, offset]  # -1: no limit (an offset alone was ignored)
         with self._lock:
             return [{"id": r[0], "category": r[1], "answer": r[2], "questions": r[3]} for r in self._conn.execute(sql, args)]
 

@@ -5,6 +5,7 @@ import click
 
 from ..options import corpus_options, device_option, handles_errors, index_option, output_options, threads_option
 from ..render import dump, edit, pad, unknown_category, wrap
+from ...text import clip
 from .index import corpus_argument, read_input
 
 
@@ -139,10 +140,13 @@ def list_(index, category, contains, limit, offset, out):
         return
     if listing["faqs"]:
         click.echo(f"{pad('id', 12)} {pad('category', 14)} {'questions':>9}  answer")
+    elif offset:
+        click.echo(f"No FAQs past --offset {offset}{' that contain ' + repr(contains) if contains else ''}.")
+    elif contains:
+        click.echo(f"No FAQ contains {contains!r} (text is matched as written).")
     for row in listing["faqs"]:
-        answer = row["answer"].replace("\n", " ")
         click.echo(f"{pad(row['id'], 12)} {pad(row['category'] or '-', 14)} {row['questions']:>9}  "
-                   f"{answer[:70]}{'...' if len(answer) > 70 else ''}")
+                   f"{clip(' '.join(row['answer'].split()), 70)}")
 
 
 @click.command()
