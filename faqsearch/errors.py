@@ -66,6 +66,11 @@ class TooFewVariantsError(FAQSearchError):
     """Self-tuning needs FAQs with several questions; the corpus has too few."""
 
 
+class BusyError(FAQSearchError):
+    """The server is already doing as much of this work as it takes at once (generating paraphrases on
+    a CPU): try again shortly (HTTP 429, with Retry-After)."""
+
+
 class UnknownFAQError(FAQSearchError):
     """An FAQ id that the index does not hold."""
 

@@ -204,7 +204,8 @@ def evaluate(searcher, queries: Sequence[LabelledQuery], batch_size: int = 32, p
     metrics["answered"] = float(np.mean(decided))
     metrics["answered_right"] = float(np.mean([d and bool(ids) and ids[0] in q.gold
                                                for d, ids, q in zip(decided, ranked, queries)]))
-    out: dict[str, Any] = {"queries": len(queries), "mode": mode, "threshold": thr, "min_confidence": op, **metrics}
+    out: dict[str, Any] = {"queries": len(queries), "mode": mode, "threshold": None if mode == "lexical" else thr,
+                           "min_confidence": op, **metrics}  # lexical mode answers whatever shares a word
     if offtopic:
         off = searcher.answer(list(offtopic), k=1, threshold=thr if op is None and mode != "lexical" else None,
                               batch_size=batch_size, mode=mode)

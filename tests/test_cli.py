@@ -132,6 +132,8 @@ def test_eval_and_info(run, tmp_path, small_corpus):
     q.write_text("query,faq_id\nforgot password,1\nreturn policy,3\nship abroad,4|2\n")
     data = json.loads(run("eval", q, "--index", ix, "--json", "-q").output)
     assert data["queries"] == 3 and 0 <= data["mrr@10"] <= 1
+    lexical = json.loads(run("eval", q, "--index", ix, "--json", "-q", "--mode", "lexical").output)
+    assert lexical["threshold"] is None and lexical["min_confidence"] is None  # lexical mode has neither
     unknown = tmp_path / "u.csv"
     unknown.write_text("query,faq_id\nforgot password,999\n")
     result = run("eval", unknown, "--index", ix, "-q")

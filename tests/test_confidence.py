@@ -381,3 +381,26 @@ def test_gaps_keep_answers_of_low_confidence_within_the_margin(tmp_path):
         assert len(mine) == 1 and mine[0].answered_now == 1.0 and mine[0].count >= 2
         assert qlog.candidates(0.0) == [] and find_gaps(e, qlog, similarity=0.2, margin=0.0) == []
         qlog.close()
+
+
+def test_gaps_ask_again_only_the_clusters_they_list(tmp_path, small_corpus, monkeypatch):
+    """Every logged query was asked again (5,000 logged: 18 s on 2 cores, most for clusters never listed):
+    clusters are asked largest first, in batches, until enough gaps are found."""
+    import faqsearch.gaps as gaps_mod
+    from faqsearch.querylog import log_answered
+    from faqsearch.search import Searcher
+
+    monkeypatch.setattr(gaps_mod, "ASK_CLUSTERS", 2)
+    path = str(tmp_path / "ix")
+    with build_index(small_corpus, path, threshold=0.8) as e:
+        qlog = QueryLog.for_index(path)
+        words = ["zebra crossing", "quantum physics", "violin lessons", "glacier hiking", "saxophone repair"]
+        log_answered(qlog, e.ask_many([w for n, w in enumerate(words) for _ in range(6 - n)]), "hybrid", "api")
+        seen: list[int] = []
+        answer = Searcher.answer
+        monkeypatch.setattr(Searcher, "answer", lambda self, texts, **kw: seen.append(len(texts)) or answer(self, texts, **kw))
+        found = gaps_mod.find_gaps(e, qlog, similarity=0.99, min_count=2, limit=1)
+        assert [(g.examples[0], g.count) for g in found] == [("zebra crossing", 6)]
+        assert seen == [2]  # one batch of the two largest clusters, not all five
+        assert [g.count for g in gaps_mod.find_gaps(e, qlog, similarity=0.99, min_count=2, limit=3)] == [6, 5, 4]
+        qlog.close()

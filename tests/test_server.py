@@ -693,3 +693,24 @@ def test_versions_behind_the_read_key_and_restore_behind_the_write_key(fake_mode
     assert [v["made_by"] for v in listed] == ["ingest", "remove", f"restore {first[0]['version']}"]
     assert [v["live"] for v in listed] == [False, False, True] and listed[-1]["version"] == r.json()["version"]
     service.close()
+
+
+def test_paraphrases_are_generated_one_request_at_a_time_and_responses_carry_security_headers(client):
+    """45 slow paraphrase requests held every request thread: /health and asks timed out until the
+    server was killed. A second generation while one runs is a 429 at once, with Retry-After."""
+    generators = client.app.state.generators
+    with generators.slot():  # another request's generation under way
+        r = client.post("/indexes/shop/paraphrase", json={"text": "where is my parcel", "n": 2})
+        assert r.status_code == 429 and r.headers["Retry-After"] == "5" and "try again" in r.json()["error"]
+        r = client.get("/indexes/shop/faqs/1/suggestions", params={"generate": 2}, headers={"X-API-Key": KEY})
+        assert r.status_code == 429
+        assert client.get("/indexes/shop/faqs/1/suggestions", headers={"X-API-Key": KEY}).status_code == 200
+        assert client.get("/health").status_code == 200 and client.get("/indexes/shop/ask?q=hi").status_code == 200
+    r = client.post("/indexes/shop/paraphrase", json={"text": "x" * 301})
+    assert r.status_code == 422 and "text" in r.json()["error"]
+    paths = client.get("/openapi.json").json()["paths"]
+    assert "429" in paths["/indexes/{name}/paraphrase"]["post"]["responses"]
+    for url in ("/", "/static/app.js", "/health", "/indexes/shop/ask?q=hi"):
+        headers = client.get(url).headers
+        assert headers["X-Content-Type-Options"] == "nosniff" and headers["X-Frame-Options"] == "DENY"
+        assert ("frame-ancestors 'none'" in headers.get("Content-Security-Policy", "")) == (url in ("/", "/static/app.js"))

@@ -8,9 +8,10 @@ import os
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from typing import Any
 
-from ..errors import (ChangedMeanwhileError, CorpusError, DuplicateFAQError, FAQSearchError, IndexFormatError,
+from ..errors import (BusyError, ChangedMeanwhileError, CorpusError, DuplicateFAQError, FAQSearchError, IndexFormatError,
                       IndexNotFoundError, InvalidOptionError, MissingExtraError, StaleRevisionError, StorageError,
                       UnknownFAQError, VersionNotFoundError, WritesDisabledError)
 from ..index.format import STORE
@@ -26,7 +27,7 @@ STATIC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 STATUS = [(Unauthorized, 401), (Forbidden, 403), (UnknownFAQError, 404), (IndexNotFoundError, 404),
           (VersionNotFoundError, 404),
           (DuplicateFAQError, 409), (ChangedMeanwhileError, 409), (CorpusError, 422), (InvalidOptionError, 422),
-          (WritesDisabledError, 403), (StaleRevisionError, 412),
+          (WritesDisabledError, 403), (StaleRevisionError, 412), (BusyError, 429),
           (IndexFormatError, 503), (StorageError, 503), (FAQSearchError, 400)]
 
 
@@ -54,12 +55,32 @@ def hide_query_strings() -> None:
         access.addFilter(NoQueryStrings())
 
 
-class Generators:
-    """Paraphrase generators by spec, loaded once on first use."""
+GENERATING_AT_ONCE = 1  # paraphrase generations a server runs at once; more are a 429 (each takes seconds of CPU)
+RETRY_AFTER_S = 5
+# the page's own policy: its script and style are files of its own, its icon a data: URL; no page may frame it
+PAGE_POLICY = ("default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; "
+               "frame-ancestors 'none'")
 
-    def __init__(self):
+
+class Generators:
+    """Paraphrase generators by spec, loaded once on first use, and the slots generation runs in: a
+    request finding none free is refused at once (BusyError, a 429), so slow generations never hold
+    every request thread (about 45 of them took a server's health check and asks down)."""
+
+    def __init__(self, at_once: int = GENERATING_AT_ONCE):
         self._loaded: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(at_once)
+
+    @contextmanager
+    def slot(self):
+        if not self._slots.acquire(blocking=False):
+            raise BusyError(f"the server is generating paraphrases for another request (it runs {GENERATING_AT_ONCE} "
+                            f"at a time, seconds each); try again in a few seconds")
+        try:
+            yield
+        finally:
+            self._slots.release()
 
     def get(self, spec: dict[str, Any] | None):
         from ..generators import generator_from_spec
@@ -111,6 +132,17 @@ def create_app(service: Service, max_body: int = MAX_BODY):
         return await call_next(request)
 
     @app.middleware("http")
+    async def secured(request: Request, call_next):
+        """Headers every response carries: no type sniffing, no referrer, never framed; the page and its
+        files their own content policy (the API docs keep theirs: Swagger's page has inline script)."""
+        response = await call_next(request)
+        response.headers.update({"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+                                 "X-Frame-Options": "DENY"})
+        if request.url.path == "/" or request.url.path.startswith("/static/"):
+            response.headers["Content-Security-Policy"] = PAGE_POLICY
+        return response
+
+    @app.middleware("http")
     async def observed(request: Request, call_next):
         """Count, time and log every request (the outermost middleware: a 413 counts too)."""
         start, status = time.perf_counter(), 500
@@ -131,7 +163,8 @@ def create_app(service: Service, max_body: int = MAX_BODY):
 
     @app.exception_handler(FAQSearchError)
     async def domain_error(request: Request, exc: FAQSearchError):
-        headers = {"WWW-Authenticate": "ApiKey"} if isinstance(exc, Unauthorized) else None
+        headers = {"WWW-Authenticate": "ApiKey"} if isinstance(exc, Unauthorized) else \
+            {"Retry-After": str(RETRY_AFTER_S)} if isinstance(exc, BusyError) else None
         return JSONResponse({"error": service.redact(str(exc))}, status_code=status_for(exc), headers=headers)
 
     @app.exception_handler(RequestValidationError)

@@ -12,6 +12,7 @@ from ..filters import check_filters
 
 MAX_BODY = 1 << 20  # bytes per request body
 MAX_QUERY = 1000  # characters per query
+MAX_PARAPHRASE = 300  # characters of a text to paraphrase: its rewordings' token budget grows with it
 MAX_BATCH = 100  # queries per batch request
 MAX_K = 50
 MAX_ID = 200  # characters of an FAQ id or a category
@@ -172,5 +173,5 @@ class SuggestionsOut(BaseModel):
 
 
 class ParaphraseIn(BaseModel):
-    text: str = Field(..., min_length=1, max_length=MAX_QUERY)
+    text: str = Field(..., min_length=1, max_length=MAX_PARAPHRASE)
     n: int = Field(5, ge=1, le=20)

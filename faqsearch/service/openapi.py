@@ -55,6 +55,7 @@ assert set(EditReportOut.model_fields) == set(EditReport.__dataclass_fields__)  
 WRITES = ("post", "put", "patch", "delete")
 OPEN = ("/health",)
 ASKS = ("/ask", "/ask/batch", "/paraphrase")  # POST routes that only read
+GENERATES = ("/paraphrase", "/suggestions")  # routes that may generate paraphrases: one at a time
 EDITS = {"/indexes/{name}/faqs": ("post",), "/indexes/{name}/faqs/upsert": ("post",),
          "/indexes/{name}/faqs/{faq_id}": ("put", "patch", "delete"), "/indexes/{name}/feedback": ("post",),
          "/indexes/{name}/unassign": ("post",), "/indexes/{name}/faqs/{faq_id}/approve": ("post",)}
@@ -68,6 +69,7 @@ ERRORS = {
     412: "If-Match: the FAQ changed since that revision was read; nothing was written",
     413: "the request body is over the server's limit",
     422: "invalid request: the error names the field (detail lists each)",
+    429: "the server is generating paraphrases for another request (one at a time): retry after Retry-After seconds",
     503: "the index cannot be read or written: damaged, a full disk, or Milvus down (the error says which)",
 }
 
@@ -86,6 +88,8 @@ def codes(path: str, method: str) -> list[int]:
         out += [400, 403, 409]
     if method == "put":
         out.append(412)
+    if path.endswith(GENERATES):
+        out.append(429)
     return sorted(out)
 
 

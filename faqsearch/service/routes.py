@@ -2,6 +2,7 @@
 ``--json`` (``Result.to_dict()``, ``EditReport.to_dict()``, the FAQ dict of ``show``)."""
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -227,8 +228,10 @@ def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20,
     if store.faq(faq_id) is None and (whole := store.faq(f"{faq_id}/suggestions")) is not None:
         return JSONResponse(jsonable_encoder(whole))  # GET of an FAQ whose own id ends in /suggestions
     spec = searcher.snap.config.generator
-    return s.traffic.suggest(searcher, faq_id, choose_generator(spec, cached=request.app.state.generators.get),
-                             limit=limit, generate=generate).to_dict()
+    generators = request.app.state.generators
+    with generators.slot() if generate else nullcontext():
+        return s.traffic.suggest(searcher, faq_id, choose_generator(spec, cached=generators.get), limit=limit,
+                                 generate=generate).to_dict()
 
 
 @router.get("/indexes/{name}/faqs/{faq_id:path}", tags=["faqs"], dependencies=[Depends(read_key)])
@@ -321,6 +324,7 @@ def paraphrase(request: Request, name: str, body: ParaphraseIn):
     searcher = service(request).engine(name).searcher()
     spec = searcher.snap.config.generator
     choice = choose_generator(spec, cached=request.app.state.generators.get)  # a language it does not write: 400
-    got, _ = paraphrase_queries(choice, [body.text], body.n, scorer=searcher.embed_full, strict=True,
-                                searcher=searcher)
+    with request.app.state.generators.slot():  # one at a time: a second is a 429, never a thread held minutes
+        got, _ = paraphrase_queries(choice, [body.text], body.n, scorer=searcher.embed_full, strict=True,
+                                    searcher=searcher)
     return {"text": body.text, "paraphrases": [{"text": p.text, "score": p.score} for p in got[0]]}
