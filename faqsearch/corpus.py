@@ -264,7 +264,9 @@ def _variants(value: Any, sep: str, path: str = "", line: int = 0, column: str =
         return []
     if isinstance(value, list):
         return [c for c in (_cell(v, path, line, column) for v in value) if not is_blank(c)]
-    return [c for c in (clean_text(v) for v in _cell(value, path, line, column).split(sep)) if not is_blank(c)]
+    text = _cell(value, path, line, column)  # the default "|" also as Chinese keyboards type it, "｜"
+    parts = (text.replace("\uff5c", "|") if sep == "|" else text).split(sep)
+    return [c for c in (clean_text(v) for v in parts) if not is_blank(c)]
 
 
 _RECORD_KEYS = ("id", "answer", "questions", "question", "category", "metadata")

@@ -48,6 +48,8 @@ def test_ids_categories_metadata_variants(tmp_path):
     faqs = read_corpus(p)  # the BOM is tolerated
     assert faqs[0].id == "7" and faqs[0].questions == ["q1", "v1", "v2", "q2"]
     assert faqs[0].category == "cat" and faqs[0].metadata == {"url": "http://x"}
+    p = write(tmp_path, "z.csv", "id,question,answer,variants\n1,改密码,A,修改密码｜更改密码\n")
+    assert read_corpus(p)[0].questions == ["改密码", "修改密码", "更改密码"]  # "｜": "|" as Chinese keyboards type it
 
 
 def test_faq_id_alias_tsv_and_column_override(tmp_path):
