@@ -25,7 +25,7 @@ from .encoders.stream import encode_stream, encode_to_file
 from .errors import FAQSearchError, InvalidOptionError, WouldDropError
 from .files import load_npy
 from .index.directory import Writer, check_target
-from .index.format import VECTORS, WHITENING, Config
+from .index.format import VECTORS, WHITENING, Config, index_argument
 from .text import count
 from .index.snapshot import open_version
 from .whitening import Moments, Whitening
@@ -239,6 +239,7 @@ def refuse_lossy_rebuild(path: str, source: str, listed: set[str], force: bool =
         extra = {} if force or gone else store.source_counts(exclude="corpus")
     finally:
         store.close()
+    where = index_argument(path)
     if gone:
         questions = sum(int(f["questions"]) for f in gone)
         names = ", ".join(f["id"] for f in gone[:5]) + (", ..." if len(gone) > 5 else "")
@@ -246,18 +247,18 @@ def refuse_lossy_rebuild(path: str, source: str, listed: set[str], force: bool =
         raise WouldDropError(
             f"a rebuild of index {path} from {source} would drop {count(len(gone), 'FAQ')} "
             f"({count(questions, 'question')}) that {source} does not list ({names}). Keep them with "
-            f"`faqsearch {keep} {source} --index {path}`, make the index match {source} as an edit with "
-            f"`faqsearch upsert {source} --index {path}` (FAQs from `add` stay), or pass --replace to rebuild "
+            f"`faqsearch {keep} {source} --index {where}`, make the index match {source} as an edit with "
+            f"`faqsearch upsert {source} --index {where}` (FAQs from `add` stay), or pass --replace to rebuild "
             f"from {source} alone")
     if extra:
         what = ", ".join(f"{n} from {src}" for src, n in sorted(extra.items()))
         kept = [src for src in sorted(extra) if src != "added"]
-        upsert = (f"`faqsearch upsert {source} --index {path}` applies the corpus as an edit and keeps those from "
+        upsert = (f"`faqsearch upsert {source} --index {where}` applies the corpus as an edit and keeps those from "
                   f"{', '.join(kept)}" + (" (not those from added: an export speaks for them)" if "added" in extra else "")
                   if kept else "")
         raise WouldDropError(
             f"index {path} holds questions that a rebuild from {source} would drop ({what}). "
-            f"`faqsearch update {source} --index {path}` applies the corpus as an edit and keeps them all"
+            f"`faqsearch update {source} --index {where}` applies the corpus as an edit and keeps them all"
             + (f"; {upsert}" if upsert else "") + ", or pass --replace to rebuild and drop them")
 
 

@@ -142,7 +142,7 @@ def _read_text(path: str, data: bytes | None = None) -> str:
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         start, end = data.rfind(b"\n", 0, exc.start) + 1, data.find(b"\n", exc.start)
         raise CorpusError(path, line, f"byte 0x{data[exc.start]:02x} at column {col} is not valid UTF-8: "
-                          + not_utf8_fix(data[start:end if end >= 0 else len(data)])) from None
+                          + not_utf8_fix(data[start:end if end >= 0 else len(data)], whole=data)) from None
 
 
 def _no_constant(name: str) -> Any:

@@ -39,7 +39,7 @@ def clean_text(text: str, multiline: bool = False) -> str:
 
     ``multiline`` (answers) keeps line breaks (CRLF, CR, U+2028/2029 become \\n), each line's indentation
     and the spaces and tabs within it (a nested list, a code block, a Chinese paragraph's "\u3000\u3000"),
-    without spaces at the ends of lines or blank lines at the ends; a one-line text is stripped."""
+    without spaces at the ends of lines, blank lines at the ends, or spaces and tabs before the text."""
     if not isinstance(text, str):
         raise TextTypeError(f"expected a string, got {type(text).__name__}")
     try:
@@ -51,7 +51,7 @@ def clean_text(text: str, multiline: bool = False) -> str:
     if multiline:
         text = re.sub(r"\r\n?|[\u2028\u2029\x85]", "\n", text)
         text = "\n".join(ln.rstrip() for ln in _CONTROL_BUT_LINES.sub(" ", text).split("\n")).strip("\n")
-        return text if "\n" in text else text.strip()
+        return text.lstrip(" \t")  # a spreadsheet cell's stray leading space; a full-width indent stays
     return _SPACES.sub(" ", _CONTROL.sub(" ", text)).strip()
 
 
@@ -207,31 +207,50 @@ LEGACY_ENCODINGS = (("GB18030", "gb18030"), ("Big5", "big5"), ("Shift_JIS", "shi
 
 
 def _plausible(text: str) -> float:
-    """The share of a decoding's non-ASCII characters that are Latin or CJK letters or CJK punctuation (a
-    wrong decoding of CJK bytes gives signs such as ´ ¿ £, Cyrillic or half-width kana among them), more
-    with kana or hangul."""
+    """How much a decoding looks like text: the share of its non-ASCII characters that are Latin or CJK
+    letters or CJK punctuation (a wrong decoding of CJK bytes gives signs such as ´ ¿ £, Cyrillic or
+    half-width kana among them), less the share of CJK characters wedged between ASCII letters (Latin
+    text read as GBK: "Gr\u5927e" for "Größe"), more where it is mostly kana or hangul as Japanese and
+    Korean are; -1 with a private-use character (no text has those)."""
     wide = [ch for ch in text if ord(ch) > 127]
+    if not wide:
+        return 0.0
+    if any(unicodedata.category(ch) == "Co" for ch in wide):
+        return -1.0
     good = sum((unicodedata.category(ch).startswith("L") and (ch <= "\u024f" or "\u3040" <= ch <= "\u9fff"
                                                              or "\uac00" <= ch <= "\ud7a3"))
                or "\u3000" <= ch <= "\u303f" or "\uff01" <= ch <= "\uff60" for ch in wide)  # not half-width kana
-    # Japanese is rarely written without kana, Korean mostly in hangul; a misreading seldom makes many of them
+    wedged = len(re.findall(r"(?<=[A-Za-z])[\u3000-\u9fff\uac00-\ud7a3](?=[A-Za-z])", text))
+    han = sum("\u4e00" <= ch <= "\u9fff" for ch in wide)
     kana = sum("\u3040" <= ch <= "\u30ff" for ch in wide) >= 0.2 * len(wide)
-    hangul = sum("\uac00" <= ch <= "\ud7a3" for ch in wide) >= 0.7 * len(wide)
-    return good / len(wide) + 0.5 * (kana or hangul) if wide else 0.0
+    hangul = sum("\uac00" <= ch <= "\ud7a3" for ch in wide) >= 0.7 * len(wide) and han <= 0.1 * len(wide)
+    return (good - 2 * wedged) / len(wide) + 0.5 * (kana or hangul)
 
 
-def not_utf8_fix(line: bytes, limit: int = 3, what: str = "the line", terminal: bool = False) -> str:
-    """What to do with a line that is not UTF-8: how it reads in the encodings it decodes in (those
-    whose reading looks most like text first, at most ``limit``), and the iconv command that
-    converts from the first, so a person sees which reading is theirs (``terminal``: a command-line
-    argument, whose fix is the terminal's encoding)."""
+def not_utf8_fix(line: bytes, limit: int = 3, what: str = "the line", terminal: bool = False,
+                 whole: bytes | None = None) -> str:
+    """What to do with a line that is not UTF-8 (of a file whose bytes are ``whole``): where the rest is
+    UTF-8 with a few bad bytes, to mend those (converting the whole file would garble the rest);
+    otherwise how the line reads in the encodings the whole decodes in (those whose reading of the whole
+    looks most like text first, at most ``limit``), and the iconv command that converts from the first,
+    so a person sees which reading is theirs (``terminal``: a command-line argument, whose fix is the
+    terminal's encoding)."""
+    whole = line if whole is None else whole[:1 << 20]
+    utf8 = whole.decode("utf-8", "replace")
+    bad, fine = utf8.count("\ufffd"), sum(ord(ch) > 127 for ch in utf8) - utf8.count("\ufffd")
+    if not terminal and fine >= 3 * bad:
+        return (f"the rest is UTF-8 ({count(fine, 'character')} beyond ASCII read well, {count(bad, 'byte')} not): "
+                "mend or remove those bytes in an editor (converting the whole file from another encoding would "
+                "garble the rest)")
     readings = []
     for name, codec in LEGACY_ENCODINGS:
         try:
+            score = _plausible(whole.decode(codec))
             text = line.decode(codec).strip()
         except UnicodeDecodeError:
             continue
-        readings.append((-_plausible(text), len(readings), name, text))
+        if score > 0:
+            readings.append((-score, len(readings), name, text))
     readings = sorted(readings)[:limit]
     if not readings:
         return "re-save the file as UTF-8 (iconv -f ENCODING -t UTF-8 FILE > NEW)"

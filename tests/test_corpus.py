@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from faqsearch.text import clean_text
 from faqsearch.corpus import Columns, read_corpus, read_texts
 from faqsearch.errors import CorpusError
 
@@ -40,6 +41,7 @@ def test_answers_keep_their_indentation_and_spacing_and_still_group_alike(tmp_pa
     assert faqs[0].id == "a" + __import__("hashlib").sha1("步骤：\n打开 App\n1. Step\n- sub step\ncode(x) # aligned"
                                                           .encode()).hexdigest()[:10]  # the id it always had
     assert faqs[1].answer == "one  line" and faqs[1].questions == ["q3", "q4"]  # no conflict for spacing alone
+    assert clean_text(" \t\u3000\u3000段落\n  - item ", multiline=True) == "\u3000\u3000段落\n  - item"  # one rule
 
 
 def test_ids_categories_metadata_variants(tmp_path):

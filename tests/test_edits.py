@@ -591,6 +591,9 @@ def test_a_call_using_the_store_when_another_thread_closes_it_gets_a_closed_erro
                  lambda: store.faq("3"), lambda: store.list_faqs()):
         with pytest.raises(ClosedError, match="was closed while this call was using it"):
             call()
+    with pytest.raises(ClosedError):
+        with store._conn:  # a transaction's end
+            pass
     assert issubclass(ClosedError, FAQSearchError)
 
 

@@ -102,6 +102,15 @@ def test_a_file_in_another_encoding_is_shown_as_it_reads_in_the_likely_ones(tmp_
         assert f"{codec}.csv:2:" in said and "latin1" not in said
         assert f"the line reads as {first}: {text.splitlines()[1]!r}" in said  # the right reading first, whole
         assert f"iconv -f {first} -t UTF-8" in said
+    for codec, text, first in (("gbk", "我的订单在哪里", "GB18030"), ("cp1252", "Größe ändern", "Windows-1252"),
+                               ("cp1252", "crème brûlée", "Windows-1252")):  # a review's cases: EUC-KR, GB18030 first
+        (tmp_path / "r.csv").write_bytes(f"id,question,answer\n1,{text},a\n".encode(codec))
+        with pytest.raises(CorpusError, match=f"reads as {first}: '1,{text},a'"):
+            read_corpus(str(tmp_path / "r.csv"))
+    # a UTF-8 file with one stray byte: converting it whole would garble every other line
+    (tmp_path / "u.csv").write_bytes("id,question,answer\n1,中文问题,答案\n2,what".encode() + b"\x92s new,ok\n")
+    with pytest.raises(CorpusError, match=r"u.csv:3: .* the rest is UTF-8 \(6 characters beyond ASCII read well, 1 byte"):
+        read_corpus(str(tmp_path / "u.csv"))
     result = run("ask", "--index", built.path, input="怎么退款\n".encode("gbk"))
     assert "Line 1 reads as GB18030: '怎么退款'" in result.stderr
 

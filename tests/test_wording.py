@@ -96,3 +96,13 @@ def test_list_cuts_wide_answers_by_columns_says_when_nothing_matches_and_honours
         "No FAQ contains '密碼' (text is matched as written)."
     assert [ln.split()[0] for ln in run("list", "--index", ix, "--offset", "2").output.splitlines()[1:]] == ["z2"]
     assert run("list", "--index", ix, "--offset", "5").output.strip() == "No FAQs past --offset 5."
+
+
+def test_printed_answers_keep_each_lines_indentation():
+    """Answers keep their indentation, and `ask` and `show` printed them re-flowed without it."""
+    from faqsearch.cli.render import wrap
+
+    assert wrap("Steps:\n  - first item\n      code(x)\n\u3000\u3000段落", "  ").splitlines() == \
+        ["  Steps:", "    - first item", "        code(x)", "  \u3000\u3000段落"]
+    long = wrap("  - " + "word " * 40, "  ").splitlines()
+    assert long[0].startswith("    - word") and long[1].startswith("    word")  # wrapped as far in

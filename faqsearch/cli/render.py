@@ -17,9 +17,14 @@ def dump(obj: Any) -> str:
 
 
 def wrap(text: str, indent: str, first: str | None = None) -> str:
-    """Wrap at spaces, and between Chinese or Japanese characters: words (and URLs) are never broken."""
-    return "\n".join(line for i, para in enumerate(text.split("\n"))
-                     for line in fill(para, WIDTH, indent, first if i == 0 else None))
+    """Wrap at spaces, and between Chinese or Japanese characters: words (and URLs) are never broken; a
+    line's own indentation (a nested list, code, a full-width paragraph indent) is kept, its wrapped
+    part indented as far."""
+    out = []
+    for i, para in enumerate(text.split("\n")):
+        own = para[:len(para) - len(para.lstrip())]
+        out += fill(para, WIDTH, indent + own, (first + own) if i == 0 and first is not None else None)
+    return "\n".join(out)
 
 
 def result(r, empty_index: bool = False) -> None:

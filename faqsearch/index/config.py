@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import IndexFormatError, InvalidOptionError
 from ..lexical import stem_in_use
 from ..tokenmatch import supported as tokens_supported
-from .format import CURRENT, DEFAULT_HOME, FILES, RECORDED_DIRS, SIZED, VERSION_NAME, Config, home, index_argument  # noqa: F401
+from .format import CURRENT, FILES, RECORDED_DIRS, SIZED, VERSION_NAME, Config, home
 
 DEFAULT_NAME = "default"
 

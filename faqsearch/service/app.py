@@ -70,12 +70,12 @@ class Generators:
     def __init__(self, at_once: int = GENERATING_AT_ONCE):
         self._loaded: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(at_once)
+        self._slots, self._at_once = threading.BoundedSemaphore(at_once), at_once
 
     @contextmanager
     def slot(self):
         if not self._slots.acquire(blocking=False):
-            raise BusyError(f"the server is generating paraphrases for another request (it runs {GENERATING_AT_ONCE} "
+            raise BusyError(f"the server is generating paraphrases for another request (it runs {self._at_once} "
                             f"at a time, seconds each); try again in a few seconds")
         try:
             yield

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from ..corpus import FAQ, check_faq
 from ..defaults import ASK_K, GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
-from ..errors import CorpusError, InvalidOptionError
+from ..errors import CorpusError, InvalidOptionError, unknown_faq
 from .. import manage
 from ..text import check_query
 from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, ApproveIn, AskIn, AskOptions, BatchIn,
@@ -227,6 +227,8 @@ def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20,
     store = searcher.snap.store
     if store.faq(faq_id) is None and (whole := store.faq(f"{faq_id}/suggestions")) is not None:
         return JSONResponse(jsonable_encoder(whole))  # GET of an FAQ whose own id ends in /suggestions
+    if store.faq(faq_id) is None:  # a 404 before a busy generator's 429
+        raise unknown_faq(faq_id, lambda i: store.faq(i) is not None)
     spec = searcher.snap.config.generator
     generators = request.app.state.generators
     with generators.slot() if generate else nullcontext():

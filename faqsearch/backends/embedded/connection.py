@@ -32,8 +32,8 @@ def _checked(conn: "_Connection", call, *args):
         if isinstance(exc, sqlite3.ProgrammingError) and "closed database" in str(exc):
             from ...errors import ClosedError  # FAQSearch.close() in another thread, while this call read
 
-            raise ClosedError(f"the FAQSearch of {conn.index} was closed while this call was using it; open the "
-                              "index again") from None
+            raise ClosedError(f"the store of {conn.index} was closed while this call was using it (its FAQSearch "
+                              "closed in another thread?); open the index again") from None
         if type(exc) is not sqlite3.DatabaseError and "Could not decode" not in str(exc):  # a damaged text too
             raise
         from ...index.config import damaged
@@ -76,6 +76,12 @@ class _Connection(sqlite3.Connection):
 
     def executemany(self, *args):
         return self.cursor().executemany(*args)
+
+    def __enter__(self):  # `with conn:` is a transaction, committed or rolled back at its end
+        return _checked(self, super().__enter__)
+
+    def __exit__(self, *exc):
+        return _checked(self, super().__exit__, *exc)
 
     def commit(self):
         return _checked(self, super().commit)

@@ -38,7 +38,7 @@ def stdin_lines() -> list[str]:
     if bad:
         click.echo(f"Warning: stdin line(s) {', '.join(map(str, bad[:10]))}{' ...' if len(bad) > 10 else ''} "
                    "are not UTF-8; their bad bytes are read as U+FFFD. "
-                   + not_utf8_fix(lines[bad[0] - 1], what=f"Line {bad[0]}"),
+                   + not_utf8_fix(lines[bad[0] - 1], what=f"Line {bad[0]}", whole=data),
                    err=True)
     return texts
 
