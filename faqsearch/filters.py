@@ -59,19 +59,21 @@ def filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
         if key == "category":
             parts.append(f"f.category in ({','.join('?' * len(values))})")
             args += values
-        else:  # JSON types kept: true is not 1, false is not 0, "1" is not 1 (1 and 1.0 are one number)
-            alts = [_typed(v) for v in values]
+        else:  # JSON types kept: true is not 1, false is not 0, "1" is not 1 (1 and 1.0 are one number);
+            # a field holding a list matches where the list holds an accepted value ("tags": ["refund", "card"])
+            alts, items = [_typed(v, "m") for v in values], [_typed(v, "e") for v in values]
             parts.append(f"exists (select 1 from json_each(f.metadata) m where m.key = ? and "
-                         f"({' or '.join(sql for sql, _ in alts)}))")
+                         f"(({' or '.join(sql for sql, _ in alts)}) or (m.type = 'array' and exists (select 1 from "
+                         f"json_each(m.value) e where {' or '.join(sql for sql, _ in items)}))))")
             args.append(key)
-            args += [a for _, arg in alts for a in arg]
+            args += [a for _, arg in alts + items for a in arg]
     return " and ".join(parts), args
 
 
-def _typed(value: Any) -> tuple[str, list[Any]]:
-    """The SQL test of one accepted value against a json_each row ``m``, and its arguments."""
+def _typed(value: Any, row: str) -> tuple[str, list[Any]]:
+    """The SQL test of one accepted value against the json_each row named ``row``, and its arguments."""
     if isinstance(value, bool):
-        return f"m.type = '{'true' if value else 'false'}'", []
+        return f"{row}.type = '{'true' if value else 'false'}'", []
     if isinstance(value, (int, float)):
-        return "(m.type in ('integer', 'real') and m.value = ?)", [value]
-    return "(m.type = 'text' and m.value = ?)", [value]
+        return f"({row}.type in ('integer', 'real') and {row}.value = ?)", [value]
+    return f"({row}.type = 'text' and {row}.value = ?)", [value]

@@ -104,6 +104,11 @@ def test_filters_on_any_key_and_bad_values_are_errors(engine):
         assert "odd-keys" not in ids(engine.ask("do you sell quoted widgets", k=3, filters=filters, mode="dense")), filters
     assert ids(engine.ask("do you sell quoted widgets", k=1, filters={"n": 5.0, "flag": [False, True]}, mode="dense")) \
         == ["odd-keys"]
+    # a field holding a list matches where the list holds a value (it matched nothing, and nothing said so)
+    engine.add([FAQ("tagged", "tags answer", ["how are refunds tagged"], None, {"tags": ["退款", "card", 7]})])
+    for filters in ({"tags": "退款"}, {"tags": ["x", "card"]}, {"tags": 7}):
+        assert ids(engine.ask("how are refunds tagged", k=1, filters=filters, mode="dense")) == ["tagged"], filters
+    assert engine.ask("how are refunds tagged", filters={"tags": "refund"}, mode="dense").answers == []
     for bad, words in (({"tier": 10 ** 30}, "64-bit"), ({"x": float("inf")}, "inf"), ({"x": []}, "at least one"),
                        ({"x": {"y": 1}}, "strings, numbers or booleans"), ({"": "x"}, "non-empty string")):
         with pytest.raises(InvalidOptionError, match=words):

@@ -185,9 +185,10 @@ def filter_expr(filters: dict[str, Any] | None) -> str:
         values = list(value) if isinstance(value, (list, tuple, set)) else [value]
         if key == "category":
             parts.append(f"category in [{', '.join(_quote(v) for v in values)}]")
-        else:  # JSON paths take no `in`: a disjunction of equalities
+        else:  # JSON paths take no `in`: a disjunction of equalities, or of a list holding the value
             field = f"metadata[{json.dumps(str(key))}]"
-            parts.append("(" + " or ".join(f"{field} == {_quote(v)}" for v in values) + ")")
+            parts.append("(" + " or ".join(f"{field} == {_quote(v)} or json_contains({field}, {_quote(v)})"
+                                           for v in values) + ")")
     return " and ".join(parts)
 
 
