@@ -714,3 +714,23 @@ def test_paraphrases_are_generated_one_request_at_a_time_and_responses_carry_sec
         headers = client.get(url).headers
         assert headers["X-Content-Type-Options"] == "nosniff" and headers["X-Frame-Options"] == "DENY"
         assert ("frame-ancestors 'none'" in headers.get("Content-Security-Policy", "")) == (url in ("/", "/static/app.js"))
+
+
+def test_a_keyless_server_on_this_machine_answers_only_requests_addressed_to_it(fake_models, ix):
+    """A web page that points its own name at 127.0.0.1 (DNS rebinding) could read a keyless local
+    server's query log from the browser of whoever runs it: the Host header was not checked."""
+    service = Service({"shop": ix}, watch=False)
+    try:
+        c = TestClient(create_app(service, local_only=True))
+        for host in ("localhost:8000", "127.0.0.1:8000", "[::1]:8000", "LOCALHOST"):
+            assert c.get("/indexes/shop/queries", headers={"Host": host}).status_code == 200, host
+        r = c.get("/indexes/shop/queries", headers={"Host": "attacker.example:8000"})
+        assert r.status_code == 403 and "give it a key" in r.json()["error"] and "attacker.example" in r.json()["error"]
+    finally:
+        service.close()
+    keyed = Service({"shop": ix}, api_key=KEY, watch=False)  # with a key the key decides, whatever the name
+    try:
+        c = TestClient(create_app(keyed, local_only=True))
+        assert c.get("/indexes/shop/queries", headers={"Host": "faq.example.com", "X-API-Key": KEY}).status_code == 200
+    finally:
+        keyed.close()

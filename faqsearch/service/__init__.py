@@ -10,10 +10,10 @@ from .service import Service
 __all__ = ["Service", "create_app", "serve"]
 
 
-def create_app(service, max_body=None):
+def create_app(service, max_body=None, local_only=False):
     from .app import MAX_BODY, create_app as _create
 
-    return _create(service, MAX_BODY if max_body is None else max_body)
+    return _create(service, MAX_BODY if max_body is None else max_body, local_only)
 
 
 def serve(*args, **kwargs):

@@ -55,6 +55,7 @@ def hide_query_strings() -> None:
         access.addFilter(NoQueryStrings())
 
 
+LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")  # the Host names of requests addressed to this machine
 GENERATING_AT_ONCE = 1  # paraphrase generations a server runs at once; more are a 429 (each takes seconds of CPU)
 RETRY_AFTER_S = 5
 # the page's own policy: its script and style are files of its own, its icon a data: URL; no page may frame it
@@ -92,7 +93,7 @@ class Generators:
             return self._loaded[key]
 
 
-def create_app(service: Service, max_body: int = MAX_BODY):
+def create_app(service: Service, max_body: int = MAX_BODY, local_only: bool = False):
     try:
         from fastapi import Request
         from fastapi.exceptions import RequestValidationError
@@ -129,6 +130,22 @@ def create_app(service: Service, max_body: int = MAX_BODY):
                 if len(body) > max_body:
                     return too_big
             request._body = body  # noqa: SLF001 - replay the bounded body to the route
+        return await call_next(request)
+
+    open_reads = not (service.api_key or service.read_key)
+
+    @app.middleware("http")
+    async def addressed(request: Request, call_next):
+        """A server bound to this machine without a key (reads open) answers only requests addressed to
+        this machine: a web page that points its own name at 127.0.0.1 (DNS rebinding) sends its name
+        as the Host, and would otherwise read the query log from the browser of whoever runs it."""
+        host = (request.headers.get("host") or "").lower()
+        name = host.split("]")[0] + "]" if host.startswith("[") else host.rsplit(":", 1)[0]  # without the port
+        if local_only and open_reads and name not in LOCAL_NAMES:
+            return JSONResponse({"error": f"this server is bound to this machine without a key, so it answers only "
+                                          f"requests addressed to it (Host: localhost or 127.0.0.1, not {name!r}); "
+                                          "give it a key (--read-key, --api-key), or have a proxy send Host: "
+                                          "localhost"}, status_code=403)
         return await call_next(request)
 
     @app.middleware("http")
@@ -222,6 +239,7 @@ def serve(indexes: dict[str, str], host: str = "127.0.0.1", port: int = 8000, ap
     service = Service(indexes, api_key=api_key, log_queries=log_queries, threads=threads, read_key=read_key,
                       private=private)
     try:
-        uvicorn.run(create_app(service, max_body), host=host, port=port, log_level="info", **logging_args)
+        uvicorn.run(create_app(service, max_body, local_only=host in ("127.0.0.1", "localhost", "::1")), host=host,
+                    port=port, log_level="info", **logging_args)
     finally:
         service.close()
