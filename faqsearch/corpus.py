@@ -139,8 +139,8 @@ def _read_text(path: str, data: bytes | None = None) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         start, end = data.rfind(b"\n", 0, exc.start) + 1, data.find(b"\n", exc.start)
+        col = exc.start - start + 1
         raise CorpusError(path, line, f"byte 0x{data[exc.start]:02x} at column {col} is not valid UTF-8: "
                           + not_utf8_fix(data[start:end if end >= 0 else len(data)], whole=data)) from None
 
@@ -458,8 +458,8 @@ def _warn_shared(path: str, faqs) -> None:
     """Warn about questions that two FAQs share (up to case, width and spacing): the index cannot tell those FAQs
     apart by them, and which one answers such a question is a tie."""
     owner: dict[tuple[str, ...], tuple[str, FAQ]] = {}
-    shared = [(q, faq, *owner[read_alike(q)]) for faq in faqs for q in faq.questions
-              if owner.setdefault(read_alike(q), (q, faq))[1] is not faq]
+    shared = [(q, faq, *owner[k]) for faq in faqs for q in faq.questions  # each question read once (a million?)
+              if owner.setdefault(k := read_alike(q), (q, faq))[1] is not faq]
     if shared:
         q, b, first, a = shared[0]
         log.warning("%s:%s: %d question(s) belong to two FAQs, up to case, width and spacing (first: %r of FAQ %s from "

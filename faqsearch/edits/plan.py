@@ -246,8 +246,8 @@ def plan_approve(store: StoreView, faq_id: str, texts: Sequence[str]) -> Edit:
     edits = [plan_feedback(store, t, faq_id, source="approved") for t in as_items(texts)]
     new, seen = [], set()
     for q in (q for e in edits for q in e.new_questions):
-        if read_alike(q[1]) not in seen:
-            seen.add(read_alike(q[1]))
+        if (key := read_alike(q[1])) not in seen:
+            seen.add(key)
             new.append(q)
     return Edit("approved", new_questions=new,
                 removed_questions=list(dict.fromkeys(q for e in edits for q in e.removed_questions)),

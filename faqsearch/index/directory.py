@@ -38,8 +38,7 @@ from ..defaults import KEEP_VERSIONS
 from ..errors import IndexFormatError, IndexNotFoundError, IndexPathError
 from ..files import FileLock, atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
 from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
-                     index_argument,
-                     STORE, TOP as _TOP, VERSION_NAME, WHITENING, Config, read_json, version_name)
+                     STORE, TOP as _TOP, VERSION_NAME, WHITENING, Config, index_argument, read_json, version_name)
 from .address import remote_of
 from .config import read_current
 from .remote import RemoteWriting, sync

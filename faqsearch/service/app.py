@@ -234,12 +234,13 @@ def serve(indexes: dict[str, str], host: str = "127.0.0.1", port: int = 8000, ap
         import logging.config
 
         logging.config.dictConfig(logging_args["log_config"])  # JSON already while the indexes open
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    local = host in ("127.0.0.1", "localhost", "::1")
+    if not local:
         log.warning("binding %s: the service is reachable from other machines", host)
     service = Service(indexes, api_key=api_key, log_queries=log_queries, threads=threads, read_key=read_key,
                       private=private)
     try:
-        uvicorn.run(create_app(service, max_body, local_only=host in ("127.0.0.1", "localhost", "::1")), host=host,
-                    port=port, log_level="info", **logging_args)
+        uvicorn.run(create_app(service, max_body, local_only=local), host=host, port=port, log_level="info",
+                    **logging_args)
     finally:
         service.close()

@@ -225,10 +225,10 @@ def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20,
     s = service(request).served(name)
     searcher = s.engine.searcher()
     store = searcher.snap.store
-    if store.faq(faq_id) is None and (whole := store.faq(f"{faq_id}/suggestions")) is not None:
-        return JSONResponse(jsonable_encoder(whole))  # GET of an FAQ whose own id ends in /suggestions
-    if store.faq(faq_id) is None:  # a 404 before a busy generator's 429
-        raise unknown_faq(faq_id, lambda i: store.faq(i) is not None)
+    if store.faq(faq_id) is None:
+        if (whole := store.faq(f"{faq_id}/suggestions")) is not None:
+            return JSONResponse(jsonable_encoder(whole))  # GET of an FAQ whose own id ends in /suggestions
+        raise unknown_faq(faq_id, lambda i: store.faq(i) is not None)  # a 404 before a busy generator's 429
     spec = searcher.snap.config.generator
     generators = request.app.state.generators
     with generators.slot() if generate else nullcontext():
