@@ -235,7 +235,8 @@ def not_utf8_fix(line: bytes, limit: int = 3, what: str = "the line", terminal: 
     looks most like text first, at most ``limit``), and the iconv command that converts from the first,
     so a person sees which reading is theirs (``terminal``: a command-line argument, whose fix is the
     terminal's encoding)."""
-    whole = line if whole is None else whole[:1 << 20]
+    whole = line if whole is None else whole[:whole.rfind(b"\n", 0, 1 << 20) + 1 or 1 << 20]  # whole lines: a
+    # sample cut inside a character failed every codec of two-byte characters
     utf8 = whole.decode("utf-8", "replace")
     bad, fine = utf8.count("\ufffd"), sum(ord(ch) > 127 for ch in utf8) - utf8.count("\ufffd")
     if not terminal and fine >= 3 * bad:

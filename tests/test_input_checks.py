@@ -111,6 +111,11 @@ def test_a_file_in_another_encoding_is_shown_as_it_reads_in_the_likely_ones(tmp_
     (tmp_path / "u.csv").write_bytes("id,question,answer\n1,中文问题,答案\n2,what".encode() + b"\x92s new,ok\n")
     with pytest.raises(CorpusError, match=r"u.csv:3: .* the rest is UTF-8 \(6 characters beyond ASCII read well, 1 byte"):
         read_corpus(str(tmp_path / "u.csv"))
+    line = "1,忘记密码怎么办,点击忘记密码重置\n".encode("gbk")  # over the 1 MiB read: the sample ends between lines
+    for pad in range(2):  # (cut inside a character, every two-byte codec failed and Windows-1252 came first)
+        (tmp_path / "big.csv").write_bytes(b"id,question,answer" + b"x" * pad + b"\n" + line * 60000)
+        with pytest.raises(CorpusError, match="reads as GB18030: '1,忘记密码怎么办"):
+            read_corpus(str(tmp_path / "big.csv"))
     result = run("ask", "--index", built.path, input="怎么退款\n".encode("gbk"))
     assert "Line 1 reads as GB18030: '怎么退款'" in result.stderr
 
