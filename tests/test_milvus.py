@@ -79,7 +79,9 @@ def test_parity_top10_and_eval_with_the_embedded_backend(tmp_path, minilm, name)
 
 
 CORPUS = [FAQ(f"f{i}", f"answer {i}", [f"question about topic{i} variant{j}" for j in range(3)],
-              "even" if i % 2 == 0 else "odd", {"product": f"p{i % 3}"}) for i in range(12)]
+              "even" if i % 2 == 0 else "odd", {"product": f"p{i % 3}", "地区": "华东" if i % 2 else "华北",
+                                                 "prio": -(i % 4), "tags": [i % 5, -1 if i % 2 else 7.5]})
+          for i in range(12)]
 
 
 @pytest.fixture(params=["file", "server"])
@@ -124,6 +126,12 @@ def test_filters_and_hybrid_on_milvus(pair):
         r = e.ask("question about topic1 variant0", k=3, filters={"product": ["p1"]}, mode="dense")
         assert {a.metadata["product"] for a in r.answers} == {"p1"}
         assert e.ask("topic7 variant2", mode="lexical").answers[0].faq_id == "f7"
+    # a key in Chinese, negative numbers and list members: the same FAQs in both backends
+    for filters in ({"地区": "华东"}, {"prio": -3}, {"prio": [-1, -2]}, {"tags": -1}, {"tags": [7.5, 3]},
+                    {"地区": "华北", "prio": 0}):
+        got = [sorted(a.faq_id for a in e.ask("question about topic1 variant0", k=12, filters=filters,
+                                               mode="dense").answers) for e in (emb, mil)]
+        assert got[0] == got[1] and got[0], (filters, got)
         assert e.ask("question about topic7 variant2", mode="hybrid").answers[0].faq_id == "f7"
 
 

@@ -185,10 +185,11 @@ def filter_expr(filters: dict[str, Any] | None) -> str:
         values = list(value) if isinstance(value, (list, tuple, set)) else [value]
         if key == "category":
             parts.append(f"category in [{', '.join(_quote(v) for v in values)}]")
-        else:  # JSON paths take no `in`: a disjunction of equalities, or of a list holding the value
-            field = f"metadata[{json.dumps(str(key))}]"
-            parts.append("(" + " or ".join(f"{field} == {_quote(v)} or json_contains({field}, {_quote(v)})"
-                                           for v in values) + ")")
+        else:  # JSON paths take no `in`: a disjunction of equalities, or a list holding one of the values
+            field = f"metadata[{json.dumps(str(key), ensure_ascii=False)}]"  # Milvus reads no \\u escapes
+            quoted = [_quote(v) for v in values]  # json_contains_any, unlike json_contains, takes -1 in its list
+            parts.append("(" + " or ".join([*(f"{field} == {q}" for q in quoted),
+                                            f"json_contains_any({field}, [{', '.join(quoted)}])"]) + ")")
     return " and ".join(parts)
 
 
