@@ -455,14 +455,14 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
 
 
 def _warn_shared(path: str, faqs) -> None:
-    """Warn about questions that two FAQs share (up to case, width and spacing): the index cannot tell those FAQs
+    """Warn about questions that two FAQs share (up to case, width, spacing and punctuation): the index cannot tell those FAQs
     apart by them, and which one answers such a question is a tie."""
     owner: dict[tuple[str, ...], tuple[str, FAQ]] = {}
     shared = [(q, faq, *owner[k]) for faq in faqs for q in faq.questions  # each question read once (a million?)
               if owner.setdefault(k := read_alike(q), (q, faq))[1] is not faq]
     if shared:
         q, b, first, a = shared[0]
-        log.warning("%s:%s: %d question(s) belong to two FAQs, up to case, width and spacing (first: %r of FAQ %s from "
+        log.warning("%s:%s: %d question(s) belong to two FAQs, up to case, width, spacing and punctuation (first: %r of FAQ %s from "
                     "line %s, and %r of FAQ %s from line %s); the index cannot tell those FAQs apart by them and "
                     "either may answer: give each question to one FAQ", path, b.line, len(shared), first, a.id, a.line,
                     q, b.id, b.line)

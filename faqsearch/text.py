@@ -194,11 +194,21 @@ def fill(paragraph: str, width: int, indent: str = "", first: str | None = None)
     return [*lines, line]
 
 
+# sentence punctuation, quotes and brackets (after NFKC): "How do I pay?" and "how do i pay" read alike, as
+# do "「退款」怎么办。" and "退款怎么办"; signs that are part of what is asked ("C++", "$5", "50%") stay, and
+# so do a decimal point or a thousands comma between digits ("3.5" is not "35")
+_SENTENCE_MARKS = re.compile("(?<![0-9])[.,]|[.,](?![0-9])|[?!;:\u2026\u3002\u3001\uff61\uff64\"'\u201c\u201d\u2018\u2019"
+                             "\u00ab\u00bb\u2039\u203a\u00bf\u00a1()\\[\\]{}\u3010\u3011\u300c\u300d\u300e\u300f"
+                             "\u3008\u3009\u300a\u300b]")
+
+
 def read_alike(text: str) -> tuple[str, ...]:
-    """A text's words and signs, case and width folded (NFKC: "？" is "?", "ＡＰＰ" is "app"): what an
+    """A text's words and signs, case and width folded (NFKC: "？" is "?", "ＡＰＰ" is "app"), without
+    its sentence punctuation, quotes and brackets (_SENTENCE_MARKS; "can't" reads as "cant"): what an
     encoder reads alike (two texts alike here get the same or almost the same vector from MiniLM and
     USE, so they tie wherever both are questions)."""
-    return tuple(re.findall(r"\w+|[^\w\s]", unicodedata.normalize("NFKC", text).casefold()))
+    folded = _SENTENCE_MARKS.sub("", unicodedata.normalize("NFKC", text).casefold())
+    return tuple(re.findall(r"\w+|[^\w\s]", folded))
 
 
 # encodings a text file that is not UTF-8 is most often in (Excel and Windows exports), tried in this order

@@ -380,6 +380,15 @@ def test_feedback_for_another_faqs_question_moves_it_or_says_why_not(engine):
     engine.add([FAQ("zh", "答", ["忘记登录密码怎么办？"])])  # width: "?" is what "？" reads as (NFKC)
     with pytest.raises(FAQSearchError, match="reads as '忘记登录密码怎么办？', which is an added question of FAQ zh"):
         engine.feedback("忘记登录密码怎么办?", "7")
+    # sentence punctuation changes nothing either: without the "?" it passed, and the query then
+    # matched FAQ 7 where FAQ ru had answered it at 99% (found by a hostile probe)
+    for variant in ("как оплатить заказ", "«Как оплатить заказ»!", "忘记登录密码怎么办", "「忘记登录密码」怎么办。"):
+        with pytest.raises(FAQSearchError, match="which is an added question of FAQ (ru|zh)"):
+            engine.feedback(variant, "7")
+    assert not engine.approve("ru", ["как оплатить заказ"]).to_dict()["added_questions"]  # it has it already
+    r = engine.approve("8", ["Fresh words for eight?", "fresh words for eight"]).to_dict()
+    assert r["added_questions"] == 1  # the second reads as the first
+    engine.unassign("Fresh words for eight?", "8")
     engine.feedback("MY OWN WORDS FOR TOPIC THREE", "9")  # feedback's own question moves, whatever its case
     assert "my own words for topic three" not in [q["text"] for q in engine.show("7")["questions"]]
     engine.feedback("my own words for topic three", "7")

@@ -204,7 +204,7 @@ MOVABLE = ("feedback", "approved", "generated")  # questions a person's feedback
 
 def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feedback") -> Edit:
     """"This query should have matched FAQ X": the query becomes a question of X. A text the FAQ
-    already has (up to case, width and spacing) is left alone (an empty plan), unless only a generator put it
+    already has (up to case, width, spacing and punctuation) is left alone (an empty plan), unless only a generator put it
     there: a person's judgement then makes it theirs (source feedback or approved), so that `augment
     --remove` keeps it. Where the text is a question of another FAQ, it would tie with itself there:
     one that feedback, an approval or a generator put there moves to X (the latest judgement wins);
@@ -242,7 +242,7 @@ def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feed
 
 def plan_approve(store: StoreView, faq_id: str, texts: Sequence[str]) -> Edit:
     """Phrasings a person approved become questions of an FAQ (source 'approved'); texts it has, and
-    the second of two that read alike (up to case, width and spacing), are skipped."""
+    the second of two that read alike (up to case, width, spacing and punctuation), are skipped."""
     edits = [plan_feedback(store, t, faq_id, source="approved") for t in as_items(texts)]
     new, seen = [], set()
     for q in (q for e in edits for q in e.new_questions):
