@@ -230,7 +230,8 @@ class Searcher:
         if mode == "lexical":  # BM25 scores are no cosines: no threshold applies, and none is reported
             out = [Result(t, [], None, None) for t in texts]
             for i, found in zip(asked, self.lexical(q, k, filters)):
-                out[i] = Result(texts[i], found, found[0].score if found else None, None, found[0] if found else None)
+                out[i] = Result(texts[i], found, found[0].score if found else None, None, found[0] if found else None,
+                                ranked=list(found))  # every match answers: the top k are the list
             return out
         vectors = self.vectors(q, batch_size=batch_size, progress=progress,
                                tokens=mode == "hybrid" and snap.token_weight > 0.0 and len(q) <= TOKEN_BLOCK)

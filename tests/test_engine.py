@@ -147,6 +147,7 @@ def test_what_an_embedding_chatbot_passes_is_taken_or_refused_as_a_faqsearch_err
             e.ask("I forgot my password", threshold=bad)
     lex = e.ask("password", mode="lexical")
     assert lex.answers and lex.threshold is None and lex.to_dict()["threshold"] is None
+    assert lex.ranked == lex.answers and lex.nearest is lex.answers[0]  # "the top k, answered or not": it was []
     assert e.embed("one string").shape[0] == 1
     for call in (lambda: e.ask(None), lambda: e.remove(None), lambda: e.feedback(None, "1")):
         with pytest.raises(FAQSearchError) as err:
