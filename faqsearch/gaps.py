@@ -84,7 +84,7 @@ def find_gaps(engine, log, *, similarity: float = DEFAULT_SIMILARITY, margin: fl
     """Ranked gaps (largest first) from the unanswered and low-confidence queries in ``log``."""
     from .text import clean_text, folded
 
-    rows = log.candidates(margin, since, max_queries)
+    rows = log.candidates(margin, since, max_queries, store=engine.snapshot.store)  # marks FAQs still hold
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:  # one query whatever its case and punctuation ("Refund?" and "refund")
         key = folded(clean_text(r["query"]))

@@ -21,7 +21,7 @@ from sqlite_utils import Database, Migrations
 
 from .errors import InvalidOptionError
 from .index.format import CONFIG, QUERY_LOG, legacy_query_log
-from .text import clean_text
+from .text import clean_text, read_alike
 
 migrations = Migrations("faqsearch-querylog")
 log = logging.getLogger(__name__)
@@ -206,25 +206,32 @@ class QueryLog:
             self.db.execute("update queries set feedback_faq = null where query = ? and feedback_faq = ?",
                             [clean_text(query), faq_id])
 
-    def candidates(self, margin: float, since: str | None = None, limit: int = 20000) -> list[dict[str, Any]]:
+    def candidates(self, margin: float, since: str | None = None, limit: int = 20000, store: Any = None
+                   ) -> list[dict[str, Any]]:
         """Unanswered and low-confidence queries without feedback, newest first: low-confidence is
         answered within ``margin`` of what decided and at most halfway from it to certain
         (:func:`faqsearch.gaps.low_bar`: the confidence's operating point where it decided, else the
-        cosine threshold; rows logged before confidences were, by their cosine)."""
+        cosine threshold; rows logged before confidences were, by their cosine). With the index's
+        ``store``, a query assigned to an FAQ that no longer holds it counts as without feedback
+        (:func:`still_held`)."""
         since = parse_since(since)
         by_cosine = "score < min(threshold + ?, (threshold + 1) / 2)"
         low = (f"case when min_confidence is not null then coalesce(confidence < min(min_confidence + ?, "
                f"(min_confidence + 1) / 2), 1) else {by_cosine} end") if self._confidences else by_cosine
         kept = "confidence, min_confidence" if self._confidences else "null as confidence, null as min_confidence"
-        sql = (f"select id, time, query, score, threshold, answered, top_faq, {kept} from queries "
-               f"where feedback_faq is null and (answered = 0 or score is null or {low})"
+        sql = (f"select id, time, query, score, threshold, answered, top_faq, feedback_faq, {kept} from queries "
+               f"where {'1' if store is not None else 'feedback_faq is null'} and (answered = 0 or score is null or {low})"
                + (" and time >= ?" if since else "") + " order by id desc limit ?")
-        return self._rows(sql, [margin] * (1 + self._confidences) + ([since] if since else []) + [limit])
+        return unassigned(self._rows(sql, [margin] * (1 + self._confidences) + ([since] if since else []) + [limit]),
+                          store)
 
-    def distinct_unassigned(self, limit: int) -> list[str]:
-        """Up to ``limit`` distinct logged queries no person assigned to an FAQ, most recent first."""
-        return [r["query"] for r in self._rows("select query, max(id) as last from queries where feedback_faq is null "
-                                               "group by query order by last desc limit ?", [limit])]
+    def distinct_unassigned(self, limit: int, store: Any = None) -> list[str]:
+        """Up to ``limit`` distinct logged queries no person assigned to an FAQ (with ``store``: to an FAQ
+        that still holds them), most recent first."""
+        rows = self._rows("select query, max(id) as last, max(feedback_faq) as feedback_faq from queries "
+                          f"{'' if store is not None else 'where feedback_faq is null '}"
+                          "group by query order by last desc limit ?", [limit])
+        return [r["query"] for r in unassigned(rows, store)]
 
     def count(self, since: str | None = None) -> dict[str, int]:
         """Queries logged (at or after ``since``), answered and not."""
@@ -233,3 +240,33 @@ class QueryLog:
             total, answered = self.db.execute("select count(*), coalesce(sum(answered), 0) from queries"
                                               + (" where time >= ?" if since else ""), [since] if since else []).fetchone()
         return {"total": int(total), "answered": int(answered), "unanswered": int(total - answered)}
+
+
+def still_held(store: Any, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Of (query, FAQ id) assignments the log marks, those the index still holds: the FAQ is there and has
+    a question that reads as the query. Removed, or edited without it (`update --replace`, `restore` of
+    an older version), it no longer answers the query for the person who assigned it, and gaps and
+    suggestions count the query as unassigned again."""
+    by_faq: dict[str, set[str]] = {}
+    for query, faq_id in pairs:
+        by_faq.setdefault(faq_id, set()).add(query)
+    held = set()
+    for faq_id, queries in by_faq.items():
+        faq = store.faq(faq_id)
+        have = {read_alike(q["text"]) for q in faq["questions"]} if faq else set()
+        held |= {(q, faq_id) for q in queries if read_alike(q) in have}
+    return held
+
+
+def unassigned(rows: list[dict[str, Any]], store: Any) -> list[dict[str, Any]]:
+    """Rows without an assignment the index still holds (all rows' ``feedback_faq`` None without a store),
+    each row's ``feedback_faq`` set to None where its FAQ no longer holds it."""
+    if store is None:
+        return rows
+    held = still_held(store, {(r["query"], r["feedback_faq"]) for r in rows if r.get("feedback_faq") is not None})
+    out = []
+    for r in rows:
+        if r.get("feedback_faq") is not None and (r["query"], r["feedback_faq"]) in held:
+            continue
+        out.append({**r, "feedback_faq": None})
+    return out

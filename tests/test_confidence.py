@@ -278,6 +278,38 @@ def test_gaps_leave_out_a_group_an_added_faq_now_answers(tmp_path, small_corpus)
     e.close()
 
 
+def test_an_assignment_counts_only_while_its_faq_holds_the_query(tmp_path, small_corpus):
+    """A query assigned by feedback stayed marked in the log after its FAQ was removed (or edited without
+    it): gaps never listed it again, and other FAQs' suggestions skipped it, for good (found by a
+    hostile probe). The mark counts while the FAQ holds a question that reads as the query."""
+    from faqsearch.gaps import find_gaps
+    from faqsearch.generators.suggest import suggest
+    from faqsearch.querylog import log_answered
+
+    path = str(tmp_path / "ix")
+    e = build_index(small_corpus, path, threshold=0.8)
+    qlog = QueryLog.for_index(path)
+    asked = ["will you mount my television", "will you mount my television", "mount my television please"]
+    log_answered(qlog, e.ask_many(asked), "hybrid", "api")
+    assert find_gaps(e, qlog, similarity=0.2, min_count=1)
+    e.feedback("will you mount my television", "4")
+    qlog.mark_assigned(["will you mount my television"], "4")
+    listed = lambda: {x for g in find_gaps(e, qlog, similarity=0.2, min_count=1) for x in g.examples}  # noqa: E731
+    assert "will you mount my television" not in listed()  # assigned: FAQ 4 answers it now
+    e.update([FAQ("4", "We ship to the EU.", ["Do you ship abroad?"], "shipping")], replace=True)
+    assert "will you mount my television" in listed()  # 4 was edited without it: a gap again
+    offered = lambda: [x.text for x in suggest(e.searcher(), "2", qlog).suggestions]  # noqa: E731 (near FAQ 2)
+    assert "will you mount my television" in offered()
+    e.feedback("will you mount my television", "4")
+    assert "will you mount my television" not in listed() and "will you mount my television" not in offered()
+    e.remove(["4"])
+    assert "will you mount my television" in listed() and "will you mount my television" in offered()  # 4 is gone
+    assert "will you mount my television" in qlog.distinct_unassigned(10, e.snapshot.store)
+    assert "will you mount my television" not in qlog.distinct_unassigned(10)  # without the index: as marked
+    qlog.close()
+    e.close()
+
+
 @pytest.mark.slow
 def test_no_rising_confidence_with_the_real_encoder(minilm, tmp_path):
     """The bundled encoder on sample_data: every list, in-scope and off-topic, k=10."""

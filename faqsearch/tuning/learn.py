@@ -190,7 +190,7 @@ def logged_pairs(snap, encoder: Callable[[], Any], questions: Questions, seed: i
     if qlog is None:
         return []
     try:
-        texts = [t for t in qlog.distinct_unassigned(LEARN_LOG_QUERIES) if t not in questions.stored]
+        texts = [t for t in qlog.distinct_unassigned(LEARN_LOG_QUERIES, snap.store) if t not in questions.stored]
     finally:
         qlog.close()
     found = []
