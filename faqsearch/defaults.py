@@ -88,6 +88,10 @@ KEEP_MIN = 2  # ... unless that would leave fewer than this many tokens (the rar
 # -- versions (docs/reliability.md, "Versions kept"): previous versions an index keeps besides the live one,
 # for `faqsearch restore`; the oldest beyond are removed after each new commit
 KEEP_VERSIONS = 5
+# ... and, older than those, the last version before each of this many edits that drop or rewrite content (remove,
+# update, upsert, ingest, restore, learn...): the undo a command printed outlives a run of feedback and approvals
+KEEP_UNDO_POINTS = 5
+PHRASING_EDITS = ("add", "feedback", "approve", "unassign", "augment", "remove-generated")  # all else is an undo point
 
 # -- tuning (docs/quality.md, "Evaluate and tune")
 BETAS = (0.0, 0.5, 1.0)

@@ -97,6 +97,32 @@ def test_pruning_keeps_the_bound_and_never_the_live_one(tmp_path):
     assert sorted(e for e in os.listdir(path) if e.startswith("v")) == kept
 
 
+def test_the_undo_of_a_remove_outlives_a_run_of_feedback_and_unassigns(tmp_path, run):
+    """Each unassign (and feedback that moves a question) commits a new version: five of them pushed
+    out the only version that held a removed FAQ, and the undo `remove` printed failed (found by a
+    hostile probe). The last version before each of the latest removes, updates, ingests... is kept
+    too; a restore names the edits it leaves behind and the version that brings them back."""
+    path = str(tmp_path / "ix")
+    build_index(write_corpus(tmp_path, ROWS), path, threshold=-1).close()
+    undo = version(path).name
+    with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+        e.remove(["f0"])
+        for i in range(KEEP_VERSIONS + 2):
+            e.feedback(f"wrong guess number {i}", "f4")
+            e.unassign(f"wrong guess number {i}", "f4")  # a new version each time
+    kept = [v.version for v in list_versions(path)]
+    assert undo in kept and len(kept) == KEEP_VERSIONS + 2  # the newest 5, the live one and the undo point
+    live = version(path).name
+    out = run("restore", undo, "--index", path)
+    assert out.exit_code == 0 and "f0" in content(path), out.output
+    assert f"It leaves behind every edit after {undo}" in out.output and "made by unassign, feedback" in out.output
+    assert f"`faqsearch restore {live}` brings them back" in out.output
+    now = version(path).name
+    js = json.loads(run("restore", live, "--index", path, "--json").output)  # and back again
+    assert js["left_behind"] == {"versions": [now], "made_by": [f"restore {undo}"], "undo": now}
+    assert "f0" not in content(path)
+
+
 def test_an_unknown_version_is_refused_with_the_known_ones(tmp_path):
     path = str(tmp_path / "ix")
     build_index(write_corpus(tmp_path, ROWS), path, threshold=-1).close()

@@ -11,7 +11,7 @@ as LevelDB's CURRENT or Lucene's segments_N: a writer builds a new version in ``
 renames it to ``v<G>`` (G its generation) and commits by replacing CURRENT (the file and the
 directory fsynced), so readers see the old version or the new one, never a mix and never nothing.
 A small edit commits inside the live version instead, by replacing its ``config.json`` the same way.
-The previous versions stay, the newest ``KEEP_VERSIONS`` of them (faqsearch/versions.py restores one),
+The previous versions stay, the newest ``KEEP_VERSIONS`` of them and the undo points (faqsearch/versions.py restores one),
 and a kept version never changes: the files written in place (store.db) are never shared by links.
 :class:`Writer` alone does both, with one generation rule (every commit is the previous generation
 plus one) and one fsync policy. Since nothing lives outside ``NAME/``, ``cp -a``, ``tar`` and
@@ -34,7 +34,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from ..defaults import KEEP_VERSIONS
+from ..defaults import KEEP_UNDO_POINTS, KEEP_VERSIONS, PHRASING_EDITS
 from ..errors import IndexFormatError, IndexNotFoundError, IndexPathError
 from ..files import FileLock, atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
 from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
@@ -435,8 +435,14 @@ class Writer:
         if version is not None:
             config = config.without("edited")  # a new version: unedited
         modified = now()
+        stamp = {"by": self.made_by or "edit", "at": modified}
+        if version is not None:  # undo points: kept past the newest KEEP_VERSIONS, listed by each version in turn
+            points = list(((self.config.made if self.config is not None else None) or {}).get("undo_points") or ())
+            if self.version is not None and self.made_by not in PHRASING_EDITS:  # this edit drops or rewrites
+                points.append(_number(self.version))
+            stamp["undo_points"] = points[-KEEP_UNDO_POINTS:]
         config = replace(config, generation=self.generation + 1, modified=modified,
-                         **{"made" if version else "edited": {"by": self.made_by or "edit", "at": modified}})
+                         **{"made" if version else "edited": stamp})
         if version is None:
             if self.version is None:
                 raise IndexNotFoundError(f"no index at {self.path} to edit")
@@ -465,8 +471,10 @@ class Writer:
         atomic_write(os.path.join(self.path, CURRENT), (version_name(config.generation) + "\n").encode())
         self.version, self.config = final, config
         older = sorted(_number(e) for e in os.listdir(self.path) if VERSION_NAME.match(e) and _number(e) < _number(final))
+        keep = set((config.made or {}).get("undo_points") or ())  # the undo of the latest removes, updates...
         for g in older[:max(0, len(older) - KEEP_VERSIONS)]:  # after the switch; readers keep their open files
-            _remove(os.path.join(self.path, version_name(g)))
+            if g not in keep:
+                _remove(os.path.join(self.path, version_name(g)))
         return final
 
 

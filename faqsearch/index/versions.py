@@ -1,8 +1,9 @@
 """The versions an index keeps, and restoring one of them.
 
 Every commit of a new version leaves the previous ones in the index directory, the newest
-``KEEP_VERSIONS`` of them (faqsearch/indexdir.py prunes older ones after the new CURRENT is
-durable). A kept version never changes: edits in place write only into the live version, and its
+``KEEP_VERSIONS`` of them and the undo points (the last version before each of the latest
+``KEEP_UNDO_POINTS`` commits of anything but phrasings, listed by the live version's config;
+faqsearch/index/directory.py prunes older ones after the new CURRENT is durable). A kept version never changes: edits in place write only into the live version, and its
 store.db, the one file written in place, is never a hard link to a kept version's.
 
 :func:`restore` makes a kept version's content live again as a new commit (made by "restore
@@ -84,6 +85,18 @@ def previous(path: str | os.PathLike) -> str | None:
     live = next((int(v.version[1:]) for v in rows if v.live), None)
     older = [v.version for v in rows if not v.live and (live is None or int(v.version[1:]) < live)]
     return older[-1] if older else None
+
+
+def left_behind(path: str | os.PathLike, version: str) -> dict[str, Any]:
+    """What a restore of ``version`` leaves behind: the kept versions after it (the live one last), what
+    made them and was edited inside them, and the version that brings them back (the live one, kept
+    by the restore). Said before restoring, as feedback and approvals after an undo point are lost
+    from the live index with it (`versions` keeps them)."""
+    n = int(version[1:]) if VERSION_NAME.match(version) else -1
+    rows = [v for v in list_versions(path) if int(v.version[1:]) > n]
+    made = list(dict.fromkeys(k for v in rows for k in (v.made_by, v.edited_by) if k))
+    live = next((v.version for v in rows if v.live), None)
+    return {"versions": [v.version for v in rows], "made_by": made, "undo": live}
 
 
 def restore(path: str | os.PathLike, version: str) -> str:

@@ -123,15 +123,18 @@ def versions(request: Request, name: str):
 
 @router.post("/indexes/{name}/restore", tags=["service"], dependencies=[Depends(write_key)])
 def restore(request: Request, name: str, body: RestoreIn):
-    """Make a kept version live again as a new version (as `faqsearch restore`); it answers from it at once."""
+    """Make a kept version live again as a new version (as `faqsearch restore`); it answers from it at once.
+    ``left_behind``: the kept versions after it, what made them, and the version that brings them back."""
+    from ..index.versions import left_behind
     from ..index.versions import restore as restore_version
 
     def run(engine):
+        behind = left_behind(engine.path, body.version)
         live = restore_version(engine.path, body.version)
         engine.reload()
-        return live
+        return {"restored": body.version, "version": live, "left_behind": behind if live != body.version else None}
 
-    return {"restored": body.version, "version": service(request).write(name, run)}
+    return service(request).write(name, run)
 
 
 @router.post("/indexes/{name}/learn", tags=["service"], dependencies=[Depends(write_key)])

@@ -14,7 +14,8 @@ from ..render import dump
 def versions(index, out):
     """List the versions an index keeps: when each was made, by what, its FAQs and questions, and
     which one is live. Every ingest, refit, tune transform --apply, learn and edit that drops questions
-    makes a new version; the previous ones are kept (the newest 5) for `faqsearch restore`. Settings
+    makes a new version; the previous ones are kept (the newest 5, and the last before each of the 5 latest
+    removes, updates, ingests, learns or restores) for `faqsearch restore`. Settings
     that tune threshold, tune fusion and tune confidence store change the live version in place.
 
     \b
@@ -46,7 +47,8 @@ def versions(index, out):
 @handles_errors
 def restore(version, index, out):
     """Make a kept VERSION (see `faqsearch versions`) live again, as a new version: the one live now
-    is kept too, so a restore can be undone the same way.
+    is kept too, so a restore can be undone the same way. Every edit after VERSION (approvals and
+    feedback too) is left behind: the command names them and the version that brings them back.
 
     \b
     Example:
@@ -54,13 +56,23 @@ def restore(version, index, out):
         faqsearch restore v00000007 --index support
     """
     from ...index.config import resolve_index_path
+    from ...index.versions import left_behind
     from ...index.versions import restore as restore_version
 
     path = resolve_index_path(index)
+    behind = left_behind(path, version)
     live = restore_version(path, version)
     if out.json:
-        click.echo(dump({"restored": version, "version": live}))
+        click.echo(dump({"restored": version, "version": live, "left_behind": behind if live != version else None}))
     elif live == version:
         click.echo(f"{version} is the live version already; nothing changed.")
     else:
         click.echo(f"Restored {version} as the new live version {live}.")
+        if behind["undo"] and behind["undo"] != version:
+            click.echo(f"It leaves behind every edit after {version} (the versions kept since, {_span(behind['versions'])}, "
+                       f"were made by {', '.join(behind['made_by']) or 'edits not recorded'}); "
+                       f"`faqsearch restore {behind['undo']}` brings them back.")
+
+
+def _span(versions: list[str]) -> str:
+    return versions[0] if len(versions) == 1 else f"{versions[0]} to {versions[-1]}"
