@@ -68,9 +68,10 @@ class WhiteningSpec:
 @dataclass
 class StorageSpec:
     """Where rows and vectors live: ``embedded`` (FAISS + SQLite files) or ``milvus`` (``uri``: a local
-    .db file runs milvus-lite, http://host:19530 a server; ``collection``: its alias)."""
+    .db file runs milvus-lite, http://host:19530 a server; ``collection``: its alias); None: where the
+    index at the path lives now (:func:`kept_storage`), embedded for a new one."""
 
-    backend: str = "embedded"
+    backend: str | None = None
     uri: str | None = None
     collection: str | None = None
     index_type: str = INDEX_TYPE
@@ -83,10 +84,27 @@ def shared_storage(path: str, storage: StorageSpec) -> StorageSpec:
     remote = remote_of(path)
     if remote is None:
         return storage
-    if storage.backend not in ("embedded", "milvus") or (storage.uri and storage.uri.rstrip("/") != remote.uri):
+    if storage.backend not in (None, "embedded", "milvus") or (storage.uri and storage.uri.rstrip("/") != remote.uri):
         raise InvalidOptionError(f"--index {remote.address} lives in Milvus at {remote.uri}; leave out --backend and "
                                  "--uri (the address names both)")
     return dataclasses.replace(storage, backend="milvus", uri=remote.uri, collection=storage.collection or remote.base)
+
+
+def kept_storage(path: str, storage: StorageSpec) -> StorageSpec:
+    """A rebuild that names no backend keeps the one the index lives in: an index in Milvus was rebuilt
+    as an embedded one, its Milvus collections left behind under an alias a later `--backend milvus`
+    ingest then refused as another index's. A new index (or an unreadable one) is embedded."""
+    if storage.backend is not None:
+        return storage
+    try:
+        section = cfg.load_config(cfg.read_current(path) or path, path).backend if os.path.isdir(path) else None
+    except FAQSearchError:
+        section = None
+    if section is None or section.kind != "milvus" or not section.uri or storage.uri not in (None, section.uri):
+        return dataclasses.replace(storage, backend="embedded")
+    return dataclasses.replace(storage, backend="milvus", uri=section.uri, collection=storage.collection or section.base,
+                               index_type=section.index_type if storage.index_type == INDEX_TYPE and section.index_type
+                               else storage.index_type)
 
 
 def as_faqs(corpus: str | os.PathLike | Sequence[FAQ], columns: Columns | None = None,
@@ -119,7 +137,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
     leaves the old version, never a new one without its calibration."""
     encoder_spec = encoder_spec or EncoderSpec()
     wspec = whitening or WhiteningSpec()
-    storage = shared_storage(path, storage or StorageSpec())
+    storage = kept_storage(path, shared_storage(path, storage or StorageSpec()))
     check_target(path)  # only an index of ours may be replaced: refused before anything is read or encoded
     backend = backend_named(storage.backend)
     if wspec.k is not None and (not isinstance(wspec.k, int) or wspec.k < 1):

@@ -88,7 +88,7 @@ class FAQSearch(Asking):
               fit_on: str | Sequence[str] | None = None, threshold: float | None = None,
               columns: Columns | None = None, fmt: str | None = None, index_type: str = INDEX_TYPE,
               quantize: bool = False, batch_size: int = BATCH_SIZE, progress: bool = False, force: bool = False,
-              replace: bool | None = None, backend: str = "embedded", uri: str | None = None,
+              replace: bool | None = None, backend: str | None = None, uri: str | None = None,
               collection: str | None = None, self_fusion: bool = True, source: str | None = None) -> "FAQSearch":
         """Build an index from a corpus as its next version (:func:`faqsearch.build.build`; FAQs it lacks go only
         with ``replace``); it learns its confidence, threshold (unless given) and, with ``self_fusion``, weights."""

@@ -191,6 +191,14 @@ def test_cli_ingest_and_ask_on_milvus(tmp_path, fake_models, small_corpus, where
     assert r.exit_code == 0 and json.loads(r.output)["questions"][1]["text"] == "What is the return policy?"
     r = CliRunner().invoke(cli, ["ingest", small_corpus, "--index", str(tmp_path / "x"), "--backend", "milvus"])
     assert r.exit_code == 1 and "--uri" in r.output
+    # built again without --backend, it stays in Milvus (it became an embedded index, its Milvus data left
+    # behind under an alias a later --backend milvus ingest refused as another index's: a hostile probe)
+    r = CliRunner().invoke(cli, ["ingest", small_corpus, "--index", str(tmp_path / "m"), "-q"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["info", "--index", str(tmp_path / "m"), "--json"])
+    assert json.loads(r.output)["backend"]["kind"] == "milvus", r.output
+    r = CliRunner().invoke(cli, ["ingest", small_corpus, "--index", str(tmp_path / "m"), "--backend", "milvus", *uri, "-q"])
+    assert r.exit_code == 0, r.output
 
 
 @pytest.fixture

@@ -208,8 +208,9 @@ def storage_options(fn):
         return fn(*args, storage=StorageSpec(backend, uri, collection, index_type), **kwargs)
 
     return _group(
-        click.option("--backend", type=click.Choice(["embedded", "milvus"]), default="embedded", show_default=True,
-                     help="Where rows and vectors live: FAISS + SQLite files, or a Milvus collection (needs --uri)."),
+        click.option("--backend", type=click.Choice(["embedded", "milvus"]), default=None,
+                     help="Where rows and vectors live: FAISS + SQLite files (default for a new index), or a Milvus "
+                          "collection (needs --uri). An index built again keeps its own unless given."),
         click.option("--uri", help="Milvus: a local file (milvus-lite, e.g. ./faq.milvus.db) or http://host:19530."),
         click.option("--collection", help="Milvus alias of the index's collection (default faqsearch_<index name>)."),
         click.option("--index-type", default=INDEX_TYPE, show_default=True,
