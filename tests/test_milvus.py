@@ -328,3 +328,24 @@ def test_a_collection_the_server_released_is_loaded_again_on_the_next_read(tmp_p
         with pytest.raises(StorageError, match=f"failed to read collection {name}"):
             e.ask(text + " again", mode="dense")
         c.close()
+
+def test_an_edit_with_the_milvus_server_down_is_a_storage_error(tmp_path):
+    """An index in a Milvus server by --uri (its directory here): with the server stopped, reads said so
+    in one line, but add and remove raised pymilvus' own exception (HTTP 500, nothing a bot catching
+    FAQSearchError catches; a hostile probe). Every failed call is now a StorageError (503)."""
+    from faqsearch.errors import StorageError
+
+    from .conftest import _start_milvus_server, _stop
+
+    with open(tmp_path / "server.log", "w+b") as log:
+        proc, uri, why = _start_milvus_server(tmp_path / "data", log)
+        try:
+            assert uri, why
+            e = FAQSearch.build(CORPUS, str(tmp_path / "ix"), encoder=FakeEncoder(), backend="milvus", uri=uri)
+            assert e.ask(CORPUS[2].questions[0], mode="dense").answers[0].faq_id == CORPUS[2].id
+        finally:
+            _stop(proc)
+    for edit in (lambda: e.add([FAQ("later", "a later answer", ["a later question"])]), lambda: e.remove(["f3"])):
+        with pytest.raises(StorageError, match=f"Milvus at {uri} failed to"):
+            edit()
+    e.close()

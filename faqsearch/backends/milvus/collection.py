@@ -140,7 +140,9 @@ def client(uri: str, token: str | None = None):
 class Reloading:
     """A client whose reads load a collection the server released and ask again, once: a Milvus server
     that restarted loads no collection until asked, and every search failed ("collection ... is in
-    state 'released'") until some other process loaded it. Writes pass as they are."""
+    state 'released'") until some other process loaded it. Any failure of a call is a StorageError (HTTP
+    503), said in one line: an edit with the server down raised pymilvus' own exception (HTTP 500, and
+    no FAQSearchError for a bot to catch)."""
 
     READS = ("search", "query", "get")
 
@@ -149,8 +151,19 @@ class Reloading:
 
     def __getattr__(self, name: str):
         attr = getattr(self._inner, name)
-        if name not in self.READS:
+        if not callable(attr):
             return attr
+        if name not in self.READS:
+            def call(*args, **kwargs):
+                try:
+                    return attr(*args, **kwargs)
+                except FAQSearchError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - connection errors come in many classes
+                    raise StorageError(f"Milvus at {self._uri} failed to {name.replace('_', ' ')} ({said(exc)}); check "
+                                       "that the server runs and this machine reaches it, then retry (an edit that "
+                                       "stopped here was not committed)") from None
+            return call
 
         def read(collection_name, *args, **kwargs):
             try:
