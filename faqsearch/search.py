@@ -274,7 +274,7 @@ class Searcher:
         snap = self.snap
         distinct = snap.index.search_distinct
         if distinct is not None:  # the backend groups by FAQ itself (Milvus)
-            hits, rows = distinct(reduced, k, filters)
+            hits, rows = distinct(reduced, k, filters, siblings=full is not None)  # full scores choose the question
             for h in hits:
                 check_scores(np.array([s for _, s in h], dtype=np.float32), np.array([i for i, _ in h]), snap.path)
             if full is not None:

@@ -89,8 +89,9 @@ class VectorSearch(Protocol):
     # the changes since the base files (embedded: a backends.embedded.delta.Delta), None without any
     delta: Any
     # a backend that groups hits by FAQ itself (Milvus): top-k distinct FAQs per query in one call,
-    # with the rows of their best questions; None where the searcher widens a plain search (embedded)
-    search_distinct: Callable[[np.ndarray, int, dict[str, Any] | None], tuple[Hits, dict[int, QuestionRow]]] | None
+    # with the rows of their best questions (and, siblings=True, of the other questions of those FAQs,
+    # for the full-dimensional re-scoring); None where the searcher widens a plain search (embedded)
+    search_distinct: Callable[..., tuple[Hits, dict[int, QuestionRow]]] | None
 
     def __len__(self) -> int: ...
 

@@ -11,6 +11,9 @@ from ...lexical import former_width_tokens, tokenize
 from .collection import CJK, Collection, _quote, filter_expr
 
 
+SIBLINGS_MAX = 16384  # Milvus' bound on the rows of one search or query
+
+
 class MilvusIndex:
     """The VectorIndex face of the backend (what the engine's search calls)."""
 
@@ -50,20 +53,36 @@ class MilvusIndex:
                 out[i, j] = h["id"]
         return scores, out
 
-    def search_distinct(self, queries: np.ndarray, k: int, filters: dict[str, Any] | None = None
-                        ) -> tuple[list[list[tuple[int, float]]], dict[int, dict[str, Any]]]:
+    def search_distinct(self, queries: np.ndarray, k: int, filters: dict[str, Any] | None = None,
+                        siblings: bool = False) -> tuple[list[list[tuple[int, float]]], dict[int, dict[str, Any]]]:
         """Top-k distinct FAQs per query in one Milvus call (grouping search on faq_id), with the rows
-        of their best questions: what the embedded backend gets by widening a FAISS search."""
+        of their best questions: what the embedded backend gets by widening a FAISS search. With
+        ``siblings``, each query's hits also hold the other questions of its FAQs (at its FAQ's score in
+        k dimensions; one more call), so that full-dimensional scores choose each FAQ's best question,
+        as the embedded backend's re-scoring of its nearest questions does: a grouping search keeps one
+        question per FAQ by the k-dimensional score, and where two were near-tied the answer showed the
+        wrong one, at a lower score. The search then takes k + max(k, 16) FAQs, so that one the full
+        scores lift into the top k is among them."""
         fields = ["id", "faq_id", "text", "source", "answer", "category", "metadata"]
+        expr = filter_expr(filters)
         hits = self.b.client.search(self.b.collection, data=np.asarray(queries, dtype=np.float32).tolist(),
-                                    anns_field="vector", limit=max(1, min(int(k), 16384)),
-                                    filter=self.b.visible(filter_expr(filters)), output_fields=fields,
+                                    anns_field="vector", limit=max(1, min(int(k) + siblings * max(int(k), 16), SIBLINGS_MAX)),
+                                    filter=self.b.visible(expr), output_fields=fields,
                                     search_params={"metric_type": "IP"}, group_by_field="faq_id")
         out, rows = [], {}
         for row in hits:
             out.append([(int(h["id"]), float(h["distance"])) for h in row])
             for h in row:
                 rows[int(h["id"])] = _row(h["entity"] | {"id": h["id"]})
+        if siblings and rows:
+            faqs = sorted({r["faq_id"] for r in rows.values()})
+            cond = f"faq_id in [{', '.join(_quote(f) for f in faqs)}]" + (f" and ({expr})" if expr else "")
+            by_faq: dict[str, list[int]] = {}
+            for r in self.b.client.query(self.b.collection, filter=self.b.visible(cond), output_fields=fields,
+                                         limit=SIBLINGS_MAX):
+                rows.setdefault(int(r["id"]), _row(r))
+                by_faq.setdefault(r["faq_id"], []).append(int(r["id"]))
+            out = [h + [(i, s) for qid, s in h for i in by_faq.get(rows[qid]["faq_id"], []) if i != qid] for h in out]
         return out, rows
 
     def reconstruct(self, ids: np.ndarray) -> np.ndarray:
