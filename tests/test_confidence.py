@@ -371,6 +371,16 @@ def test_suggest_offers_a_logged_query_as_near_wherever_the_faq_ranks_in_its_top
             got = suggest(e.searcher(), a.faq_id, qlog).suggestions
             assert [(s.text, s.source) for s in got] == [(asked, "near")], a.faq_id
             assert got[0].confidence == a.confidence
+        # below NEAR_MIN_CONFIDENCE it is no near offer: off-topic queries were offered to three FAQs each
+        # at 0.4% (a hostile probe); here the floor is set just above the first answer's
+        import faqsearch.generators.suggest as sg
+
+        assert all(a.confidence >= sg.NEAR_MIN_CONFIDENCE for a in r.ranked)
+        sg.NEAR_MIN_CONFIDENCE, kept = r.ranked[0].confidence + 1e-3, sg.NEAR_MIN_CONFIDENCE
+        try:
+            assert not any(suggest(e.searcher(), a.faq_id, qlog).suggestions for a in r.ranked)
+        finally:
+            sg.NEAR_MIN_CONFIDENCE = kept
         qlog.close()
 
 

@@ -20,6 +20,10 @@ from .recipe import normal
 WINDOW = 2000  # the most recent distinct logged queries looked at
 NEAR_WINDOW = 300  # of those answered with another FAQ or none, this many are searched again for 'near'
 NEAR_K = 3  # a logged query is near an FAQ that its search ranks in the top 3 (even below the threshold)
+# ... at a confidence of 5% or more: off-topic queries were offered to three FAQs each at 0.4%
+# (benchmarks/results/quality.md, "Near suggestions": 2026-11-28, sample_data and Banking77 faqs_5 keep
+# 15 of 16 and 102 of 108 near offers to the right FAQ, and 21 of 90 and 71 of 894 to off-topic queries)
+NEAR_MIN_CONFIDENCE = 0.05
 
 
 @dataclass
@@ -92,8 +96,8 @@ def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: 
                 continue
             if res.answers and res.answers[0].faq_id == faq_id:
                 answered.append((hit, r))
-            elif not res.answers:  # unanswered, this FAQ among the nearest; one answered with another FAQ is not offered
-                near.append((hit, r))
+            elif not res.answers and (hit.confidence is None or hit.confidence >= NEAR_MIN_CONFIDENCE):
+                near.append((hit, r))  # unanswered, this FAQ among the nearest; one answered with another FAQ is not
         for hit, r in sorted(answered, key=lambda x: (-x[1]["count"], -_rank_value(x[0]))):
             if len(out) >= limit:
                 break

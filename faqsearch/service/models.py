@@ -160,7 +160,7 @@ class ApproveIn(BaseModel):
 class SuggestionOut(BaseModel):
     text: str
     source: str = Field(..., description="answered (a logged query the index now answers with this FAQ), near (a "
-                                         "logged query it leaves unanswered with this FAQ in its top 3) or generated")
+                                         "logged query it leaves unanswered with this FAQ in its top 3 at 5% or more) or generated")
     score: Optional[float] = None
     count: int = 1
     confidence: Optional[float] = None

@@ -221,7 +221,7 @@ def upsert(request: Request, name: str, body: FAQsIn):
 def suggestions(request: Request, name: str, faq_id: str, limit: int = Query(20, ge=1, le=200),
                 generate: int = Query(0, ge=0, le=20)):
     """Phrasings to approve for an FAQ: logged queries the index answered with it (most asked first),
-    then logged queries that ranked it in their top 3, then (generate=N) generated rewordings of its
+    then logged queries that ranked it in their top 3 at a confidence of 5% or more, then (generate=N) generated rewordings of its
     first question. Nothing is indexed until POST .../approve. 404 if unknown."""
     from ..generators import choose_generator
 

@@ -165,8 +165,8 @@ def augment(index, n, generator, languages, gguf_file, candidates, min_similarit
 @device_option("cpu")
 def suggest(faq_id, index, limit, generate, generator, languages, out, threads):
     """Phrasings to approve for FAQ_ID: logged queries the index answered with it (most asked first),
-    logged queries that ranked it in their top 3, and with --generate N generated rewordings of its
-    first question. Nothing is indexed: `faqsearch approve FAQ_ID TEXT...` adds those a person chose.
+    logged queries that ranked it in their top 3 at a confidence of 5% or more, and with --generate N
+    generated rewordings of its first question. Nothing is indexed: `faqsearch approve FAQ_ID TEXT...` adds those a person chose.
 
     \b
     Example:
