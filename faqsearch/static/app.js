@@ -435,6 +435,8 @@ async function listGaps() {
     }
     out.replaceChildren(...body.gaps.map((g) => el("div", { class: "gap" },
       el("strong", { text: `${g.count} queries (${g.distinct} distinct)` }),
+      g.script ? el("span", { class: "muted", text: ` · written in ${g.script} script, which this index's encoder ` +
+        "does not read: a multilingual index answers them" }) :
       g.nearest_faq ?
         el("span", { class: "muted", text: ` · nearest FAQ ${faqTitle(g.nearest_faq)} at ` + (g.nearest_confidence === null ?
           g.nearest_score.toFixed(2) : `${percent(g.nearest_confidence)} confidence`) }) : "",

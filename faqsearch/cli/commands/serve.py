@@ -109,6 +109,9 @@ def gaps(index, similarity, margin, min_count, since, limit, out, threads):
         near = (f"; nearest FAQ {g.nearest_faq} at {percent(g.nearest_confidence)} confidence"
                 if g.nearest_faq and g.nearest_confidence is not None else
                 f"; nearest FAQ {g.nearest_faq} at {g.nearest_score:.2f}" if g.nearest_faq else "")
+        if g.script is not None:
+            near = (f", written in {g.script} script, which this index's encoder does not read: a multilingual index "
+                    "answers them (faqsearch ingest --model use-multilingual)")
         click.echo(f"{n}. {count(g.count, 'query', 'queries')} ({g.distinct} distinct){near}")
         for ex in g.examples:
             click.echo(f"     - {ex}")
