@@ -330,10 +330,17 @@ def test_a_collection_the_server_released_is_loaded_again_on_the_next_read(tmp_p
         with caplog.at_level("WARNING"):
             assert e.ask(text, mode="hybrid").answers[0].faq_id == CORPUS[1].id
         assert any("released collection" in r.getMessage() for r in caplog.records)
-        c.drop_collection(name)  # gone altogether: one line, not a traceback
-        with pytest.raises(StorageError, match=f"failed to read collection {name}"):
+        c.drop_collection(name)  # gone altogether: one line, not a traceback, and not "check that the server runs"
+        with pytest.raises(StorageError, match=f"no longer holds collection {name} .*build it again with faqsearch ingest"):
             e.ask(text + " again", mode="dense")
         c.close()
+
+def test_a_milvus_lite_file_in_a_missing_folder_is_said_so(tmp_path):
+    """--uri in a folder that does not exist was blamed on another process holding the file."""
+    with pytest.raises(FAQSearchError, match="its folder .*nowhere does not exist; create it"):
+        FAQSearch.build(CORPUS, str(tmp_path / "ix"), encoder=FakeEncoder(), backend="milvus",
+                        uri=str(tmp_path / "nowhere" / "m.db"))
+
 
 def test_an_edit_with_the_milvus_server_down_is_a_storage_error(tmp_path):
     """An index in a Milvus server by --uri (its directory here): with the server stopped, reads said so

@@ -126,6 +126,10 @@ def client(uri: str, token: str | None = None):
                 time.sleep(0.5)
     except Exception as exc:  # noqa: BLE001 - connection errors come in many classes
         if "://" not in uri:
+            folder = os.path.dirname(os.path.abspath(uri))
+            if not os.path.isdir(folder):
+                raise FAQSearchError(f"cannot open the milvus-lite file {uri}: its folder {folder} does not exist; "
+                                     "create it, or give --uri a file in a folder that does") from None
             raise FAQSearchError(f"cannot open the milvus-lite file {uri} ({said(exc)}). "
                                  "milvus-lite lets one process use a file at a time: stop the other process (a running "
                                  "`faqsearch serve`?), or run a Milvus server for several processes") from None
@@ -160,6 +164,10 @@ class Reloading:
                 except FAQSearchError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - connection errors come in many classes
+                    if gone(exc):
+                        raise StorageError(f"Milvus at {self._uri} no longer holds this index's collection ({said(exc)}): "
+                                           "it was dropped there, or the server's data was removed; build it again "
+                                           "with faqsearch ingest") from None
                     raise StorageError(f"Milvus at {self._uri} failed to {name.replace('_', ' ')} ({said(exc)}); check "
                                        "that the server runs and this machine reaches it, then retry (an edit that "
                                        "stopped here was not committed)") from None
@@ -178,9 +186,19 @@ class Reloading:
             except FAQSearchError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a server down or failing: said in one line (HTTP 503)
+                if gone(exc):  # the server answers: the index is what is missing
+                    raise StorageError(f"Milvus at {self._uri} no longer holds collection {collection_name} ({said(exc)}): "
+                                       "the index was dropped there, or the server's data was removed; build it "
+                                       "again with faqsearch ingest") from None
                 raise StorageError(f"Milvus at {self._uri} failed to read collection {collection_name} ({said(exc)}); "
                                    "check that the server runs and this machine reaches it, then retry") from None
         return read
+
+
+def gone(exc: BaseException) -> bool:
+    """Whether a Milvus error says the collection does not exist (the server answered)."""
+    text = str(exc).lower()
+    return "collection" in text and ("not exist" in text or "not found" in text or "can't find" in text)
 
 
 def _quote(value: Any) -> str:
@@ -219,8 +237,10 @@ class Collection:
         self.next_id = next_id
         self.client = Reloading(client(self.uri, spec.get("token")), self.uri)
         if not self.client.has_collection(self.collection):
-            raise FAQSearchError(f"Milvus collection {self.collection} is missing at {self.uri}; re-run "
-                                 "faqsearch ingest --backend milvus")
+            again = ("--index milvus://HOST:PORT/NAME (the index's address)" if spec.get("shared") else
+                     f"--backend milvus --uri {self.uri}")
+            raise FAQSearchError(f"Milvus collection {self.collection} is missing at {self.uri} (dropped, or the "
+                                 f"server's data was removed); build the index again: faqsearch ingest CORPUS {again}")
         self.client.load_collection(self.collection)
 
     # -- visibility ---------------------------------------------------------------------------
