@@ -294,3 +294,23 @@ def test_indexes_lists_an_index_in_milvus_by_its_address_as_this_machine_last_to
     assert len(ours) == 1 and ours[0]["name"] == name and ours[0]["backend"] == "milvus"
     assert ours[0]["faqs"] >= 150 and "error" not in ours[0]
     assert address in _cli(dirs[0], "indexes").stdout
+
+
+def test_a_haystack_component_of_an_addressed_engine_stores_the_address(milvus_server, tmp_path, monkeypatch):
+    """FAQSearchRetriever(engine=...) of an index opened by its milvus:// address stored this machine's cache
+    path in to_dict(), which another machine's pipeline YAML could not open (a hostile probe)."""
+    pytest.importorskip("haystack", reason="the dev extra installs haystack-ai")
+    from faqsearch import FAQSearch
+    from faqsearch.corpus import FAQ
+    from faqsearch.index.config import resolve_index_path
+    from faqsearch.integrations.haystack import FAQSearchRetriever
+    from faqsearch.manage import drop_index
+
+    from .conftest import FakeEncoder
+
+    address = f"milvus://{milvus_server.split('://', 1)[1]}/yaml_{secrets.token_hex(3)}"
+    monkeypatch.setenv("FAQSEARCH_HOME", str(tmp_path))
+    with FAQSearch.build([FAQ("a", "an answer", ["a question"])], address, encoder=FakeEncoder(), threshold=-1,
+                         self_fusion=False) as e:
+        assert FAQSearchRetriever(engine=e).to_dict()["init_parameters"]["index"] == address
+    drop_index(resolve_index_path(address))

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..engine import FAQSearch
 from ..errors import InvalidOptionError
+from ..index.address import shown
 from ..results import Answer, Result
 from . import blank, metadata, retrieved
 
@@ -49,7 +50,9 @@ class FAQSearchRetriever:
     def __init__(self, index: str | None = None, *, engine: FAQSearch | None = None, top_k: int = 3,
                  mode: str | None = None, threshold: float | None = None, min_confidence: float | None = None,
                  filters: dict[str, Any] | None = None, only_answered: bool = True):
-        self.index = index if index is not None or engine is None else str(engine.path)
+        # an engine's index as a YAML on another machine finds it: its address where it lives in Milvus (the
+        # path of an addressed index is this machine's cache of it)
+        self.index = index if index is not None or engine is None else shown(str(engine.path))
         self.engine = engine
         self.top_k, self.mode, self.threshold, self.min_confidence = top_k, mode, threshold, min_confidence
         self.filters, self.only_answered = filters, only_answered
