@@ -214,9 +214,11 @@ def set_min_confidence(index, value: str, as_json: bool, unknowns: float | None 
         text = value.strip()
         try:  # 0.8, or 80% as the CLI shows confidences
             given = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+            if not 0.0 <= given <= 1.0:  # "150%" was said as "1.5 is not in the range 0<=x<=1"
+                raise ValueError
         except ValueError:
-            raise click.BadParameter(f"{value!r}: give a confidence between 0 and 1 (0.8), a percentage (80%), "
-                                     "or auto", param_hint="P") from None
+            raise click.BadParameter(f"{value!r}: give a confidence between 0 and 1 (0.8), a percentage from 0% to "
+                                     "100% (80%), or auto", param_hint="P") from None
         given = Finite(0, 1).convert(given, None, None)
     with FAQSearch.open(index) as engine:
         engine.set_min_confidence(given, unknowns)

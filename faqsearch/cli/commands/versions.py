@@ -30,11 +30,12 @@ def versions(index, out):
     if out.json:
         click.echo(dump({"versions": [v.to_dict() for v in rows]}))
         return
+    made = [f"{v.made_by or '?'}, then {v.edited_by}" if v.edited_by else (v.made_by or "?") for v in rows]
+    width = max([20, *map(len, made)])  # "restore v00000007, then set-min-confidence" kept the columns aligned
     if rows:
-        click.echo(f"{'version':<9}  {'time':<25} {'made by':<20} {'FAQs':>7} {'questions':>9}")
-    for v in rows:
-        made = f"{v.made_by or '?'}, then {v.edited_by}" if v.edited_by else (v.made_by or "?")
-        click.echo(f"{v.version:<9}  {v.time or '?':<25} {made:<20} {v.faqs if v.faqs is not None else '?':>7} "
+        click.echo(f"{'version':<9}  {'time':<25} {'made by':<{width}} {'FAQs':>7} {'questions':>9}")
+    for v, by in zip(rows, made):
+        click.echo(f"{v.version:<9}  {v.time or '?':<25} {by:<{width}} {v.faqs if v.faqs is not None else '?':>7} "
                    f"{v.questions if v.questions is not None else '?':>9}{'  (live)' if v.live else ''}")
     if any(v.edited_by for v in rows):  # edits committed in place: the counts are the version's as it is now
         click.echo("(\"then\": edits made inside that version since; its counts include them)")
