@@ -208,9 +208,11 @@ def test_the_operating_point_is_chosen_for_the_share_of_unknowns_given(tmp_path,
     bad = run("tune", "confidence", "0.5", "--unknowns", "0.4", "--index", path)  # it said to do what was typed
     assert bad.exit_code == 2 and "--unknowns goes with auto" in bad.output
     bad = run("tune", "confidence", "-0.1", "--index", path)  # it was read as an option: "No such option '-0'"
-    assert bad.exit_code == 2 and "-0.1 is not in the range" in bad.output
+    assert bad.exit_code == 2 and "'-0.1': give a confidence between 0 and 1" in bad.output
+    bad = run("tune", "confidence", "150%", "--index", path)  # it said "1.5 is not in the range 0<=x<=1"
+    assert bad.exit_code == 2 and "'150%': give a confidence between 0 and 1 (0.8), a percentage from 0% to 100%" in bad.output
     bad = run("tune", "confidence", "abc", "--index", path)
-    assert bad.exit_code == 2 and "a percentage (80%), or auto" in bad.output
+    assert bad.exit_code == 2 and "a percentage from 0% to 100% (80%), or auto" in bad.output
     ok = run("tune", "confidence", "80%", "--index", path, "--json")  # as the CLI shows confidences
     assert ok.exit_code == 0 and json.loads(ok.stdout)["min_confidence"] == pytest.approx(0.8)
     with FAQSearch.open(path, encoder=FakeEncoder()) as again:  # a confidence learned from labels has no unknowns
