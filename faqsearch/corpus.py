@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from .errors import CorpusError
+from .filters import check_metadata
 from .text import answer_key, clean_text, is_blank, not_utf8_fix, read_alike
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,6 @@ FORMATS = ("csv", "tsv", "jsonl")
 _EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 ID_ALIASES = ("id", "faq_id")
 FIELD_LIMIT = 64 * 1024 * 1024  # largest CSV/TSV field accepted (the csv module's default is 128 KiB)
-MAX_METADATA_DEPTH = 32  # levels of objects and lists in an FAQ's metadata
 _SIGNATURES = [  # (leading bytes, what the file is, what to do)
     (b"\x1f\x8b", "a gzip-compressed file", "decompress it first (gunzip FILE)"),
     (b"PK\x03\x04", "a ZIP archive (an Excel .xlsx or OpenDocument file is one)",
@@ -328,30 +328,6 @@ def check_id(faq_id: str, path: str, line: int | None) -> None:
                                       "resolves /faqs/.. away); give it a letter or digit")
 
 
-def check_metadata(meta: dict[str, Any], path: str, line: int | None, where: str) -> None:
-    """Metadata is plain JSON (no NaN or Infinity, integers within 64 bits) nested at most
-    MAX_METADATA_DEPTH levels: deeper values were stored, then every answer that carried them failed
-    to serialise (RecursionError)."""
-    try:
-        json.dumps(meta, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise CorpusError(path, line, f"{where}: metadata must be plain JSON values ({type(exc).__name__}: "
-                                      f"{str(exc)[:120]}); NaN and Infinity are not JSON") from None
-    level = [meta]
-    for depth in range(MAX_METADATA_DEPTH + 1):
-        values = [v for x in level for v in (x.values() if isinstance(x, dict) else x)]
-        big = next((v for v in values if isinstance(v, int) and not isinstance(v, bool)
-                    and not -2 ** 63 <= v < 2 ** 63), None)
-        if big is not None:  # SQLite and Milvus hold 64-bit integers: no filter could ever match it
-            raise CorpusError(path, line, f"{where}: metadata value {big} is beyond the 64-bit integers an index holds; "
-                                          "give it as a string if it is an identifier")
-        level = [v for v in values if isinstance(v, (dict, list))]
-        if not level:
-            return
-    raise CorpusError(path, line, f"{where}: metadata is nested more than {MAX_METADATA_DEPTH} levels deep; "
-                                  "flatten it")
-
-
 def _auto_id(answer: str) -> str:
     return "a" + hashlib.sha1(answer_key(answer).encode("utf-8")).hexdigest()[:10]
 
@@ -411,6 +387,9 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
         questions = (_variants(raw_q, "\x00", path, line, cols.question) if isinstance(raw_q, list)
                      else [_cell(raw_q, path, line, cols.question)])
         questions += _variants(row.get(cols.variants), cols.variant_sep, path, line, cols.variants)
+        used = {cols.question, cols.answer, cols.category, cols.variants, id_col}
+        if not tabular and "questions" not in used and isinstance(row.get("questions"), list):
+            questions += _variants(row["questions"], "\x00", path, line, "questions")  # the library's record shape
         answer = _cell(row.get(cols.answer), path, line, cols.answer, multiline=True)
         if not questions or is_blank(questions[0]):
             raise CorpusError(path, line, f"empty {cols.question!r} (no visible characters); every row needs a "
@@ -424,11 +403,14 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
             faq_id = by_answer.get(answer_key(answer)) or _auto_id(answer)
         category = _cell(row.get(cols.category), path, line, cols.category) or None
         faq = faqs.get(faq_id)
+        meta = {k: v for k, v in row.items() if k not in used and v not in (None, "")}
+        if not tabular:  # a JSONL record in the library's shape: "metadata" holds the fields, "questions" the phrasings
+            if "questions" not in used and isinstance(meta.get("questions"), list):
+                del meta["questions"]
+            if "metadata" not in used and isinstance(meta.get("metadata"), dict):
+                meta = {**meta.pop("metadata"), **meta}
+        check_metadata(meta, path, line, f"FAQ {faq_id!r}")
         if faq is None:
-            meta = {k: v for k, v in row.items()
-                    if k not in {cols.question, cols.answer, cols.category, cols.variants, id_col}
-                    and v not in (None, "")}
-            check_metadata(meta, path, line, f"FAQ {faq_id!r}")
             faq = faqs[faq_id] = FAQ(faq_id, answer, [], category, meta, line)
             by_answer.setdefault(answer_key(answer), faq_id)
         elif answer_key(faq.answer) != answer_key(answer):
@@ -442,6 +424,12 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
                         path, line, faq_id, category, faq.category, faq.line)
         if category and not faq.category:
             faq.category = category
+        for key, value in meta.items():  # later rows of an FAQ: their fields were dropped without a word
+            if key not in faq.metadata:
+                faq.metadata[key] = value
+            elif faq.metadata[key] != value:
+                log.warning("%s:%d: FAQ %s has %s %r here but %r on line %d; keeping the first",
+                            path, line, faq_id, key, value, faq.metadata[key], faq.line)
         have = known.setdefault(faq_id, set())
         for q in questions:
             if q not in have:

@@ -4,11 +4,14 @@ backend sees them, so a value no backend can compare is an error naming the fiel
 SQL for the embedded store here (the Milvus backend makes its own expression)."""
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from typing import Any
 
-from .errors import InvalidOptionError
+from .errors import CorpusError, InvalidOptionError
+
+MAX_METADATA_DEPTH = 32  # levels of objects and lists in an FAQ's metadata
 
 INT64 = (-(2 ** 63), 2 ** 63 - 1)  # what SQLite (and Milvus) can hold of an integer
 
@@ -77,3 +80,27 @@ def _typed(value: Any, row: str) -> tuple[str, list[Any]]:
     if isinstance(value, (int, float)):
         return f"({row}.type in ('integer', 'real') and {row}.value = ?)", [value]
     return f"({row}.type = 'text' and {row}.value = ?)", [value]
+
+
+def check_metadata(meta: dict[str, Any], path: str, line: int | None, where: str) -> None:
+    """Metadata is plain JSON (no NaN or Infinity, integers within 64 bits) nested at most
+    MAX_METADATA_DEPTH levels: deeper values were stored, then every answer that carried them failed
+    to serialise (RecursionError)."""
+    try:
+        json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise CorpusError(path, line, f"{where}: metadata must be plain JSON values ({type(exc).__name__}: "
+                                      f"{str(exc)[:120]}); NaN and Infinity are not JSON") from None
+    level = [meta]
+    for depth in range(MAX_METADATA_DEPTH + 1):
+        values = [v for x in level for v in (x.values() if isinstance(x, dict) else x)]
+        big = next((v for v in values if isinstance(v, int) and not isinstance(v, bool)
+                    and not -2 ** 63 <= v < 2 ** 63), None)
+        if big is not None:  # SQLite and Milvus hold 64-bit integers: no filter could ever match it
+            raise CorpusError(path, line, f"{where}: metadata value {big} is beyond the 64-bit integers an index holds; "
+                                          "give it as a string if it is an identifier")
+        level = [v for v in values if isinstance(v, (dict, list))]
+        if not level:
+            return
+    raise CorpusError(path, line, f"{where}: metadata is nested more than {MAX_METADATA_DEPTH} levels deep; "
+                                  "flatten it")

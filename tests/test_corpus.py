@@ -81,6 +81,30 @@ def test_jsonl_with_question_list(tmp_path):
     assert faqs[1].questions == ["c", "d"]
 
 
+def test_later_rows_of_an_faq_add_their_fields_and_a_conflict_is_warned(tmp_path, caplog):
+    """A field given on a later row of an FAQ was dropped without a word (the category, a column like
+    it, was kept and its conflicts warned about; a hostile probe)."""
+    p = write(tmp_path, "m.csv", "id,question,answer,category,owner,team\nm1,How do I return an item?,Open Orders.,,,red\n"
+                                 "m1,Can I send it back?,Open Orders.,returns,alice,blue\n")
+    with caplog.at_level("WARNING"):
+        faq = read_corpus(p)[0]
+    assert faq.category == "returns" and faq.metadata == {"owner": "alice", "team": "red"}
+    assert any("m.csv:3: FAQ m1 has team 'blue' here but 'red' on line 2; keeping the first" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_a_jsonl_record_in_the_librarys_shape_means_what_it_means_there(tmp_path):
+    """"metadata" (an object) and "questions" (a list) were stored as two metadata fields, one question
+    indexed and no filter on the fields matching (a hostile probe): they are the FAQ's fields and phrasings."""
+    p = write(tmp_path, "r.jsonl", json.dumps({"id": "x", "question": "Pay with card?", "answer": "Yes.",
+                                               "questions": ["Do you accept Visa?"], "metadata": {"sku": 5},
+                                               "shelf": "B"}) + "\n")
+    faq = read_corpus(p)[0]
+    assert faq.questions == ["Pay with card?", "Do you accept Visa?"] and faq.metadata == {"sku": 5, "shelf": "B"}
+    p = write(tmp_path, "r.csv", 'question,answer,metadata\nq,a,"{""sku"": 5}"\n')  # a CSV cell stays a field
+    assert read_corpus(p)[0].metadata == {"metadata": '{"sku": 5}'}
+
+
 @pytest.mark.parametrize("name,content,line,needle", [
     ("c.csv", "question,reply\nq,a\n", 1, "missing column(s) answer"),
     ("c.csv", "question,answer\nq1,a1\n  ,a2\n", 3, "empty 'question'"),
