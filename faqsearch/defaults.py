@@ -19,7 +19,8 @@ THRESHOLD = 0.5
 # right, within this range (docs/quality.md, "The threshold")
 SELF_THRESHOLD_MIN = 10
 THRESHOLD_RANGE = (0.3, 0.8)
-MIN_LABELLED = 20  # labelled queries `tune threshold --apply` needs: a handful chose thresholds far off (3 answered a quarter)
+MIN_LABELLED = 20  # labelled queries (and --offtopic questions) `tune threshold --apply` needs: a handful chose
+# thresholds far off (3 answered a quarter; one off-topic question answered 13% of the 30 sample ones)
 # the confidence (faqsearch/confidence.py, tuning/confidence.py; docs/quality.md, "Answer or abstain"):
 # learned from held-out variants where at least this many FAQs have several questions (as the threshold)
 CONFIDENCE_MIN_VARIANTS = 10

@@ -298,6 +298,10 @@ def test_tune_threshold_cli(tmp_path, run, small_corpus):
     q.write_text("query,faq_id\n" + "".join(f"reset my password {i},1\nreturn an item {i},3\n" for i in range(10)),
                  encoding="utf-8")
     res = run("tune", str(q), "--threshold", "--offtopic", str(off), "--index", ix, "--apply", "--json")
+    # two off-topic questions are too few too: one "tell me a joke" took the threshold from 0.49 to 0.40
+    assert res.exit_code == 1 and "2 off-topic questions in --offtopic: too few" in res.output, res.output
+    off.write_text("".join(f"weather in city number {i}\ntell me joke number {i}\n" for i in range(10)), encoding="utf-8")
+    res = run("tune", str(q), "--threshold", "--offtopic", str(off), "--index", ix, "--apply", "--json")
     chosen = json.loads(res.stdout)
     assert chosen["applied"] and chosen["chosen_by"] == "labelled"
     assert json.loads(run("info", "--index", ix, "--json").stdout)["threshold"] == chosen["threshold"]

@@ -175,6 +175,12 @@ def _set_threshold(engine, report) -> None:
         raise InvalidOptionError(f"{n} labelled quer{'y' if n == 1 else 'ies'}: too few to choose the index's threshold "
                                  f"from (--apply needs {MIN_LABELLED}; one chosen on a handful is far off either way). "
                                  "Leave out --apply to see what they would choose; nothing was changed")
+    if report.chosen_by == "labelled" and report.negatives < MIN_LABELLED:  # one "tell me a joke" moved it to 0.40
+        n = report.negatives
+        raise InvalidOptionError(f"{n} off-topic question{'' if n == 1 else 's'} in --offtopic: too few to choose the "
+                                 f"threshold from (--apply needs {MIN_LABELLED}; the threshold falls to answer all "
+                                 "but a handful). Add more questions the index must not answer, or leave out --apply "
+                                 "to see what these would choose; nothing was changed")
     engine.set_threshold(report)
     report.given = engine.snapshot.config.min_confidence  # a confidence the user set still decides: say so
 
