@@ -26,7 +26,7 @@ from .errors import FAQSearchError, InvalidOptionError, WouldDropError
 from .files import load_npy
 from .index.directory import Writer, check_target
 from .index.format import VECTORS, WHITENING, Config, index_argument
-from .text import count
+from .text import count, read_alike
 from .index.snapshot import open_version
 from .whitening import Moments, Whitening
 
@@ -161,7 +161,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
     if wspec.fit_on is not None:
         fit_texts = read_texts(wspec.fit_on) if isinstance(wspec.fit_on, (str, os.PathLike)) else list(wspec.fit_on)
     replace = force if replace is None else replace
-    listed = {f.id for f in faqs}  # the store takes the records over: their ids are kept for the check under the lock
+    listed = {f.id: {read_alike(q) for q in f.questions} for f in faqs}  # kept for the check under the lock
     if not replace:
         refuse_lossy_rebuild(path, source, listed, force)
     if encoder is None:
@@ -240,11 +240,12 @@ def fit_transform(moments: Moments, wspec: WhiteningSpec, dim: int) -> tuple[Whi
     return white, whiten
 
 
-def refuse_lossy_rebuild(path: str, source: str, listed: set[str], force: bool = False) -> None:
-    """Refuse a rebuild from a corpus (FAQ ids ``listed``) that would drop what the index at ``path``
-    holds: its FAQs the corpus lacks (always: ``replace`` is the caller's consent), or, unless
-    ``force``, questions the corpus never had (add, update, augment, feedback). The message says how
-    many, and the edit that keeps them."""
+def refuse_lossy_rebuild(path: str, source: str, listed: dict[str, set], force: bool = False) -> None:
+    """Refuse a rebuild from a corpus (``listed``: each FAQ id's questions, as :func:`read_alike` reads
+    them) that would drop what the index at ``path`` holds: its FAQs the corpus lacks (always:
+    ``replace`` is the caller's consent), or, unless ``force``, questions the corpus does not list (add,
+    update, augment, feedback; one it lists is kept by the rebuild). The message says how many, and the
+    edit that keeps them."""
     from .index.snapshot import open_store
 
     try:
@@ -254,7 +255,13 @@ def refuse_lossy_rebuild(path: str, source: str, listed: set[str], force: bool =
     try:
         held = store.list_faqs()
         gone = [f for f in held if f["id"] not in listed]
-        extra = {} if force or gone else store.source_counts(exclude="corpus")
+        extra: dict[str, int] = {}
+        sources = {} if force or gone else store.source_counts(exclude="corpus")
+        if sources:  # the FAQs holding such questions, each read once
+            for faq_id in sorted(set().union(*(store.faq_ids(src) for src in sources))):
+                for q in (store.faq(faq_id) or {"questions": []})["questions"]:
+                    if q["source"] != "corpus" and read_alike(q["text"]) not in listed.get(faq_id, ()):
+                        extra[q["source"]] = extra.get(q["source"], 0) + 1
     finally:
         store.close()
     where = index_argument(path)

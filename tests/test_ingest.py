@@ -37,6 +37,22 @@ def test_reingest_refuses_to_drop_feedback_questions_without_force_or_replace(ru
         assert "a wording nobody wrote down" not in run("show", "f1", "--index", ix).output
 
 
+def test_a_rebuild_from_a_file_that_lists_the_edited_questions_is_not_refused(run, tmp_path):
+    """The index's own content written back (an FAQ added, then its row put in the corpus) was refused as
+    dropping the added question, which the file lists (a hostile probe): only questions the corpus does
+    not list count."""
+    ix, corpus = tmp_path / "ix", write_corpus(tmp_path, ROWS)
+    assert run("ingest", corpus, "--index", ix, "-q").exit_code == 0
+    assert run("update", "f1", "--question", "a question added by hand", "--index", ix, "-q").exit_code == 0
+    row = next(r for r in ROWS if r[0] == "f1")
+    both = write_corpus(tmp_path, ROWS + [("f1", "A Question Added By Hand?", *row[2:])], "both.csv")
+    result = run("ingest", both, "--index", ix, "-q")
+    assert result.exit_code == 0, result.output
+    assert run("feedback", "a wording nobody wrote down", "f1", "--index", ix).exit_code == 0
+    result = run("ingest", both, "--index", ix, "-q")  # one the file lacks is still refused, and only that one
+    assert result.exit_code == 1 and "(1 from feedback)" in result.output, result.output
+
+
 def test_the_refusal_names_the_edit_that_keeps_each_kind_of_question(run, tmp_path):
     """It said upsert keeps every question a rebuild would drop; upsert drops the `added` questions an
     export no longer lists (an export speaks for them), so a person following it lost one."""
