@@ -10,6 +10,7 @@ import numbers
 from typing import Any
 
 from .errors import CorpusError, InvalidOptionError
+from .text import clean_text
 
 MAX_METADATA_DEPTH = 32  # levels of objects and lists in an FAQ's metadata
 
@@ -32,6 +33,8 @@ def check_filters(filters: dict[str, Any] | None) -> dict[str, list[Any]] | None
         if not values:
             raise InvalidOptionError(f"filter {key!r}: give at least one accepted value")
         out[key] = [_plain(key, v) for v in values]
+        if key == "category":  # stored as read (NFC, spaces trimmed): " Shipping " or a decomposed "Café" matched none
+            out[key] = [clean_text(v) if isinstance(v, str) else v for v in out[key]]
     return out
 
 

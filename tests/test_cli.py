@@ -185,6 +185,15 @@ def test_a_category_no_faq_has_is_named_with_those_that_exist(run, tmp_path, sma
         assert "account, returns, shipping" in res.stderr
     res = run("ask", "return policy", "--category", "returns", "--index", ix)
     assert "Note:" not in res.stderr
+    # as stored: spaces trimmed, NFC (" returns " and a decomposed form matched nothing; a hostile probe)
+    cafe = tmp_path / "cafe.csv"
+    cafe.write_text("id,question,answer,category\nc1,Is the café open on sunday?,Yes.,Café\n", encoding="utf-8")
+    run("add", cafe, "--index", ix, "-q")
+    for given, stored in ((" returns ", "returns"), ("Cafe\u0301", "Café")):
+        res = run("ask", "return policy", "--category", given, "--index", ix, "--json", "-k", "3", "--threshold", "-1")
+        assert "Note:" not in res.stderr and json.loads(res.stdout)["answers"][0]["category"] == stored, res.output
+        res = run("list", "--category", given, "--index", ix, "--json")
+        assert {f["category"] for f in json.loads(res.stdout)["faqs"]} == {stored}
 
 
 def test_info_says_the_weight_it_answers_with_and_what_its_storage_keeps(run, tmp_path, small_corpus):

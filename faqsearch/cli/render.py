@@ -287,8 +287,10 @@ def confidence_origin(config: dict[str, Any]) -> str:
 
 def unknown_category(store, category: str) -> None:
     """A note on stderr where no FAQ has ``category`` (a typo, a wrong case), naming those that exist."""
+    from ..text import clean_text
+
     known = store.categories()
-    if category not in known:
+    if clean_text(category) not in known:  # matched as stored: NFC, spaces trimmed
         listed = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
         click.echo(f"Note: no FAQ has category {category!r} (categories are matched exactly: "
                    f"{listed or 'this index has none'}).", err=True)
