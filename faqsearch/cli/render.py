@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from ..defaults import CONFIDENCE_MIN_VARIANTS, LEARN_MIN_FAQS
-from ..text import columns, count, fill
+from ..text import clean_text, columns, count, fill
 
 WIDTH = 100
 
@@ -287,8 +287,6 @@ def confidence_origin(config: dict[str, Any]) -> str:
 
 def unknown_category(store, category: str) -> None:
     """A note on stderr where no FAQ has ``category`` (a typo, a wrong case), naming those that exist."""
-    from ..text import clean_text
-
     known = store.categories()
     if clean_text(category) not in known:  # matched as stored: NFC, spaces trimmed
         listed = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
