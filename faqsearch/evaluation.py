@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .confidence import check_lexical_options
 from .corpus import _cell, header_line, read_rows
 from .errors import CorpusError
 from .text import is_blank
@@ -184,6 +185,7 @@ def evaluate(searcher, queries: Sequence[LabelledQuery], batch_size: int = 32, p
     snap = searcher.snap
     check_gold(snap, queries, source)
     mode = mode or snap.mode
+    check_lexical_options(mode, threshold, None)  # as `ask` does: a threshold in lexical mode was ignored in silence
     thr = snap.threshold if threshold is None else float(threshold)
     # ask's own decision: the confidence against the operating point where the index has a model and
     # no cosine threshold is given, else the cosine against the threshold

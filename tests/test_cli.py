@@ -134,6 +134,8 @@ def test_eval_and_info(run, tmp_path, small_corpus):
     assert data["queries"] == 3 and 0 <= data["mrr@10"] <= 1
     lexical = json.loads(run("eval", q, "--index", ix, "--json", "-q", "--mode", "lexical").output)
     assert lexical["threshold"] is None and lexical["min_confidence"] is None  # lexical mode has neither
+    refused = run("eval", q, "--index", ix, "-q", "--mode", "lexical", "--threshold", "0.9")  # it was ignored in silence
+    assert refused.exit_code != 0 and "lexical mode answers with any BM25 match" in refused.output, refused.output
     unknown = tmp_path / "u.csv"
     unknown.write_text("query,faq_id\nforgot password,999\n")
     result = run("eval", unknown, "--index", ix, "-q")
