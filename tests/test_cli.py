@@ -296,3 +296,13 @@ def test_answers_wrap_at_spaces_and_between_chinese_characters():
     assert "".join(ln[3:] for ln in lines) == chinese and "PayPal" in "".join(lines)
     assert all(ln[3] not in "，。！”" and ln[-1] != "“" for ln in lines)
     assert columns("中文ab") == 6
+
+
+def test_update_with_an_id_and_no_field_says_which_options_edit_one_faq(run, tmp_path, small_corpus):
+    """`faqsearch update 3` said "3: file not found; check the path" (a hostile probe)."""
+    ix = tmp_path / "ix"
+    run("ingest", small_corpus, "--index", ix, "-q")
+    res = run("update", "3", "--index", ix)
+    assert res.exit_code == 2 and "'3' is no file: to edit the FAQ with that id, give --answer" in res.output, res.output
+    res = run("update", str(tmp_path / "gone.csv"), "--index", ix)  # a path stays a missing file
+    assert res.exit_code == 1 and "file not found" in res.output

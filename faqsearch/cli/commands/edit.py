@@ -1,6 +1,8 @@
 """Editing an index in place: add, update, remove, feedback, unassign; reading it: list, show."""
 from __future__ import annotations
 
+import os
+
 import click
 
 from ..options import corpus_options, device_option, handles_errors, index_option, output_options, threads_option
@@ -74,6 +76,10 @@ def update(target, index, columns, fmt, replace, answer, category, questions, ou
     if one and replace:
         raise click.UsageError("--replace applies to a CORPUS file; --answer, --category and --question edit one "
                                "FAQ and keep its other questions")
+    if not one and target != "-" and not os.path.exists(target) and not os.path.splitext(target)[1]:
+        raise click.UsageError(f"{target!r} is no file: to edit the FAQ with that id, give --answer, --category or "
+                               f"--question (e.g. faqsearch update {target} --answer \"...\"); to update from a "
+                               "file, give its path")  # it said "file not found; check the path"
     faqs = None if one else read_input(target, columns, fmt)  # checked before the index (or the model) is loaded
     with FAQSearch.open(index, threads=threads) as engine:
         if one:
