@@ -78,10 +78,13 @@ def detect_format(path: str, fmt: str | None = None) -> str:
     if ext not in _EXTENSIONS:
         if not path.startswith(("-", "<")) and not os.path.exists(path):  # a missing file says so, whatever its name
             raise CorpusError(path, None, "file not found; check the path")
+        if os.path.isfile(path):  # an .xlsx or a PDF is said for what it is (renaming it .csv was the advice)
+            with _readable(path), open(path, "rb") as fh:
+                _check_head(path, fh.read(4096))
         raise CorpusError(
             path, None,
-            f"cannot tell the format from the extension {ext or '(none)'!r}; "
-            f"name the file .csv, .tsv or .jsonl, or pass --format {{{','.join(FORMATS)}}}",
+            f"cannot tell the format from the extension {ext or '(none)'!r}; name the file .csv, .tsv or .jsonl "
+            f"(ingest, add, update and upsert also take --format {{{','.join(FORMATS)}}})",
         )
     return _EXTENSIONS[ext]
 
@@ -120,12 +123,13 @@ def _open_text(path: str, newline: str):
 def _check_head(path: str, data: bytes) -> None:
     for magic, what, fix in _SIGNATURES:
         if data.startswith(magic):
-            raise CorpusError(path, None, f"is {what}, not a text file; {fix}")
+            raise CorpusError(path, None, f"is {what}, not {'UTF-8' if what.startswith('UTF') else 'a text file'}; {fix}")
     head = data[:4096]
     if head.count(b"\x00") > len(head) // 8:
         if len(head) > 3 and (head[1::2].count(0) > len(head) // 3 or head[0::2].count(0) > len(head) // 3):
+            order = "utf-16be" if head[0::2].count(0) > head[1::2].count(0) else "utf-16le"  # ASCII's zero byte first: BE
             raise CorpusError(path, None, "looks like UTF-16 text without a byte-order mark; "
-                                          "re-save it as UTF-8 (iconv -f utf-16le -t utf-8)")
+                                          f"re-save it as UTF-8 (iconv -f {order} -t utf-8)")
         raise CorpusError(path, None, "is a binary file, not CSV, TSV or JSONL text; export the FAQ as one of those")
 
 

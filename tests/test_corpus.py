@@ -137,6 +137,26 @@ def test_undecodable_bytes_give_line_and_fix(tmp_path):
     assert err.value.line == 3 and "UTF-8" in str(err.value) and "re-save" in str(err.value).lower()
 
 
+def test_a_binary_file_is_named_whatever_its_name_and_utf16_says_its_byte_order(tmp_path):
+    """faq.xlsx was told to be renamed .csv (its workbook nature said only once renamed); UTF-16 without a
+    byte-order mark was always told `iconv -f utf-16le`, which garbled a big-endian file; a UTF-16 file
+    with a BOM was called 'not a text file' (a hostile probe)."""
+    x = write(tmp_path, "faq.xlsx", b"PK\x03\x04" + bytes(200))
+    with pytest.raises(CorpusError, match="is a ZIP archive .*export the sheet as CSV"):
+        read_corpus(x)
+    text = "question,answer\nhow do i pay,by card\n"
+    for enc, order in (("utf-16-be", "utf-16be"), ("utf-16-le", "utf-16le")):
+        p = write(tmp_path, f"{enc}.csv", text.encode(enc))
+        with pytest.raises(CorpusError, match=f"iconv -f {order} -t utf-8"):
+            read_corpus(p)
+    p = write(tmp_path, "bom.csv", text.encode("utf-16"))
+    with pytest.raises(CorpusError, match="is UTF-16 text, not UTF-8; re-save it"):
+        read_corpus(p)
+    t = write(tmp_path, "faq.txt", text)
+    with pytest.raises(CorpusError, match=r"name the file \.csv, \.tsv or \.jsonl \(ingest, add, update and upsert"):
+        read_corpus(t)
+
+
 def test_large_corpus_is_parsed_as_it_is_read_and_a_late_bad_byte_still_names_its_line(tmp_path):
     rows = "".join(f"question {i},answer {i % 7}\n" for i in range(20_000))  # far more than one read buffer
     p = write(tmp_path, "c.csv", ("question,answer\n" + rows + "caf\xe9,a2\n").encode("latin-1"))
