@@ -219,7 +219,10 @@ def _parse(path: str, fmt: str, stream) -> Iterator[tuple[int, dict[str, Any]]]:
         raise CorpusError(path, 1, f"cannot parse the header ({exc})" + (
             "; it looks like JSONL (a JSON object per line): pass --format jsonl" if jsonl else "")) from None
     header = [h.strip() for h in header]
-    if header and header[0].startswith("{"):
+    if not any(header):  # "has 3 fields but the header has 0" on line 2 said nothing of the blank line 1
+        raise CorpusError(path, 1, "the first line is blank: the header (the column names, e.g. question,answer) "
+                                   "must be on line 1; delete the blank line(s) above it")
+    if header[0].startswith("{"):
         raise CorpusError(path, 1, "this looks like JSONL (a JSON object per line), not a table: pass --format jsonl "
                                    "(or name the file .jsonl)")
     named = [h for h in header if h]  # a spreadsheet's export may end its header with empty cells

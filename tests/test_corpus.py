@@ -112,6 +112,8 @@ def test_a_jsonl_record_in_the_librarys_shape_means_what_it_means_there(tmp_path
     ("c.csv", "question,answer\nq1,a1\nq2,a2,extra\n", 3, "has 3 fields but the header has 2"),
     ("c.csv", "id,question,answer\n1,q1,a1\n2,q2,a2\n1,q3,other\n", 4, "different answer on line 2"),
     ("c.csv", "question,answer\n", None, "corpus is empty"),
+    ("c.csv", "\nquestion,answer\nq,a\n", 1, "the first line is blank: the header"),
+    ("c.tsv", "\t\nquestion\tanswer\nq\ta\n", 1, "the first line is blank: the header"),
     ("c.csv", "", None, "corpus is empty"),
     ("c.jsonl", '{"question": "q", "answer": "a"}\n{"question": oops}\n', 2, "invalid JSON"),
     ("c.jsonl", '["q", "a"]\n', 1, "JSON object"),
