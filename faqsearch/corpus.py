@@ -355,6 +355,9 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
     """
     path = str(path)
     cols = columns or Columns()
+    if cols.question == cols.answer:  # every answer was its question, the real answer kept as metadata
+        raise CorpusError(path, None, f"the question and the answer are both column {cols.question!r}; give "
+                                      "--question-column and --answer-column two different columns")
     faqs: dict[str, FAQ] = {}
     by_answer: dict[str, str] = {}
     seen_columns = False

@@ -139,6 +139,12 @@ def test_undecodable_bytes_give_line_and_fix(tmp_path):
     assert err.value.line == 3 and "UTF-8" in str(err.value) and "re-save" in str(err.value).lower()
 
 
+def test_one_column_for_both_question_and_answer_is_refused(tmp_path):
+    p = write(tmp_path, "c.csv", "question,answer\nhow do i pay,by card\n")
+    with pytest.raises(CorpusError, match="both column 'question'"):  # answers were questions (a hostile probe)
+        read_corpus(p, Columns(answer="question"))
+
+
 def test_a_binary_file_is_named_whatever_its_name_and_utf16_says_its_byte_order(tmp_path):
     """faq.xlsx was told to be renamed .csv (its workbook nature said only once renamed); UTF-16 without a
     byte-order mark was always told `iconv -f utf-16le`, which garbled a big-endian file; a UTF-16 file
