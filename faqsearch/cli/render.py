@@ -164,7 +164,8 @@ def built(summary: dict[str, Any], path: str) -> None:
         model = summary["confidence"]
         at = summary.get("min_confidence") or model["operating_point"]
         off = (model.get("in_domain") or 0) + (model.get("general") or 0)
-        click.echo(f"Answers below {100 * at:.0f}% confidence are withheld (`ask` says it has no confident answer); "
+        shown = percent(at, 0 if at >= 0.01 else 1, True)  # 0.4%, as `ask` says it (it read 0%)
+        click.echo(f"Answers below {shown} confidence are withheld (`ask` says it has no confident answer); "
                    f"learned from the index's own questions and {count(off, 'off-topic one')}")
         if summary.get("threshold") is not None:
             click.echo(f"With --threshold, answers scoring below {summary['threshold']:.2f} are withheld instead")
