@@ -629,3 +629,18 @@ def test_an_id_given_with_spaces_around_it_is_named_as_the_one_to_give(engine):
             call()
     with pytest.raises(UnknownFAQError, match="unknown FAQ id 'nope'; the FAQs are listed by"):
         engine.show("nope")
+
+
+def test_add_and_update_warn_of_a_question_another_faq_keeps(engine, caplog):
+    """add and update gave an FAQ another FAQ's question in silence: the two then tied at 1.0 (a hostile
+    probe); ingest warned of it within a corpus. They warn the same way (the edit still goes through)."""
+    held = engine.show("4")["questions"][0]["text"]
+    with caplog.at_level("WARNING"):
+        engine.add([FAQ("zz", "another answer", [held.upper() + "?"])])
+    said = [r.getMessage() for r in caplog.records if "read as one another FAQ keeps" in r.getMessage()]
+    assert said and f"of FAQ zz, and {held!r} of FAQ 4" in said[0], said
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        engine.update([FAQ("zz", "another answer", ["a wording of its own"])], replace=True)  # gone from zz: no tie
+        engine.add([FAQ("zy", "a third answer", ["nothing like any other"])])
+    assert not [r for r in caplog.records if "read as one another FAQ keeps" in r.getMessage()]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
@@ -22,6 +23,7 @@ from ..text import as_items, clean_text, is_blank, read_alike
 if TYPE_CHECKING:
     from ..backends.base import StoreView
 
+log = logging.getLogger(__name__)
 EDITABLE = ("corpus", "added")  # sources a corpus file speaks for: questions it no longer lists are removed
 
 
@@ -77,7 +79,37 @@ def plan_add(store: StoreView, faqs: Sequence[FAQ]) -> Edit:
         raise DuplicateFAQError(f"FAQ id(s) already in the index: {', '.join(clash[:10])}"
                                 f"{' ...' if len(clash) > 10 else ''}; update them instead (`faqsearch update`; over HTTP, PUT .../faqs/ID or "
                                 "POST .../faqs/upsert)")
-    return Edit("added", new_faqs=list(faqs))
+    return warn_shared(store, Edit("added", new_faqs=list(faqs)))
+
+
+SHARED_PROBES = 200  # new questions an edit checks against the other FAQs' (one lexical search of the store each)
+SHARED_NEAR = 20  # questions the lexical search returns per new one: a question that reads alike shares every word
+
+
+def warn_shared(store: StoreView, plan: Edit) -> Edit:
+    """Warn where a question the edit gives an FAQ reads as one another FAQ keeps (as ingest warns within a
+    corpus): either may answer it, a tie the index cannot break (`add` and `update` made it in silence).
+    The store's own lexical search finds the candidates: a question that reads alike shares every word."""
+    new = ([(f.id, q) for f in plan.new_faqs for q in f.questions] + list(plan.new_questions))[:SHARED_PROBES]
+    if not new:
+        return plan
+    hits = store.lexical([t for _, t in new], SHARED_NEAR)
+    rows = store.questions(sorted({i for h in hits for i, _ in h}))
+    gone, dropped = set(plan.removed_questions), set(plan.removed_faqs)
+    shared = []
+    for (fid, t), h in zip(new, hits):
+        key = read_alike(t)
+        for qid, _ in h:
+            row = rows.get(qid)
+            if row is not None and qid not in gone and row["faq_id"] not in dropped | {fid} \
+                    and read_alike(row["question"]) == key:
+                shared.append((t, fid, row["question"], row["faq_id"]))
+                break
+    if shared:
+        t, fid, held, other = shared[0]
+        log.warning("%d question(s) this edit gives read as one another FAQ keeps (first: %r of FAQ %s, and %r of FAQ %s): "
+                    "either may answer it; give each question to one FAQ", len(shared), t, fid, held, other)
+    return plan
 
 
 def revision(faq: dict[str, Any]) -> str:
@@ -156,7 +188,7 @@ def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = Fa
         listed_ids = {f.id for f in faqs}
         ingested = store.faq_ids(source="corpus")
         plan.removed_faqs = sorted(i for i in hashes if i not in listed_ids and i in ingested)
-    return plan
+    return warn_shared(store, plan)
 
 
 def plan_update_faq(store: StoreView, faq_id: str, answer: str | None = None, category: str | None = None,
