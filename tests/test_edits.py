@@ -644,3 +644,22 @@ def test_add_and_update_warn_of_a_question_another_faq_keeps(engine, caplog):
         engine.update([FAQ("zz", "another answer", ["a wording of its own"])], replace=True)  # gone from zz: no tie
         engine.add([FAQ("zy", "a third answer", ["nothing like any other"])])
     assert not [r for r in caplog.records if "read as one another FAQ keeps" in r.getMessage()]
+
+
+def test_an_upsert_that_removes_judged_questions_says_so(tmp_path, caplog):
+    """An id-less corpus whose answer was edited: upsert made a new FAQ and removed the old one with the
+    feedback it held, said only as "1 removed" (a hostile probe). It warns, naming the question."""
+    from .conftest import FakeEncoder
+
+    first = tmp_path / "a.csv"
+    first.write_text("question,answer\nCan I return a jacket?,Returns are free for 30 days.\nHow do I pay?,By card.\n")
+    with FAQSearch.build(str(first), str(tmp_path / "ix"), encoder=FakeEncoder(), threshold=-1, self_fusion=False) as e:
+        jacket = e.list(contains="jacket")[0]["id"]
+        e.feedback("i want my money back for this jacket", jacket)
+        edited = tmp_path / "b.csv"
+        edited.write_text("question,answer\nCan I return a jacket?,Returns are free for 60 days.\nHow do I pay?,By card.\n")
+        with caplog.at_level("WARNING"):
+            report = e.upsert(str(edited))
+        assert report.removed_faqs == [jacket]
+        assert any("hold 1 question(s) people assigned by feedback or approval (first: 'i want my money back for this "
+                   "jacket'" in r.getMessage() for r in caplog.records)

@@ -188,7 +188,21 @@ def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = Fa
         listed_ids = {f.id for f in faqs}
         ingested = store.faq_ids(source="corpus")
         plan.removed_faqs = sorted(i for i in hashes if i not in listed_ids and i in ingested)
+        _warn_judged(store, plan.removed_faqs)
     return warn_shared(store, plan)
+
+
+def _warn_judged(store: StoreView, removed: Sequence[str]) -> None:
+    """Warn where FAQs an upsert removes hold questions people assigned (feedback, approvals): in a corpus
+    without ids an FAQ's id is its answer's hash, so an edited answer is a new FAQ, and the old one went
+    with those questions, said only as "1 removed"."""
+    judged = [(f, q["text"]) for f in removed[:1000] for q in (store.faq(f) or {"questions": []})["questions"]
+              if q["source"] in ("feedback", "approved")]
+    if judged:
+        f, text = judged[0]
+        log.warning("the FAQs this edit removes hold %d question(s) people assigned by feedback or approval (first: %r of "
+                    "FAQ %s); they go with them (the undo below brings them back). A corpus with an id column keeps an "
+                    "FAQ whose answer changes: without one, the id is the answer's hash", len(judged), text, f)
 
 
 def plan_update_faq(store: StoreView, faq_id: str, answer: str | None = None, category: str | None = None,
