@@ -233,7 +233,8 @@ def test_every_share_of_unknowns_fits_and_small_indexes_refuse_it(tmp_path, smal
         e.set_min_confidence(None, 1.0)
         e.set_threshold(tune_threshold(e.searcher(), read_labelled_queries(os.path.join(SAMPLE, "queries.csv")),
                                        read_texts(os.path.join(SAMPLE, "offtopic.txt"))))
-        assert e.snapshot.confidence.chosen_by == "labelled" and "25% in-domain" in e.snapshot.confidence.stats["rule"]
+        rule = e.snapshot.confidence.stats["rule"]  # it said "25% in-domain" of labels that hold none
+        assert e.snapshot.confidence.chosen_by == "labelled" and "queries it was fitted on" in rule and "in-domain" not in rule
     with build_index(small_corpus, tmp_path / "small") as e:
         assert e.snapshot.confidence.stats["pseudo"]
         with pytest.raises(InvalidOptionError, match="cosine threshold"):

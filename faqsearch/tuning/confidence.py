@@ -198,7 +198,8 @@ def fit(sim: Simulation, cosine_threshold: float | None = None, unknown_share: f
         best = np.flatnonzero(scores >= scores.max() - 1e-12)
         op = float(np.median(grid[best]))  # the middle of the best run: as far as the data allow from both errors
         rule = (f"maximises the simulated balanced score (out of scope: {100 * (1 - unknown_share):.0f}% general, "
-                f"{100 * unknown_share:.0f}% in-domain)")
+                f"{100 * unknown_share:.0f}% in-domain)" if len(sim.in_domain) else  # labels: no in-domain share
+                "maximises the balanced score of the queries it was fitted on (out of scope: the questions given)")
     stats = {"rule": rule, "positives": int(len(sim.positives)), "right": int(sim.right.sum()),
              "in_domain": int(len(sim.in_domain)), "general": int(len(sim.general)), "pseudo": sim.pseudo,
              "simulated": {"balanced": round(100 * balanced(op), 2),
