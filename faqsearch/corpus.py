@@ -407,6 +407,8 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
         if is_blank(answer):
             raise CorpusError(path, line, f"empty {cols.answer!r} (no visible characters); every row needs an "
                                           "answer (or remove the row)")
+        if id_col and isinstance(row.get(id_col), bool):  # it became "True"
+            raise CorpusError(path, line, f"{id_col!r} is {str(row[id_col]).lower()}; an id is a string or a number")
         faq_id = _cell(row.get(id_col), path, line, id_col or "id") if id_col else ""
         check_id(faq_id, path, line)
         if not faq_id:

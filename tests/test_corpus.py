@@ -113,6 +113,7 @@ def test_a_jsonl_record_in_the_librarys_shape_means_what_it_means_there(tmp_path
     ("c.csv", "id,question,answer\n1,q1,a1\n2,q2,a2\n1,q3,other\n", 4, "different answer on line 2"),
     ("c.csv", "question,answer\n", None, "corpus is empty"),
     ("c.csv", "\nquestion,answer\nq,a\n", 1, "the first line is blank: the header"),
+    ("c.jsonl", '{"id": true, "question": "q", "answer": "a"}\n', 1, "'id' is true; an id is a string or a number"),
     ("c.tsv", "\t\nquestion\tanswer\nq\ta\n", 1, "the first line is blank: the header"),
     ("c.csv", "", None, "corpus is empty"),
     ("c.jsonl", '{"question": "q", "answer": "a"}\n{"question": oops}\n', 2, "invalid JSON"),

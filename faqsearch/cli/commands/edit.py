@@ -7,7 +7,7 @@ import click
 
 from ..options import corpus_options, device_option, handles_errors, index_option, output_options, threads_option
 from ..render import dump, edit, pad, unknown_category, wrap
-from ...text import clip
+from ...text import clip, columns
 from .index import corpus_argument, read_input
 
 
@@ -144,14 +144,16 @@ def list_(index, category, contains, limit, offset, out):
     if out.json:
         click.echo(dump(listing))
         return
-    if listing["faqs"]:
-        click.echo(f"{pad('id', 12)} {pad('category', 14)} {'questions':>9}  answer")
+    rows = listing["faqs"]  # columns as wide as the longest id and category shown (a long id pushed the rest out)
+    wid, wcat = (max([w, *(columns(r[k] or "-") for r in rows)]) for k, w in (("id", 12), ("category", 14)))
+    if rows:
+        click.echo(f"{pad('id', wid)} {pad('category', wcat)} {'questions':>9}  answer")
     elif offset:
         click.echo(f"No FAQs past --offset {offset}{' that contain ' + repr(contains) if contains else ''}.")
     elif contains:
         click.echo(f"No FAQ contains {contains!r} (text is matched as written).")
-    for row in listing["faqs"]:
-        click.echo(f"{pad(row['id'], 12)} {pad(row['category'] or '-', 14)} {row['questions']:>9}  "
+    for row in rows:
+        click.echo(f"{pad(row['id'], wid)} {pad(row['category'] or '-', wcat)} {row['questions']:>9}  "
                    f"{clip(' '.join(row['answer'].split()), 70)}")
 
 
