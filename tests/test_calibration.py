@@ -403,3 +403,19 @@ def test_refit_without_options_keeps_an_index_without_a_transform_so(tmp_path, s
     assert run("refit", "--index", path).exit_code == 0
     with FAQSearch.open(path, encoder=FakeEncoder()) as e:
         assert not e.config["whitening"].get("enabled", True)
+
+
+def test_tune_transform_refuses_too_few_sentence_pairs(tmp_path, run, small_corpus):
+    """Three pairs and five folds printed "current 0.00, tuned 0.00" (no fold could correlate: a hostile
+    probe); under 20 pairs (3 per fold) it is refused, saying how many it needs."""
+    ix = str(tmp_path / "ix")
+    run("ingest", small_corpus, "--index", ix, "-q")
+    p = tmp_path / "p.csv"
+    p.write_text("sentence1,sentence2,score\nreset password,forgot password,4\nship abroad,return item,1\n"
+                 "return policy,return an item,4.5\n", encoding="utf-8")
+    res = run("tune", "transform", "--pairs", str(p), "--index", ix)
+    assert res.exit_code == 1 and "3 sentence pairs: too few to tune on" in res.output and "at least 20" in res.output
+    p.write_text("sentence1,sentence2,score\n" + "".join(f"words {i} here,other words {i},{i % 5}\n" for i in range(20)),
+                 encoding="utf-8")
+    res = run("tune", "transform", "--pairs", str(p), "--index", ix, "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["n"] == 20, res.output

@@ -215,6 +215,10 @@ def tune(searcher, queries: Sequence[LabelledQuery] | None = None, pairs: tuple 
     if pairs is not None:
         metric = "spearman"
         a, b, y = pairs
+        need = max(20, 3 * folds)  # a Spearman correlation in each held-out fold (3 pairs and 5 folds printed 0.00)
+        if len(a) < need:
+            raise FAQSearchError(f"{len(a)} sentence pairs: too few to tune on ({folds} folds each need pairs to correlate); "
+                                 f"give at least {need}")
         qa = encode(list(a), progress=progress)
         qb = encode(list(b), progress=progress)
     elif self_supervised:
