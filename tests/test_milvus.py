@@ -52,7 +52,7 @@ def assert_same_top10(emb, mil, texts):
         assert np.allclose([x.score for x in a], [x.score for x in b], atol=1e-4)
     # as `ask` searches: full-dimensional scores choose each FAQ's question (Milvus kept the one its grouping
     # search chose in k dimensions: another question, a lower score, where two were near-tied)
-    full = emb.searcher().vectors(texts)
+    full = emb.searcher().vectors(texts[:200])  # (200 of CovidFAQ's 400: each Milvus search is a call)
     for a, b in zip(emb.searcher().dense(full, 10), mil.searcher().dense(full, 10)):
         assert [(x.faq_id, x.question) for x in a] == [(x.faq_id, x.question) for x in b]
         assert np.allclose([x.score for x in a], [x.score for x in b], atol=1e-5)
