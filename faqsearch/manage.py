@@ -12,7 +12,6 @@ from .backends import backend_for
 from .errors import FAQSearchError, IndexNotFoundError, InvalidOptionError
 from .index.directory import Writer, layout, resolve
 from .index.address import cached, remote_of
-from .text import clean_text
 from .index.format import QUERY_LOG, SQLITE_SIDE, Counts, legacy_query_log
 
 
@@ -28,7 +27,6 @@ def list_faqs(store, limit: int | None = None, offset: int = 0, category: str | 
               contains: str | None = None) -> dict[str, Any]:
     """``{"faqs": [...]}``: id, category, answer, number of questions and first question of each FAQ, in index
     order; the JSON of `faqsearch list --json` and GET /indexes/NAME/faqs (without ``q``)."""
-    category = clean_text(category) if category else category  # stored as read: NFC, spaces trimmed
     return {"faqs": with_first_question(store, store.list_faqs(limit, offset, category, contains))}
 
 

@@ -5,6 +5,7 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
+from faqsearch import FAQSearch
 from faqsearch.cli import cli
 
 from .conftest import index_files, version
@@ -196,6 +197,8 @@ def test_a_category_no_faq_has_is_named_with_those_that_exist(run, tmp_path, sma
         assert "Note:" not in res.stderr and json.loads(res.stdout)["answers"][0]["category"] == stored, res.output
         res = run("list", "--category", given, "--index", ix, "--json")
         assert {f["category"] for f in json.loads(res.stdout)["faqs"]} == {stored}
+    with FAQSearch.open(str(ix)) as e:  # the library's list, as the store lists it
+        assert [f["category"] for f in e.list(category=" Cafe\u0301 ")] == ["Café"]
 
 
 def test_info_says_the_weight_it_answers_with_and_what_its_storage_keeps(run, tmp_path, small_corpus):

@@ -22,6 +22,7 @@ from .connection import connect
 from ...corpus import FAQ, faq_hash
 from ...filters import filter_sql
 from ...lexical import choose_stemmer, stem_in_use, tokenize
+from ...text import clean_text
 
 BLOCK = 2000  # corpus records written per step of a build
 SOURCES = ("corpus", "generated", "added", "feedback", "approved")
@@ -398,7 +399,7 @@ class Store:
         conds, args = [], []
         if category:
             conds.append("f.category = ?")
-            args.append(category)
+            args.append(clean_text(category))  # as stored: NFC, spaces trimmed
         if contains:
             like = "%" + contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             conds.append("(f.id like ? escape '\\' or f.answer like ? escape '\\' or exists (select 1 from "

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ...lexical import former_width_tokens, tokenize
+from ...text import clean_text
 from .collection import CJK, Collection, _quote, filter_expr
 
 
@@ -190,7 +191,7 @@ class MilvusStore:
 
     def list_faqs(self, limit: int | None = None, offset: int = 0, category: str | None = None,
                   contains: str | None = None) -> list[dict[str, Any]]:
-        rows = self._faq_rows(f"category == {_quote(category)}" if category else "")
+        rows = self._faq_rows(f"category == {_quote(clean_text(category))}" if category else "")  # as stored
         faqs: dict[str, dict[str, Any]] = {}
         texts: dict[str, list[str]] = {}
         for r in sorted(rows, key=lambda r: (r["faq_seq"], r["id"])):
