@@ -398,8 +398,9 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
                      else [_cell(raw_q, path, line, cols.question)])
         questions += _variants(row.get(cols.variants), cols.variant_sep, path, line, cols.variants)
         used = {cols.question, cols.answer, cols.category, cols.variants, id_col}
-        if not tabular and "questions" not in used and isinstance(row.get("questions"), list):
-            questions += _variants(row["questions"], "\x00", path, line, "questions")  # the library's record shape
+        shaped = {} if tabular else {k: row[k] for k, kind in (("questions", list), ("metadata", dict))
+                                     if k not in used and isinstance(row.get(k), kind)}  # the library's record shape
+        questions += _variants(shaped.get("questions"), "\x00", path, line, "questions")
         answer = _cell(row.get(cols.answer), path, line, cols.answer, multiline=True)
         if not questions or is_blank(questions[0]):
             raise CorpusError(path, line, f"empty {cols.question!r} (no visible characters); every row needs a "
@@ -415,12 +416,8 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
             faq_id = by_answer.get(answer_key(answer)) or _auto_id(answer)
         category = _cell(row.get(cols.category), path, line, cols.category) or None
         faq = faqs.get(faq_id)
-        meta = {k: v for k, v in row.items() if k not in used and v not in (None, "")}
-        if not tabular:  # a JSONL record in the library's shape: "metadata" holds the fields, "questions" the phrasings
-            if "questions" not in used and isinstance(meta.get("questions"), list):
-                del meta["questions"]
-            if "metadata" not in used and isinstance(meta.get("metadata"), dict):
-                meta = {**meta.pop("metadata"), **meta}
+        meta = {**shaped.get("metadata", {}),  # a JSONL "metadata" object holds fields, "questions" phrasings
+                **{k: v for k, v in row.items() if k not in used and k not in shaped and v not in (None, "")}}
         check_metadata(meta, path, line, f"FAQ {faq_id!r}")
         if faq is None:
             faq = faqs[faq_id] = FAQ(faq_id, answer, [], category, meta, line)

@@ -98,7 +98,7 @@ def check_metadata(meta: dict[str, Any], path: str, line: int | None, where: str
     for depth in range(MAX_METADATA_DEPTH + 1):
         values = [v for x in level for v in (x.values() if isinstance(x, dict) else x)]
         big = next((v for v in values if isinstance(v, int) and not isinstance(v, bool)
-                    and not -2 ** 63 <= v < 2 ** 63), None)
+                    and not INT64[0] <= v <= INT64[1]), None)
         if big is not None:  # SQLite and Milvus hold 64-bit integers: no filter could ever match it
             raise CorpusError(path, line, f"{where}: metadata value {big} is beyond the 64-bit integers an index holds; "
                                           "give it as a string if it is an identifier")
