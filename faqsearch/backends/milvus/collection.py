@@ -164,13 +164,8 @@ class Reloading:
                 except FAQSearchError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - connection errors come in many classes
-                    if gone(exc):
-                        raise StorageError(f"Milvus at {self._uri} no longer holds this index's collection ({said(exc)}): "
-                                           "it was dropped there, or the server's data was removed; build it again "
-                                           "with faqsearch ingest") from None
-                    raise StorageError(f"Milvus at {self._uri} failed to {name.replace('_', ' ')} ({said(exc)}); check "
-                                       "that the server runs and this machine reaches it, then retry (an edit that "
-                                       "stopped here was not committed)") from None
+                    raise self._failed(exc, name.replace("_", " "), "this index's collection",
+                                       " (an edit that stopped here was not committed)") from None
             return call
 
         def read(collection_name, *args, **kwargs):
@@ -186,13 +181,17 @@ class Reloading:
             except FAQSearchError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a server down or failing: said in one line (HTTP 503)
-                if gone(exc):  # the server answers: the index is what is missing
-                    raise StorageError(f"Milvus at {self._uri} no longer holds collection {collection_name} ({said(exc)}): "
-                                       "the index was dropped there, or the server's data was removed; build it "
-                                       "again with faqsearch ingest") from None
-                raise StorageError(f"Milvus at {self._uri} failed to read collection {collection_name} ({said(exc)}); "
-                                   "check that the server runs and this machine reaches it, then retry") from None
+                raise self._failed(exc, f"read collection {collection_name}", f"collection {collection_name}") from None
         return read
+
+    def _failed(self, exc: BaseException, doing: str, collection: str, after: str = "") -> StorageError:
+        """A failed call in one line (HTTP 503): the collection gone where the server says so (it answered:
+        the index is what is missing), else the server down or failing."""
+        if gone(exc):
+            return StorageError(f"Milvus at {self._uri} no longer holds {collection} ({said(exc)}): the index was "
+                                "dropped there, or the server's data was removed; build it again with faqsearch ingest")
+        return StorageError(f"Milvus at {self._uri} failed to {doing} ({said(exc)}); check that the server runs and "
+                            f"this machine reaches it, then retry{after}")
 
 
 def gone(exc: BaseException) -> bool:
