@@ -99,6 +99,15 @@ def left_behind(path: str | os.PathLike, version: str) -> dict[str, Any]:
     return {"versions": [v.version for v in rows], "made_by": made, "undo": live}
 
 
+def restored(path: str | os.PathLike, version: str) -> dict[str, Any]:
+    """:func:`restore`, said as `faqsearch restore --json` and POST .../restore say it: the version
+    restored, the new live one, and what it leaves behind (:func:`left_behind`; None where the version
+    was live already and nothing changed)."""
+    behind = left_behind(path, version)
+    live = restore(path, version)
+    return {"restored": version, "version": live, "left_behind": behind if live != version else None}
+
+
 def restore(path: str | os.PathLike, version: str) -> str:
     """Make the content of the kept ``version`` live again as a new version; returns its name.
 

@@ -125,14 +125,12 @@ def versions(request: Request, name: str):
 def restore(request: Request, name: str, body: RestoreIn):
     """Make a kept version live again as a new version (as `faqsearch restore`); it answers from it at once.
     ``left_behind``: the kept versions after it, what made them, and the version that brings them back."""
-    from ..index.versions import left_behind
-    from ..index.versions import restore as restore_version
+    from ..index.versions import restored
 
     def run(engine):
-        behind = left_behind(engine.path, body.version)
-        live = restore_version(engine.path, body.version)
+        report = restored(engine.path, body.version)
         engine.reload()
-        return {"restored": body.version, "version": live, "left_behind": behind if live != body.version else None}
+        return report
 
     return service(request).write(name, run)
 

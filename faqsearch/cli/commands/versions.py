@@ -57,15 +57,13 @@ def restore(version, index, out):
         faqsearch restore v00000007 --index support
     """
     from ...index.config import resolve_index_path
-    from ...index.versions import left_behind
-    from ...index.versions import restore as restore_version
+    from ...index.versions import restored
 
-    path = resolve_index_path(index)
-    behind = left_behind(path, version)
-    live = restore_version(path, version)
+    report = restored(resolve_index_path(index), version)
+    live, behind = report["version"], report["left_behind"]
     if out.json:
-        click.echo(dump({"restored": version, "version": live, "left_behind": behind if live != version else None}))
-    elif live == version:
+        click.echo(dump(report))
+    elif behind is None:
         click.echo(f"{version} is the live version already; nothing changed.")
     else:
         click.echo(f"Restored {version} as the new live version {live}.")
