@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..errors import unknown_faq
-from ..querylog import still_held
+from ..querylog import unassigned
 from ..text import is_blank
 from .languages import writes
 from .recipe import normal
@@ -81,10 +81,8 @@ def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: 
     if querylog is None:
         notes.append("no query log (nothing was asked through the service or `faqsearch ask --log` yet, or the service runs with --no-log)")
     else:
-        logged = _logged(querylog)
-        held = still_held(store, {(r["query"], r["feedback_faq"]) for r in logged if r["feedback_faq"] is not None})
-        rows = [r for r in logged if not is_blank(r["query"])  # assigned elsewhere, to an FAQ that still holds it
-                and (r["feedback_faq"] in (None, faq_id) or (r["query"], r["feedback_faq"]) not in held)]
+        # not those a person assigned to another FAQ that still holds them
+        rows = [r for r in unassigned(_logged(querylog), store, keep=faq_id) if not is_blank(r["query"])]
         # every candidate is asked again of the index as it is now: the log holds what it answered then
         logged_here = [r for r in rows if r["top_faq"] == faq_id]
         others = [r for r in rows if r["top_faq"] != faq_id][:NEAR_WINDOW]
