@@ -136,20 +136,25 @@ def _unread(engine, groups: dict[str, list[dict[str, Any]]]) -> list[Gap]:
     out = []
     for script, keys in by_script.items():
         keys.sort(key=lambda k: -len(groups[k]))
-        examples = [groups[k][0]["query"] for k in keys[:5]]
-        qrows = [r for k in keys for r in groups.pop(k)]
-        times = sorted(r["time"] for r in qrows)
-        out.append(Gap(count=len(qrows), distinct=len(keys), examples=examples,
-                       nearest_faq=None, nearest_score=None, first_seen=times[0], last_seen=times[-1],
-                       query_ids=sorted(r["id"] for r in qrows), script=script))
+        out.append(_grouped(keys, groups, script=script))
+        for k in keys:
+            del groups[k]
     return out
+
+
+def _grouped(members: list[str], groups: dict[str, list[dict[str, Any]]], **fields: Any) -> Gap:
+    """The Gap of query groups (most frequent first): counts, examples, when they were asked, ``fields``."""
+    qrows = [r for m in members for r in groups[m]]
+    times = sorted(r["time"] for r in qrows)
+    return Gap(count=len(qrows), distinct=len(members), examples=[groups[m][0]["query"] for m in members[:5]],
+               first_seen=times[0], last_seen=times[-1], query_ids=sorted(r["id"] for r in qrows),
+               **{"nearest_faq": None, "nearest_score": None, **fields})
 
 
 def _gap(members: list[str], groups: dict[str, list[dict[str, Any]]], now: dict[str, Any], margin: float
          ) -> Gap | None:
     """The gap of one cluster of query groups (most frequent first), from the answers ``now`` of its first
     ASK_PER_CLUSTER; None where the index now answers most of those (:data:`COVERED`)."""
-    qrows = [r for m in members for r in groups[m]]
     results = [now[groups[m][0]["query"]] for m in members[:ASK_PER_CLUSTER]]
     answered = float(np.mean([r.answered for r in results]))
     if np.mean([settled(r, margin) for r in results]) >= COVERED:
@@ -160,11 +165,8 @@ def _gap(members: list[str], groups: dict[str, list[dict[str, Any]]], now: dict[
             near.setdefault(r.nearest.faq_id, []).append(r.nearest)
     nearest = max(near, key=lambda f: (len(near[f]), max(_value(a) for a in near[f])), default=None)
     best = max(near[nearest], key=_value) if nearest else None
-    times = sorted(r["time"] for r in qrows)
-    return Gap(count=len(qrows), distinct=len(members), examples=[groups[m][0]["query"] for m in members[:5]],
-               nearest_faq=nearest, nearest_score=best.score if best else None, first_seen=times[0],
-               last_seen=times[-1], query_ids=sorted(r["id"] for r in qrows),
-               nearest_confidence=best.confidence if best else None, answered_now=round(answered, 4))
+    return _grouped(members, groups, nearest_faq=nearest, nearest_score=best.score if best else None,
+                    nearest_confidence=best.confidence if best else None, answered_now=round(answered, 4))
 
 
 def low_bar(bar: float, margin: float) -> float:
