@@ -13,6 +13,7 @@ from .collection import CJK, Collection, _quote, filter_expr
 
 
 SIBLINGS_MAX = 16384  # Milvus' bound on the rows of one search or query
+SIBLINGS_WIDER = 5  # FAQs searched beyond k with siblings: one the full scores lift into the top k is among them
 
 
 class MilvusIndex:
@@ -62,12 +63,12 @@ class MilvusIndex:
         k dimensions; one more call), so that full-dimensional scores choose each FAQ's best question,
         as the embedded backend's re-scoring of its nearest questions does: a grouping search keeps one
         question per FAQ by the k-dimensional score, and where two were near-tied the answer showed the
-        wrong one, at a lower score. The search then takes k + max(k, 16) FAQs, so that one the full
-        scores lift into the top k is among them."""
+        wrong one, at a lower score. The search then takes SIBLINGS_WIDER FAQs more than k, so that
+        one the full scores lift into the top k is among them."""
         fields = ["id", "faq_id", "text", "source", "answer", "category", "metadata"]
         expr = filter_expr(filters)
         hits = self.b.client.search(self.b.collection, data=np.asarray(queries, dtype=np.float32).tolist(),
-                                    anns_field="vector", limit=max(1, min(int(k) + siblings * max(int(k), 16), SIBLINGS_MAX)),
+                                    anns_field="vector", limit=max(1, min(int(k) + siblings * SIBLINGS_WIDER, SIBLINGS_MAX)),
                                     filter=self.b.visible(expr), output_fields=fields,
                                     search_params={"metric_type": "IP"}, group_by_field="faq_id")
         out, rows = [], {}
