@@ -362,3 +362,32 @@ def test_an_edit_with_the_milvus_server_down_is_a_storage_error(tmp_path):
         with pytest.raises(StorageError, match=f"Milvus at {uri} failed to"):
             edit()
     e.close()
+
+
+def test_a_new_collection_is_indexed_and_loaded_and_a_failed_index_is_said(tmp_path):
+    """faqsearch waits for a new collection's indexes itself (pymilvus' wait sleeps 0.5 s before its first
+    look at each): the collection is searchable when it returns, and an index Milvus could not build is
+    a StorageError that names it, not a collection left unloaded."""
+    from pymilvus import DataType
+
+    from faqsearch.backends.milvus.collection import client, create_loaded
+    from faqsearch.errors import StorageError
+
+    c = client(str(tmp_path / "m.db"))
+
+    def made(name):
+        schema = c.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=4)
+        ix = c.prepare_index_params()
+        ix.add_index("vector", index_type="FLAT", metric_type="IP")
+        create_loaded(c, name, schema, ix, consistency_level="Strong")
+
+    made("ready")
+    c.insert("ready", [{"id": 1, "vector": [1.0, 0.0, 0.0, 0.0]}])
+    assert c.search("ready", [[1.0, 0.0, 0.0, 0.0]], anns_field="vector", limit=1)[0][0]["id"] == 1
+    real = c.describe_index
+    c.describe_index = lambda name, index: real(name, index) | {"state": "Failed"}
+    with pytest.raises(StorageError, match="could not build the vector index of collection broken"):
+        made("broken")
+    c.close()

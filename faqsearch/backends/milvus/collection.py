@@ -43,6 +43,7 @@ ALIVE = 1 << 62
 BATCH = 1000
 WINDOW = 16384  # Milvus returns at most this many rows per query
 MAX_ANSWER = 65535  # bytes: Milvus VARCHAR limit
+INDEX_WAIT_S = 600  # a new collection's indexes are built on empty data: ready at once, or the server is stuck
 INDEX_TYPES = {"flat": ("FLAT", {}), "auto": ("FLAT", {}), "hnsw": ("HNSW", {"M": 32, "efConstruction": 200}),
                "ivf": ("IVF_FLAT", {"nlist": 1024}), "ivf-sq8": ("IVF_SQ8", {"nlist": 1024}),
                "ivf-pq": ("IVF_PQ", {"nlist": 1024, "m": 32}), "sq8": ("IVF_SQ8", {"nlist": 1})}
@@ -50,14 +51,6 @@ FIELDS = ["id", "faq_id", "text", "source", "answer", "category", "metadata", "c
 # Milvus collections tokenise CJK text as they always have (the SQLite store's default is unigrams
 # since the zh_lexical measurement; a collection would need to record its mode to change)
 CJK = "unigram+bigram"
-
-
-class _LiteNoise(logging.Filter):
-    """milvus-lite's embedded server does not implement AllocTimestamp, which pymilvus calls while it
-    waits for an index; the call fails harmlessly but logs a traceback on every collection created."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Method not implemented" not in record.getMessage() and "mvccTs" not in record.getMessage()
 
 
 _expected = threading.local()
@@ -101,11 +94,6 @@ def collections(c) -> list[str]:
 
 
 def client(uri: str, token: str | None = None):
-    if "://" not in uri:
-        for name in ("grpc._server", "pymilvus"):
-            lg = logging.getLogger(name)
-            if not any(isinstance(f, _LiteNoise) for f in lg.filters):
-                lg.addFilter(_LiteNoise())
     try:
         from pymilvus import MilvusClient
     except ImportError as exc:
@@ -139,6 +127,32 @@ def client(uri: str, token: str | None = None):
     finally:
         for lg, level in zip(quiet, levels):
             lg.setLevel(level)
+
+
+def create_loaded(c, name: str, schema, indexes, **options: Any) -> None:
+    """Create collection ``name`` with ``indexes``, wait until Milvus has built them, and load it.
+
+    pymilvus' own wait (``create_collection(index_params=...)``) sleeps 0.5 s before its first look at
+    each index: 1.5 s of every build and refit, though an empty collection's indexes are ready at once.
+    Here the first look is at once and the pause doubles from 10 ms, up to INDEX_WAIT_S in all."""
+    c.create_collection(name, schema=schema, **options)
+    c.create_index(name, indexes, sync=False)
+    pending = [i.index_name or i.field_name for i in indexes]
+    pause, deadline = 0.01, time.monotonic() + INDEX_WAIT_S
+    while pending:
+        states = {n: c.describe_index(name, n).get("state") for n in pending}
+        failed = [n for n, state in states.items() if state == "Failed"]
+        if failed:
+            raise StorageError(f"Milvus could not build the {', '.join(failed)} index of collection {name}: "
+                               "see the Milvus server's log")
+        pending = [n for n, state in states.items() if state != "Finished"]
+        if pending and time.monotonic() > deadline:
+            raise StorageError(f"Milvus did not build the {', '.join(pending)} index of the new collection {name} "
+                               f"within {INDEX_WAIT_S} s: check the server's load, then run the command again")
+        if pending:
+            time.sleep(pause)
+            pause = min(2 * pause, 0.5)
+    c.load_collection(name)
 
 
 class Reloading:
@@ -329,7 +343,7 @@ class Collection:
         ix.add_index("vector", index_type=mtype, metric_type="IP", params=params)
         ix.add_index("raw", index_type="FLAT", metric_type="IP")
         ix.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-        c.create_collection(name, schema=schema, index_params=ix, consistency_level="Strong")
+        create_loaded(c, name, schema, ix, consistency_level="Strong")
         c.close()
         return name
 

@@ -31,7 +31,7 @@ import time
 from typing import Any
 
 from ...errors import ChangedMeanwhileError, FAQSearchError, said
-from .collection import client, collections, expected
+from .collection import client, collections, create_loaded, expected
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,7 @@ class Meta:
             ix.add_index("v", index_type="FLAT", metric_type="L2")
             try:
                 with expected():
-                    self.client.create_collection(self.name, schema=schema, index_params=ix,
-                                                  consistency_level="Strong")
+                    create_loaded(self.client, self.name, schema, ix, consistency_level="Strong")
             except Exception:  # noqa: BLE001 - another machine created it meanwhile
                 if not self.exists():
                     raise
