@@ -42,6 +42,18 @@ def test_indexes_rename_and_drop(tmp_path, run, small_corpus):
     assert res.exit_code != 0 and (home / "notes" / "thesis.txt").read_text(encoding="utf-8") == "mine"
 
 
+def test_a_blank_query_is_a_usage_error_for_every_command_that_takes_one(tmp_path, run, small_corpus):
+    """Found by a hostile run: a blank `ask` exits 2 (usage), a blank `feedback` or `approve` exited 1, and
+    a blank `unassign` said "'' was not assigned"; all refuse it as usage now, and nothing is committed."""
+    ix = tmp_path / "ix"
+    run("ingest", small_corpus, "--index", ix, "-q")
+    before = json.loads(run("versions", "--index", ix, "--json").stdout)
+    for args in (["ask", "   "], ["feedback", " \u3000 ", "2"], ["approve", "2", "  "], ["unassign", "\t", "2"]):
+        res = run(*args, "--index", ix)
+        assert res.exit_code == 2 and "blank" in res.output, (args, res.output)
+    assert json.loads(run("versions", "--index", ix, "--json").stdout) == before
+
+
 @pytest.mark.slow
 def test_unassign_undoes_feedback_and_replace_means_replace(tmp_path, run, small_corpus):
     ix = tmp_path / "ix"

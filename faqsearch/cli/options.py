@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import click
 
 from ..defaults import BATCH_SIZE, DEVICES, INDEX_TYPE, MAX_LENGTH, MODES, PARAPHRASE_MIN_SIMILARITY
-from ..errors import FAQSearchError
+from ..errors import BlankQueryError, FAQSearchError
 
 POOLINGS = ("mean", "cls", "first-last-avg", "last-avg", "pooler", "last-token")
 INDEX_HELP = ("Index name (under ./indexes or $FAQSEARCH_HOME), a path to an index directory, or the address of an "
@@ -245,6 +245,8 @@ def handles_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except BlankQueryError as exc:  # a usage error, as a blank `ask` is (exit 2)
+            raise click.UsageError(str(exc)) from None
         except FAQSearchError as exc:
             raise click.ClickException(str(exc)) from None
         except BrokenPipeError:  # `faqsearch list | head`: the reader left; stop quietly, as Unix tools do

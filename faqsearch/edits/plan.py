@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..corpus import FAQ, check_faq, faq_hash
-from ..errors import (FAQS_LISTED, CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError,
+from ..errors import (FAQS_LISTED, BlankQueryError, CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError,
                       StaleRevisionError, UnknownFAQError, unknown_faq)
 from ..results import EditReport
 from ..text import as_items, clean_text, is_blank, read_alike
@@ -257,7 +257,7 @@ def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feed
     one of that FAQ's own (corpus, added) is refused, naming it."""
     text = clean_text(query)
     if is_blank(text):
-        raise InvalidOptionError("the query is blank (no visible characters); nothing to add")
+        raise BlankQueryError("the query is blank (no visible characters); nothing to add")
     faq = _known(store, faq_id)
     key = read_alike(text)  # "HOW DO I PAY ?" ties with "How do I pay?" as exactly as the same text does
     own = [q for q in faq["questions"] if read_alike(q["text"]) == key]
@@ -303,6 +303,8 @@ def plan_approve(store: StoreView, faq_id: str, texts: Sequence[str]) -> Edit:
 def plan_unassign(store: StoreView, query: str, faq_id: str) -> Edit:
     """Undo feedback: remove the question ``query`` from FAQ X where feedback or an approval put it."""
     text = clean_text(query)
+    if is_blank(text):
+        raise BlankQueryError("the query is blank (no visible characters); nothing to take out")
     faq = _known(store, faq_id)
     gone = [q["id"] for q in faq["questions"] if q["text"] == text and q["source"] in ("feedback", "approved")]
     if not gone:
