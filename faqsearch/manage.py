@@ -25,9 +25,17 @@ def with_first_question(store, rows: list[dict[str, Any]]) -> list[dict[str, Any
 
 def list_faqs(store, limit: int | None = None, offset: int = 0, category: str | None = None,
               contains: str | None = None) -> dict[str, Any]:
-    """``{"faqs": [...]}``: id, category, answer, number of questions and first question of each FAQ, in index
-    order; the JSON of `faqsearch list --json` and GET /indexes/NAME/faqs (without ``q``)."""
-    return {"faqs": with_first_question(store, store.list_faqs(limit, offset, category, contains))}
+    """``{"faqs": [...], "total": N}``: id, category, answer, number of questions and first question of each
+    FAQ of the page, in index order, and how many FAQs match whatever the page; the JSON of `faqsearch
+    list --json` and GET /indexes/NAME/faqs (without ``q``)."""
+    page = store.list_faqs(limit, offset, category, contains)
+    if category is None and not contains:
+        total = store.counts()["faqs"]
+    elif limit is None and (page or not offset):
+        total = offset + len(page)
+    else:
+        total = len(store.list_faqs(None, 0, category, contains))
+    return {"faqs": with_first_question(store, page), "total": total}
 
 
 def _size(path: str) -> int:

@@ -54,6 +54,19 @@ def test_a_blank_query_is_a_usage_error_for_every_command_that_takes_one(tmp_pat
     assert json.loads(run("versions", "--index", ix, "--json").stdout) == before
 
 
+def test_a_page_of_the_listing_says_how_many_there_are(tmp_path, run, small_corpus):
+    """`list --limit` showed a page with no way to know more existed; JSON (and GET .../faqs) has the total,
+    the text a line on stderr naming the next --offset."""
+    ix = tmp_path / "ix"
+    run("ingest", small_corpus, "--index", ix, "-q")
+    page = json.loads(run("list", "--index", ix, "--limit", "2", "--json").stdout)
+    assert [f["id"] for f in page["faqs"]] == ["1", "2"] and page["total"] == 4
+    assert json.loads(run("list", "--index", ix, "--contains", "ship", "--offset", "1", "--json").stdout)["total"] == 2
+    res = run("list", "--index", ix, "--limit", "2", "--offset", "1")
+    assert "(2-3 of 4; --offset 3 lists the next)" in res.stderr and "of 4" not in res.stdout
+    assert "of 4" not in run("list", "--index", ix).output  # everything shown: no pager line
+
+
 @pytest.mark.slow
 def test_unassign_undoes_feedback_and_replace_means_replace(tmp_path, run, small_corpus):
     ix = tmp_path / "ix"

@@ -95,8 +95,11 @@ def test_faq_listing_titles_and_search_ranked_by_the_index(client):
     assert ranked[0]["matched"] == "Do you ship abroad?" and ranked[0]["score"] > ranked[1]["score"]
     assert [f["id"] for f in client.get("/indexes/shop/faqs", params={"q": "ship", "order": "index"},
                                         headers=STAFF).json()["faqs"]] == ["2", "4"]
-    assert [f["id"] for f in client.get("/indexes/shop/faqs", params={"q": "ship", "offset": 1, "limit": 1},
-                                        headers=STAFF).json()["faqs"]] == ["2"]
+    page = client.get("/indexes/shop/faqs", params={"q": "ship", "offset": 1, "limit": 1}, headers=STAFF).json()
+    assert [f["id"] for f in page["faqs"]] == ["2"] and page["total"] == 2  # a pager knows how many there are
+    for params, total in (({"limit": 1}, 4), ({"limit": 1, "offset": 9}, 4), ({"category": "shipping", "limit": 1}, 2),
+                          ({"q": "ship", "order": "index", "limit": 1}, 2)):
+        assert client.get("/indexes/shop/faqs", params=params, headers=STAFF).json()["total"] == total, params
     # an id: that FAQ first
     assert client.get("/indexes/shop/faqs", params={"q": "4"}, headers=STAFF).json()["faqs"][0]["id"] == "4"
     r = client.get("/indexes/shop/faqs", params={"q": "return", "category": "shipping"}, headers=STAFF)

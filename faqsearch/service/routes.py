@@ -175,15 +175,16 @@ def list_faqs(request: Request, name: str, q: Optional[str] = Query(None, max_le
               category: Optional[str] = Query(None, max_length=MAX_ID), limit: int = Query(50, ge=1, le=1000),
               offset: int = Query(0, ge=0, le=MAX_OFFSET),
               order: Optional[str] = Query(None, pattern="^(relevance|index)$")):
-    """FAQs (like `faqsearch list --json`), each with its first question. q: only those whose id,
+    """FAQs (like `faqsearch list --json`), each with its first question, and ``total``: how many match
+    (for paging with limit and offset). q: only those whose id,
     answer or a question contains it, best first by the index's own search (`order=index`: in index
     order); a ranked FAQ also has the question that matched and its score."""
     searcher = service(request).engine(name).searcher()  # one snapshot for the whole request
     store = searcher.snap.store
     if not q or not q.strip() or (order or "relevance") == "index":
         return manage.list_faqs(store, limit, offset, category, q or None)  # the same as `faqsearch list --json`
-    found = _by_relevance(searcher, store.list_faqs(None, 0, category, q), q, category)[offset:offset + limit]
-    return {"faqs": manage.with_first_question(store, found)}
+    found = _by_relevance(searcher, store.list_faqs(None, 0, category, q), q, category)
+    return {"faqs": manage.with_first_question(store, found[offset:offset + limit]), "total": len(found)}
 
 
 def _by_relevance(searcher, found: list[dict[str, Any]], q: str, category: Optional[str]) -> list[dict[str, Any]]:

@@ -121,7 +121,7 @@ def _open_store(index):
 @click.option("--contains", help="Only FAQs whose id, answer or a question contains this text.")
 @click.option("--limit", type=click.IntRange(1), default=None)
 @click.option("--offset", type=click.IntRange(0), default=0)
-@output_options('JSON: {"faqs": [...]}, each FAQ with its first question, as GET /indexes/NAME/faqs returns.',
+@output_options('JSON: {"faqs": [...], "total": N}, each FAQ with its first question, as GET /indexes/NAME/faqs returns.',
                 quiet=False)
 @handles_errors
 def list_(index, category, contains, limit, offset, out):
@@ -155,6 +155,9 @@ def list_(index, category, contains, limit, offset, out):
     for row in rows:
         click.echo(f"{pad(row['id'], wid)} {pad(row['category'] or '-', wcat)} {row['questions']:>9}  "
                    f"{clip(' '.join(row['answer'].split()), 70)}")
+    if rows and len(rows) < listing["total"]:
+        click.echo(f"({offset + 1}-{offset + len(rows)} of {listing['total']}; --offset {offset + len(rows)} lists the next)",
+                   err=True)
 
 
 @click.command()
