@@ -220,3 +220,39 @@ def test_every_version_keeps_arrays_even_one_without_words(tmp_path):
         assert meta["rows"] == 2 and meta["postings"] == 0
         assert store.lexical(["???", "anything"], 5) == [[], []] and store._postings_memo[1] is not None
         assert {a.faq_id for a in e.ask("???", mode="dense", threshold=-1, k=2).answers} == {"a", "b"}
+
+
+@pytest.mark.parametrize("smallest", [1, 10_000], ids=["arrays", "fts5"])
+def test_document_frequencies_count_only_the_rows_the_version_sees(tmp_path, monkeypatch, smallest):
+    """Found by a hostile run: a feedback undone (and any removed question) stayed in token matching's
+    document frequencies, FTS5 counting every row it keeps for older readers, while the row count beside
+    them was of visible rows: an index changed its answers' order after a round trip. The counts now
+    equal those of a store holding only the visible rows, with and without the postings arrays."""
+    monkeypatch.setattr(postings, "MIN_QUESTIONS", smallest)
+    e = build_index(os.path.join(SAMPLE, "faq.csv"), tmp_path / "ix")
+    try:
+        gone = e.list(limit=3)
+        words = ["dog", "parcel", "password", "return", "brightwave", "account", "zebra"]
+        words += sorted({w.lower() for f in gone for q in e.show(f["id"])["questions"] for w in q["text"].split()
+                         if w.isalpha()})
+        e.feedback("can I bring my dog and my zebra to the store", gone[-1]["id"])
+        e.unassign("can I bring my dog and my zebra to the store", gone[-1]["id"])
+        e.add([FAQ("pets", "Only guide dogs.", ["are dogs allowed in the parcel shop"])])
+        e.remove([f["id"] for f in gone[:2]])
+        store = _store(e)
+        got = store.doc_freqs(words)
+        assert (getattr(store, "_postings_memo", (0, None))[1] is None) == (smallest > 1)  # the arrays, or FTS5 alone
+        other = tmp_path / "visible"
+        other.mkdir()
+        shutil.copy(store.path, other / "store.db")
+        plain = Store(str(other / "store.db"), generation=store.generation)
+        try:
+            plain.keep_only(store.generation)
+            want = plain.doc_freqs(words)
+        finally:
+            plain.close()
+        assert got[1] == want[1] == store.question_count()
+        assert {w: got[0].get(w, 0) for w in words} == {w: want[0].get(w, 0) for w in words}
+        assert got[0].get("zebra", 0) == 0 and got[0]["dog"] == want[0]["dog"] > 0
+    finally:
+        e.close()

@@ -116,7 +116,8 @@ class StoreView(Protocol):
     def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None) -> Hits: ...
 
     def doc_freqs(self, tokens: Sequence[str]) -> tuple[dict[str, int], int]:
-        """(rows holding each lexical token, visible rows): BM25's statistics, for token matching."""
+        """(visible rows holding each lexical token, visible rows): BM25's statistics, for token matching;
+        rows removed by committed edits are counted in neither."""
         ...
 
     def question_ids(self, filters: dict[str, Any]) -> list[int]: ...

@@ -316,7 +316,10 @@ def _one(store, conn: sqlite3.Connection, text: str, n: int, filter_sql: tuple[s
 
 
 def doc_freqs(store, conn: sqlite3.Connection, tokens: Sequence[str]) -> tuple[dict[str, int], int]:
-    """(rows holding each token, visible rows), as a lexical query counts them, in one read."""
+    """(visible rows holding each token, visible rows), in one read. FTS5 counts every row it holds,
+    the rows committed edits removed too (kept for readers of older versions until a compaction), so
+    a feedback undone left its words counted; those rows are taken off here (token matching's IDF,
+    which must match the visible row count beside it)."""
     own = not conn.in_transaction
     if own:
         conn.execute("begin")
@@ -327,6 +330,19 @@ def doc_freqs(store, conn: sqlite3.Connection, tokens: Sequence[str]) -> tuple[d
         else:
             df = dict(conn.execute(f"select term, doc from questions_fts_vocab where term in ({','.join('?' * len(tokens))})",
                                    list(tokens)).fetchall()) if tokens else {}
+        above = arrays[0].max_id if arrays is not None else -1  # the arrays' own hidden rows are counted off by them
+        hidden = ",".join(str(r[0]) for r in conn.execute(
+            f"select id from questions where id > {above} and not {store._vis('questions')}"))
+        postings, mask = (arrays[0], None) if arrays is not None else (None, None)
+        if postings is not None and len(arrays[1]):
+            mask = np.zeros(len(postings.ids), dtype=bool)
+            mask[arrays[1]] = True
+        for t in [t for t in dict.fromkeys(tokens) if df.get(t)]:  # each once: a token asked twice is one count
+            if mask is not None and (j := postings.term(t)) >= 0:
+                df[t] -= int(mask[np.asarray(postings.rows[int(postings.starts[j]):int(postings.starts[j + 1])])].sum())
+            if hidden:
+                df[t] -= int(conn.execute(f"select count(*) from questions_fts where questions_fts match ? and rowid > {above} "
+                                          f"and rowid in ({hidden})", ['"' + t.replace('"', '""') + '"']).fetchone()[0])
         return df, store._n_docs()
     finally:
         if own:
