@@ -90,6 +90,20 @@ def check_lexical_options(mode: str | None, threshold: Any, min_confidence: Any)
                                  "threshold or a minimum confidence to apply to; use mode dense or hybrid")
 
 
+NO_MODEL = ("none learned (an index built before faqsearch learned one, or too few right and wrong answers to "
+            "learn from): it answers by its cosine threshold")
+
+
+def threshold_without_model(min_confidence: float) -> float:
+    """The cosine threshold a minimum confidence means on an index without a confidence model: 0 ("answer
+    anything") is -1; any other is refused rather than ignored, as in lexical mode."""
+    if min_confidence > 0.0:
+        raise InvalidOptionError(f"this index has no confidence for a minimum confidence to apply to ({NO_MODEL}); "
+                                 "give a cosine threshold instead, or learn a confidence with `faqsearch tune "
+                                 "threshold --self --apply`")
+    return -1.0
+
+
 def sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
 

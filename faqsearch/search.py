@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from .index import config as cfg
-from .confidence import POOL, ConfidenceModel, check_lexical_options, check_probability, cosine_of
+from .confidence import POOL, ConfidenceModel, check_lexical_options, check_probability, cosine_of, threshold_without_model
 from .defaults import (ASK_K, BATCH_SIZE, DENSE_BLOCK, DENSE_CANDIDATES, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE,
                        TOKEN_BLOCK, TOKEN_CACHE, TOKEN_POOL)
 from .errors import IndexFormatError, InvalidOptionError
@@ -218,6 +218,8 @@ class Searcher:
         check_lexical_options(mode, threshold, min_confidence)
         thr = snap.threshold if threshold is None else float(threshold)
         model = snap.confidence if mode != "lexical" else None
+        if model is None and mode != "lexical" and min_confidence is not None:
+            thr = threshold_without_model(min_confidence)
         op = None if model is None or threshold is not None else \
             (min_confidence if min_confidence is not None else snap.min_confidence)
         k = int(k)

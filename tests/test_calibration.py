@@ -419,3 +419,30 @@ def test_tune_transform_refuses_too_few_sentence_pairs(tmp_path, run, small_corp
                  encoding="utf-8")
     res = run("tune", "transform", "--pairs", str(p), "--index", ix, "--json")
     assert res.exit_code == 0 and json.loads(res.stdout)["n"] == 20, res.output
+
+
+def test_a_minimum_confidence_on_an_index_without_a_confidence_is_refused_not_ignored(tmp_path, run):
+    """Found by a hostile run: where labels left an index without a confidence model (every labelled query
+    gold to a wrong FAQ), `ask --min-confidence 0.99` (or 0) was dropped in silence and the cosine threshold
+    decided. Any minimum above 0 is refused, naming what to do; 0 ("answer anything") answers, as in lexical
+    mode; info and tune confidence say why there is no model."""
+    from faqsearch.corpus import read_texts
+    from faqsearch.errors import InvalidOptionError
+    from faqsearch.evaluation import LabelledQuery, read_labelled_queries
+
+    path = str(tmp_path / "ix")
+    with FAQSearch.build(os.path.join(SAMPLE, "faq.csv"), path, encoder=FakeEncoder()) as e:
+        ids = sorted(f["id"] for f in e.list())
+        queries = read_labelled_queries(os.path.join(SAMPLE, "queries.csv"))
+        firsts = [r.answers[0].faq_id for r in e.ask_many([q.text for q in queries], k=1, threshold=-1)]
+        wrong = [LabelledQuery(q.text, {next(i for i in ids if i != first)}, q.line) for q, first in zip(queries, firsts)]
+        e.set_threshold(tune_threshold(e.searcher(), wrong, read_texts(os.path.join(SAMPLE, "offtopic.txt"))))
+        assert e.config["confidence"] is None
+        with pytest.raises(InvalidOptionError, match="no confidence for a minimum confidence to apply to"):
+            e.ask("where is my parcel", min_confidence=0.99)
+        r = e.ask("zzz qqq unrelated words", min_confidence=0)
+        assert r.answered and r.answers
+    r = run("ask", "where is my parcel", "--min-confidence", "0.5", "--index", path)
+    assert r.exit_code == 1 and "tune threshold --self --apply" in r.output, r.output
+    assert "too few right and wrong answers" in run("info", "--index", path).output
+    assert "too few right and wrong answers" in run("tune", "confidence", "0.5", "--index", path).output

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from ..confidence import NO_MODEL
 from ..defaults import CONFIDENCE_MIN_VARIANTS, LEARN_MIN_FAQS
 from ..text import clean_text, columns, count, fill
 
@@ -239,9 +240,7 @@ def info(path: str, config: dict[str, Any]) -> None:
                if threshold_decides(config) else "; applies with --threshold only" if config.get("confidence") else ""))
     click.echo("confidence: " + (confidence_origin(config) if config.get("confidence") else "none (lexical mode: "
                                  "BM25 scores carry none; any match answers)" if config.get("mode") == "lexical" else
-                                 "none learned (an index built before faqsearch learned one, or too few right and "
-                                 "wrong answers to learn from): answers by its threshold; `faqsearch tune threshold "
-                                 "--self --apply` learns one again"))
+                                 f"{NO_MODEL}; `faqsearch tune threshold --self --apply` learns one again"))
     if single_questions_decide(config):
         click.echo(f"note:       fewer than {CONFIDENCE_MIN_VARIANTS} FAQs with several questions: a question on a topic no "
                    f"FAQ covers is answered "

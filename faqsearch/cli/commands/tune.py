@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import click
 
+from ...confidence import NO_MODEL
 from ...defaults import FOLDS, MIN_LABELLED
 from ...errors import InvalidOptionError
 from ..groups import FormerFlags
@@ -237,8 +238,8 @@ def set_min_confidence(index, value: str, as_json: bool, unknowns: float | None 
     if as_json:
         click.echo(dump(result))
     elif not result["learned"]:
-        click.echo("Stored, but this index has no confidence model (built before faqsearch learned one, or lexical): "
-                   "it answers by its cosine threshold. Rebuild it with `faqsearch ingest` to use it.")
+        click.echo(f"Stored, but this index has no confidence model ({'lexical mode: BM25 scores carry none' if snap.mode == 'lexical' else NO_MODEL}). "
+                   "`faqsearch tune threshold --self --apply` learns one from the index itself.")
     elif snap.min_confidence is None:  # a cosine threshold given at ingest decides again
         click.echo(f"ask now answers at the cosine threshold given at ingest ({snap.threshold:.3f}); the answers "
                    f"carry their confidence (the index's own point: {percent(model.operating_point)}). "
