@@ -276,6 +276,15 @@ def test_a_confidence_just_below_the_bar_is_shown_with_the_decimals_that_tell_th
     assert percents(0.5, 1.0) == ("50%", "100%")
     assert percents(0.993, 0.995) == ("99.3%", "99.5%") and percents(0.004, 0.008) == ("0.4%", "0.8%")
     assert percents(0.48499999, 0.485) == ("just below", "48.50%")
+    # a bar shown whole misstated itself (found by a hostile run: info said 46% for 46.45%, 1% for 0.6%)
+    assert percent(0.4645, exact=True) == "46.45%" and percent(0.006, exact=True) == "0.6%" and percent(0.41, exact=True) == "41%"
+
+
+def test_info_and_tune_confidence_show_the_bar_as_set(run, tmp_path, small_corpus):
+    ix = tmp_path / "ix"
+    run("ingest", small_corpus, "--index", ix, "-q")
+    assert run("tune", "confidence", "0.4645", "--index", ix).output.startswith("ask now answers at a confidence of 46.45%")
+    assert "confidence: 46.45% or more (given" in run("info", "--index", ix).output
 
 
 def test_answers_wrap_at_spaces_and_between_chinese_characters():

@@ -13,6 +13,7 @@ import click
 
 from ..defaults import BATCH_SIZE, DEVICES, INDEX_TYPE, MAX_LENGTH, MODES, PARAPHRASE_MIN_SIMILARITY
 from ..errors import BlankQueryError, FAQSearchError
+from ..text import clean_text
 
 POOLINGS = ("mean", "cls", "first-last-avg", "last-avg", "pooler", "last-token")
 INDEX_HELP = ("Index name (under ./indexes or $FAQSEARCH_HOME), a path to an index directory, or the address of an "
@@ -259,3 +260,12 @@ def handles_errors(fn):
             raise click.ClickException(f"an SQLite file of the index cannot be used ({exc}); check that its folder can "
                                        "be written and has free space, or restore the index directory from a backup") from None
     return wrapper
+
+
+def unknown_category(store, category: str) -> None:
+    """A note on stderr where no FAQ has ``category`` (a typo, a wrong case), naming those that exist."""
+    known = store.categories()
+    if clean_text(category) not in known:  # matched as stored: NFC, spaces trimmed
+        listed = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
+        click.echo(f"Note: no FAQ has category {category!r} (categories are matched exactly: "
+                   f"{listed or 'this index has none'}).", err=True)

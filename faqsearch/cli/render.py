@@ -8,7 +8,7 @@ import click
 
 from ..confidence import NO_MODEL
 from ..defaults import CONFIDENCE_MIN_VARIANTS, LEARN_MIN_FAQS
-from ..text import clean_text, columns, count, fill
+from ..text import columns, count, fill
 
 WIDTH = 100
 
@@ -54,11 +54,13 @@ def result(r, empty_index: bool = False) -> None:
         click.echo(f"({r.below_threshold} more within -k {bar})")
 
 
-def percent(p: float, digits: int = 0, exact: bool = False) -> str:
+def percent(p: float, digits: int | None = None, exact: bool = False) -> str:
     """A confidence as people read it: 0.8123 -> '81%' (with no ``digits``, below 1% and above 99% say
-    so; ``exact``, for a bar a user set: 0 and 1 are '0%' and '100%')."""
+    so); ``exact``, for a bar a user set or an index chose, without ``digits``: to 0.01% ('46.45%', '0.6%')."""
     v, clamp = 100 * p, not digits and not (exact and p in (0, 1))
-    return "<1%" if clamp and v < 1 else ">99%" if clamp and v > 99 else f"{v:.{digits}f}%"
+    if exact and digits is None:  # a bar shown rounded misstates it: "46%" for 46.45%, which 46.4% misses
+        return f"{round(v, 2):g}%"
+    return "<1%" if clamp and v < 1 else ">99%" if clamp and v > 99 else f"{v:.{digits or 0}f}%"
 
 
 def percents(below: float, bar: float) -> tuple[str, str]:
@@ -135,7 +137,7 @@ def threshold(report, as_json: bool, do_apply: bool) -> None:
     click.echo(f"\n{report.positives} in-scope and {report.negatives} out-of-scope queries; chosen {report.threshold:.3g} "
                f"(current {report.current:.3g}): {report.rule}")
     if report.confidence is not None and report.applied:  # what decides now (the threshold serves --threshold)
-        click.echo(f"confidence learned with it: ask answers at {percent(report.confidence.operating_point)} or more"
+        click.echo(f"confidence learned with it: ask answers at {percent(report.confidence.operating_point, exact=True)} or more"
                    + (" (but the confidence you set decides)" if getattr(report, "given", None) is not None else ""))
     if report.applied:
         click.echo("applied.")
@@ -165,7 +167,7 @@ def built(summary: dict[str, Any], path: str) -> None:
         model = summary["confidence"]
         at = summary.get("min_confidence") or model["operating_point"]
         off = (model.get("in_domain") or 0) + (model.get("general") or 0)
-        shown = percent(at, 0 if at >= 0.01 else 1, True)  # 0.4%, as `ask` says it (it read 0%)
+        shown = percent(at, exact=True)  # 0.4%, as `ask` says it (it read 0%)
         click.echo(f"Answers below {shown} confidence are withheld (`ask` says it has no confident answer); "
                    f"learned from the index's own questions and {count(off, 'off-topic one')}")
         if summary.get("threshold") is not None:
@@ -278,20 +280,11 @@ def confidence_origin(config: dict[str, Any]) -> str:
     if config.get("unknown_share") is not None and model.get("chosen_by") == "self-calibrated":  # --unknowns
         learned += f"; chosen for {100 * config['unknown_share']:.0f}% in-domain unknowns (--unknowns)"
     if given is not None:
-        return f"{100 * given:.0f}% or more (given; the index's own operating point is {100 * model['operating_point']:.0f}%, {learned})"
+        return f"{percent(given, exact=True)} or more (given; the index's own operating point is {percent(model['operating_point'], exact=True)}, {learned})"
     if threshold_decides(config):
         return (f"carried by each answer ({learned}); the threshold given at ingest decides: `faqsearch tune "
                 f"confidence P` answers by the confidence instead")
-    return f"{100 * model['operating_point']:.0f}% or more ({model.get('rule')}; {learned})"
-
-
-def unknown_category(store, category: str) -> None:
-    """A note on stderr where no FAQ has ``category`` (a typo, a wrong case), naming those that exist."""
-    known = store.categories()
-    if clean_text(category) not in known:  # matched as stored: NFC, spaces trimmed
-        listed = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
-        click.echo(f"Note: no FAQ has category {category!r} (categories are matched exactly: "
-                   f"{listed or 'this index has none'}).", err=True)
+    return f"{percent(model['operating_point'], exact=True)} or more ({model.get('rule')}; {learned})"
 
 
 def pad(text: str, width: int) -> str:

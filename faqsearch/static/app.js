@@ -88,6 +88,16 @@ function percent(p) {
   return v < 1 ? "<1%" : v > 99 ? ">99%" : `${Math.round(v)}%`;
 }
 
+// A confidence and the bar the index answers at, with the decimals that tell them apart ("46.4%" and
+// "46.45%", not "46%" and "46%"), as the CLI says them.
+function percents(conf, bar) {
+  for (let d = 0; d < 5; d++) {
+    const a = (100 * conf).toFixed(d), b = (100 * bar).toFixed(d);
+    if (a !== b) return [`${a}%`, `${b}%`];
+  }
+  return [`${percent(conf)}`, `${parseFloat((100 * bar).toFixed(4))}%`];
+}
+
 // The bot's decision on top: the answer it gives with its confidence, or "I don't know" with the
 // nearest guess; the other answers below. Every answer has "Wrong answer? The right FAQ is...".
 function renderResult(out, result, queryId) {
@@ -111,7 +121,8 @@ function whyNot(result) {
   const near = result.nearest;
   if (result.best_score === null) return "Nothing in the index matched.";
   if (result.min_confidence !== null && near && near.confidence !== null) {
-    return `Its nearest guess is ${percent(near.confidence)} sure; this index answers at ${percent(result.min_confidence)} or more.`;
+    const [guess, bar] = percents(near.confidence, result.min_confidence);
+    return `Its nearest guess is ${guess} sure; this index answers at ${bar} or more.`;
   }
   if (result.threshold === null) return "Nothing in the index matched its words.";  // lexical: no threshold
   return `The best score ${result.best_score.toFixed(3)} is below the threshold ${result.threshold.toFixed(2)}.`;
@@ -120,7 +131,8 @@ function whyNot(result) {
 // Why it answers: how sure, against the bar the index answers at (its operating point, else its threshold).
 function whyAnswered(result, top) {
   if (result.min_confidence !== null && top.confidence !== null) {
-    return `${percent(top.confidence)} sure; this index answers at ${percent(result.min_confidence)} or more.`;
+    const [sure, bar] = percents(top.confidence, result.min_confidence);
+    return `${sure} sure; this index answers at ${bar} or more.`;
   }
   if (result.threshold === null) {  // lexical mode: BM25 scores, no threshold; any match answers
     return `BM25 score ${top.score.toFixed(3)}; by words alone the best match is the answer.`;

@@ -10,9 +10,9 @@ from ...confidence import check_lexical_options
 from ...defaults import ASK_K
 from ...errors import InvalidOptionError
 from ..options import (Finite, Score, batch_size_option, device_option, generator_option, handles_errors, index_option,
-                       mode_option, output_options, threads_option)
+                       mode_option, output_options, threads_option, unknown_category)
 from ...text import not_utf8_fix
-from ..render import dump, result, unknown_category
+from ..render import dump, result
 
 NO_ANSWER = 3  # `ask --fail-on-no-answer`: a query got no confident answer (1 is an error, 2 a usage error)
 

@@ -5,8 +5,9 @@ import os
 
 import click
 
-from ..options import corpus_options, device_option, handles_errors, index_option, output_options, threads_option
-from ..render import dump, edit, pad, unknown_category, wrap
+from ..options import (corpus_options, device_option, handles_errors, index_option, output_options, threads_option,
+                       unknown_category)
+from ..render import dump, edit, pad, wrap
 from ...text import clip, columns
 from .index import corpus_argument, read_input
 

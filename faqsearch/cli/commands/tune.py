@@ -242,7 +242,7 @@ def set_min_confidence(index, value: str, as_json: bool, unknowns: float | None 
                    "`faqsearch tune threshold --self --apply` learns one from the index itself.")
     elif snap.min_confidence is None:  # a cosine threshold given at ingest decides again
         click.echo(f"ask now answers at the cosine threshold given at ingest ({snap.threshold:.3f}); the answers "
-                   f"carry their confidence (the index's own point: {percent(model.operating_point)}). "
+                   f"carry their confidence (the index's own point: {percent(model.operating_point, exact=True)}). "
                    "`faqsearch tune confidence P` answers at a confidence of P instead.")
     else:
         click.echo(f"ask now answers at a confidence of {percent(snap.min_confidence, exact=True)} or more "
@@ -250,7 +250,7 @@ def set_min_confidence(index, value: str, as_json: bool, unknowns: float | None 
         sim = result["simulated"] or {}
         if unknowns is not None and sim.get("right") is not None:
             shares = [f"{sim[k]:.1f}%" if sim.get(k) is not None else "n/a" for k in ("in_domain_answered", "general_answered")]
-            click.echo(f"The index's own point ({percent(model.operating_point)}, chosen for "
+            click.echo(f"The index's own point ({percent(model.operating_point, exact=True)}, chosen for "
                        f"{100 * snap.unknown_share:.0f}% in-domain unknowns), on its own simulation: {sim['right']:.1f}% of "
                        f"held-out questions answered right, {shares[0]} of in-domain unknowns and {shares[1]} of general "
                        "questions answered.")
