@@ -65,6 +65,7 @@ def test_a_page_of_the_listing_says_how_many_there_are(tmp_path, run, small_corp
     res = run("list", "--index", ix, "--limit", "2", "--offset", "1")
     assert "(2-3 of 4; --offset 3 lists the next)" in res.stderr and "of 4" not in res.stdout
     assert "of 4" not in run("list", "--index", ix).output  # everything shown: no pager line
+    assert "of 4" not in run("list", "--index", ix, "--offset", "2", "--limit", "2").output  # the last page
 
 
 @pytest.mark.slow

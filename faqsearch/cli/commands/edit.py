@@ -156,7 +156,7 @@ def list_(index, category, contains, limit, offset, out):
     for row in rows:
         click.echo(f"{pad(row['id'], wid)} {pad(row['category'] or '-', wcat)} {row['questions']:>9}  "
                    f"{clip(' '.join(row['answer'].split()), 70)}")
-    if rows and len(rows) < listing["total"]:
+    if rows and offset + len(rows) < listing["total"]:  # more remain after this page
         click.echo(f"({offset + 1}-{offset + len(rows)} of {listing['total']}; --offset {offset + len(rows)} lists the next)",
                    err=True)
 
