@@ -262,7 +262,8 @@ class CausalLMGenerator:
             if out is None or getattr(out, "bias", None) is not None or decoder is None or decoder is self.model:
                 return None
             tok, rows, stop = self.tokenizer, out.weight.shape[0], self._stop.tolist()  # one copy off the device
-            member = [i < len(stop) and stop[i] or (i < len(tok) and bool(
+            vocab = len(tok)  # once: with tokenizers 0.23 a len() costs 0.25 ms, 70 s over Gemma's 262,144 ids
+            member = [i < len(stop) and stop[i] or (i < vocab and bool(
                 (piece := tok.decode([i])) and pattern.fullmatch(piece))) for i in range(rows)]
             ids = torch.tensor([i for i, m in enumerate(member) if m], device=self.device)
             weight = out.weight[ids].detach()
