@@ -663,3 +663,28 @@ def test_an_upsert_that_removes_judged_questions_says_so(tmp_path, caplog):
         assert report.removed_faqs == [jacket]
         assert any("hold 1 question(s) people assigned by feedback or approval (first: 'i want my money back for this "
                    "jacket'" in r.getMessage() for r in caplog.records)
+
+
+def test_unassign_takes_out_what_feedback_took_in_whatever_its_punctuation(engine):
+    """Found by a hostile run: feedback and approve compare texts as they read (punctuation, case, width
+    aside), so "外汇额度是多少？" was "already" a question after "外汇额度是多少", but unassign of it was
+    refused: "the FAQ has no such question". The log's assignment of the text taken out is cleared too."""
+    from faqsearch.querylog import QueryLog
+    from faqsearch.traffic import Traffic
+
+    engine.ask("外汇额度是多少", log=True)
+    with Traffic.existing(engine.path) as traffic:
+        traffic.feedback(engine, "外汇额度是多少", "3")
+        assert traffic.feedback(engine, "外汇额度是多少？", "3").added_questions == 0  # the same question
+        traffic.unassign(engine, "外汇额度是多少？", "3")
+    assert "外汇额度是多少" not in [q["text"] for q in engine.show("3")["questions"]]
+    engine.approve("4", ["Where Is My Refund"])
+    engine.unassign("where is my refund?", "4")
+    assert [q["source"] for q in engine.show("4")["questions"]] == ["corpus"] * 3
+    with pytest.raises(FAQSearchError, match="it is one of its corpus questions"):
+        engine.unassign("QUESTION ABOUT TOPIC4 NUMBER1?", "4")
+    log = QueryLog.for_index(engine.path)
+    try:
+        assert [r["feedback_faq"] for r in log.recent(10) if r["query"] == "外汇额度是多少"] == [None]
+    finally:
+        log.close()

@@ -306,9 +306,10 @@ def plan_unassign(store: StoreView, query: str, faq_id: str) -> Edit:
     if is_blank(text):
         raise BlankQueryError("the query is blank (no visible characters); nothing to take out")
     faq = _known(store, faq_id)
-    gone = [q["id"] for q in faq["questions"] if q["text"] == text and q["source"] in ("feedback", "approved")]
+    key = read_alike(text)  # as feedback and approve compare: "外汇额度是多少？" undoes "外汇额度是多少"
+    gone = [q["id"] for q in faq["questions"] if read_alike(q["text"]) == key and q["source"] in ("feedback", "approved")]
     if not gone:
-        kinds = {q["source"] for q in faq["questions"] if q["text"] == text}
+        kinds = {q["source"] for q in faq["questions"] if read_alike(q["text"]) == key}
         why = (f"it is one of its {', '.join(sorted(kinds))} questions; edit the FAQ to change those" if kinds
                else "the FAQ has no such question")
         raise FAQSearchError(f"{text!r} was not assigned to {faq_id} by feedback: {why}")
