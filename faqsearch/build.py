@@ -18,7 +18,7 @@ from .index import config as cfg
 from .backends import backend_named
 from .corpus import FAQ, Columns, check_faq, read_corpus, read_texts
 from .defaults import BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, MAX_LENGTH, THRESHOLD
-from .edits.plan import check_batch
+from .edits.plan import check_batch, warn_unread
 from . import encoders
 from .encoders import Encoder, model_for_corpus
 from .encoders.stream import encode_stream, encode_to_file
@@ -166,6 +166,8 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
         refuse_lossy_rebuild(path, source, listed, force)
     if encoder is None:
         encoder = encoder_spec.load()
+    warn_unread(encoder.spec(), [q for f in faqs for q in f.questions], "ingest with --model use-multilingual, "
+                "which reads both scripts")
     n_questions = sum(len(f.questions) for f in faqs)
     # an index-type typo fails now, not after the whole encode
     backend.check_index_type(storage.index_type, n_questions,

@@ -198,6 +198,7 @@ class FAQSearch(Asking):
                 return report
             snap.backend.check_faqs(plan.new_faqs + plan.changed_faqs, plan.new_questions)
             texts = plan.texts()
+            plans.warn_unread(snap.config.encoder_spec, texts, "build it with --model use-multilingual to read both scripts")
             raw = self._queries.encoder.encode(texts, progress=progress) if texts else \
                 np.empty((0, int(snap.config.dim_in)), np.float32)
             report.added_questions, report.removed_questions = snap.backend.apply(writer, snap, plan, raw, plan.source)

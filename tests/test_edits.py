@@ -688,3 +688,31 @@ def test_unassign_takes_out_what_feedback_took_in_whatever_its_punctuation(engin
         assert [r["feedback_faq"] for r in log.recent(10) if r["query"] == "外汇额度是多少"] == [None]
     finally:
         log.close()
+
+
+def test_questions_in_a_script_the_encoder_does_not_read_are_warned_of_at_ingest_and_in_edits(tmp_path, caplog):
+    """Found by a hostile run: Chinese FAQs added to an index on the English MiniLM, or a corpus under half
+    Chinese (ingest keeps MiniLM), were indexed in silence, and unrelated Chinese questions then got
+    confident answers. Both say how many questions it cannot read and what to do."""
+    import logging
+
+    from faqsearch.encoders import unread_questions
+
+    class Latin(CountingEncoder):
+        name = "minilm"  # an encoder that reads Latin script only, as the bundled one
+
+    assert unread_questions({"name": "minilm"}, ["How do I pay?", "网银怎么开通", "可以用PayPal付款吗", "Где мой заказ?"]) == \
+        ["网银怎么开通", "可以用PayPal付款吗", "Где мой заказ?"]
+    assert unread_questions({"name": "use-multilingual"}, ["网银怎么开通"]) == []
+    rows = BASE[:30] + [(90, "网银怎么开通", "请到柜台"), (91, "信用卡年费多少", "免年费")]
+    with caplog.at_level(logging.WARNING):
+        e = FAQSearch.build(write_corpus(tmp_path, rows), str(tmp_path / "ix"), encoder=Latin(dimension=24), threshold=-1)
+    assert "2 of 32 questions are written mostly in Han script" in caplog.text and "--model use-multilingual" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        e.add([FAQ("zz", "答", ["外汇额度是多少"])])
+        assert "1 of 1 questions are written mostly in Han script" in caplog.text
+        caplog.clear()
+        e.add([FAQ("en", "yes", ["can I pay with PayPal"])])
+    assert "Han script" not in caplog.text
+    e.close()

@@ -192,6 +192,20 @@ def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = Fa
     return warn_shared(store, plan)
 
 
+def warn_unread(spec: dict[str, Any] | None, questions: Sequence[str], fix: str) -> None:
+    """Warn where questions are written mostly in a script the index's encoder does not read (Chinese on
+    the English MiniLM): ingest chose the encoder by the corpus's main script, and an edit keeps it."""
+    from ..encoders import unread_questions
+    from ..generators.languages import main_script
+
+    unread = unread_questions(spec, questions)
+    if unread:
+        log.warning("%d of %d questions are written mostly in %s script, which the encoder %s does not read (first: "
+                    "%r): to it they are alike whatever they say, and a question in that script on a topic no FAQ "
+                    "covers gets a confident answer; %s", len(unread), len(questions), main_script(unread),
+                    (spec or {}).get("name"), unread[0], fix)
+
+
 def _warn_judged(store: StoreView, removed: Sequence[str]) -> None:
     """Warn where FAQs an upsert removes hold questions people assigned (feedback, approvals): in a corpus
     without ids an FAQ's id is its answer's hash, so an edited answer is a new FAQ, and the old one went

