@@ -369,14 +369,17 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
             keys = list(row)
             missing = [c for c in (cols.question, cols.answer) if c not in row]
             if missing:
-                sep = next((c for c in (";", "\t", "|") if len(keys) == 1 and c in keys[0]), None)
+                sep = next((c for c in (";", "\t", "|", "\uff0c") if len(keys) == 1 and c in keys[0]), None)
+                commas = "ASCII commas (a Chinese keyboard types full-width ones)" if sep == "\uff0c" else \
+                    "commas (a spreadsheet's regional CSV)"
                 raise CorpusError(
                     path, header_line(path, fmt, line),
                     f"missing column(s) {', '.join(missing)} (found: {', '.join(keys) or 'none'}); "
                     + ("the header is one column holding tabs: pass --format tsv (or name the file .tsv)"
                        if sep == "\t" else
                        f"the header is one column holding {sep!r}: this file separates its fields with {sep!r}, not "
-                       "commas (a spreadsheet's regional CSV). Save it as CSV with commas, or as tab-separated .tsv"
+                       f"{commas}. "
+                       "Save it as CSV with commas, or as tab-separated .tsv"
                        if sep else "rename them or pass --question-column / --answer-column"),
                 )
             id_col = cols.id

@@ -25,7 +25,8 @@ class LabelledQuery:
     source: str = field(default="", compare=False)  # the file it was read from, for errors
 
 
-def _pick(row: dict, names: Sequence[str], given: str | None, path: str, line: int, what: str) -> str:
+def _pick(row: dict, names: Sequence[str], given: str | None, path: str, line: int, what: str,
+          option: str | None = None) -> str:
     """The column of ``row`` named ``given``, else the first of ``names`` it has; an error names ``line``
     (callers pass :func:`faqsearch.corpus.header_line`: a table's header, a JSONL record's own line)."""
     if given:
@@ -35,7 +36,8 @@ def _pick(row: dict, names: Sequence[str], given: str | None, path: str, line: i
     for n in names:
         if n in row:
             return n
-    raise CorpusError(path, line, f"no {what} column: expected one of {', '.join(names)} (found: {', '.join(row)})")
+    raise CorpusError(path, line, f"no {what} column: expected one of {', '.join(names)} (found: {', '.join(row)}); "
+                      + (f"name yours with {option}" if option else "rename the columns"))
 
 
 def read_labelled_queries(path: str, query_column: str | None = None, gold_column: str | None = None,
@@ -46,8 +48,8 @@ def read_labelled_queries(path: str, query_column: str | None = None, gold_colum
     for line, row in read_rows(path, fmt):
         if qcol is None:
             head = header_line(path, fmt, line)
-            qcol = _pick(row, QUERY_COLUMNS, query_column, path, head, "query")
-            gcol = _pick(row, GOLD_COLUMNS, gold_column, path, head, "gold FAQ id")
+            qcol = _pick(row, QUERY_COLUMNS, query_column, path, head, "query", "--query-column")
+            gcol = _pick(row, GOLD_COLUMNS, gold_column, path, head, "gold FAQ id", "--gold-column")
         text = _cell(row.get(qcol)).strip()
         raw = row.get(gcol)
         golds = [_cell(g).strip() for g in raw] if isinstance(raw, list) else _cell(raw).split("|")

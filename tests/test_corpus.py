@@ -121,6 +121,7 @@ def test_a_jsonl_record_in_the_librarys_shape_means_what_it_means_there(tmp_path
     ("c.csv", 'question,answer\n"q1,a1\n', 2, "cannot parse"),
     ("c.csv", "id,question,answer,,\n1,q,a,,oops\n", 2, "column 5 has a value but no name"),
     ("c.csv", "id;question;answer\n1;q;a\n", 1, "separates its fields with ';'"),
+    ("c.csv", "id，question，answer\n1，怎么开通，去柜台\n", 1, "separates its fields with '，', not ASCII commas"),
     ("c.csv", "id\tquestion\tanswer\n1\tq\ta\n", 1, "pass --format tsv"),
     ("c.csv", '{"id": "a", "question": "q", "answer": "a"}\n', 1, "pass --format jsonl"),
 ])

@@ -265,7 +265,7 @@ def test_a_wrong_column_name_points_at_the_header_line(tmp_path):
             read(str(table))
     records = tmp_path / "q.jsonl"
     records.write_text('\n{"text": "hello", "label": "f1"}\n', encoding="utf-8")
-    with pytest.raises(CorpusError, match=r"q.jsonl:2: no gold FAQ id column"):
+    with pytest.raises(CorpusError, match=r"q.jsonl:2: no gold FAQ id column.*name yours with --gold-column"):
         read_labelled_queries(str(records))
 
 
