@@ -73,10 +73,10 @@ def parse_since(since: str | None) -> str | None:
         return None
     try:
         when = datetime.datetime.fromisoformat(str(since).strip())
-    except ValueError:
+        return log_time(when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc))
+    except (ValueError, OverflowError):  # 9999-12-31T23:59-01:00 is past the last UTC time Python has
         raise InvalidOptionError(f"since must be a date or time like 2026-11-01 or 2026-11-01T08:00 (UTC, or "
-                                 f"with an offset such as +02:00), got {since!r}") from None
-    return log_time(when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc))
+                                 f"with an offset such as +02:00) between the years 1 and 9999, got {since!r}") from None
 
 
 def log_answered(qlog: "QueryLog", results: list[Any], mode: str, channel: str) -> list[int]:

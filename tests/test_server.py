@@ -191,12 +191,19 @@ def test_bad_input_is_a_json_4xx_never_a_traceback(client, request_args, status,
     assert "Traceback" not in r.text and words.lower() in json.dumps(body).lower()
 
 
-def test_internal_errors_are_json_500(client, monkeypatch):
+def test_internal_errors_are_json_500(client, monkeypatch, caplog):
+    """Found by a hostile run: a 500 came without the security headers every response carries, and its
+    traceback was logged twice (Starlette's handler raises again for the server)."""
+    import logging
+
     import faqsearch.search as search_mod
 
     monkeypatch.setattr(search_mod.Searcher, "answer", lambda *a, **k: 1 / 0)
-    r = client.get("/indexes/shop/ask", params={"q": "x"})
+    with caplog.at_level(logging.ERROR):
+        r = client.get("/indexes/shop/ask", params={"q": "x"})
     assert r.status_code == 500 and r.json() == {"error": "internal error; the server log has the details"}
+    assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["X-Frame-Options"] == "DENY"
+    assert caplog.text.count("ZeroDivisionError") == 1
 
 
 def test_query_log_feedback_and_gaps(client, ix):

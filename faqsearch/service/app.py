@@ -117,6 +117,18 @@ def create_app(service: Service, max_body: int = MAX_BODY, local_only: bool = Fa
     document(app)  # the OpenAPI document as the routes behave: error bodies, statuses, answer schemas
 
     @app.middleware("http")
+    async def crash(request: Request, call_next):
+        """A failure no handler knows is a 500 said once, in the log, and answered here, the innermost
+        middleware: the response then carries the security headers and is counted (Starlette's own
+        handler for Exception answers outside every middleware, bare, and raises again for the server
+        to log a second time)."""
+        try:
+            return await call_next(request)
+        except Exception:  # noqa: BLE001 - the domain's errors were answered by their handlers already
+            log.exception("request %s %s failed", request.method, request.url.path)
+            return JSONResponse({"error": "internal error; the server log has the details"}, status_code=500)
+
+    @app.middleware("http")
     async def bounded_body(request: Request, call_next):
         too_big = JSONResponse({"error": f"request body over {max_body} bytes; send fewer or shorter items"},
                                status_code=413)
@@ -200,11 +212,6 @@ def create_app(service: Service, max_body: int = MAX_BODY, local_only: bool = Fa
         log.error("request %s %s: the store cannot be read (%s)", request.method, request.url.path, exc)
         return JSONResponse({"error": f"the index's {STORE} cannot be read; the server log has the details"},
                             status_code=503)
-
-    @app.exception_handler(Exception)
-    async def crash(request: Request, exc: Exception):
-        log.exception("request %s %s failed", request.method, request.url.path)
-        return JSONResponse({"error": "internal error; the server log has the details"}, status_code=500)
 
     @app.get("/", include_in_schema=False)
     def page():
