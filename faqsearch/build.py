@@ -18,7 +18,7 @@ from .index import config as cfg
 from .backends import backend_named
 from .corpus import FAQ, Columns, check_faq, read_corpus, read_texts
 from .defaults import BATCH_SIZE, BETA, GAMMA, INDEX_TYPE, K, MAX_LENGTH, THRESHOLD
-from .edits.plan import check_batch, warn_unread
+from .edits.plan import check_addressable, check_batch, warn_unread
 from . import encoders
 from .encoders import Encoder, model_for_corpus
 from .encoders.stream import encode_stream, encode_to_file
@@ -155,6 +155,7 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
     if not faqs:
         raise FAQSearchError("no FAQs to index")
     backend.check_faqs(faqs)
+    check_addressable((), [f.id for f in faqs])
     if encoder is None and encoder_spec.model is None:  # the corpus's script picks the default encoder
         encoder_spec = dataclasses.replace(encoder_spec, model=model_for_corpus(q for f in faqs for q in f.questions))
     fit_texts = None

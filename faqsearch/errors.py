@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sqlite3
+import unicodedata
 from typing import Callable
 
 
@@ -85,6 +86,11 @@ def unknown_faq(faq_id: str, held: Callable[[str], bool]) -> UnknownFAQError:
     if isinstance(faq_id, str) and faq_id.strip() != faq_id and faq_id.strip() and held(faq_id.strip()):
         return UnknownFAQError(f"{said}; did you mean {faq_id.strip()!r}? (ids are stored without the spaces around "
                                "them)")
+    stored = unicodedata.normalize("NFC", " ".join(faq_id.split())) if isinstance(faq_id, str) else faq_id
+    if isinstance(stored, str) and stored and stored != faq_id and held(stored):  # "cafe\u0301" typed, "café" stored
+        return UnknownFAQError(f"{said} is written {ascii(faq_id)}, and the index holds {ascii(stored)}: ids are stored "
+                               "in Unicode NFC with single spaces, as the corpus reader and POST .../faqs store them; "
+                               "give the id in that form")
     return UnknownFAQError(f"{said}; {FAQS_LISTED}")
 
 

@@ -255,6 +255,19 @@ def test_put_with_if_match_refuses_a_faq_changed_since_it_was_read(client):
     assert r.status_code == 200 and client.get("/indexes/shop/faqs/2", headers=STAFF).json()["answer"] == "replaced answer"
     assert client.post("/indexes/shop/faqs", json={"faqs": [{"id": "..", "answer": "a", "questions": ["q"]}]},
                        headers=write).status_code == 422  # dots alone: no URL can address it
+    # an id ending in /suggestions beside the FAQ it names would be read as that FAQ's suggestions, and
+    # the reverse (found by a hostile run): refused, either way round
+    r = client.post("/indexes/shop/faqs", json={"faqs": [{"id": "2/suggestions", "answer": "a", "questions": ["q"]}]},
+                    headers=write)
+    assert r.status_code == 422 and "FAQ '2/suggestions' could not be shown" in r.json()["error"], r.text
+    assert client.post("/indexes/shop/faqs", json={"faqs": [{"id": "9", "answer": "a", "questions": ["q9"]},
+                                                            {"id": "9/suggestions", "answer": "b", "questions": ["q10"]}]},
+                       headers=write).status_code == 422
+    # an id typed in another Unicode form than the stored one is named in both (it looked identical in the 404)
+    assert client.post("/indexes/shop/faqs", json={"faqs": [{"id": "cafe\u0301", "answer": "a", "questions": ["caf question"]}]},
+                       headers=write).status_code == 200
+    r = client.get("/indexes/shop/faqs/cafe%CC%81", headers=STAFF)
+    assert r.status_code == 404 and "the index holds 'caf\\xe9'" in r.json()["error"], r.text
     # PATCH: a blank question to add is a 422; "category": "" takes the category away
     assert client.patch("/indexes/shop/faqs/2", json={"questions": ["  "]}, headers=write).status_code == 422
     assert client.patch("/indexes/shop/faqs/2", json={"category": "shipping"}, headers=write).status_code == 200

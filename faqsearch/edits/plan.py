@@ -79,7 +79,23 @@ def plan_add(store: StoreView, faqs: Sequence[FAQ]) -> Edit:
         raise DuplicateFAQError(f"FAQ id(s) already in the index: {', '.join(clash[:10])}"
                                 f"{' ...' if len(clash) > 10 else ''}; update them instead (`faqsearch update`; over HTTP, PUT .../faqs/ID or "
                                 "POST .../faqs/upsert)")
+    check_addressable(existing, [f.id for f in faqs])
     return warn_shared(store, Edit("added", new_faqs=list(faqs)))
+
+
+SUGGESTIONS = "/suggestions"  # GET .../faqs/ID/suggestions: the address of FAQ ID's suggestions
+
+
+def check_addressable(held, new_ids: Sequence[str]) -> None:
+    """Refuse a new id that HTTP could not tell from another FAQ's suggestions: "X/suggestions" beside an
+    FAQ "X" (GET .../faqs/X/suggestions is X's suggestions). Alone, such an id is shown as the FAQ."""
+    ids = set(held) | set(new_ids)
+    for n in new_ids:
+        base = n[:-len(SUGGESTIONS)] if n.endswith(SUGGESTIONS) else None
+        pair = (n, base) if base is not None and base in ids else (n + SUGGESTIONS, n) if n + SUGGESTIONS in ids else None
+        if pair is not None:
+            raise InvalidOptionError(f"FAQ {pair[0]!r} could not be shown over HTTP beside FAQ {pair[1]!r}: GET "
+                                     f".../faqs/{pair[0]} is the address of the suggestions for FAQ {pair[1]!r}; give one of them another id")
 
 
 SHARED_PROBES = 200  # new questions an edit checks against the other FAQs' (one lexical search of the store each)
@@ -156,6 +172,7 @@ def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = Fa
     check_batch(faqs)
     check_revisions(store, revisions)  # under the writer's lock: what the edit was made from is what is there
     hashes = store.faq_hashes()
+    check_addressable(hashes, [f.id for f in faqs if f.id not in hashes])
     plan = Edit(source)
     merge = not (replace or remove_missing)
     for f in faqs:
