@@ -192,3 +192,24 @@ def test_a_threshold_or_minimum_confidence_in_lexical_mode_is_refused_alike(ix, 
             assert resp.status_code == 422 and "not true or false" in resp.text, resp.text
     finally:
         service.close()
+
+
+def test_the_channel_header_is_logged_by_every_ask_route(ix, fake_models):
+    """Found by a hostile run: X-FAQSearch-Channel was logged from POST /ask only; GET /ask and the batch
+    (the route serve.md steers a chatbot to) logged "api"."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from faqsearch.service import Service, create_app
+
+    service = Service({"shop": ix}, watch=False)
+    try:
+        client = TestClient(create_app(service), raise_server_exceptions=False)
+        client.post("/indexes/shop/ask", json={"query": "one"}, headers={"X-FAQSearch-Channel": "webchat"})
+        client.get("/indexes/shop/ask", params={"q": "two"}, headers={"X-FAQSearch-Channel": "telegram"})
+        client.post("/indexes/shop/ask/batch", json={"queries": ["three", "four"]}, headers={"X-FAQSearch-Channel": "whatsapp"})
+        client.post("/indexes/shop/ask/batch", json={"queries": ["five"]})
+    finally:
+        service.close()
+    assert _logged(ix) == [("one", "webchat", False), ("two", "telegram", False), ("three", "whatsapp", False),
+                           ("four", "whatsapp", False), ("five", "api", False)]

@@ -157,17 +157,20 @@ def ask_get(request: Request, name: str, response: Response, q: str = Query(...,
             k: int = Query(ASK_K, ge=1, le=MAX_K), threshold: Optional[float] = Query(None, ge=-1, le=1),
             min_confidence: Optional[float] = Query(None, ge=0, le=1),
             mode: Optional[str] = Query(None, pattern=MODE_PATTERN),
-            category: Optional[str] = Query(None, max_length=MAX_ID)):
+            category: Optional[str] = Query(None, max_length=MAX_ID),
+            x_faqsearch_channel: Optional[str] = Header(None, max_length=40)):
     """The same as POST, for curl: /indexes/NAME/ask?q=...&k=3."""
     return ask(request, name, AskIn(query=q, k=k, threshold=threshold, min_confidence=min_confidence, mode=mode,
-                                    category=category), response, None)
+                                    category=category), response, x_faqsearch_channel)
 
 
 @router.post("/indexes/{name}/ask/batch", tags=["ask"], dependencies=[Depends(ask_key)])
-def ask_batch(request: Request, name: str, body: BatchIn, response: Response):
+def ask_batch(request: Request, name: str, body: BatchIn, response: Response,
+              x_faqsearch_channel: Optional[str] = Header(None, max_length=40)):
     """Answer up to 100 queries in one encoder pass: {"results": [Result, ...]} in order (a blank query
     gets an empty result)."""
-    return {"results": [r.to_dict() for r in _answer(request, name, body.queries, body, "api", response)]}
+    return {"results": [r.to_dict() for r in _answer(request, name, body.queries, body, x_faqsearch_channel or "api",
+                                                     response)]}
 
 
 @router.get("/indexes/{name}/faqs", tags=["faqs"], dependencies=[Depends(read_key)])
