@@ -210,6 +210,28 @@ def test_edit_reads_the_faq_again_and_a_save_never_drops_what_came_meanwhile(pag
     kept = httpx.get(f"{server}/indexes/support/faqs/shp-02", headers=STAFF, timeout=30).json()
     assert {"parcel tracking says nothing", "no update on my parcel"} <= {q["text"] for q in kept["questions"]}
     assert kept["answer"] != "Track it under Orders > Track; it updates every hour."  # nothing written
+    # another tab and back: the refused form and its typed text stay (the list was rebuilt, the form gone)
+    page.click("#tab-ask")
+    page.click("#tab-faqs")
+    page.wait_for_timeout(1500)  # a reload the tab might start (it rebuilt the list) has landed by then
+    page.wait_for_selector("#faq-list:not([aria-busy])")
+    assert edit.locator(".faq-field-answer").input_value(timeout=2000) == \
+        "Track it under Orders > Track; it updates every hour."
+    # "Edit again" reads the FAQ afresh, and the save goes through; then Edit is offered again
+    again = card.locator(".faq-edit-open")
+    assert again.inner_text() == "Edit again"
+    again.click()
+    edit = card.locator(".faq-edit-form")
+    edit.wait_for(timeout=15000)
+    assert card.locator(".faq-edit-form").count() == 1
+    assert "no update on my parcel" in edit.locator(".faq-field-questions").input_value()
+    edit.locator(".faq-field-answer").fill("Track it under Orders > Track; it updates every hour.")
+    edit.locator(".faq-edit-submit").click()
+    edit.locator(".faq-edit-status.ok").wait_for(timeout=30000)
+    assert card.locator(".faq-edit-open").is_visible() and card.locator(".faq-edit-open").inner_text() == "Edit"
+    saved = httpx.get(f"{server}/indexes/support/faqs/shp-02", headers=STAFF, timeout=30).json()
+    assert saved["answer"] == "Track it under Orders > Track; it updates every hour."
+    assert {"parcel tracking says nothing", "no update on my parcel"} <= {q["text"] for q in saved["questions"]}
 
 
 def test_a_server_that_cannot_be_reached_is_said_so(page):

@@ -277,6 +277,10 @@ async function listFaqs(event) {
     if (!latest()) return;
     if (!body.faqs.length) out.replaceChildren(el("p", { class: "muted", text: "No FAQ matches." }));
     else out.replaceChildren(...body.faqs.map(faqCard));
+    if (body.total > body.faqs.length) { // cut: say so, and how to reach the others
+      out.append(el("p", { class: "muted faq-more",
+        text: `${body.faqs.length} of ${body.total} FAQs shown: search by id or words to find the others.` }));
+    }
     body.faqs.forEach((f) => titles.set(f.id, f.question));
   });
 }
@@ -356,6 +360,7 @@ function editButton(card, faq) {
   const open = el("button", { class: "faq-edit-open secondary small", type: "button", text: "Edit" });
   open.addEventListener("click", async () => {
     open.hidden = true;
+    wrap.querySelectorAll("form").forEach((f) => f.remove()); // a form saved or refused before: read afresh
     let fresh = faq;
     try {
       fresh = (await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`)).body;
@@ -365,8 +370,16 @@ function editButton(card, faq) {
       return;
     }
     wrap.append(faqForm(fresh, async (key, f) => {
-      await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`, { method: "PUT", body: JSON.stringify(f),
-        headers: { "Content-Type": "application/json", "X-API-Key": key, "If-Match": `"${fresh.revision}"` } });
+      try {
+        await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`, { method: "PUT", body: JSON.stringify(f),
+          headers: { "Content-Type": "application/json", "X-API-Key": key, "If-Match": `"${fresh.revision}"` } });
+      } catch (err) { // changed meanwhile (412) or refused: "Edit" reads it again, the typed text stays here till then
+        open.hidden = false;
+        open.textContent = "Edit again";
+        throw err;
+      }
+      open.hidden = false;
+      open.textContent = "Edit";
       const { body } = await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`);
       $(".faq-question", card).textContent = body.questions[0].text;
       $(".faq-answer", card).textContent = body.answer;
@@ -465,6 +478,11 @@ async function listQueries() {
     if (!latest()) return;
     if (!body.queries.length) out.replaceChildren(el("p", { class: "muted", text: "No logged queries." }));
     else out.replaceChildren(...body.queries.map(queryRow));
+    const logged = only ? body.unanswered : body.total;
+    if (logged > body.queries.length) { // the newest only: say so
+      out.append(el("p", { class: "muted query-more",
+        text: `The newest ${body.queries.length} of ${logged}; \`faqsearch log --limit N\` lists more.` }));
+    }
   });
 }
 
@@ -497,6 +515,8 @@ function selectTab(name) {
     b.tabIndex = on ? 0 : -1; // one stop in the tab order; the arrow keys move between tabs
   });
   document.querySelectorAll(".panel").forEach((p) => { p.hidden = p.id !== `panel-${name}`; });
+  // back on a list with a form being filled in (an edit, a new FAQ): keep it as it is, unsaved text too
+  if (document.querySelector(`#panel-${name} form.write-form:not(.done)`)) return;
   if (loaders[name]) loaders[name]();
 }
 
