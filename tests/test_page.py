@@ -279,6 +279,11 @@ def test_suggested_phrasings_are_approved_from_the_faq(browser, server):
         for t in texts:
             card.locator(f".questions li:has-text('{t}') .source-approved").wait_for(timeout=5000)
             assert card.locator(f".suggestion:has-text('{t}')").count() == 0
+        held = card.locator(".questions li").count()  # the counts follow (they stayed at the old number)
+        assert card.locator(".faq-body > h3").inner_text() == card.locator("summary .faq-count").inner_text() \
+            == f"{held} questions"
+        # the rest can still be approved: a new button for them (the form was done, the boxes still tickable)
+        assert card.locator(".approve-form:not(.done) .approve-submit").is_visible()
         left = [t for t in shown if t not in texts]
     questions = httpx.get(f"{server}/indexes/support/faqs/ret-04", headers=STAFF, timeout=30).json()["questions"]
     assert [q["source"] for q in questions if q["text"] in texts] == ["approved", "approved"]

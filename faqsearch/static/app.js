@@ -431,16 +431,23 @@ function suggestBox(id, questions) {
         sg.confidence === null || sg.confidence === undefined ? "" :
           el("span", { class: "muted", text: ` ${percent(sg.confidence)} sure` }),
         sg.count > 1 ? el("span", { class: "muted", text: ` asked ${sg.count}×` }) : "")));
-      const form = writeForm("approve", "Approve selected", [], async (key) => {
-        const ticked = rows.filter((r) => $(".suggest-check", r).checked);
-        if (!ticked.length) throw new Error("Tick the phrasings to add first.");
-        const texts = ticked.map((r) => $(".suggest-check", r).value);
-        const { body: report } = await post(`/faqs/${encodeURIComponent(id)}/approve`, key, { texts });
-        for (const r of ticked) r.remove();
-        questions.append(...texts.map((text) => questionItem({ text, source: "approved" }, id)));
-        return `Added ${plural(report.added_questions, "question")} to ${id}.`;
-      });
-      out.replaceChildren(el("ul", { class: "suggestions" }, ...rows), form, ...notes);
+      const approveForm = () => {
+        const form = writeForm("approve", "Approve selected", [], async (key) => {
+          const ticked = rows.filter((r) => r.isConnected && $(".suggest-check", r).checked);
+          if (!ticked.length) throw new Error("Tick the phrasings to add first.");
+          const texts = ticked.map((r) => $(".suggest-check", r).value);
+          const { body: report } = await post(`/faqs/${encodeURIComponent(id)}/approve`, key, { texts });
+          for (const r of ticked) r.remove();
+          questions.append(...texts.map((text) => questionItem({ text, source: "approved" }, id)));
+          const card = box.closest("details.faq"); // its counts follow, as after an edit
+          const held = plural(questions.querySelectorAll("li:not(.gone)").length, "question");
+          if (card) { $(".faq-body > h3", card).textContent = held; $(".faq-count", card).textContent = held; }
+          if (rows.some((r) => r.isConnected)) form.after(approveForm()); // more to approve: a button for them
+          return `Added ${plural(report.added_questions, "question")} to ${id}.`;
+        });
+        return form;
+      };
+      out.replaceChildren(el("ul", { class: "suggestions" }, ...rows), approveForm(), ...notes);
     });
   });
   box.append(open);
