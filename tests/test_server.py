@@ -180,6 +180,8 @@ def test_without_a_key_writes_are_off(fake_models, ix):
     (("get", "/indexes/shop/ask", {"params": {"q": "\x00\x01"}}), 422, "blank"),  # refused as by the CLI and library
     (("post", "/indexes/shop/ask", {"json": {"query": "ok", "filters": {"tier": 10 ** 23}}}), 422, "64-bit"),
     (("get", "/indexes/shop/gaps", {"params": {"since": "notadate"}, "headers": STAFF}), 422, "since must be a date"),
+    (("post", "/indexes/shop/ask", {"content": b'{"query": "\xff\xfe"}', "headers": {"Content-Type": "application/json"}}),
+     400, "could not be read as JSON: send a UTF-8 JSON object"),  # FastAPI said only "an error parsing the body"
     (("post", "/indexes/shop/feedback", {"json": {"query": "   ", "faq_id": "1"}, "headers": {"X-API-Key": KEY}}),
      422, "blank"),
 ])

@@ -205,6 +205,10 @@ def create_app(service: Service, max_body: int = MAX_BODY, local_only: bool = Fa
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":  # FastAPI's own words
+            return JSONResponse({"error": "the request body could not be read as JSON: send a UTF-8 JSON object "
+                                          "(Content-Type: application/json) as /docs shows for this route, nested "
+                                          "less deeply"}, status_code=400)
         return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
 
     @app.exception_handler(sqlite3.DatabaseError)
