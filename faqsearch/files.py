@@ -160,6 +160,8 @@ def storage_error(exc: BaseException, where: str):
         denied = "readonly" in text or "unable to open" in text
     elif isinstance(exc, RuntimeError):  # FAISS reports a failed fwrite as a RuntimeError
         full = "fwrite" in text or "No space" in text
+    else:  # safetensors' SafetensorError (a model saved by `learn`) says the errno in its text
+        full = "No space left on device" in text or "(os error 28)" in text
     if full:
         return StorageError(f"no space left on the device holding {where}; free some space and run it again "
                             "(nothing was committed: the index is as it was)")

@@ -137,6 +137,35 @@ def test_a_failure_after_training_leaves_the_index_as_it_was(index, monkeypatch)
 
 
 @pytest.mark.slow  # trains a tiny BERT
+def test_a_full_disk_or_a_folder_it_may_not_write_is_one_line(index, monkeypatch, run):
+    """Found by a hostile run: learn on a full disk ended in a 46-line traceback (safetensors' own error),
+    and on a read-only folder its route answered 500; every other write says it in one line (a 503)."""
+    import errno
+
+    from faqsearch.errors import StorageError
+    from faqsearch.files import storage_error
+
+    files = tree(index.path)
+    real = learning.tempfile.mkdtemp
+    monkeypatch.setattr(learning.tempfile, "mkdtemp", lambda **k: (_ for _ in ()).throw(
+        OSError(errno.EROFS, "Read-only file system", k.get("dir"))))
+    with pytest.raises(StorageError, match="cannot write to .*encoders .*nothing was committed"):
+        index.learn(minutes=2, epochs=1)
+    monkeypatch.setattr(learning.tempfile, "mkdtemp", real)
+    import faqsearch.finetune as finetune
+
+    def full(*a, **k):
+        raise type("SafetensorError", (Exception,), {})("Error while serializing: IoError(Os { code: 28, kind: "
+                                                        "StorageFull, message: \"No space left on device\" }) (os error 28)")
+
+    monkeypatch.setattr(finetune, "train_encoder", full)
+    with pytest.raises(StorageError, match="no space left on the device holding"):
+        index.learn(minutes=2, epochs=1)
+    assert tree(index.path) == files
+    assert storage_error(ValueError("a bad value"), "x") is None  # not a storage failure: raised as it is
+
+
+@pytest.mark.slow  # trains a tiny BERT
 def test_learn_refuses_what_it_cannot_do_and_says_why(tmp_path, tiny_dir, index):
     (tmp_path / "one").mkdir()
     with FAQSearch.build(corpus(tmp_path / "one", variants=1), str(tmp_path / "single"), model=tiny_dir) as single:

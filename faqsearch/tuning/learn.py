@@ -233,9 +233,24 @@ def unused_encoders(path: str, stale_s: float = 24 * 3600) -> list[str]:
             or (e.startswith(TRAINING) and now - os.path.getmtime(os.path.join(folder, e)) > stale_s)]
 
 
-def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minutes: float = LEARN_MINUTES,
-          epochs: int = LEARN_EPOCHS, seed: int = 0, threads: int | None = None,
-          progress: bool = False, from_log: bool = True) -> LearnReport:
+def learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], **options: Any) -> LearnReport:
+    """:func:`_learn`, where a full disk or a folder it may not write to is a StorageError (one line, HTTP
+    503) as for every other write: the encoder is trained and saved beside the index before the writer
+    lock, outside the writer's own mapping of these failures."""
+    from ..files import storage_error
+
+    try:
+        return _learn(snap, writing, encoder, **options)
+    except Exception as exc:  # noqa: BLE001 - mapped where it is a storage failure, raised as it is otherwise
+        mapped = storage_error(exc, snap.path)
+        if mapped is None:
+            raise
+        raise mapped from None
+
+
+def _learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minutes: float = LEARN_MINUTES,
+           epochs: int = LEARN_EPOCHS, seed: int = 0, threads: int | None = None,
+           progress: bool = False, from_log: bool = True) -> LearnReport:
     """The run of the module docstring. Training reads ``snap`` without the writer lock (edits go on
     meanwhile); ``writing()``: the context manager of the writer lock, giving (writer, the latest
     snapshot), under which the new version is made and committed where it wins. ``encoder()``: the
