@@ -180,3 +180,24 @@ def test_restore_where_there_is_no_index_says_so_and_makes_nothing(tmp_path):
         pass
     with pytest.raises(VersionNotFoundError, match=f"keeps v00000001 \\(`faqsearch versions --index {tmp_path / 'ix'}`; over HTTP, GET .../versions\\)"):
         restore(tmp_path / "ix", "v00000099")
+
+
+def test_a_restore_names_every_kind_of_edit_made_inside_the_versions_it_leaves_behind(tmp_path):
+    """Found by a hostile run: remove, then feedback, approve and add inside the new version, and a restore
+    of the version before said it left behind edits "made by remove, add": the feedback and the approval it
+    dropped were not named (a version recorded the last edit made inside it only)."""
+    from faqsearch import FAQ
+    from faqsearch.index.versions import left_behind
+
+    path = str(tmp_path / "ix")
+    build_index(write_corpus(tmp_path, ROWS), path, threshold=-1).close()
+    undo = version(path).name
+    with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+        e.remove(["f0"])
+        e.feedback("customer said this", "f1")
+        e.approve("f2", ["approved by staff"])
+        e.add([FAQ("new", "a", ["a brand new question"])])
+        e.feedback("another thing a customer said", "f3")
+    (live,) = [v for v in list_versions(path) if v.live]
+    assert live.edits == ["feedback", "approve", "add"] and live.edited_by == "feedback"
+    assert left_behind(path, undo)["made_by"] == ["remove", "feedback", "approve", "add"]

@@ -441,6 +441,10 @@ class Writer:
             if self.version is not None and self.made_by not in PHRASING_EDITS:  # this edit drops or rewrites
                 points.append(_number(self.version))
             stamp["undo_points"] = points[-KEEP_UNDO_POINTS:]
+        else:  # every kind of edit made inside the version, for what a restore of an older one leaves behind
+            before = (self.config.edited if self.config is not None else None) or {}
+            kinds = [*(before.get("kinds") or [before.get("by")]), stamp["by"]]
+            stamp["kinds"] = list(dict.fromkeys(k for k in kinds if isinstance(k, str)))
         config = replace(config, generation=self.generation + 1, modified=modified,
                          **{"made" if version else "edited": stamp})
         if version is None:

@@ -32,6 +32,7 @@ class Version:
     questions: int | None
     live: bool
     edited_by: str | None = None  # the last edit committed inside it (in place), if any
+    edits: list[str] | None = None  # every kind of edit committed inside it, in the order first made
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,7 +76,8 @@ def list_versions(path: str | os.PathLike) -> list[Version]:
             config = Config()
         made, counts = config.made or {}, config.counts or Counts()
         out.append(Version(name, made.get("at") or config.modified, made.get("by"), counts.faqs,
-                           counts.questions, name == live, (config.edited or {}).get("by")))
+                           counts.questions, name == live, (config.edited or {}).get("by"),
+                           (config.edited or {}).get("kinds")))
     return out
 
 
@@ -94,7 +96,7 @@ def left_behind(path: str | os.PathLike, version: str) -> dict[str, Any]:
     from the live index with it (`versions` keeps them)."""
     n = int(version[1:]) if VERSION_NAME.match(version) else -1
     rows = [v for v in list_versions(path) if int(v.version[1:]) > n]
-    made = list(dict.fromkeys(k for v in rows for k in (v.made_by, v.edited_by) if k))
+    made = list(dict.fromkeys(k for v in rows for k in (v.made_by, *(v.edits or [v.edited_by])) if k))
     live = next((v.version for v in rows if v.live), None)
     return {"versions": [v.version for v in rows], "made_by": made, "undo": live}
 
