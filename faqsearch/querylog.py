@@ -201,10 +201,17 @@ class QueryLog:
                                 [faq_id, clean_text(text)])
 
     def clear_feedback(self, query: str, faq_id: str) -> None:
-        """Undo :meth:`mark_assigned` for a query that was taken out of an FAQ again (unassign)."""
+        """Undo :meth:`mark_assigned` for a query that was taken out of an FAQ again (unassign): every row
+        assigned to that FAQ whose text reads as ``query`` (as unassign compares them: "外汇额度是多少？"
+        takes out "外汇额度是多少")."""
+        key = read_alike(query)
         with self._writing():
-            self.db.execute("update queries set feedback_faq = null where query = ? and feedback_faq = ?",
-                            [clean_text(query), faq_id])
+            rows = self.db.execute("select id, query from queries where feedback_faq = ?", [faq_id]).fetchall()
+            ids = [i for i, text in rows if read_alike(text) == key]
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                self.db.execute(f"update queries set feedback_faq = null where id in ({','.join('?' * len(chunk))})",
+                                chunk)
 
     def candidates(self, margin: float, since: str | None = None, limit: int = 20000, store: Any = None
                    ) -> list[dict[str, Any]]:

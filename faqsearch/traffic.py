@@ -15,7 +15,7 @@ from .gaps import Gap, find_gaps
 from .generators import GeneratorChoice, UnsupportedLanguageError
 from .querylog import QueryLog, log_answered, log_path
 from .results import EditReport
-from .text import clean_text, is_blank, read_alike
+from .text import clean_text, is_blank
 
 OFF = "query logging is off for this server (started with --no-log)"
 
@@ -106,11 +106,9 @@ class Traffic:
         return report
 
     def unassign(self, engine, query: str, faq_id: str) -> EditReport:
-        """``engine.unassign`` (undo feedback), and in the log too: the texts taken out, which may differ from
-        ``query`` in punctuation, case or width (they read alike)."""
-        held = [q["text"] for q in engine.show(faq_id)["questions"] if read_alike(q["text"]) == read_alike(query)]
+        """``engine.unassign`` (undo feedback), and in the log too."""
         report = engine.unassign(query, faq_id)
-        self.unassigned([query, *held], faq_id)
+        self.unassigned([query], faq_id)
         return report
 
     # reads
