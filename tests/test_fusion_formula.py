@@ -63,3 +63,32 @@ def test_the_tuning_ranks_each_faq_where_the_search_does(seed):
         rr, _ = _reciprocal_ranks(docs, doc_faq, query, [{faq}], cutoff=10, lexical=[lexical], weight=0.7,
                                   tokens=[tokens], token_weight=0.3)
         assert rr[0] == pytest.approx(1.0 / rank)
+
+
+def test_the_fusion_grid_ranks_as_fuse_does():
+    """tune_fusion scores its whole grid from arrays: the reciprocal ranks are fuse's, exactly, with
+    ties (kept in the candidates' order), missing BM25, token or prototype scores, NaN prototypes,
+    negative BM25 and empty lists among the candidates."""
+    from faqsearch.evaluation import reciprocal_rank
+    from faqsearch.tuning.fusion import grid_reciprocal_ranks
+
+    rng = np.random.default_rng(5)
+    cands, gold = [], []
+    for _ in range(600):
+        lst = []
+        for _ in range(int(rng.choice([0, 1, 3, 12, 30]))):
+            dense = float(rng.choice([0.5, 0.25, round(float(rng.uniform(-0.2, 1)), 3)]))
+            lexical = [None, 0.0, -0.3, 3.0, round(float(rng.uniform(0, 12)), 2)][int(rng.integers(5))]
+            token = [None, 0.0, round(float(rng.uniform(0, 1)), 3)][int(rng.integers(3))]
+            proto = [None, float("nan"), dense, round(float(rng.uniform(-0.2, 1)), 3)][int(rng.integers(4))]
+            lst.append(Answer(f"f{rng.integers(15)}", "", dense, "q", -1, dense=dense, lexical=lexical, token=token,
+                              prototype=proto))
+        cands.append(lst)
+        gold.append({f"f{rng.integers(15)}", f"f{rng.integers(15)}"})
+    weights = [(w, t, p) for p in (0.0, 0.5, 1.0) for t in (0.0, 1.0) for w in (0.0, 0.1, 1.0)]
+    grid = grid_reciprocal_ranks(cands, gold, weights)
+    for (w, t, p), got in zip(weights, grid):
+        loop = [reciprocal_rank([a.faq_id for a in fuse(c, w, 10, t, p)], g) for c, g in zip(cands, gold)]
+        assert got.tolist() == loop, (w, t, p)  # exactly equal
+    assert any(r.any() for r in grid) and any((r == 0).any() for r in grid)
+    assert [r.tolist() for r in grid_reciprocal_ranks([], [], weights)] == [[]] * len(weights)

@@ -192,8 +192,7 @@ def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds:
     weights = [(w, t, p) for p in protos for t in tokens for w in FUSION_WEIGHTS]
     if (cur_w, cur_t, cur_p) not in weights:
         weights.append((cur_w, cur_t, cur_p))
-    per = [np.array([reciprocal_rank([a.faq_id for a in fuse(c, w, 10, t, pw)], g) for c, g in zip(cands, gold)])
-           for w, t, pw in weights]
+    per = grid_reciprocal_ranks(cands, gold, weights)
     if texts is None:  # lexical alone, from the candidates' BM25
         lexical = float(np.mean([reciprocal_rank([a.faq_id for a in sorted((a for a in c if a.lexical),
                                                                             key=lambda a: -a.lexical)], g)
@@ -220,6 +219,41 @@ def tune_fusion(searcher, queries: Sequence[LabelledQuery] | None = None, folds:
                         chosen_by="self-supervised (question variants)" if self_supervised else "labelled queries",
                         token_weight=weights[chosen][1], current_token=cur_t, prototype_weight=weights[chosen][2],
                         current_prototype=cur_p, prototype=choice)
+
+
+def grid_reciprocal_ranks(cands: Sequence[Sequence[Answer]], gold: Sequence[set[str]],
+                          weights: Sequence[tuple[float, float, float]], cutoff: int = 10) -> list[np.ndarray]:
+    """Each query's reciprocal rank (first ``cutoff``) of its gold FAQ in ``fuse(c, w, cutoff, t, p)``'s
+    list, for every (BM25, token, prototype) weight of the grid: the same numbers as that loop, from
+    arrays built once (:func:`faqsearch.search.fusion_score`'s operations in its order, in float64,
+    and a stable sort, so ties keep the candidates' order as ``fuse`` does)."""
+    n, width = len(cands), max((len(c) for c in cands), default=0)
+    if n == 0 or width == 0:
+        return [np.zeros(n) for _ in weights]
+    dense = np.full((n, width), -np.inf)
+    lexical, token, lift = (np.zeros((n, width)) for _ in range(3))
+    hit = np.zeros((n, width), dtype=bool)
+    for i, (c, g) in enumerate(zip(cands, gold)):
+        m = len(c)
+        dense[i, :m] = [a.dense for a in c]
+        lexical[i, :m] = [a.lexical or 0.0 for a in c]
+        token[i, :m] = [a.token or 0.0 for a in c]
+        lift[i, :m] = [np.nan if a.prototype is None else a.prototype for a in c]
+        hit[i, :m] = [a.faq_id in g for a in c]
+    top = np.max(np.where(np.isfinite(dense), lexical, -np.inf), axis=1)  # lexical_top: the best BM25,
+    top = np.where((top == 0.0) | ~np.isfinite(top), 1.0, top)[:, None]  # 1 when it is 0 (or no candidate)
+    lift = np.where(np.isfinite(dense), lift, np.nan) - np.where(np.isfinite(dense), dense, 0.0)
+    lift = np.where(lift > 0, lift, 0.0)  # max(0, prototype - cosine); no prototype (NaN) lifts nothing
+    out = []
+    for w, t, p in weights:
+        score = dense + t * token + w * lexical / top
+        if p:
+            score = score + p * lift
+        order = np.argsort(-score, axis=1, kind="stable")[:, :cutoff]
+        found = np.take_along_axis(hit, order, axis=1)
+        first = found.argmax(axis=1)
+        out.append(np.where(found.any(axis=1), 1.0 / (first + 1), 0.0))
+    return out
 
 
 def prototype_choice(snap) -> dict[str, Any]:
