@@ -199,6 +199,7 @@ class Asking:
 
     async def aask_many(self, texts: Sequence[str], **options: Any) -> list[Result]:
         """:meth:`ask_many` for asyncio: concurrent calls share one batch on one worker (:class:`AsyncAsker`)."""
+        self._snap.live()  # closed: a ClosedError, as ask_many gives, whatever the texts
         return await self._async.ask_many(list(as_items(texts)), **options)
 
     async def aask(self, text: str, **options: Any) -> Result:

@@ -12,7 +12,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .index import config as cfg
 from .backends import backend_named
@@ -22,7 +22,7 @@ from .edits.plan import check_addressable, check_batch, warn_unread
 from . import encoders
 from .encoders import Encoder, model_for_corpus
 from .encoders.stream import encode_stream, encode_to_file
-from .errors import FAQSearchError, InvalidOptionError, WouldDropError
+from .errors import FAQSearchError, InvalidOptionError, TextTypeError, WouldDropError
 from .files import load_npy
 from .index.directory import Writer, check_target
 from .index.format import VECTORS, WHITENING, Config, index_argument
@@ -114,6 +114,8 @@ def as_faqs(corpus: str | os.PathLike | Sequence[FAQ], columns: Columns | None =
         return read_corpus(str(corpus), columns, fmt)
     if isinstance(corpus, (FAQ, Mapping)):  # one record
         corpus = [corpus]
+    if not isinstance(corpus, Iterable):
+        raise TextTypeError(f"expected a corpus file's path, an FAQ or a list of FAQs, got {type(corpus).__name__}")
     faqs = [check_faq(f) for f in corpus]
     check_batch(faqs)
     return faqs

@@ -28,6 +28,7 @@ from .errors import IndexFormatError
 from .asking import Asking
 from .index.directory import Writer, stamp
 from .results import EditReport
+from .text import check_page
 from .search import QueryEncoder, Searcher
 from .index.snapshot import ClosedSnapshot, Snapshot, open_snapshot
 from .tuning import (FusionReport, Setting, ThresholdReport, fusion_changes, chosen_again, refit_calibration,
@@ -55,6 +56,7 @@ class FAQSearch(Asking):
     _queries = property(lambda self: self._pair[1])
     snapshot = property(lambda self: self._snap, doc="The version this engine answers from.")
     path = property(lambda self: self._snap.path)
+    closed = property(lambda self: isinstance(self._snap, ClosedSnapshot), doc="Whether close() was called.")
     config = property(lambda self: self._snap.config)
     store = property(lambda self: self._snap.store)
     index = property(lambda self: self._snap.index)
@@ -67,7 +69,7 @@ class FAQSearch(Asking):
     @property
     def encoder(self) -> Encoder:
         """The index's encoder, loaded on first use (listing, showing and removing need none)."""
-        return self._queries.encoder
+        return self._current() and self._queries.encoder
 
     def share_encoder(self, other: "FAQSearch") -> None:
         """Use ``other``'s encoder and query cache (one model for several indexes of one encoder)."""
@@ -104,8 +106,7 @@ class FAQSearch(Asking):
     @classmethod
     def open(cls, index: str | os.PathLike | None = None, *, model: str | None = None,
              encoder: Encoder | None = None, threads: int | None = None, log: bool = False) -> "FAQSearch":
-        """Open a built index. The encoder is recreated from its config on first use unless given
-        (``model``: load this one instead, checked to be the index's); ``log``: ask's default."""
+        """Open a built index; its encoder loads on first use unless given (``model``: checked to be the index's)."""
         snap = open_snapshot(cfg.resolve_index_path(index))
         if encoder is None and model is not None:
             spec = snap.config.encoder_spec
@@ -116,11 +117,12 @@ class FAQSearch(Asking):
 
     def close(self) -> None:
         self.close_asking()
-        self._snap.close()
-        self._pair = (ClosedSnapshot(self._snap.path), self._queries)  # every later call but close() is a ClosedError
+        with self._swap_lock:  # no reload swaps a version in after it; the store waits for the read it serves
+            self._snap.close()
+            self._pair = (ClosedSnapshot(self._snap.path), self._queries)  # every later call but close() is a ClosedError
 
     def __enter__(self) -> "FAQSearch":
-        return self
+        return self._current() and self
 
     def __exit__(self, *exc) -> None:
         self.close()
@@ -137,10 +139,9 @@ class FAQSearch(Asking):
     def info(self) -> dict[str, Any]:
         return self._current().info()
 
-    def list(self, limit: int | None = None, offset: int = 0, category: str | None = None,
-             contains: str | None = None) -> list[dict[str, Any]]:
+    def list(self, limit: int | None = None, offset: int = 0, category: str | None = None, contains: str | None = None) -> list[dict]:
         """FAQs (id, category, answer, number of questions); ``contains`` searches ids, answers and questions."""
-        return self._current().store.list_faqs(limit, offset, category, contains)
+        return self._current().store.list_faqs(*check_page(limit, offset, contains), category, contains)
 
     def show(self, faq_id: str) -> dict[str, Any]:
         return plans.shown(self._current().store, faq_id)  # with its revision, for update(revisions=...)
@@ -149,7 +150,7 @@ class FAQSearch(Asking):
     def _current(self) -> Snapshot:
         if self.auto_reload:
             self.reload_if_changed()
-        return self._snap
+        return self._snap.live()  # a closed engine's ClosedError, before anything is handed out
 
     def reload(self) -> None:
         """Open the live version (any process's last commit) and swap it in at once, reusing unchanged files."""
@@ -184,8 +185,9 @@ class FAQSearch(Asking):
             with self._swap_lock:
                 self._swap(snap)  # with its encoder: another process may have learned one since
             yield writer, snap
-            with self._swap_lock:
-                self._swap(open_snapshot(self._snap.path, base=snap))
+            with self._swap_lock:  # closed while it committed: the commit stands, and the engine stays closed
+                if not self.closed:
+                    self._swap(open_snapshot(self._snap.path, base=snap))
 
     def _edit(self, made_by: str, planner: Callable[[Snapshot], "plans.Edit"], progress: bool = False,
               faqs: Sequence[FAQ] = ()) -> EditReport:
@@ -204,7 +206,8 @@ class FAQSearch(Asking):
             report.added_questions, report.removed_questions = snap.backend.apply(writer, snap, plan, raw, plan.source)
             kept = report.removed_questions and snap.backend.kind == "embedded"  # Milvus keeps no versions
             report.previous_version = os.path.basename(snap.version) if kept else None
-        recalibrate_after_edit(self._set_config, self._snap.config, lambda: self._queries.encoder, made_by)  # by a tenth
+        if not self.closed:  # by a tenth: chosen again (the next edit's engine does it where this one closed)
+            recalibrate_after_edit(self._set_config, self._snap.config, lambda: self._queries.encoder, made_by)
         return report
 
     def add(self, corpus, columns: Columns | None = None, fmt: str | None = None, progress: bool = False) -> EditReport:
@@ -218,8 +221,7 @@ class FAQSearch(Asking):
         index added, others left alone). ``replace``: each FAQ holds exactly the given questions; ``revisions``:
         {id: revision read (``show``)}, an FAQ changed since is a StaleRevisionError and nothing is written."""
         faqs = as_faqs(corpus, columns, fmt)
-        return self._edit("update", lambda s: plans.plan_update(s.store, faqs, replace=replace, revisions=revisions),
-                          progress)
+        return self._edit("update", lambda s: plans.plan_update(s.store, faqs, replace=replace, revisions=revisions), progress)
 
     def update_faq(self, faq_id: str, answer: str | None = None, category: str | None = None,
                    questions: Sequence[str] | str = (), progress: bool = False) -> EditReport:
@@ -262,16 +264,14 @@ class FAQSearch(Asking):
 
     # ------------------------------------------------------------------ tuning applied
     def refit(self, setting: Setting | None = None, threshold: float | None = None, made_by: str = "refit") -> None:
-        """Rewrite transform and vector index for ``setting`` (default: the current one), nothing re-encoded;
-        ``threshold`` is stored when given, one the index chose (and its confidence) is chosen again."""
+        """Transform and vector index rebuilt for ``setting`` (default: current), nothing re-encoded; ``threshold`` stored."""
         with self._writing(made_by) as (writer, snap):  # one commit: a threshold the index chose is chosen again with it
             white, config = refit_config(snap.config, snap.whitening.moments, setting, threshold)
             snap.backend.rebuild(writer, snap, white, config,
                                  refit_calibration(writer, snap.config, threshold, lambda: self._queries.encoder))
 
     def learn(self, minutes=LEARN_MINUTES, epochs=LEARN_EPOCHS, progress=False, from_log=True) -> LearnReport:
-        """Fine-tune the encoder on the index's questions (and logged queries it answers confidently,
-        ``from_log``), committed only where it wins held out (:mod:`.tuning.learn`)."""
+        """Fine-tune the encoder on its questions (and confidently answered logged queries, ``from_log``): :mod:`.tuning.learn`."""
         return learn(self._current(), lambda: self._writing("learn"), lambda: self._queries.encoder, minutes=minutes,
                      epochs=epochs, threads=self._threads, progress=progress, from_log=from_log)
 

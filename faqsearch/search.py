@@ -222,7 +222,7 @@ class Searcher:
             thr = threshold_without_model(min_confidence)
         op = None if model is None or threshold is not None else \
             (min_confidence if min_confidence is not None else snap.min_confidence)
-        k = int(k)
+        k = min(int(k), 1 << 31)  # more than any index holds: a larger k overflowed SQLite's LIMIT
         texts = [clean_text(t) for t in as_items(texts)]  # one string is one query
         asked = [i for i, t in enumerate(texts) if not is_blank(t)]
         out = [Result(t, [], None, thr, min_confidence=op) for t in texts]

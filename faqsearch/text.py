@@ -7,10 +7,12 @@ visible character left is blank: a question must not be one, and a query gets no
 """
 from __future__ import annotations
 
+import numbers
 import re
 import unicodedata
+from typing import Any
 
-from .errors import BlankQueryError, TextTypeError
+from .errors import BlankQueryError, InvalidOptionError, TextTypeError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -83,6 +85,19 @@ def check_query(text: str) -> str:
     if is_blank(clean_text(text)):
         raise BlankQueryError()
     return text
+
+
+def check_page(limit: Any, offset: Any, contains: Any = None) -> tuple[int | None, int]:
+    """``(limit, offset)`` of a page of a listing, checked as the CLI and the API check them: ``limit`` None
+    or a whole number of at least 1, ``offset`` one of at least 0, both at most 2**31 (SQLite's LIMIT
+    overflowed past 2**63, and -1 listed everything); ``contains`` None or a string."""
+    for name, value, low in (("limit", limit, 1), ("offset", offset, 0)):
+        if (value is not None or name == "offset") and (not isinstance(value, numbers.Integral)
+                                                        or isinstance(value, bool) or not low <= value <= 1 << 31):
+            raise InvalidOptionError(f"{name} must be a whole number from {low} to {1 << 31}, got {value!r}")
+    if contains is not None and not isinstance(contains, str):
+        raise TextTypeError(f"contains: expected a string, got {type(contains).__name__}")
+    return (None if limit is None else int(limit)), int(offset)
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:

@@ -146,3 +146,81 @@ def test_random_edits_through_the_api_with_lagging_readers(api):
     _run_model(3, edit, open_reader)
     # the service answers from the latest version throughout
     assert client.get("/health").status_code == 200
+
+
+CLOSE_WHILE_ASKING = r"""
+import sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from faqsearch import FAQSearch
+from faqsearch.errors import ClosedError
+from tests.conftest import FakeEncoder, build_index, faq_rows
+build_index(faq_rows(40, 3), sys.argv[2]).close()
+for delay in (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1):
+    engine = FAQSearch.open(sys.argv[2], encoder=FakeEncoder())
+    def asker():
+        try:
+            for _ in range(3000):
+                engine.ask("question about topic3 number1", k=5, mode="lexical")
+        except ClosedError:
+            pass
+    threads = [threading.Thread(target=asker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(delay)
+    engine.close()
+    for t in threads:
+        t.join(timeout=60)
+print("clean")
+"""
+
+
+def test_close_while_other_threads_ask_ends_their_calls_with_closed_error(tmp_path):
+    """close() freed the SQLite connection under a lexical read in progress on another thread: the
+    process died of a segmentation fault (a subprocess here, so that a crash fails only this test)."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", CLOSE_WHILE_ASKING, root, str(tmp_path / "ix")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "clean", (done.returncode, done.stderr[-2000:])
+
+
+def test_an_edit_that_committed_as_the_engine_closed_returns_its_report(built, monkeypatch):
+    """close() from another thread after an edit's commit made the edit raise ClosedError, though the
+    FAQs were written: a bot that retried after reopening got a DuplicateFAQError."""
+    from faqsearch.backends.embedded.backend import EmbeddedBackend
+    from faqsearch.errors import ClosedError
+
+    applied = EmbeddedBackend.apply
+
+    def apply_then_close(self, *args, **kwargs):
+        out = applied(self, *args, **kwargs)  # committed
+        built.close()  # what the other thread's close() does meanwhile
+        return out
+
+    monkeypatch.setattr(EmbeddedBackend, "apply", apply_then_close)
+    report = built.add([FAQ(f"late{i}", "late answer", [f"late wording {i}"]) for i in range(20)])  # a tenth and more
+    assert len(report.added_faqs) == 20 and built.closed
+    monkeypatch.setattr(EmbeddedBackend, "apply", applied)
+    with pytest.raises(ClosedError):
+        built.ask("late wording 1")
+    with FAQSearch.open(built.path, encoder=FakeEncoder()) as again:
+        assert again.show("late3")["answer"] == "late answer"
+        assert consistent(built.path) == again.info()["counts"]["questions"]
+
+
+def test_every_entry_of_a_closed_engine_says_it_is_closed(built):
+    """After close(), `with engine:`, searcher(), the encoder and aask_many([]) went on (one loaded the
+    model again); they are ClosedErrors as every other call is."""
+    import asyncio
+
+    from faqsearch.errors import ClosedError
+
+    built.close()
+    assert built.closed
+    for call in (built.__enter__, built.searcher, lambda: built.encoder, lambda: asyncio.run(built.aask_many([]))):
+        with pytest.raises(ClosedError, match="was closed"):
+            call()
+    built.close()  # twice is fine

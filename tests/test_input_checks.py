@@ -295,3 +295,30 @@ def test_build_refuses_options_it_cannot_use_before_anything_is_written(tmp_path
         with pytest.raises(InvalidOptionError, match=said):
             FAQSearch.build(faqs, str(tmp_path / "ix"), encoder=FakeEncoder(), **kwargs)
         assert not (tmp_path / "ix").exists() or not os.listdir(tmp_path / "ix")
+
+
+def test_library_arguments_of_the_wrong_kind_are_faqsearch_errors(built, tmp_path, run):
+    """A k past 2**63, list()'s page arguments, add(None), open(5) and an empty folder given as an index
+    reached users as sqlite3, Python or misleading errors."""
+    from faqsearch.errors import IndexNotFoundError, InvalidOptionError, TextTypeError
+
+    for mode in ("dense", "lexical", "hybrid"):  # OverflowError from SQLite's LIMIT in two of them
+        assert built.ask("question about topic3 number1", k=2 ** 62, mode=mode).ranked
+    for bad in ({"limit": 1.5}, {"offset": "a"}, {"limit": 2 ** 63}, {"limit": -1}, {"limit": 0}, {"offset": -1},
+                {"limit": True}):
+        with pytest.raises(InvalidOptionError, match="must be a whole number from"):
+            built.list(**bad)
+    with pytest.raises(TextTypeError, match="contains: expected a string"):
+        built.list(contains=5)
+    assert [f["id"] for f in built.list(limit=2, offset=1)] == ["f1", "f2"]
+    assert len(built.list(offset=14)) == 1
+    for corpus in (None, 5):
+        with pytest.raises(TextTypeError, match="a corpus file's path, an FAQ or a list of FAQs"):
+            built.add(corpus)
+    with pytest.raises(TextTypeError, match="an index is a name or a path"):
+        FAQSearch.open(5)
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(IndexNotFoundError, match=r"yet \(the folder is empty\)"):
+        FAQSearch.open(str(tmp_path / "folder"))
+    result = run("ask", "question about topic3", "--index", built.path, "-k", 2 ** 62)
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..errors import IndexFormatError, InvalidOptionError
+from ..errors import IndexFormatError, InvalidOptionError, TextTypeError
 from ..lexical import stem_in_use
 from ..tokenmatch import supported as tokens_supported
 from .format import CURRENT, FILES, RECORDED_DIRS, SIZED, VERSION_NAME, Config, home
@@ -38,6 +38,8 @@ def resolve_index_path(index: str | os.PathLike | None) -> str:
     ``milvus://HOST:PORT/NAME`` is an index in Milvus, read through its local cache (index/remote.py)."""
     if index is None:
         return os.path.join(home(), DEFAULT_NAME)
+    if not isinstance(index, (str, os.PathLike)):
+        raise TextTypeError(f"an index is a name or a path, got {type(index).__name__}")
     index = os.fspath(index)
     if not str(index).strip():
         raise InvalidOptionError("the index name is empty; give a name or a path (an unset shell variable?)")

@@ -154,7 +154,8 @@ def resolve(path: str, sync_remote: bool = True) -> str:
         if remote is not None:
             raise IndexNotFoundError(f"no index at {remote.address} yet. Create one with: faqsearch ingest CORPUS.csv "
                                      f"--index {remote.address}")
-        raise IndexNotFoundError(f"no index at {path} yet (an ingest there did not finish). Create one with: "
+        why = "the folder is empty" if not os.listdir(path) else "an ingest there did not finish"
+        raise IndexNotFoundError(f"no index at {path} yet ({why}). Create one with: "
                                  f"faqsearch ingest CORPUS.csv --index {index_argument(path)}")
     raise IndexFormatError(f"{path} is not a faqsearch index; re-run faqsearch ingest with another --index")
 

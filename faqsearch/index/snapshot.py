@@ -149,6 +149,10 @@ class Snapshot:
                 "lexical": lexical, "token_states": kept,
                 "faqs_with_3_questions": faqs_with(self.store, 3) if self.backend.kind == "embedded" else None}
 
+    def live(self) -> "Snapshot":
+        """This snapshot (a ClosedSnapshot raises ClosedError instead)."""
+        return self
+
     def close(self) -> None:
         self.store.close()
 

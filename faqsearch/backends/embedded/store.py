@@ -47,8 +47,7 @@ class Store:
         self.known_count: int | None = None  # visible questions, when the caller knows them (a reader's config)
         self.read_arrays = True  # BM25 from the postings arrays beside it (False: they are not recorded, FTS5 scores)
         self.index: str | None = None  # the index it belongs to, for messages
-        # one connection shared by threads, serialised by a lock (reads are tiny)
-        self._conn = connect(path, index, owner=self)  # ``index``: named by errors (default: the version's parent)
+        self._conn = connect(path, index, owner=self)  # shared by threads under _lock; ``index``: named by errors
         self._db = None
         self._lock = threading.Lock()
         with self._lock:
@@ -123,7 +122,8 @@ class Store:
             raise (exc if isinstance(exc, IndexFormatError) else bad(f"damaged ({exc})")) from None
 
     def close(self) -> None:
-        self._conn.close()
+        with self._lock:  # after the read in progress: closing under it crashed the process (SQLite frees its statements)
+            self._conn.close()
 
     def _n_docs(self) -> int:
         """Visible questions, counted again only after a connection changed rows (a count scans the
