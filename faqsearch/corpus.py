@@ -11,6 +11,7 @@ import io
 import json
 import logging
 import os
+import stat
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
@@ -163,14 +164,14 @@ def header_line(path: str, fmt: str | None, line: int) -> int:
 
 def read_rows(path: str, fmt: str | None = None, data: bytes | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, row)`` for every record of a CSV, TSV or JSONL file (``data``: its bytes,
-    when they came from stdin).
-
-    Rows are dicts keyed by the header (CSV/TSV) or the JSON object keys (JSONL).
-    Ragged rows, bad JSON and non-object lines are errors with their line number.
+    when they came from stdin). Rows are dicts keyed by the header (CSV/TSV) or the JSON object keys
+    (JSONL). Ragged rows, bad JSON and non-object lines are errors with their line number.
     """
     path = str(path)
     if data is None and os.path.isdir(path):
         raise CorpusError(path, None, "is a directory, expected a CSV, TSV or JSONL file")
+    if data is None and os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        data = _read_bytes(path)  # a pipe (/dev/stdin, a FIFO) reads once: opened twice, it lost its first 4 KB
     fmt = detect_format(path, fmt)
     # lines end at \n only in JSONL: U+2028, U+2029 and U+0085 are valid inside JSON strings
     stream = io.StringIO(_read_text(path, data), newline="") if data is not None else \
