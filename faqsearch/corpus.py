@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
+from .columns import Columns, find, resolve
 from .errors import CorpusError
 from .filters import check_metadata
 from .text import answer_key, clean_text, is_blank, not_utf8_fix, read_alike
@@ -24,7 +25,6 @@ log = logging.getLogger(__name__)
 
 FORMATS = ("csv", "tsv", "jsonl")
 _EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
-ID_ALIASES = ("id", "faq_id")
 FIELD_LIMIT = 64 * 1024 * 1024  # largest CSV/TSV field accepted (the csv module's default is 128 KiB)
 _SIGNATURES = [  # (leading bytes, what the file is, what to do)
     (b"\x1f\x8b", "a gzip-compressed file", "decompress it first (gunzip FILE)"),
@@ -56,18 +56,6 @@ def faq_hash(faq: "FAQ") -> str:
     payload = json.dumps([faq.answer, faq.category, faq.metadata, sorted(faq.questions)], ensure_ascii=False,
                          sort_keys=True, default=str)
     return hashlib.sha1(payload.encode("utf-8")).hexdigest()
-
-
-@dataclass
-class Columns:
-    """Column names of a corpus file; None means "use the default / auto-detect"."""
-
-    question: str = "question"
-    answer: str = "answer"
-    id: str | None = None
-    category: str = "category"
-    variants: str = "variants"
-    variant_sep: str = "|"
 
 
 def detect_format(path: str, fmt: str | None = None) -> str:
@@ -154,6 +142,15 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different ({"answer": "a", "answer": "b"} kept the second in silence)."""
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+        raise ValueError(f"the key {twice!r} is given twice; give each field once")
+    return obj
+
+
 def header_line(path: str, fmt: str | None, line: int) -> int:
     """The line a column error points at: a CSV or TSV file's header (line 1), a JSONL record's own line."""
     try:
@@ -193,11 +190,12 @@ def _parse(path: str, fmt: str, stream) -> Iterator[tuple[int, dict[str, Any]]]:
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw, parse_constant=_no_constant)
+                obj = json.loads(raw, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
             except json.JSONDecodeError as exc:
                 raise CorpusError(path, n, f"invalid JSON ({exc.msg}); each line must be one JSON object") from None
-            except ValueError as exc:  # NaN, Infinity: not JSON, and no answer could be returned as JSON
-                raise CorpusError(path, n, f"invalid JSON ({exc}); write numbers, or the value as a string") from None
+            except ValueError as exc:  # NaN, Infinity: not JSON, and no answer could be returned as JSON; a key twice
+                fix = "" if "twice" in str(exc) else "; write numbers, or the value as a string"
+                raise CorpusError(path, n, f"invalid JSON ({exc}){fix}") from None
             except RecursionError:
                 raise CorpusError(path, n, "invalid JSON (nested too deeply); flatten this line's values") from None
             if not isinstance(obj, dict):
@@ -216,9 +214,12 @@ def _parse(path: str, fmt: str, stream) -> Iterator[tuple[int, dict[str, Any]]]:
         return
     except csv.Error as exc:
         stream.seek(0)
-        jsonl = stream.readline().lstrip().startswith("{")
+        first = stream.readline()
+        sep = next((c for c in (";", "\t", "|", "\uff0c") if f'"{c}"' in first), None)  # "id";"question";"answer"
         raise CorpusError(path, 1, f"cannot parse the header ({exc})" + (
-            "; it looks like JSONL (a JSON object per line): pass --format jsonl" if jsonl else "")) from None
+            "; it looks like JSONL (a JSON object per line): pass --format jsonl" if first.lstrip().startswith("{") else
+            f"; its quoted names are separated by {sep!r}, not commas: save it as CSV with commas, or as "
+            "tab-separated .tsv" if sep else "")) from None
     header = [h.strip() for h in header]
     if not any(header):  # "has 3 fields but the header has 0" on line 2 said nothing of the blank line 1
         raise CorpusError(path, 1, "the first line is blank: the header (the column names, e.g. question,answer) "
@@ -246,8 +247,10 @@ def _parse(path: str, fmt: str, stream) -> Iterator[tuple[int, dict[str, Any]]]:
             if len(row) != len(header):
                 raise CorpusError(
                     path, start,
-                    f"has {len(row)} fields but the header has {len(header)}; "
-                    "quote fields that contain the delimiter or fix the row",
+                    f"has {len(row)} fields but the header has {len(header)}; " + (
+                        "quote fields that contain the delimiter or fix the row" if fmt == "csv" else
+                        "TSV has no quoting: a tab or line break inside a field splits the row (save the file as CSV, "
+                        "whose quotes may hold them, or fix the row)"),
                 )
             filled = [i + 1 for i in unnamed if row[i].strip()]
             if filled:
@@ -367,33 +370,8 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
     for line, row in read_rows(path, fmt, data):
         n_rows += 1
         if not seen_columns:
-            keys = list(row)
-            missing = [c for c in (cols.question, cols.answer) if c not in row]
-            if missing:
-                sep = next((c for c in (";", "\t", "|", "\uff0c") if len(keys) == 1 and c in keys[0]), None)
-                commas = "ASCII commas (a Chinese keyboard types full-width ones)" if sep == "\uff0c" else \
-                    "commas (a spreadsheet's regional CSV)"
-                raise CorpusError(
-                    path, header_line(path, fmt, line),
-                    f"missing column(s) {', '.join(missing)} (found: {', '.join(keys) or 'none'}); "
-                    + ("the header is one column holding tabs: pass --format tsv (or name the file .tsv)"
-                       if sep == "\t" else
-                       f"the header is one column holding {sep!r}: this file separates its fields with {sep!r}, not "
-                       f"{commas}. "
-                       "Save it as CSV with commas, or as tab-separated .tsv"
-                       if sep else "rename them or pass --question-column / --answer-column"),
-                )
-            id_col = cols.id
-            if id_col is None:
-                id_col = next((c for c in ID_ALIASES if c in row), None)
-            elif id_col not in row:
-                raise CorpusError(path, header_line(path, fmt, line), f"id column {id_col!r} not found (found: {', '.join(keys)})")
             tabular = detect_format(path, fmt) != "jsonl"  # (read_rows knew it) JSONL keys vary by line
-            for option, given, default in (("--variants-column", cols.variants, Columns.variants),
-                                           ("--category-column", cols.category, Columns.category)):
-                if tabular and given != default and given not in row:  # a typo dropped every variant in silence
-                    raise CorpusError(path, header_line(path, fmt, line),
-                                      f"{option} {given!r} not found (found: {', '.join(keys)})")
+            cols, id_col = resolve(cols, list(row), path, header_line(path, fmt, line), tabular)
             seen_columns = True
         elif cols.question not in row or cols.answer not in row:
             raise CorpusError(path, line, f"record has no {cols.question!r} or {cols.answer!r} field")
@@ -420,8 +398,11 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
             faq_id = by_answer.get(answer_key(answer)) or _auto_id(answer)
         category = _cell(row.get(cols.category), path, line, cols.category) or None
         faq = faqs.get(faq_id)
-        meta = {**shaped.get("metadata", {}),  # a JSONL "metadata" object holds fields, "questions" phrasings
-                **{k: v for k, v in row.items() if k not in used and k not in shaped and v not in (None, "")}}
+        fields = {k: v for k, v in row.items() if k not in used and k not in shaped and v not in (None, "")}
+        for key in (k for k in fields if k in shaped.get("metadata", {}) and shaped["metadata"][k] != fields[k]):
+            log.warning("%s:%d: FAQ %s has %s %r in its metadata object but %r as a field; keeping the field's",
+                        path, line, faq_id, key, shaped["metadata"][key], fields[key])
+        meta = {**shaped.get("metadata", {}), **fields}  # a JSONL "metadata" object holds fields, "questions" phrasings
         check_metadata(meta, path, line, f"FAQ {faq_id!r}")
         if faq is None:
             faq = faqs[faq_id] = FAQ(faq_id, answer, [], category, meta, line)
@@ -432,9 +413,13 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
                 f"id {faq_id!r} was given a different answer on line {faq.line}; "
                 "one id must have one answer: give this row its own id or make the answers equal",
             )
-        elif category and faq.category and category != faq.category:
-            log.warning("%s:%d: FAQ %s has category %r here but %r on line %d; keeping the first",
-                        path, line, faq_id, category, faq.category, faq.line)
+        else:
+            if answer != faq.answer:  # one answer as rows are grouped, but a reordered file stored the other spelling
+                log.warning("%s:%d: FAQ %s has its answer spaced otherwise here than on line %d; keeping the first",
+                            path, line, faq_id, faq.line)
+            if category and faq.category and category != faq.category:
+                log.warning("%s:%d: FAQ %s has category %r here but %r on line %d; keeping the first",
+                            path, line, faq_id, category, faq.category, faq.line)
         if category and not faq.category:
             faq.category = category
         for key, value in meta.items():  # later rows of an FAQ: their fields were dropped without a word
@@ -484,7 +469,7 @@ def read_texts(path: str, column: str | None = None, fmt: str | None = None) -> 
         col: str | tuple[str, ...] | None = column
         for line, row in read_rows(path, fmt):
             if col is None:
-                col = next((c for c in TEXT_COLUMNS if c in row), None)
+                col = next((k for c in TEXT_COLUMNS if (k := find(c, row)) is not None), None)
                 if col is None and PAIR_TEXT_COLUMNS[0] in row and PAIR_TEXT_COLUMNS[1] in row:
                     col = PAIR_TEXT_COLUMNS  # a sentence-pair file: both sides are texts
                 if col is None:

@@ -16,7 +16,7 @@ PACKAGE = os.path.join(ROOT, "faqsearch")
 
 # layer of each module, by its longest matching dotted prefix (under faqsearch.)
 LAYERS = {
-    "defaults": 0, "errors": 0, "filters": 0, "results": 0, "text": 0, "progress": 0, "files": 0,
+    "defaults": 0, "errors": 0, "filters": 0, "results": 0, "text": 0, "progress": 0, "files": 0, "columns": 0,
     "index.format": 0,  # the index format's names and typed config: imported by every layer
     "index.address": 1,  # where an index that lives in Milvus is, and its local cache (index/config.py resolves it)
     "lexical": 1, "whitening": 1, "corpus": 1, "index.config": 1, "evaluation": 1,

@@ -310,3 +310,48 @@ def test_a_column_option_naming_no_column_and_a_missing_file_are_said(tmp_path):
     for missing in ("nope.txt", "nope"):
         with pytest.raises(CorpusError, match="file not found"):
             read_corpus(str(tmp_path / missing))
+
+
+@pytest.mark.parametrize("header", ["ID,Question,Answer,Category", " Id , QUESTION ,answer,CATEGORY",
+                                    "FAQ-ID,question,Answer,category", "faq id,Question,Answer,Category"])
+def test_default_column_names_match_whatever_their_case(tmp_path, header):
+    """A CMS export headed "ID" had its ids read as a field of each FAQ and new ids made from the answers:
+    an upsert of it replaced the whole index."""
+    faqs = read_corpus(write(tmp_path, "c.csv", f"{header}\nF1,How do I pay?,By card.,billing\n"
+                                                "F1,Can I pay by card?,By card.,billing\nF2,Where is my order?,In Orders.,\n"))
+    assert [(f.id, f.questions, f.category, f.metadata) for f in faqs] == [
+        ("F1", ["How do I pay?", "Can I pay by card?"], "billing", {}), ("F2", ["Where is my order?"], None, {})]
+    jsonl = write(tmp_path, "c.jsonl", '{"ID": "k1", "Question": "Collide?", "Answer": "C.", "Priority": "top"}\n')
+    assert [(f.id, f.metadata) for f in read_corpus(jsonl)] == [("k1", {"Priority": "top"})]
+
+
+def test_an_exact_column_name_wins_and_given_names_match_exactly(tmp_path):
+    both = write(tmp_path, "b.csv", "id,ID,question,answer\nreal,other,q?,a\n")
+    assert [(f.id, f.metadata) for f in read_corpus(both)] == [("real", {"ID": "other"})]
+    two = write(tmp_path, "t.csv", "Id,ID,question,answer\nx,y,q?,a\n")  # two alike: neither is taken as the id
+    assert read_corpus(two)[0].metadata == {"Id": "x", "ID": "y"}
+    with pytest.raises(CorpusError, match="--category-column 'Topic' not found"):
+        read_corpus(write(tmp_path, "g.csv", "id,question,answer,topic\n1,q?,a,t\n"), Columns(category="Topic"))
+    with pytest.raises(CorpusError, match="missing column"):
+        read_corpus(write(tmp_path, "m.csv", "id,Frage,Antwort\n1,q?,a\n"))
+
+
+def test_what_an_export_says_twice_is_refused_or_warned_of(tmp_path, caplog):
+    """Found by a hostile run of corpus round trips: a JSON key given twice kept the second in silence; a
+    field both in a JSONL record's metadata object and beside it, and two spellings of one answer, were
+    merged without a word; a semicolon CSV with quoted names and a TSV with a quoted line break got
+    advice that could not help."""
+    with pytest.raises(CorpusError, match=r":1: invalid JSON \(the key 'answer' is given twice; give each field once\)"):
+        read_corpus(write(tmp_path, "d.jsonl", '{"id": "k", "question": "Q?", "answer": "a", "answer": "b"}\n'))
+    caplog.set_level("WARNING")
+    faq, = read_corpus(write(tmp_path, "m.jsonl", '{"id": "k1", "question": "Q?", "answer": "C.", "priority": "top", '
+                                                  '"metadata": {"priority": "nested", "other": 1}}\n'))
+    assert faq.metadata == {"priority": "top", "other": 1}
+    assert "priority 'nested' in its metadata object but 'top' as a field; keeping the field's" in caplog.text
+    faq, = read_corpus(write(tmp_path, "s.csv", 'id,question,answer\n1,Where is it?,"Over there, left."\n'
+                                                '1,Where can I find it?,"Over  there,  left."\n'))
+    assert faq.answer == "Over there, left." and "its answer spaced otherwise here than on line 2" in caplog.text
+    with pytest.raises(CorpusError, match="its quoted names are separated by ';', not commas"):
+        read_corpus(write(tmp_path, "q.csv", '"id";"question";"answer"\r\n"1";"How do I pay?";"By card; or cash."\r\n'))
+    with pytest.raises(CorpusError, match="TSV has no quoting: a tab or line break inside a field splits the row"):
+        read_corpus(write(tmp_path, "t.tsv", 'id\tquestion\tanswer\n1\tQ?\t"line one\nline two"\n'))

@@ -644,6 +644,11 @@ def test_add_and_update_warn_of_a_question_another_faq_keeps(engine, caplog):
         engine.update([FAQ("zz", "another answer", ["a wording of its own"])], replace=True)  # gone from zz: no tie
         engine.add([FAQ("zy", "a third answer", ["nothing like any other"])])
     assert not [r for r in caplog.records if "read as one another FAQ keeps" in r.getMessage()]
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # past the questions it checks, the count says how many it checked
+        engine.add([FAQ(f"c{i}", f"copy {i}", [f"question about topic{i % 20} number{i // 20}"]) for i in range(250)])
+    said = [r.getMessage() for r in caplog.records if "read as one another FAQ keeps" in r.getMessage()]
+    assert said and said[0].startswith("60 of the first 200 of its 250 question(s)"), said
 
 
 def test_an_upsert_that_removes_judged_questions_says_so(tmp_path, caplog):
@@ -716,3 +721,21 @@ def test_questions_in_a_script_the_encoder_does_not_read_are_warned_of_at_ingest
         e.add([FAQ("en", "yes", ["can I pay with PayPal"])])
     assert "Han script" not in caplog.text
     e.close()
+
+
+def test_an_upsert_sharing_no_id_with_the_index_is_refused(engine, tmp_path):
+    """A file whose ids changed (an id column under another name, or none: ids made from the answers)
+    made upsert remove every FAQ and add them all again, exit 0; it is refused, naming the column and
+    `ingest --replace`, and nothing is written."""
+    from faqsearch.errors import WouldDropError
+
+    before = _files(engine.path)
+    renamed = tmp_path / "renamed.csv"
+    renamed.write_text("key,question,answer\n" + "".join(f"{i},{q},{a}\n" for i, q, a in BASE), encoding="utf-8")
+    with pytest.raises(WouldDropError, match=r"shares no FAQ id with the index: an upsert would remove all 20 FAQs.*"
+                                             r"faqsearch ingest FILE --replace"):
+        engine.upsert(str(renamed))
+    assert _files(engine.path) == before
+    kept = tmp_path / "one.csv"  # one id in common: an ordinary sync that removes the others
+    kept.write_text("id,question,answer\n0,question about topic0 number0,answer0\n", encoding="utf-8")
+    assert len(engine.upsert(str(kept)).removed_faqs) == 19

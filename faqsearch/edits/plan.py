@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..corpus import FAQ, check_faq, faq_hash
 from ..errors import (FAQS_LISTED, BlankQueryError, CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError,
-                      StaleRevisionError, UnknownFAQError, unknown_faq)
+                      StaleRevisionError, UnknownFAQError, WouldDropError, unknown_faq)
 from ..results import EditReport
 from ..text import as_items, clean_text, is_blank, read_alike
 
@@ -106,7 +106,8 @@ def warn_shared(store: StoreView, plan: Edit) -> Edit:
     """Warn where a question the edit gives an FAQ reads as one another FAQ keeps (as ingest warns within a
     corpus): either may answer it, a tie the index cannot break (`add` and `update` made it in silence).
     The store's own lexical search finds the candidates: a question that reads alike shares every word."""
-    new = ([(f.id, q) for f in plan.new_faqs for q in f.questions] + list(plan.new_questions))[:SHARED_PROBES]
+    every = [(f.id, q) for f in plan.new_faqs for q in f.questions] + list(plan.new_questions)
+    new = every[:SHARED_PROBES]
     if not new:
         return plan
     hits = store.lexical([t for _, t in new], SHARED_NEAR)
@@ -123,8 +124,10 @@ def warn_shared(store: StoreView, plan: Edit) -> Edit:
                 break
     if shared:
         t, fid, held, other = shared[0]
-        log.warning("%d question(s) this edit gives read as one another FAQ keeps (first: %r of FAQ %s, and %r of FAQ %s): "
-                    "either may answer it; give each question to one FAQ", len(shared), t, fid, held, other)
+        log.warning("%s question(s) this edit gives read as one another FAQ keeps (first: %r of FAQ %s, and %r of FAQ %s): "
+                    "either may answer it; give each question to one FAQ",
+                    f"{len(shared)} of the first {len(new)} of its {len(every)}" if len(every) > len(new) else len(shared),
+                    t, fid, held, other)
     return plan
 
 
@@ -205,8 +208,22 @@ def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = Fa
         listed_ids = {f.id for f in faqs}
         ingested = store.faq_ids(source="corpus")
         plan.removed_faqs = sorted(i for i in hashes if i not in listed_ids and i in ingested)
+        _refuse_replacing_all(plan, faqs, ingested)
         _warn_judged(store, plan.removed_faqs)
     return warn_shared(store, plan)
+
+
+def _refuse_replacing_all(plan: Edit, faqs: Sequence[FAQ], ingested) -> None:
+    """An upsert that shares no FAQ id with the index would remove every FAQ an export gave it and add
+    all of the file's as new ones: what a file whose ids changed does (an id column under another name
+    read as a field, ids made from answers), not a sync. Refused; ``ingest --replace`` replaces all."""
+    if plan.removed_faqs and len(plan.removed_faqs) == len(ingested) and len(plan.new_faqs) == len(faqs):
+        raise WouldDropError(
+            f"this file shares no FAQ id with the index: an upsert would remove all {len(plan.removed_faqs)} FAQs "
+            f"the index holds from its corpus (first: {plan.removed_faqs[0]!r}) and add {len(faqs)} new ones "
+            f"(first: {faqs[0].id!r}). Check the file's id column (its header must read id or faq_id; without "
+            "one, an FAQ's id is made from its answer); to replace the whole index with the file, run "
+            "`faqsearch ingest FILE --replace`")
 
 
 def warn_unread(spec: dict[str, Any] | None, questions: Sequence[str], fix: str) -> None:
