@@ -140,6 +140,9 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
     encoder_spec = encoder_spec or EncoderSpec()
     wspec = whitening or WhiteningSpec()
     storage = kept_storage(path, shared_storage(path, storage or StorageSpec()))
+    if storage.backend == "embedded" and (storage.uri or storage.collection):  # they were ignored in silence
+        raise InvalidOptionError("--uri and --collection name a Milvus collection, and this index is built as FAISS "
+                                 "and SQLite files: add --backend milvus, or leave them out")
     check_target(path)  # only an index of ours may be replaced: refused before anything is read or encoded
     backend = backend_named(storage.backend)
     if wspec.k is not None and (not isinstance(wspec.k, int) or wspec.k < 1):

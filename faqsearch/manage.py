@@ -140,11 +140,15 @@ def list_indexes(home: str | None = None) -> list[dict[str, Any]]:
     return out + sorted((describe(path, sync_remote=False) for path in remotes), key=lambda row: row["address"])
 
 
+def check_droppable(path: str) -> None:
+    """An IndexNotFoundError where there is no index to drop (before `drop` asks to delete it)."""
+    if layout(path) in ("none", "foreign"):
+        raise IndexNotFoundError(f"no index at {path}; see `faqsearch indexes`")
+
+
 def drop_index(path: str) -> dict[str, Any]:
     """Delete an index (under its writer lock, so no edit is cut in half), with its Milvus collections."""
-    kind = layout(path)
-    if kind in ("none", "foreign"):
-        raise IndexNotFoundError(f"no index at {path}; see `faqsearch indexes`")
+    check_droppable(path)
     info = describe(path)
     if remote_of(path) is not None and layout(path) == "empty":  # Milvus has no such index: touch nothing there
         resolve(path)  # says so (IndexNotFoundError), or finds it committed meanwhile

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 from .errors import FAQSearchError, InvalidOptionError
 from .gaps import Gap, find_gaps
 from .generators import GeneratorChoice, UnsupportedLanguageError
-from .querylog import QueryLog, log_answered, log_path
+from .querylog import QueryLog, log_answered, log_path, parse_since  # noqa: F401 (parse_since: the CLI checks --since)
 from .results import EditReport
 from .text import clean_text, is_blank
 

@@ -318,3 +318,40 @@ def test_update_with_an_id_and_no_field_says_which_options_edit_one_faq(run, tmp
     assert res.exit_code == 2 and "'3' is no file: to edit the FAQ with that id, give --answer" in res.output, res.output
     res = run("update", str(tmp_path / "gone.csv"), "--index", ix)  # a path stays a missing file
     assert res.exit_code == 1 and "file not found" in res.output
+
+
+def test_what_a_script_gives_the_cli_is_checked_before_anything_runs(run, tmp_path, small_corpus, monkeypatch):
+    """Found by a hostile run of the CLI as a machine's tool: --limit past 2**63 and --threads 2**31 were
+    tracebacks; refit and tune threshold on an index emptied by remove were tracebacks; a bad --since
+    exited 1 where a bad option exits 2; --uri without --backend milvus was ignored in silence; show
+    --json lacked the revision GET .../faqs/ID gives; drop asked to delete an index that is not there."""
+    ix = str(tmp_path / "ix")
+    assert run("ingest", small_corpus, "--index", ix, "-q").exit_code == 0
+    for args in (("list", "--limit", 2 ** 63), ("list", "--offset", 2 ** 63), ("log", "--limit", 2 ** 63),
+                 ("ask", "where is my parcel", "--threads", 2 ** 31), ("log", "--since", "garbage"),
+                 ("gaps", "--since", "2026-11-01T25:00")):
+        done = CliRunner().invoke(cli, [str(a) for a in args] + ["--index", ix])
+        assert done.exit_code == 2 and "Traceback" not in done.output, (args, done.output)
+    from faqsearch.encoders.device import resolve_threads
+    from faqsearch.errors import InvalidOptionError
+
+    monkeypatch.setenv("FAQSEARCH_THREADS", str(2 ** 31))  # what every encoder and generator reads
+    with pytest.raises(InvalidOptionError, match="FAQSEARCH_THREADS must be a whole number of threads from 1 to 1024"):
+        resolve_threads()
+    monkeypatch.delenv("FAQSEARCH_THREADS")
+    with pytest.raises(InvalidOptionError, match="threads must be a whole number of threads from 1 to 1024, not 0"):
+        resolve_threads(0)
+    shown = json.loads(run("show", "1", "--index", ix, "--json").output)
+    with FAQSearch.open(ix) as engine:
+        assert shown["revision"] == engine.show("1")["revision"]
+        ids = [f["id"] for f in engine.list()]
+    assert run("remove", *ids, "--index", ix, "-q").exit_code == 0
+    for args, said in ((("refit",), "holds 0 question(s): a transform is fitted on 2 or more"),
+                       (("tune", "threshold", "--self"), "holds no questions: nothing to choose a threshold on")):
+        done = CliRunner().invoke(cli, [*args, "--index", ix, "--json"])
+        assert done.exit_code == 1 and said in done.output and "Traceback" not in done.output, done.output
+    done = CliRunner().invoke(cli, ["ingest", small_corpus, "--index", str(tmp_path / "mv"), "--uri", "http://h:19530"])
+    assert done.exit_code == 1 and "add --backend milvus, or leave them out" in done.output
+    assert not os.path.exists(tmp_path / "mv")
+    done = CliRunner().invoke(cli, ["drop", str(tmp_path / "nothing")], input="y\n")
+    assert done.exit_code == 1 and "Delete" not in done.output and "no index at" in done.output

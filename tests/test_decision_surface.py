@@ -84,7 +84,7 @@ def test_log_command_reads_what_the_library_and_cli_logged(ix, fake_models, run)
     later = json.loads(run("log", "--index", ix, "--json", "--since", "2999-01-01").output)
     assert later == {"queries": [], "total": 0, "answered": 0, "unanswered": 0}  # the counts are the period's
     assert run("log", "--index", ix, "--since", "2999-01-01").output.startswith("0 queries logged since 2999-01-01:")
-    assert run("log", "--index", ix, "--since", "yesterday").exit_code == 1
+    assert run("log", "--index", ix, "--since", "yesterday").exit_code == 2  # a bad option: a usage error
 
 
 def test_log_command_without_a_log_says_how_to_get_one(ix, fake_models, run):

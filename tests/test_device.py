@@ -172,7 +172,8 @@ def test_bad_environment_value_is_an_error_of_the_command(run, small_corpus, tmp
 @pytest.mark.parametrize("command", ["upsert", "add", "update"])
 def test_edits_pass_the_device_and_threads_through(command, run, built, recorded, tmp_path):
     more = tmp_path / "more.csv"
-    more.write_text("id,question,answer\n9,Do you sell gift cards?,Yes.\n", encoding="utf-8")
+    kept = "4,Do you ship abroad?,We ship to the EU.\n" if command == "upsert" else ""  # (sharing no id: refused)
+    more.write_text(f"id,question,answer\n9,Do you sell gift cards?,Yes.\n{kept}", encoding="utf-8")
     r = run(command, more, "--index", built, "--device", "cpu", "--threads", "2", "-q")
     assert r.exit_code == 0, r.output
     assert recorded == [("cpu", 2)]

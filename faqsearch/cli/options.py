@@ -55,9 +55,22 @@ def _group(*decorators):
 
 index_option = click.option("--index", "-i", "index", default="default", show_default=True, help=INDEX_HELP)
 threads_option = click.option(
-    "--threads", type=click.IntRange(1),
+    "--threads", type=click.IntRange(1, 1024),
     help="CPU threads for encoding and generation (default: every core this process may use, or "
          "$FAQSEARCH_THREADS); give each of several processes on one machine its share.")
+
+
+def since_option(help: str):
+    """--since DATE, checked as it is read: a date that is none is a usage error (exit 2), as a bad option is."""
+    def check(ctx, param, value):
+        from ..traffic import parse_since
+
+        try:
+            parse_since(value)
+        except FAQSearchError as exc:
+            raise click.BadParameter(str(exc)) from None
+        return value
+    return click.option("--since", callback=check, help=help)
 
 
 def device_option(default: str | None = None):

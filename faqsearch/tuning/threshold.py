@@ -96,6 +96,9 @@ def calibrate(searcher, candidates: tuple[list, list] | None = None, offtopic: S
     """Choose the index's threshold without labels (see the module docstring).
     ``candidates``: :func:`variant_rounds`' result when the caller has it already."""
     snap = searcher.snap
+    if snap.config.counts is not None and not int(snap.config.counts.questions or 0):
+        raise TooFewVariantsError("the index holds no questions: nothing to choose a threshold on; add FAQs first "
+                                  "(faqsearch add)")  # (numpy's IndexError on no scores)
     # with token matching, the negatives' best cosine (dense mode's best score) stands in for the cosine
     # of their fused first answer, which is at most that (bar a lexical-only candidate): it errs towards
     # not answering them

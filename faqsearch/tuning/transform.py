@@ -328,6 +328,9 @@ def refit_config(config: Config, moments: Moments, setting: Setting | None = Non
     from ..index.config import whitening_section
 
     setting = setting or current_setting(config)
+    if setting.whiten and moments.n < 2:  # (a ValueError's traceback)
+        raise TooFewVariantsError(f"the index holds {moments.n} question(s): a transform is fitted on 2 or more; add "
+                                  "questions first (faqsearch add)")
     white = replace(transform_for(setting, moments, int(config.dim_in)), moments=moments)
     fitted_on = config.whitening.fitted_on if config.whitening.has("fitted_on") else "corpus questions"
     section = whitening_section(white, setting.whiten, fitted_on, moments.n, tuned=True)

@@ -120,8 +120,8 @@ def _open_store(index):
 @index_option
 @click.option("--category", help="Only FAQs of this category.")
 @click.option("--contains", help="Only FAQs whose id, answer or a question contains this text.")
-@click.option("--limit", type=click.IntRange(1), default=None)
-@click.option("--offset", type=click.IntRange(0), default=0)
+@click.option("--limit", type=click.IntRange(1, 1 << 31), default=None)
+@click.option("--offset", type=click.IntRange(0, 1 << 31), default=0)
 @output_options('JSON: {"faqs": [...], "total": N}, each FAQ with its first question, as GET /indexes/NAME/faqs returns.',
                 quiet=False)
 @handles_errors
@@ -173,13 +173,11 @@ def show(faq_id, index, out):
     Example:
         faqsearch show ret-04 --index support
     """
-    from ...errors import unknown_faq
+    from ...edits.plan import shown
 
     store = _open_store(index)
     try:
-        faq = store.faq(faq_id)
-        if faq is None:
-            raise unknown_faq(faq_id, lambda i: store.faq(i) is not None)
+        faq = shown(store, faq_id)  # with its revision, as GET .../faqs/ID gives it (the If-Match of an edit)
     finally:
         store.close()
     if out.json:

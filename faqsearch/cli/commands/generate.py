@@ -154,7 +154,7 @@ def augment(index, n, generator, languages, gguf_file, candidates, min_similarit
 @click.command()
 @click.argument("faq_id")
 @index_option
-@click.option("--limit", type=click.IntRange(1), default=20, show_default=True, help="Logged queries to list at most.")
+@click.option("--limit", type=click.IntRange(1, 1 << 31), default=20, show_default=True, help="Logged queries to list at most.")
 @click.option("--generate", "generate", type=click.IntRange(0), default=0, show_default=True, metavar="N",
               help="Also N generated rewordings of the FAQ's first question (loads the generator).")
 @generator_option

@@ -258,9 +258,10 @@ def drop(name, yes, out):
         faqsearch drop old-support --yes
     """
     from ...index.config import resolve_index_path
-    from ...manage import describe, drop_index
+    from ...manage import check_droppable, describe, drop_index
 
     path = resolve_index_path(name)
+    check_droppable(path)  # before asking to delete what is not there
     about = describe(path)
     if not yes:
         what = (f"{count(about.get('faqs') or 0, 'FAQ')}, {count(about.get('questions') or 0, 'question')}" if "error" not in about

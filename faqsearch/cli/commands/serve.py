@@ -6,7 +6,7 @@ import os
 import click
 
 from ...defaults import GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
-from ..options import Finite, device_option, handles_errors, index_option, output_options, threads_option
+from ..options import Finite, device_option, handles_errors, index_option, output_options, since_option, threads_option
 from ...text import count
 from ..render import dump, pad, percent
 
@@ -79,8 +79,8 @@ def serve(indexes, host, port, api_key, read_key, private, no_log, max_body, log
               "a cosine threshold that decides), and at most halfway from it to certain, count as low-confidence.")
 @click.option("--min-count", type=click.IntRange(1), default=GAP_MIN_COUNT, show_default=True,
               help="Smallest group shown.")
-@click.option("--since", help="Only queries logged at or after this ISO time, e.g. 2026-11-01.")
-@click.option("--limit", type=click.IntRange(1), default=20, show_default=True)
+@since_option("Only queries logged at or after this ISO time, e.g. 2026-11-01.")
+@click.option("--limit", type=click.IntRange(1, 1 << 31), default=20, show_default=True)
 @output_options()
 @threads_option
 @handles_errors
@@ -119,8 +119,8 @@ def gaps(index, similarity, margin, min_count, since, limit, out, threads):
 
 @click.command(name="log")
 @index_option
-@click.option("--since", help="Only queries logged at or after this ISO time, e.g. 2026-11-01 (UTC).")
-@click.option("--limit", type=click.IntRange(1), default=50, show_default=True, help="Newest queries shown at most.")
+@since_option("Only queries logged at or after this ISO time, e.g. 2026-11-01 (UTC).")
+@click.option("--limit", type=click.IntRange(1, 1 << 31), default=50, show_default=True, help="Newest queries shown at most.")
 @click.option("--unanswered", is_flag=True, help="Only queries that got no confident answer.")
 @output_options("JSON on stdout: the same document as GET /indexes/NAME/queries.", quiet=False)
 @handles_errors
