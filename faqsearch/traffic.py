@@ -28,10 +28,12 @@ class Traffic:
         self.why_off = why_off
 
     @classmethod
-    def open(cls, index_path: str, enabled: bool = True) -> "Traffic":
-        """The log asks are written to (made when missing); none when not ``enabled``, or with a warning
-        where this process cannot open it (a read-only index: queries are answered all the same)."""
-        return cls(QueryLog.open_or_none(index_path) if enabled else None)
+    def open(cls, index_path: str, enabled: bool = True, why_off: str = OFF) -> "Traffic":
+        """The log asks are written to (made when missing); none when not ``enabled`` (reads then say
+        ``why_off``), or with a warning where this process cannot open it (queries are answered all the same)."""
+        found = QueryLog.open_or_none(index_path) if enabled else None
+        return cls(found, why_off if not enabled else f"the query log of {index_path} cannot be opened by this server "
+                                                      "(its log says why): queries are answered, not logged")
 
     @classmethod
     def existing(cls, index_path: str) -> "Traffic":

@@ -1,5 +1,6 @@
 """Several writers and readers of one index: a writer opened before another's edit keeps that edit,
 readers see edits, and readers left behind keep answering from their own version."""
+import numpy as np
 import pytest
 
 from faqsearch import FAQ, FAQSearch
@@ -224,3 +225,29 @@ def test_every_entry_of_a_closed_engine_says_it_is_closed(built):
         with pytest.raises(ClosedError, match="was closed"):
             call()
     built.close()  # twice is fine
+
+
+@pytest.mark.parametrize("questions", [3, 2])
+def test_an_index_rebuilt_and_swapped_in_under_its_name_is_read_afresh(tmp_path, questions):
+    """A reader reused the vectors and transform of its version directory when another build's
+    directory of the same name (v00000001) took the index's place (renamed in, rsynced, or dropped and
+    ingested again): 8 of 100 answers were the old index's, in silence; with another question count
+    the reload failed as "inconsistent" for good while the files on disk were sound."""
+    import os
+
+    live = str(tmp_path / "live")
+    build_index(faq_rows(15, 3), live).close()
+    other = [(f"n{i}", f"completely different wording {i} of gadget {j}", f"new answer {i}") for i in range(15)
+             for j in range(questions)]
+    build_index(other, tmp_path / "rebuilt").close()
+    with FAQSearch.open(live, encoder=FakeEncoder()) as reader:
+        assert reader.ask("question about subject3 variant1", threshold=-1).answers[0].faq_id == "f3"
+        os.rename(live, str(tmp_path / "old"))
+        os.rename(str(tmp_path / "rebuilt"), live)
+        reader.reload()
+        assert reader.info()["counts"]["questions"] == 15 * questions
+        assert reader.ask("completely different wording 7 of gadget 1", threshold=-1).answers[0].faq_id == "n7"
+        with FAQSearch.open(live, encoder=FakeEncoder()) as fresh:  # its transform and vectors, not the old build's
+            assert np.array_equal(reader.snapshot.whitening.kernel, fresh.snapshot.whitening.kernel)
+            vectors = reader.embed(["gadget 4", "completely different wording 2"])
+            assert np.array_equal(reader.snapshot.index.search(vectors, 10)[1], fresh.snapshot.index.search(vectors, 10)[1])

@@ -751,6 +751,7 @@ def test_a_keyless_server_on_this_machine_answers_only_requests_addressed_to_it(
             assert c.get("/indexes/shop/queries", headers={"Host": host}).status_code == 200, host
         r = c.get("/indexes/shop/queries", headers={"Host": "attacker.example:8000"})
         assert r.status_code == 403 and "give it a key" in r.json()["error"] and "attacker.example" in r.json()["error"]
+        assert c.get("/health", headers={"Host": "faq.internal:8000"}).status_code == 200  # always open (a proxy's check)
     finally:
         service.close()
     keyed = Service({"shop": ix}, api_key=KEY, watch=False)  # with a key the key decides, whatever the name
@@ -759,3 +760,33 @@ def test_a_keyless_server_on_this_machine_answers_only_requests_addressed_to_it(
         assert c.get("/indexes/shop/queries", headers={"Host": "faq.example.com", "X-API-Key": KEY}).status_code == 200
     finally:
         keyed.close()
+
+
+def test_a_server_error_is_logged_with_its_reason_and_a_read_only_index_says_why_it_has_no_log(fake_models, ix,
+                                                                                               monkeypatch, caplog):
+    """A 503 (a damaged store, a full disk) was logged as its request line alone, at INFO: an operator
+    alerting on errors never saw one. A read-only index's query log reads said it was off "started with
+    --no-log"."""
+    import faqsearch.service.service as served
+    from faqsearch.errors import StorageError
+
+    def full(*a, **k):
+        raise StorageError("no space left on the device holding shop; free some space")
+
+    service, c = make_client([ix])
+    try:
+        monkeypatch.setattr(FAQSearch, "add", full)
+        with caplog.at_level("ERROR"):
+            r = c.post("/indexes/shop/faqs", headers={"X-API-Key": KEY}, json={"faqs": [
+                {"id": "n", "answer": "a", "questions": ["q?"]}]})
+        assert r.status_code == 503
+        assert [m for m in caplog.messages if "POST /indexes/shop/faqs: no space left on the device" in m], caplog.messages
+    finally:
+        service.close()
+    monkeypatch.setattr(served.os, "access", lambda path, mode: mode != os.W_OK)
+    service, c = make_client([ix], api_key=None)
+    try:
+        r = c.get("/indexes/shop/queries")
+        assert r.status_code == 400 and "is served read-only" in r.json()["error"] and "--no-log" not in r.json()["error"]
+    finally:
+        service.close()

@@ -104,9 +104,26 @@ def test_serve_with_json_logs_writes_only_json_lines(fake_models, ix, tmp_path):
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
+    from faqsearch.querylog import log_path
+
+    # SIGTERM: uvicorn shut down, then raised it again, which killed the process before the service closed
+    assert proc.returncode == 143 and not os.path.exists(log_path(ix) + "-wal"), (proc.returncode, out[-2000:])
     lines = [json.loads(line) for line in out.splitlines() if line.strip()]  # a line that is not JSON fails here
     assert all({"time", "level", "logger", "message"} <= set(x) for x in lines)
     asks = [x for x in lines if x.get("path") == "/indexes/shop/ask"]
     assert [(x["status"], x["index"], x["answered"]) for x in asks] == [(200, "shop", True), (200, "shop", False)]
     assert any(x["logger"].startswith("uvicorn") for x in lines)  # uvicorn's own lines, as JSON
     assert not any(x["logger"] == "uvicorn.access" for x in lines)  # the request lines replace the access log
+
+
+@pytest.mark.slow
+def test_serve_with_json_logs_says_why_it_could_not_start_in_json(tmp_path):
+    """An index that is not there (or a bad key) stopped the server with a plain "Error:" line, the
+    one line of a crash loop a JSON log shipper could not read."""
+    env = {**os.environ, "FAQSEARCH_HOME": str(tmp_path), "FAQSEARCH_LOG_FORMAT": "json"}
+    for args, said in ((["--index", "nosuch"], "no index at"), (["--index", "nosuch", "--api-key", "a key"], "--api-key")):
+        done = subprocess.run([sys.executable, "-m", "faqsearch.cli", "serve", *args, "--port", str(free_port())],
+                              env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+        lines = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]  # not JSON: fails here
+        assert done.returncode == 1 and lines and lines[-1]["level"] == "ERROR", done.stderr
+        assert said in lines[-1]["message"], lines

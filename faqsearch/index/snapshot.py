@@ -209,7 +209,10 @@ def open_version(path: str, version: str) -> Snapshot:
 def _open_version(path: str, version: str, st: tuple | None, base: Snapshot | None) -> Snapshot:
     config = cfg.load_config(version, path)
     backend = backend_for(config)
-    reuse = base if base is not None and base.version == version else None
+    # the files of a version directory are those of one build (its index_id): another build renamed, copied or
+    # ingested again under the same path has a v00000001 of its own (its old vectors were served, 8 of 100 answers
+    # wrong, or "inconsistent" for good where the counts differed)
+    reuse = base if base is not None and base.version == version and base.config.index_id == config.index_id else None
     if reuse is not None:
         whitening = replace(reuse.whitening)  # a delta may replace its moments: never the reader's object
     else:

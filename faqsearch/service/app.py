@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sqlite3
 import threading
 import time
@@ -153,7 +154,7 @@ def create_app(service: Service, max_body: int = MAX_BODY, local_only: bool = Fa
         as the Host, and would otherwise read the query log from the browser of whoever runs it."""
         host = (request.headers.get("host") or "").lower()
         name = host.split("]")[0] + "]" if host.startswith("[") else host.rsplit(":", 1)[0]  # without the port
-        if local_only and open_reads and name not in LOCAL_NAMES:
+        if local_only and open_reads and name not in LOCAL_NAMES and request.url.path != "/health":  # (always open)
             return JSONResponse({"error": f"this server is bound to this machine without a key, so it answers only "
                                           f"requests addressed to it (Host: localhost or 127.0.0.1, not {name!r}); "
                                           "give it a key (--read-key, --api-key), or have a proxy send Host: "
@@ -194,7 +195,10 @@ def create_app(service: Service, max_body: int = MAX_BODY, local_only: bool = Fa
     async def domain_error(request: Request, exc: FAQSearchError):
         headers = {"WWW-Authenticate": "ApiKey"} if isinstance(exc, Unauthorized) else \
             {"Retry-After": str(RETRY_AFTER_S)} if isinstance(exc, BusyError) else None
-        return JSONResponse({"error": service.redact(str(exc))}, status_code=status_for(exc), headers=headers)
+        status = status_for(exc)
+        if status >= 500:  # a damaged file, a full disk, Milvus down: the operator's, not the client's (once logged
+            log.error("request %s %s: %s", request.method, request.url.path, service.redact(str(exc)))  # as INFO)
+        return JSONResponse({"error": service.redact(str(exc))}, status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
@@ -248,10 +252,24 @@ def serve(indexes: dict[str, str], host: str = "127.0.0.1", port: int = 8000, ap
     local = host in ("127.0.0.1", "localhost", "::1")
     if not local:
         log.warning("binding %s: the service is reachable from other machines", host)
-    service = Service(indexes, api_key=api_key, log_queries=log_queries, threads=threads, read_key=read_key,
-                      private=private)
+    try:
+        service = Service(indexes, api_key=api_key, log_queries=log_queries, threads=threads, read_key=read_key,
+                          private=private)
+    except FAQSearchError as exc:
+        if not logging_args:
+            raise
+        log.error("%s", exc)  # a JSON line as every other of this server: a log shipper reads why it stopped
+        raise SystemExit(1) from None
+    if threading.current_thread() is threading.main_thread():  # uvicorn shuts down gracefully, then raises the
+        signal.signal(signal.SIGTERM, _terminated)  # signal again: by default it killed us before the finally below
     try:
         uvicorn.run(create_app(service, max_body, local_only=local), host=host, port=port, log_level="info",
                     **logging_args)
     finally:
         service.close()
+
+
+def _terminated(signum, frame) -> None:
+    """SIGTERM after uvicorn's graceful shutdown: exit as a terminated process does (143), closing the
+    service on the way (the query log's WAL was left behind)."""
+    raise SystemExit(128 + signum)

@@ -63,7 +63,7 @@ class Service:
     def __init__(self, indexes: dict[str, str], api_key: str | None = None, log_queries: bool = True,
                  threads: int | None = None, watch: bool = True, read_key: str | None = None, private: bool = False):
         from ..engine import FAQSearch
-        from ..traffic import Traffic
+        from ..traffic import OFF, Traffic
 
         if not indexes:
             raise FAQSearchError("no index to serve; pass --index NAME (see faqsearch ingest)")
@@ -89,7 +89,9 @@ class Service:
             if read_only:
                 log.warning("index %s: this process cannot write %s, so it is served read-only: answers, no "
                             "writes and no query log", name, engine.path)
-            self._served[name] = Served(name, engine, Traffic.open(engine.path, enabled=log_queries and not read_only),
+            off = f"index {name} is served read-only (this process cannot write {engine.path}): no query log" \
+                if read_only and log_queries else OFF
+            self._served[name] = Served(name, engine, Traffic.open(engine.path, log_queries and not read_only, off),
                                         read_only=read_only)
         self._stop = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="faqsearch-watch", daemon=True)
