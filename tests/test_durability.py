@@ -189,3 +189,28 @@ def test_index_directories_follow_the_umask(tmp_path):
         e.close()
     finally:
         os.umask(old)
+
+
+@pytest.mark.parametrize("layout", ["link", "plain"])
+def test_the_first_write_moves_an_older_layouts_query_log_inside(tmp_path, layout):
+    """An index of an older layout kept its query log beside it (NAME.queries.db); the first write moved
+    the index into its directory but left the log out, so `cp -a NAME/` lost it and `log` on the copy
+    said there was none. It moves in with the first write where no process has it open."""
+    from faqsearch.index.format import QUERY_LOG
+    from faqsearch.querylog import QueryLog, log_path
+
+    ix = str(tmp_path / "ix")
+    build_index(write_corpus(tmp_path, faq_rows(6, 2)), ix).close()
+    make_legacy(ix, layout)
+    legacy = str(tmp_path / f"ix.{QUERY_LOG}")
+    with FAQSearch.open(ix, encoder=FakeEncoder()) as engine:
+        engine.ask("question about subject1 variant0", log=True)
+    assert os.path.exists(legacy) and log_path(ix) == legacy
+    with FAQSearch.open(ix, encoder=FakeEncoder()) as engine:
+        engine.add([FAQ("new", "a new answer", ["a brand new question"])])
+    assert not os.path.exists(legacy) and log_path(ix) == os.path.join(ix, QUERY_LOG)
+    log = QueryLog.for_index(ix)
+    try:
+        assert [q["query"] for q in log.recent(10)] == ["question about subject1 variant0"]
+    finally:
+        log.close()

@@ -243,3 +243,35 @@ def test_a_store_damaged_past_its_open_checks_is_an_index_format_error(tmp_path)
         s.questions(list(range(1, 121)))
         s.list_faqs()
     s.close()
+
+
+def test_a_reader_upgrades_an_older_store_in_memory_and_never_writes_the_file(tmp_path):
+    """A read (ask, info, serve) migrated an older store in place, without the writers' lock: an older
+    faqsearch still in use then failed its next add (NOT NULL constraint failed: faqs.seq), and a
+    read-only index was refused as "damaged" with advice to rebuild it. The reader upgrades a copy in
+    memory; a writer (any edit) upgrades the file."""
+    import hashlib
+    import os
+    import stat
+
+    from sqlite_utils import Database
+
+    path = str(tmp_path / "v1.db")
+    db = Database(path)
+    migrations.apply(db, stop_before="m003_lexical")
+    db["faqs"].insert({"id": "a", "answer": "A"})
+    db["questions"].insert({"id": 1, "faq_id": "a", "text": "where is my parcel", "source": "corpus"})
+    migrations.apply(db, stop_before="m006_generations")  # a store of 2026-11-23
+    db.close()
+    digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    os.chmod(path, stat.S_IRUSR)  # (root may write it all the same: the digest is what proves nothing wrote)
+    reader = Store.open_existing(path, "ix")
+    assert reader.faq("a")["answer"] == "A" and reader.lexical(["parcel"], 5)[0][0][0] == 1
+    assert reader.counts()["questions"] == 1
+    reader.close()
+    assert hashlib.sha256(open(path, "rb").read()).hexdigest() == digest
+    os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+    writer = Store(path)
+    assert [m.name for m in migrations.applied(writer.db)][-1] == "m007_stemming"
+    writer.close()
+    assert hashlib.sha256(open(path, "rb").read()).hexdigest() != digest

@@ -38,7 +38,8 @@ from ..defaults import KEEP_UNDO_POINTS, KEEP_VERSIONS, PHRASING_EDITS
 from ..errors import IndexFormatError, IndexNotFoundError, IndexPathError
 from ..files import FileLock, atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
 from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
-                     STORE, TOP as _TOP, VERSION_NAME, WHITENING, Config, index_argument, read_json, version_name)
+                     QUERY_LOG, STORE, TOP as _TOP, VERSION_NAME, WHITENING, Config, index_argument, legacy_query_log,
+                     read_json, version_name)
 from .address import remote_of
 from .config import read_current
 from .remote import RemoteWriting, sync
@@ -351,9 +352,8 @@ class Writer:
         fsync_dir(directory)
 
     def _repair(self) -> None:
-        """Remove what killed writers left: half-built versions and those that lost the switch (not the kept,
-        older ones), a stale CURRENT.tmp,
-        the old top-level files of a migrated plain directory, and the siblings of the link layout."""
+        """Remove what killed writers left: half-built versions and those that lost the switch (not the kept, older ones), a
+        stale CURRENT.tmp, the old top-level files of a migrated plain directory, the siblings of the link layout."""
         current = read_current(self.path)
         if current is None and (current := newest_version(self.path)) is not None:  # CURRENT lost: named again
             log.warning("index %s had no %s; it names the newest version %s again", self.path, CURRENT, current)
@@ -371,6 +371,10 @@ class Writer:
         legacy_lock = os.path.join(os.path.dirname(self.path), f".{os.path.basename(self.path)}.lock")
         if os.path.exists(legacy_lock) and layout(self.path) == "current":
             _remove(legacy_lock)
+        legacy_log = os.path.join(os.path.dirname(self.path), legacy_query_log(os.path.basename(self.path)))
+        if os.path.exists(legacy_log) and layout(self.path) == "current" and not os.path.exists(os.path.join(
+                self.path, QUERY_LOG)) and not any(os.path.exists(legacy_log + side) for side in SQLITE_SIDE):  # unused
+            os.rename(legacy_log, os.path.join(self.path, QUERY_LOG))  # inside, it travels with a copy (cp -a NAME/)
 
     def _release(self) -> None:
         for lock in reversed(self._locks):

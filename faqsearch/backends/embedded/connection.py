@@ -22,6 +22,19 @@ def connect(path: str, index: str | None = None, owner: object = None) -> "_Conn
     return conn
 
 
+def copy_in_memory(conn: "_Connection", owner: object = None) -> "_Connection":
+    """A copy in memory of ``conn``'s database, ``conn`` closed: what a reader upgrades when a store is
+    older than this faqsearch (a reader never writes the file: one that did broke an older faqsearch's
+    edits, and failed on a read-only index as "damaged"; the next write upgrades the file, under the lock)."""
+    mem = sqlite3.connect(":memory:", check_same_thread=False, factory=_Connection)
+    mem.index = conn.index
+    conn.backup(mem)
+    conn.close()
+    if owner is not None:
+        weakref.finalize(owner, mem.close)
+    return mem
+
+
 def _checked(conn: "_Connection", call, *args):
     """``call(*args)``, where SQLite's report of a damaged file (SQLITE_CORRUPT, SQLITE_NOTADB: a bare
     DatabaseError; locks, a full disk and permissions are OperationalErrors, left as they are)

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .connection import connect
+from .connection import connect, copy_in_memory
 from ...corpus import FAQ, faq_hash
 from ...filters import filter_sql
 from ...lexical import choose_stemmer, stem_in_use, tokenize
@@ -36,10 +36,11 @@ ALIVE = 1 << 62  # ``dead`` of a row no edit has removed
 class Store:
     """FAQs (id, answer, category, metadata) and questions (id, faq_id, text, source)."""
 
-    def __init__(self, path: str, cjk: str | None = None, generation: int | None = None, index: str | None = None):
-        """``cjk``: CJK tokenisation for a store that holds no questions yet (default DEFAULT_CJK);
-        an existing store keeps its own. ``generation``: read the rows visible at that generation
-        (default: every live row)."""
+    def __init__(self, path: str, cjk: str | None = None, generation: int | None = None, index: str | None = None,
+                 migrate: bool = True):
+        """``cjk``: CJK tokenisation for a store that holds no questions yet (default DEFAULT_CJK); an existing store
+        keeps its own. ``generation``: read the rows visible at that generation (default: every live row).
+        ``migrate`` False (a reader): an older schema is upgraded in a copy in memory, never in the file."""
         self.path = path
         self.generation = generation
         g = ALIVE - 1 if generation is None else int(generation)
@@ -54,6 +55,8 @@ class Store:
             if not self._up_to_date():
                 from .migrations import migrations
 
+                if not migrate:
+                    self._conn = copy_in_memory(self._conn, owner=self)
                 migrations.apply(self.db)
             if cjk is not None and not self._conn.execute("select 1 from questions limit 1").fetchone():
                 from ...lexical import CJK_MODES
@@ -96,13 +99,12 @@ class Store:
 
     @classmethod
     def open_existing(cls, path: str, index: str | None = None, generation: int | None = None) -> "Store":
-        """Open the store of a built index, never creating one: a missing, empty or foreign file is an
-        IndexFormatError naming the file and the fix."""
+        """Open the store of a built index to read it, never creating or changing one: a missing, empty or
+        foreign file is an IndexFormatError naming the file and the fix."""
         from ...index.config import damaged
         from ...errors import IndexFormatError
 
-        def bad(why: str) -> IndexFormatError:
-            return IndexFormatError(damaged(index or path, "store", why))
+        bad = lambda why: IndexFormatError(damaged(index or path, "store", why))  # noqa: E731
 
         if not os.path.exists(path):
             raise bad("missing")
@@ -117,7 +119,7 @@ class Store:
         if not {"faqs", "questions"} <= tables:
             raise bad("not a faqsearch database (no faqs/questions tables)")
         try:
-            return cls(path, generation=generation, index=index)
+            return cls(path, generation=generation, index=index, migrate=False)
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a StoreDamagedError says so already
             raise (exc if isinstance(exc, IndexFormatError) else bad(f"damaged ({exc})")) from None
 
@@ -171,11 +173,9 @@ class Store:
 
     def _insert_faq_rows(self, faqs: Sequence[FAQ], gen: int | None) -> None:
         seq = int(self._conn.execute("select coalesce(max(seq), 0) from faqs").fetchone()[0]) + 1
-        self.db["faqs"].insert_all(
-            ({"id": f.id, "answer": f.answer, "category": f.category,
-              "metadata": json.dumps(f.metadata, ensure_ascii=False) if f.metadata else None,
-              "content_hash": faq_hash(f), "seq": seq + i, "gen": gen or 0} for i, f in enumerate(faqs)),
-            batch_size=500)
+        self.db["faqs"].insert_all(({"id": f.id, "answer": f.answer, "category": f.category, "content_hash": faq_hash(f),
+                                     "metadata": json.dumps(f.metadata, ensure_ascii=False) if f.metadata else None,
+                                     "seq": seq + i, "gen": gen or 0} for i, f in enumerate(faqs)), batch_size=500)
 
     def iter_texts(self, chunk: int = 4096) -> Iterator[list[str]]:
         """Question texts by id, ``chunk`` at a time (a build's encoding order)."""

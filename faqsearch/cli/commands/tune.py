@@ -287,7 +287,7 @@ def refit(index, beta, gamma, k, out):
                   "threshold": engine.threshold, "threshold_chosen_by": chosen_by}
     click.echo(dump(result) if out.json else
                f"Refitted on {n} vectors: beta={w.beta:g} gamma={w.gamma:g}, {dims} dims; threshold "
-               f"{result['threshold']:.3g} ({'chosen again by the index' if chosen_by == 'self-calibrated' else chosen_by})."
+               f"{result['threshold']:.3g} ({'chosen again by the index' if chosen_by == 'self-calibrated' else chosen_by or 'the default'})."
                + ("" if chosen_by in ("self-calibrated", "given") else
                   " Scores moved with the transform: choose it again with `faqsearch tune threshold "
                   "--self --apply` (or QUERIES --offtopic FILE --apply)."))
