@@ -206,9 +206,14 @@ def test_the_first_write_moves_an_older_layouts_query_log_inside(tmp_path, layou
     with FAQSearch.open(ix, encoder=FakeEncoder()) as engine:
         engine.ask("question about subject1 variant0", log=True)
     assert os.path.exists(legacy) and log_path(ix) == legacy
+    from faqsearch.index.versions import list_versions
+
+    before = list_versions(ix)  # (it listed none: `versions` printed nothing)
+    assert [(v.live, v.faqs) for v in before] == [(True, 6)]
     with FAQSearch.open(ix, encoder=FakeEncoder()) as engine:
         engine.add([FAQ("new", "a new answer", ["a brand new question"])])
     assert not os.path.exists(legacy) and log_path(ix) == os.path.join(ix, QUERY_LOG)
+    assert before[0].version in [v.version for v in list_versions(ix)]  # the name the move gave it
     log = QueryLog.for_index(ix)
     try:
         assert [q["query"] for q in log.recent(10)] == ["question about subject1 variant0"]

@@ -18,7 +18,7 @@ from typing import Any
 from ..backends import backend_for
 from ..errors import IndexFormatError, VersionNotFoundError
 from .directory import Writer, resolve
-from .format import CONFIG, VERSION_NAME, Config, Counts, read_json
+from .format import CONFIG, VERSION_NAME, Config, Counts, read_json, version_name
 
 
 @dataclass
@@ -67,11 +67,15 @@ def version_configs(path: str | os.PathLike) -> list[tuple[str, Config | None]]:
 def list_versions(path: str | os.PathLike) -> list[Version]:
     """The versions the index at ``path`` holds, oldest first, the live one marked."""
     path = os.path.abspath(path)
-    live = os.path.basename(resolve(path))
+    where = resolve(path)
+    live = os.path.basename(where)
     out = []
-    for name in _names(path):
+    names = _names(path)
+    if not names:  # an older layout (a plain directory, a link): its one version, named as its first write names it
+        names = [live := version_name(int(_config(where).generation or 0))]
+    for name in names:
         try:
-            config = _config(os.path.join(path, name))
+            config = _config(os.path.join(path, name) if os.path.isdir(os.path.join(path, name)) else where)
         except IndexFormatError:
             config = Config()
         made, counts = config.made or {}, config.counts or Counts()
