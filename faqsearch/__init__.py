@@ -6,7 +6,7 @@ from .encoders import Encoder, load_encoder
 from .engine import FAQSearch
 from .errors import (BlankQueryError, ClosedError, CorpusError, DuplicateFAQError, EncoderMismatchError, FAQSearchError, IndexFormatError,
                      IndexNotFoundError, IndexPathError, InvalidOptionError, MissingExtraError, ModelNotFoundError,
-                     UnknownFAQError, WouldDropError)
+                     StaleRevisionError, StorageError, TextTypeError, UnknownFAQError, WouldDropError)
 from .results import Answer, EditReport, Result
 from .whitening import Moments, Whitening
 
@@ -21,4 +21,4 @@ __all__ = ["FAQSearch", "Answer", "Result", "EditReport", "FAQ", "Columns", "rea
            "Whitening", "Moments", "FAQSearchError", "CorpusError", "ModelNotFoundError", "MissingExtraError",
            "IndexNotFoundError", "IndexFormatError", "IndexPathError", "InvalidOptionError", "EncoderMismatchError",
            "DuplicateFAQError", "UnknownFAQError", "ClosedError", "WouldDropError",
-           "BlankQueryError"]
+           "BlankQueryError", "StaleRevisionError", "StorageError", "TextTypeError"]

@@ -22,11 +22,11 @@ from .edits.plan import check_addressable, check_batch, warn_unread
 from . import encoders
 from .encoders import Encoder, model_for_corpus
 from .encoders.stream import encode_stream, encode_to_file
-from .errors import FAQSearchError, InvalidOptionError, TextTypeError, WouldDropError
+from .errors import FAQSearchError, IndexPathError, InvalidOptionError, TextTypeError, WouldDropError
 from .files import load_npy
 from .index.directory import Writer, check_target
 from .index.format import VECTORS, WHITENING, Config, index_argument
-from .text import count, read_alike
+from .text import check_whole, count, read_alike
 from .index.snapshot import open_version
 from .whitening import Moments, Whitening
 
@@ -144,7 +144,13 @@ def build(corpus: str | os.PathLike | Sequence[FAQ], path: str, *, encoder: Enco
         raise InvalidOptionError("--uri and --collection name a Milvus collection, and this index is built as FAISS "
                                  "and SQLite files: add --backend milvus, or leave them out")
     check_target(path)  # only an index of ours may be replaced: refused before anything is read or encoded
+    above = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(above) and os.path.dirname(above) != above:
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):  # (a FileExistsError from makedirs)
+        raise IndexPathError(f"{above} is a file, so no index can be made at {path}; choose another --index")
     backend = backend_named(storage.backend)
+    check_whole(batch_size, "batch_size")  # before anything is read or encoded
     if wspec.k is not None and (not isinstance(wspec.k, int) or wspec.k < 1):
         raise InvalidOptionError(f"k (--dims) must be a positive number of dimensions, got {wspec.k!r}")
     if not (0.0 <= wspec.beta <= 1.0 and 0.0 <= wspec.gamma <= 1.0):

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Iterable
 
-from .errors import CorpusError
+from .errors import CorpusError, InvalidOptionError
 
 ID_ALIASES = ("id", "faq_id")
 
@@ -29,6 +29,18 @@ class Columns:
     category: str = "category"
     variants: str = "variants"
     variant_sep: str = "|"
+
+
+def given(columns: Columns | None) -> Columns:
+    """``columns`` with each name left None the default (``id`` None: found by its aliases); a name that
+    is not a string is refused (``variant_sep=None`` split the variants at every space)."""
+    cols = columns or Columns()
+    for f in ("question", "answer", "category", "variants", "variant_sep", "id"):
+        value = getattr(cols, f)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise InvalidOptionError(f"Columns.{f} must be a column name (a string), or None for the default, not {value!r}")
+    return replace(cols, **{f: getattr(Columns, f) for f in ("question", "answer", "category", "variants", "variant_sep")
+                            if getattr(cols, f) is None})
 
 
 def _key(name: str) -> str:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
-from .columns import Columns, find, resolve
+from .columns import Columns, find, given, resolve
 from .errors import CorpusError
 from .filters import check_metadata
 from .text import answer_key, clean_text, is_blank, not_utf8_fix, read_alike
@@ -358,7 +358,7 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
     ``question`` in JSONL).
     """
     path = str(path)
-    cols = columns or Columns()
+    cols = given(columns)  # None: the default name
     if cols.question == cols.answer:  # every answer was its question, the real answer kept as metadata
         raise CorpusError(path, None, f"the question and the answer are both column {cols.question!r}; give "
                                       "--question-column and --answer-column two different columns")

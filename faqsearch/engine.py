@@ -129,7 +129,7 @@ class FAQSearch(Asking):
 
     # ------------------------------------------------------------------ ask
     def embed(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False) -> np.ndarray:
-        """Query vectors (encoder, transform, L2-normalised); repeated texts come from a cache."""
+        """Query vectors (encoder, then transform: norm at most 1, library.md says why); repeated texts are cached."""
         return self.searcher().embed(texts, batch_size, progress)
 
     def raw_vectors(self) -> tuple[np.ndarray, np.ndarray]:

@@ -23,7 +23,7 @@ from .errors import IndexFormatError, InvalidOptionError
 from .filters import check_filters
 from .results import Answer, Result
 from .index.snapshot import Snapshot
-from .text import as_items, clean_text, is_blank
+from .text import as_items, check_whole, clean_text, is_blank
 from .tokenmatch import gives_states
 from .tokenmatch import scores as token_scores
 
@@ -71,7 +71,7 @@ class QueryEncoder:
                tokens: bool = False) -> np.ndarray:
         """Raw vectors of ``texts`` (cached). ``tokens``: their token states are wanted next (token
         matching): texts new to either cache are encoded once for both, where the encoder can."""
-        texts = list(texts)
+        texts, batch_size = list(texts), check_whole(batch_size, "batch_size")
         if tokens and hasattr(self.encoder, "encode_with_tokens") and gives_states(self.encoder):
             self._fill_both(texts, batch_size)
         out: np.ndarray | None = None

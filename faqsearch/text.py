@@ -87,17 +87,21 @@ def check_query(text: str) -> str:
     return text
 
 
+def check_whole(value: Any, name: str, low: int = 1, high: int = 1 << 31) -> int:
+    """``value`` as an int where it is a whole number from ``low`` to ``high`` (a bool is none), else an
+    InvalidOptionError naming ``name`` (a batch size of -1 encoded nothing and answered NaN)."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidOptionError(f"{name} must be a whole number from {low} to {high}, got {value!r}")
+    return int(value)
+
+
 def check_page(limit: Any, offset: Any, contains: Any = None) -> tuple[int | None, int]:
     """``(limit, offset)`` of a page of a listing, checked as the CLI and the API check them: ``limit`` None
     or a whole number of at least 1, ``offset`` one of at least 0, both at most 2**31 (SQLite's LIMIT
     overflowed past 2**63, and -1 listed everything); ``contains`` None or a string."""
-    for name, value, low in (("limit", limit, 1), ("offset", offset, 0)):
-        if (value is not None or name == "offset") and (not isinstance(value, numbers.Integral)
-                                                        or isinstance(value, bool) or not low <= value <= 1 << 31):
-            raise InvalidOptionError(f"{name} must be a whole number from {low} to {1 << 31}, got {value!r}")
     if contains is not None and not isinstance(contains, str):
         raise TextTypeError(f"contains: expected a string, got {type(contains).__name__}")
-    return (None if limit is None else int(limit)), int(offset)
+    return (None if limit is None else check_whole(limit, "limit")), check_whole(offset, "offset", 0)
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:

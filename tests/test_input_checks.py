@@ -353,3 +353,44 @@ def test_a_corpus_read_from_a_pipe_loses_nothing(tmp_path, run, fmt):
     report = json.loads(done.output)
     assert report["removed_faqs"] == [] and report["unchanged_faqs"] == 100, report
     assert json.loads(run("info", "--index", ix, "--json").output)["counts"]["faqs"] == 100
+
+
+def test_the_librarys_documented_arguments_are_checked_as_documented(built, tmp_path):
+    """Found by a hostile reading of the library's docs: batch_size=-1 encoded nothing and answered NaN,
+    and the NaN stayed in the engine's query cache for later asks; augment(n=0) added every paraphrase
+    that passed; Columns(variant_sep=None) split the variants at every space (None: the default, said
+    its docstring); a path under a file raised NotADirectoryError or FileExistsError; a generator
+    object without a name was taken for a model name."""
+    import faqsearch
+    from faqsearch.corpus import Columns
+    from faqsearch.errors import IndexNotFoundError, IndexPathError, InvalidOptionError, TextTypeError
+    from faqsearch.generators import load_generator, paraphrase
+
+    for bad in (-1, 0, 2.5, "64", True):
+        with pytest.raises(InvalidOptionError, match="batch_size must be a whole number from 1"):
+            built.ask_many(["question about subject3 variant1"], batch_size=bad)
+    with pytest.raises(InvalidOptionError, match="batch_size"):
+        build_index(faq_rows(3, 2), tmp_path / "b", batch_size=-1)
+    assert not os.path.exists(tmp_path / "b")
+    result = built.ask("question about subject3 variant1")  # the cache holds no NaN
+    assert result.answered and result.answers[0].faq_id == "f3" and result.best_score == result.best_score
+    for n in (0, -1, 101):
+        with pytest.raises(InvalidOptionError, match="n must be a whole number from 1 to 100"):
+            built.augment(generator=object(), n=n)
+        with pytest.raises(InvalidOptionError, match="n must be a whole number from 1 to 100"):
+            paraphrase(object(), "where is my parcel", n=n)
+    with pytest.raises(TextTypeError, match="this object lacks name, sample, similarity, spec"):
+        load_generator(object())
+    corpus = tmp_path / "v.csv"
+    corpus.write_text("id,question,answer,variants\n1,How can I sign up?,Here.,Where do I register?|How to join?\n",
+                      encoding="utf-8")
+    faq, = faqsearch.read_corpus(str(corpus), Columns(variant_sep=None, question=None, category=None))
+    assert faq.questions == ["How can I sign up?", "Where do I register?", "How to join?"]
+    with pytest.raises(InvalidOptionError, match="Columns.question must be a column name"):
+        faqsearch.read_corpus(str(corpus), Columns(question=5))
+    under = str(tmp_path / "v.csv" / "ix")
+    with pytest.raises(IndexNotFoundError):
+        FAQSearch.open(under)
+    with pytest.raises(IndexPathError, match="v.csv is a file, so no index can be made"):
+        build_index(str(corpus), under)
+    assert {"StaleRevisionError", "StorageError", "TextTypeError"} <= set(faqsearch.__all__)

@@ -235,7 +235,7 @@ def storage_options(fn):
 def sampling_options(fn):
     """Sampling options shared by paraphrase, ask --paraphrases and augment."""
     return _group(
-        click.option("--candidates", type=click.IntRange(1), default=24, show_default=True,
+        click.option("--candidates", type=click.IntRange(1, 1000), default=24, show_default=True,
                      help="Samples drawn in one batch before screening and re-ranking."),
         click.option("--min-similarity", type=Finite(-1, 1), default=PARAPHRASE_MIN_SIMILARITY,
                      show_default=True, help="Drop candidates whose similarity with the input (re-ranking encoder) "

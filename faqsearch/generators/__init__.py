@@ -14,9 +14,11 @@ before sampling (:mod:`faqsearch.generators.languages`).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ..errors import TextTypeError
 from ..text import is_blank
 from .base import Candidate, Generator
 from .languages import BUNDLED_LANGUAGES, UnsupportedLanguageError, check_languages, default_for, generator_languages
@@ -39,6 +41,10 @@ def load_generator(source: str | None = None, *, gguf_file: str | None = None, t
     (anything else not known, so not checked)."""
     from .unilm import UniLMGenerator, is_simbert_dir
 
+    if source is not None and not isinstance(source, (str, os.PathLike)):  # an object short of the protocol
+        lacks = [m for m in ("name", "sample", "similarity", "spec") if not hasattr(source, m)]
+        raise TextTypeError(f"a generator is a name, a directory, or an object with name, sample(text, n, seed), "
+                            f"similarity(text, candidates) and spec(); this {type(source).__name__} lacks {', '.join(lacks)}")
     source = source or (default_for(texts) if texts else DEFAULT_GENERATOR)
     declared = generator_languages(source, languages)
     if is_simbert_dir(source):

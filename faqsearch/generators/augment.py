@@ -8,6 +8,7 @@ import logging
 from ..defaults import PARAPHRASE_MIN_SIMILARITY, PARAPHRASE_ROUNDS
 from ..edits.plan import Edit
 from ..progress import progress_bar
+from ..text import check_whole
 from .languages import checked, writes
 from .meaning import answers_alike
 from .recipe import diverse_top, normal, screen_rounds
@@ -21,6 +22,7 @@ def plan_augment(searcher, generator=None, n: int = 3, candidates: int = 24, see
     index mostly in a script the generator does not write is refused; single FAQs in one are skipped."""
     from . import Generator, load_generator
 
+    n, candidates = check_whole(n, "n", 1, 100), check_whole(candidates, "candidates", 1, 1000)  # n=0 added every one
     store = searcher.snap.store
     faqs = store.list_faqs()
     questions_of = {f["id"]: [q["text"] for q in store.faq(f["id"])["questions"]] for f in faqs}

@@ -11,7 +11,7 @@ import numpy as np
 from ..defaults import PARAPHRASE_MAX_CHARS, PARAPHRASE_MIN_SIMILARITY, PARAPHRASE_ROUNDS
 from ..errors import InvalidOptionError
 from ..lexical import CJK_RANGES
-from ..text import folded
+from ..text import check_whole, folded
 from .base import Candidate, Generator
 
 # words whose change alone does not make a new wording ("How can I..." vs "How do I...")
@@ -319,6 +319,7 @@ def paraphrase(generator: Generator, text: str, n: int = 5, candidates: int = 24
                same_intent: Callable[[list[str]], Sequence[bool]] | None = None) -> list[Paraphrase]:
     """Up to ``n`` rewordings of ``text``: batches of ``candidates`` samples, screened, re-ranked, diverse
     (at most ``rounds`` batches; one batch is about a third of the time for fewer paraphrases)."""
+    n, candidates = check_whole(n, "n", 1, 100), check_whole(candidates, "candidates", 1, 1000)  # n=0: no cap at all
     if not text.strip():
         return []
     return diverse_top(screen_rounds(generator, text, n, candidates, scorer, min_similarity, seed, rounds,

@@ -58,7 +58,7 @@ def _siblings(path: str) -> list[str]:
     prefix = f".{name}."
     try:
         entries = os.listdir(parent)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # (a path under a file: no index, nor siblings)
         return []
     return [os.path.join(parent, e) for e in entries
             if e.startswith(prefix) and _LEGACY_LABEL.match(e[len(prefix):])]

@@ -58,7 +58,7 @@ def stdin_lines() -> list[str]:
 @click.option("--category", help="Only FAQs of this category (filtered inside the search).")
 @click.option("--log", "log_queries", is_flag=True,
               help="Log the queries in the index's query log, as `faqsearch serve` does (for `faqsearch gaps`).")
-@click.option("--paraphrases", type=click.IntRange(0), default=0,
+@click.option("--paraphrases", type=click.IntRange(0, 100), default=0,
               help="Also return N generated rewordings of the question ('did you mean'), re-ranked by the index.")
 @generator_option
 @click.option("--fail-on-no-answer", is_flag=True,

@@ -27,7 +27,7 @@ languages_option = click.option(
 @click.option("--gguf-file", help="GGUF weights file inside the --generator directory or repo.")
 @click.option("--index", "-i", "index", default=None,
               help="Re-rank by this index's own query vectors (default: the bundled MiniLM encoder).")
-@click.option("-n", "n", type=click.IntRange(1), default=5, show_default=True, help="Paraphrases to return.")
+@click.option("-n", "n", type=click.IntRange(1, 100), default=5, show_default=True, help="Paraphrases to return.")
 @sampling_options
 @click.option("--rounds", type=click.IntRange(1), default=PARAPHRASE_ROUNDS, show_default=True,
               help="Batches drawn at most while fewer than N pass; 1 is fastest, with fewer paraphrases.")
@@ -107,7 +107,7 @@ def paraphrase(text, generator, languages, gguf_file, index, n, candidates, min_
 
 @click.command()
 @index_option
-@click.option("-n", "n", type=click.IntRange(1), default=3, show_default=True, help="Paraphrases to add per FAQ.")
+@click.option("-n", "n", type=click.IntRange(1, 100), default=3, show_default=True, help="Paraphrases to add per FAQ.")
 @generator_option
 @languages_option
 @click.option("--gguf-file", help="GGUF weights file inside the --generator directory or repo.")
