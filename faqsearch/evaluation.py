@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .confidence import check_lexical_options
+from .columns import find
 from .corpus import _cell, header_line, read_rows
 from .errors import CorpusError
 from .text import is_blank
@@ -33,9 +34,9 @@ def _pick(row: dict, names: Sequence[str], given: str | None, path: str, line: i
         if given not in row:
             raise CorpusError(path, line, f"column {given!r} not found (found: {', '.join(row)})")
         return given
-    for n in names:
-        if n in row:
-            return n
+    for n in names:  # whatever their case, as a corpus's columns (columns.find)
+        if (found := find(n, row)) is not None:
+            return found
     raise CorpusError(path, line, f"no {what} column: expected one of {', '.join(names)} (found: {', '.join(row)}); "
                       + (f"name yours with {option}" if option else "rename the columns"))
 

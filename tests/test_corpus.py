@@ -323,6 +323,10 @@ def test_default_column_names_match_whatever_their_case(tmp_path, header):
         ("F1", ["How do I pay?", "Can I pay by card?"], "billing", {}), ("F2", ["Where is my order?"], None, {})]
     jsonl = write(tmp_path, "c.jsonl", '{"ID": "k1", "Question": "Collide?", "Answer": "C.", "Priority": "top"}\n')
     assert [(f.id, f.metadata) for f in read_corpus(jsonl)] == [("k1", {"Priority": "top"})]
+    from faqsearch.evaluation import read_labelled_queries  # labelled queries alike
+
+    labelled = write(tmp_path, "q.csv", f"{header.split(',')[1]},{header.split(',')[0]}\nhow do I pay,F1\n")
+    assert [(q.text, q.gold) for q in read_labelled_queries(labelled)] == [("how do I pay", {"F1"})]
 
 
 def test_an_exact_column_name_wins_and_given_names_match_exactly(tmp_path):
