@@ -263,13 +263,19 @@ def serve(indexes: dict[str, str], host: str = "127.0.0.1", port: int = 8000, ap
     if threading.current_thread() is threading.main_thread():  # uvicorn shuts down gracefully, then raises the
         signal.signal(signal.SIGTERM, _terminated)  # signal again: by default it killed us before the finally below
     try:
-        uvicorn.run(create_app(service, max_body, local_only=local), host=host, port=port, log_level="info",
-                    **logging_args)
-    finally:
-        service.close()
+        try:
+            uvicorn.run(create_app(service, max_body, local_only=local), host=host, port=port, log_level="info",
+                        **logging_args)
+        finally:
+            service.close()
+    except _Terminated:  # closed: now end by the signal, as before (systemd counts that a clean stop)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
+
+
+class _Terminated(BaseException):
+    """SIGTERM after uvicorn's graceful shutdown (the query log's WAL was left behind when it killed us)."""
 
 
 def _terminated(signum, frame) -> None:
-    """SIGTERM after uvicorn's graceful shutdown: exit as a terminated process does (143), closing the
-    service on the way (the query log's WAL was left behind)."""
-    raise SystemExit(128 + signum)
+    raise _Terminated()
