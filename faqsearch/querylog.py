@@ -89,6 +89,10 @@ def log_answered(qlog: "QueryLog", results: list[Any], mode: str, channel: str) 
         return []
 
 
+_ENDS = " ?!.,;:。？！，、；：…"  # what a query may end with that reads the same without it
+_BARE = f"lower(trim(query, '{_ENDS}'))"  # SQL: a logged query without its case and end punctuation
+
+
 class QueryLog:
     """Append-only log of queries (thread-safe: one connection, one lock, WAL; several processes,
     such as servers of one index, write it each in turn)."""
@@ -196,9 +200,10 @@ class QueryLog:
         with self._writing():
             if query_id is not None:
                 self.db.execute("update queries set feedback_faq = ? where id = ?", [faq_id, query_id])
-            for text in texts:  # logged as asked: cleaned, as every query is before it is answered
-                self.db.execute("update queries set feedback_faq = ? where query = ?",  # the latest assignment wins
-                                [faq_id, clean_text(text)])
+            for text in texts:  # logged as asked: cleaned, as every query is before it is answered; its case and
+                self.db.execute(  # end punctuation aside, as the index holds it ("Where is it?" marks "where is it")
+                    f"update queries set feedback_faq = ? where query = ? or {_BARE} = lower(trim(?, '{_ENDS}'))",
+                    [faq_id, clean_text(text), clean_text(text)])  # the latest assignment wins
 
     def clear_feedback(self, query: str, faq_id: str) -> None:
         """Undo :meth:`mark_assigned` for a query that was taken out of an FAQ again (unassign): every row

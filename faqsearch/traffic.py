@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 from .errors import FAQSearchError, InvalidOptionError
 from .gaps import Gap, find_gaps
 from .generators import GeneratorChoice, UnsupportedLanguageError
-from .querylog import QueryLog, log_answered, log_path, parse_since  # noqa: F401 (parse_since: the CLI checks --since)
+from .querylog import QueryLog, log_answered, log_path, parse_since, still_held  # noqa: F401 (parse_since: the CLI checks --since)
 from .results import EditReport
 from .text import clean_text, is_blank
 
@@ -115,11 +115,18 @@ class Traffic:
 
     # reads
     def queries(self, limit: int = 50, offset: int = 0, unanswered: bool = False,
-                since: str | None = None) -> dict[str, Any]:
+                since: str | None = None, store: Any = None) -> dict[str, Any]:
         """Logged queries, newest first, with the log's counts (total, answered, unanswered): the JSON of
-        `faqsearch log --json` and GET /indexes/NAME/queries. ``since``: logged at or after it."""
+        `faqsearch log --json` and GET /indexes/NAME/queries. ``since``: logged at or after it. With the
+        index's ``store``, a query's ``feedback_faq`` is None where that FAQ no longer holds it (a restore,
+        a remove): the page offered only an Unassign that could not succeed."""
         log = self._required()
-        return {"queries": log.recent(limit, offset, unanswered, since), **log.count(since)}  # counts: the period
+        rows = log.recent(limit, offset, unanswered, since)
+        if store is not None:
+            held = still_held(store, {(r["query"], r["feedback_faq"]) for r in rows if r["feedback_faq"] is not None})
+            rows = [{**r, "feedback_faq": r["feedback_faq"] if (r["query"], r["feedback_faq"]) in held else None}
+                    for r in rows]
+        return {"queries": rows, **log.count(since)}  # counts: the period
 
     def gaps(self, engine, **options: Any) -> list[Gap]:
         """:func:`faqsearch.gaps.find_gaps` over this log (options: similarity, margin, min_count, since, limit)."""

@@ -87,6 +87,9 @@ def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: 
         logged_here = [r for r in rows if r["top_faq"] == faq_id]
         others = [r for r in rows if r["top_faq"] != faq_id][:NEAR_WINDOW]
         candidates = logged_here + others
+        asked: dict[str, int] = {}  # times asked, its case and punctuation variants together (as gaps counts)
+        for r in rows:
+            asked[normal(r["query"])] = asked.get(normal(r["query"]), 0) + r["count"]
         answered, near = [], []
         for r, res in zip(candidates, searcher.answer([r["query"] for r in candidates], k=NEAR_K) if candidates else []):
             hit = next((a for a in _listed(res) if a.faq_id == faq_id), None)
@@ -96,14 +99,15 @@ def suggest(searcher, faq_id: str, querylog=None, *, limit: int = 20, generate: 
                 answered.append((hit, r))
             elif not res.answers and (hit.confidence is None or hit.confidence >= NEAR_MIN_CONFIDENCE):
                 near.append((hit, r))  # unanswered, this FAQ among the nearest; one answered with another FAQ is not
-        for hit, r in sorted(answered, key=lambda x: (-x[1]["count"], -_rank_value(x[0]))):
+        count = lambda r: asked.get(normal(r["query"]), r["count"])  # noqa: E731
+        for hit, r in sorted(answered, key=lambda x: (-count(x[1]), -_rank_value(x[0]))):
             if len(out) >= limit:
                 break
-            take(Suggestion(r["query"], "answered", float(hit.score), r["count"], hit.confidence))
+            take(Suggestion(r["query"], "answered", float(hit.score), count(r), hit.confidence))
         for hit, r in sorted(near, key=lambda x: -_rank_value(x[0])):
             if len(out) >= limit:
                 break
-            take(Suggestion(r["query"], "near", float(hit.score), r["count"], hit.confidence))
+            take(Suggestion(r["query"], "near", float(hit.score), count(r), hit.confidence))
     if generate > 0 and questions:
         if refusal is not None or not writes(languages, questions[:1]):
             notes.append(f"no generated suggestions: {refusal}" if refusal is not None else

@@ -307,7 +307,8 @@ def approve(request: Request, name: str, faq_id: str, body: ApproveIn):
 def queries(request: Request, name: str, limit: int = Query(50, ge=1, le=1000), offset: int = Query(0, ge=0, le=MAX_OFFSET),
             unanswered: bool = False, since: Optional[str] = Query(None, max_length=40)):
     """Logged queries, newest first (as `faqsearch log --json`)."""
-    return service(request).served(name).traffic.queries(limit, offset, unanswered, since)
+    served = service(request).served(name)
+    return served.traffic.queries(limit, offset, unanswered, since, store=served.engine.searcher().snap.store)
 
 
 @router.get("/indexes/{name}/gaps", tags=["traffic"], dependencies=[Depends(read_key)])

@@ -216,7 +216,8 @@ def feedback(query, faq_id, index, out):
     if out.json:
         click.echo(dump(report.to_dict()))
     else:
-        click.echo(f"Added the query to {faq_id}." if report.added_questions else f"{faq_id} already has that question.")
+        click.echo((f"Added the query to {faq_id}." if report.added_questions else f"{faq_id} already has that question.")
+                   + _moved(report, faq_id))
 
 
 @click.command()
@@ -243,7 +244,16 @@ def approve(faq_id, texts, index, out):
         click.echo(dump(report.to_dict()))
     else:
         click.echo(f"Added {report.added_questions} of {len(texts)} to {faq_id}"
-                   + (" (the others it already has)." if report.added_questions < len(texts) else "."))
+                   + (" (the others it already has)." if report.added_questions < len(texts) else ".") + _moved(report, faq_id))
+
+
+def _moved(report, faq_id: str) -> str:
+    """What the text of feedback or approve said nothing of: the question it took from another FAQ, and the undo."""
+    others = [f for f in report.updated_faqs if f != faq_id]
+    if not report.removed_questions or not others:
+        return ""
+    return (f" Moved from {', '.join(others)} (undo: faqsearch unassign, or faqsearch restore {report.previous_version})."
+            if report.previous_version else f" Moved from {', '.join(others)} (undo: faqsearch unassign).")
 
 
 @click.command()

@@ -137,7 +137,7 @@ def log(index, since, limit, unanswered, out):
     from ...traffic import Traffic
 
     with FAQSearch.open(index) as engine, Traffic.existing(engine.path) as traffic:
-        found = traffic.queries(limit, 0, unanswered, since)
+        found = traffic.queries(limit, 0, unanswered, since, store=engine.store)
     if out.json:
         click.echo(dump(found))
         return
