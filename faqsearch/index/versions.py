@@ -124,6 +124,8 @@ def restore(path: str | os.PathLike, version: str) -> str:
     path = os.path.abspath(path)
     resolve(path)  # no index there: IndexNotFoundError, before a writer takes a lock (and makes a folder) there
     with Writer(path, f"restore {version}") as writer:
+        if writer.config is not None and backend_for(writer.config).kind != "embedded":  # before naming versions it
+            backend_for(writer.config).restore(writer, "", writer.config)  # cannot restore: refused (Milvus keeps none)
         known = _names(path)
         if version not in known:
             raise VersionNotFoundError(f"the index at {path} keeps no version {version!r}; it keeps "

@@ -93,12 +93,24 @@ def collections(c) -> list[str]:
     raise AssertionError("unreachable")
 
 
+def _through_ours(pymilvus_log: logging.Logger) -> None:
+    """pymilvus logs through stderr handlers of its own (plain text under `serve --log-format json`), and
+    a server outage as a warning with a traceback at each look, 4 a second: faqsearch says an outage
+    once itself (8,812 lines in 10 s). Its errors still pass, through this process's own handlers."""
+    for handler in list(pymilvus_log.handlers):
+        pymilvus_log.removeHandler(handler)
+    pymilvus_log.propagate = True
+    pymilvus_log.setLevel(max(pymilvus_log.level, logging.ERROR))
+
+
 def client(uri: str, token: str | None = None):
     try:
         from pymilvus import MilvusClient
     except ImportError as exc:
         raise MissingExtraError(f"the Milvus backend needs pymilvus (and milvus-lite for a local file): "
                                 f"pip install 'faqsearch[milvus]' ({exc})") from None
+    for name in ("pymilvus", "pymilvus.milvus_client", "pymilvus.bulk_writer"):
+        _through_ours(logging.getLogger(name))
     quiet = [logging.getLogger(n) for n in ("pymilvus", "milvus_lite", "grpc")] if "://" not in uri else []
     levels = [lg.level for lg in quiet]
     for lg in quiet:  # a file another process holds fails with tracebacks in their logs: we say it once, below
@@ -118,6 +130,9 @@ def client(uri: str, token: str | None = None):
             if not os.path.isdir(folder):
                 raise FAQSearchError(f"cannot open the milvus-lite file {uri}: its folder {folder} does not exist; "
                                      "create it, or give --uri a file in a folder that does") from None
+            if not uri.endswith(".db") or os.path.isdir(uri):  # (it was blamed on another process's lock)
+                raise FAQSearchError(f"cannot open the milvus-lite file {uri}: --uri takes a file whose name ends in "
+                                     ".db (e.g. ./faq.milvus.db), or http://host:19530 for a Milvus server") from None
             raise FAQSearchError(f"cannot open the milvus-lite file {uri} ({said(exc)}). "
                                  "milvus-lite lets one process use a file at a time: stop the other process (a running "
                                  "`faqsearch serve`?), or run a Milvus server for several processes") from None

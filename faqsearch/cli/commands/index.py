@@ -132,7 +132,8 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
                     click.echo(("Learned: " if learned.kept else "Learned, not kept: ") + gain(learned.before, learned.after))
         summary = {"index": engine.path, **info_summary(engine.config),
                    **({"learned": learned.to_dict()} if learned is not None else {})}
-    if replace:  # what it dropped is in the version before: say how to get it back
+        kept = engine.snapshot.backend.kind == "embedded"  # Milvus keeps no versions: its restore is refused
+    if replace and kept:  # what it dropped is in the version before: say how to get it back
         from ...index.versions import previous
 
         summary["previous_version"] = previous(path)
