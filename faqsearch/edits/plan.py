@@ -221,9 +221,10 @@ def _refuse_replacing_all(plan: Edit, faqs: Sequence[FAQ], ingested) -> None:
         raise WouldDropError(
             f"this file shares no FAQ id with the index: an upsert would remove all {len(plan.removed_faqs)} FAQs "
             f"the index holds from its corpus (first: {plan.removed_faqs[0]!r}) and add {len(faqs)} new ones "
-            f"(first: {faqs[0].id!r}). Check the file's id column (its header must read id or faq_id; without "
-            "one, an FAQ's id is made from its answer); to replace the whole index with the file, run "
-            "`faqsearch ingest FILE --replace`")
+            f"(first: {faqs[0].id!r}). Check the file's id column (its header must read id or faq_id, in any case; "
+            "without one, an FAQ's id is made from its answer: an index built before 2026-11-28 from a file headed ID "
+            "read that column as a field, so rename it, e.g. to ext_id, to keep the ids it has); to replace the whole "
+            "index with the file, run `faqsearch ingest FILE --replace` (questions from feedback and approvals go with it)")
 
 
 def warn_unread(spec: dict[str, Any] | None, questions: Sequence[str], fix: str) -> None:

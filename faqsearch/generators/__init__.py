@@ -41,8 +41,10 @@ def load_generator(source: str | None = None, *, gguf_file: str | None = None, t
     (anything else not known, so not checked)."""
     from .unilm import UniLMGenerator, is_simbert_dir
 
-    if source is not None and not isinstance(source, (str, os.PathLike)):  # an object short of the protocol
+    if source is not None and not isinstance(source, (str, os.PathLike)):  # an object: one short of the protocol
         lacks = [m for m in ("name", "sample", "similarity", "spec") if not hasattr(source, m)]
+        if not lacks:
+            return source
         raise TextTypeError(f"a generator is a name, a directory, or an object with name, sample(text, n, seed), "
                             f"similarity(text, candidates) and spec(); this {type(source).__name__} lacks {', '.join(lacks)}")
     source = source or (default_for(texts) if texts else DEFAULT_GENERATOR)

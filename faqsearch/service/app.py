@@ -260,8 +260,8 @@ def serve(indexes: dict[str, str], host: str = "127.0.0.1", port: int = 8000, ap
             raise
         log.error("%s", exc)  # a JSON line as every other of this server: a log shipper reads why it stopped
         raise SystemExit(1) from None
-    if threading.current_thread() is threading.main_thread():  # uvicorn shuts down gracefully, then raises the
-        signal.signal(signal.SIGTERM, _terminated)  # signal again: by default it killed us before the finally below
+    main = threading.current_thread() is threading.main_thread()  # uvicorn shuts down gracefully, then raises
+    previous = signal.signal(signal.SIGTERM, _terminated) if main else None  # the signal again: it killed us first
     try:
         try:
             uvicorn.run(create_app(service, max_body, local_only=local), host=host, port=port, log_level="info",
@@ -271,6 +271,9 @@ def serve(indexes: dict[str, str], host: str = "127.0.0.1", port: int = 8000, ap
     except _Terminated:  # closed: now end by the signal, as before (systemd counts that a clean stop)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.raise_signal(signal.SIGTERM)
+    finally:
+        if main and signal.getsignal(signal.SIGTERM) in (_terminated, signal.SIG_IGN):
+            signal.signal(signal.SIGTERM, previous)  # a caller's own, after a return (SIGINT)
 
 
 class _Terminated(BaseException):
@@ -278,4 +281,5 @@ class _Terminated(BaseException):
 
 
 def _terminated(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one during the clean-up waits for it
     raise _Terminated()

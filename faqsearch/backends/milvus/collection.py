@@ -93,6 +93,9 @@ def collections(c) -> list[str]:
     raise AssertionError("unreachable")
 
 
+_ROUTED: list[bool] = []  # pymilvus' loggers routed through this process's handlers (once)
+
+
 def _through_ours(pymilvus_log: logging.Logger) -> None:
     """pymilvus logs through stderr handlers of its own (plain text under `serve --log-format json`), and
     a server outage as a warning with a traceback at each look, 4 a second: faqsearch says an outage
@@ -109,8 +112,10 @@ def client(uri: str, token: str | None = None):
     except ImportError as exc:
         raise MissingExtraError(f"the Milvus backend needs pymilvus (and milvus-lite for a local file): "
                                 f"pip install 'faqsearch[milvus]' ({exc})") from None
-    for name in ("pymilvus", "pymilvus.milvus_client", "pymilvus.bulk_writer"):
-        _through_ours(logging.getLogger(name))
+    if not _ROUTED:  # once: handlers an application adds later are its own
+        _ROUTED.append(True)
+        for name in ("pymilvus", "pymilvus.milvus_client", "pymilvus.bulk_writer"):
+            _through_ours(logging.getLogger(name))
     quiet = [logging.getLogger(n) for n in ("pymilvus", "milvus_lite", "grpc")] if "://" not in uri else []
     levels = [lg.level for lg in quiet]
     for lg in quiet:  # a file another process holds fails with tracebacks in their logs: we say it once, below

@@ -3,6 +3,7 @@ FAISS index and SQLite store offer), at the collection's generation."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -11,8 +12,11 @@ from ...lexical import former_width_tokens, tokenize
 from ...text import clean_text
 from .collection import CJK, Collection, _quote, filter_expr
 
+log = logging.getLogger(__name__)
+
 
 SIBLINGS_MAX = 16384  # Milvus' bound on the rows of one search or query
+SIBLINGS_FAQS = 256  # FAQs whose other questions one query fetches (a batch's, at 64 dimensions, ran past the bound)
 SIBLINGS_WIDER = 5  # FAQs searched beyond k with siblings at 256 dimensions: one the full scores lift into the top k
 # is among them; fewer dimensions score further from the full ones, so (256 / dims)^2 times as many: sample_data's 159
 # queries, top-10 lists unlike the embedded backend's at 64 dims with 5 / 20 / 40 / 80 more: 29 / 7 / 1 / 0, at 128
@@ -86,12 +90,18 @@ class MilvusIndex:
                 rows[int(h["id"])] = _row(h["entity"] | {"id": h["id"]})
         if siblings and rows:
             faqs = sorted({r["faq_id"] for r in rows.values()})
-            cond = f"faq_id in [{', '.join(_quote(f) for f in faqs)}]" + (f" and ({expr})" if expr else "")
             by_faq: dict[str, list[int]] = {}
-            for r in self.b.client.query(self.b.collection, filter=self.b.visible(cond), output_fields=fields,
-                                         limit=SIBLINGS_MAX):
-                rows.setdefault(int(r["id"]), _row(r))
-                by_faq.setdefault(r["faq_id"], []).append(int(r["id"]))
+            for start in range(0, len(faqs), SIBLINGS_FAQS):  # a batch's FAQs in parts: one call's rows are bounded
+                part = faqs[start:start + SIBLINGS_FAQS]
+                cond = f"faq_id in [{', '.join(_quote(f) for f in part)}]" + (f" and ({expr})" if expr else "")
+                found = self.b.client.query(self.b.collection, filter=self.b.visible(cond), output_fields=fields,
+                                            limit=SIBLINGS_MAX)
+                if len(found) >= SIBLINGS_MAX:
+                    log.warning("the other questions of %d FAQs exceed one Milvus query (%d rows): some FAQs "
+                                "are scored by their grouped question", len(part), SIBLINGS_MAX)
+                for r in found:
+                    rows.setdefault(int(r["id"]), _row(r))
+                    by_faq.setdefault(r["faq_id"], []).append(int(r["id"]))
             out = [h + [(i, s) for qid, s in h for i in by_faq.get(rows[qid]["faq_id"], []) if i != qid] for h in out]
         return out, rows
 
