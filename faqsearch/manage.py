@@ -159,7 +159,7 @@ def drop_index(path: str) -> dict[str, Any]:
         gone = os.path.join(parent, f".{name}.dropped-{secrets.token_hex(4)}")
         os.rename(path, gone)  # the name is free at once; readers with open files keep them
     shutil.rmtree(gone, ignore_errors=True)
-    legacy_log = os.path.join(os.path.dirname(path), legacy_query_log(os.path.basename(path)))
+    legacy_log = legacy_query_log(path)
     for suffix in ("", *SQLITE_SIDE):
         if os.path.exists(legacy_log + suffix):
             os.remove(legacy_log + suffix)
@@ -185,7 +185,7 @@ def rename_index(path: str, new_path: str) -> str:
                              "with a '/' is a path; give a plain name to keep it beside the others)")
     with Writer(path):  # moves an older layout to the directory layout first, so one rename moves it all
         os.rename(path, new_path)
-    legacy_log = os.path.join(os.path.dirname(path), legacy_query_log(os.path.basename(path)))
+    legacy_log = legacy_query_log(path)
     if os.path.exists(legacy_log):
         os.rename(legacy_log, os.path.join(new_path, QUERY_LOG))
     return new_path

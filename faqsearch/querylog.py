@@ -59,8 +59,7 @@ def m003_bare_query(db: Database) -> None:
 def log_path(index_path: str) -> str:
     """Inside the index directory; beside it for an index of an older layout (a link, or a plain
     directory of version files) or where such a log already exists."""
-    parent, name = os.path.split(os.path.abspath(index_path))
-    legacy = os.path.join(parent, legacy_query_log(name))
+    legacy = legacy_query_log(index_path)
     if os.path.exists(legacy) or os.path.islink(index_path) or os.path.exists(os.path.join(index_path, CONFIG)):
         return legacy
     return os.path.join(index_path, QUERY_LOG)

@@ -371,7 +371,7 @@ class Writer:
         legacy_lock = os.path.join(os.path.dirname(self.path), f".{os.path.basename(self.path)}.lock")
         if os.path.exists(legacy_lock) and layout(self.path) == "current":
             _remove(legacy_lock)
-        legacy_log = os.path.join(os.path.dirname(self.path), legacy_query_log(os.path.basename(self.path)))
+        legacy_log = legacy_query_log(self.path)
         if os.path.exists(legacy_log) and layout(self.path) == "current" and not os.path.exists(os.path.join(
                 self.path, QUERY_LOG)) and not any(os.path.exists(legacy_log + side) for side in SQLITE_SIDE):  # unused
             os.rename(legacy_log, os.path.join(self.path, QUERY_LOG))  # inside, it travels with a copy (cp -a NAME/)

@@ -84,9 +84,10 @@ def delta_file(generation: int) -> str:
     return f"{DELTA_PREFIX}{int(generation)}{DELTA_SUFFIX}"
 
 
-def legacy_query_log(name: str) -> str:
-    """The query log's name beside an index of an older layout named ``name`` (``NAME.queries.db``)."""
-    return f"{name}.{QUERY_LOG}"
+def legacy_query_log(index_path: str) -> str:
+    """The query log beside the index at ``index_path`` where an older layout kept it (``NAME.queries.db``)."""
+    parent, name = os.path.split(os.path.abspath(index_path))
+    return os.path.join(parent, f"{name}.{QUERY_LOG}")
 
 
 def _any(names) -> str:
