@@ -276,16 +276,17 @@ def still_held(store: Any, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, s
     return held
 
 
+def held_marks(rows: list[dict[str, Any]], store: Any) -> list[dict[str, Any]]:
+    """The rows, each one's ``feedback_faq`` set to None where that FAQ no longer holds its query (:func:`still_held`)."""
+    held = still_held(store, {(r["query"], r["feedback_faq"]) for r in rows if r.get("feedback_faq") is not None})
+    return [{**r, "feedback_faq": r.get("feedback_faq") if (r["query"], r.get("feedback_faq")) in held else None}
+            for r in rows]
+
+
 def unassigned(rows: list[dict[str, Any]], store: Any, keep: str | None = None) -> list[dict[str, Any]]:
     """Rows without an assignment the index still holds (all rows' ``feedback_faq`` None without a store),
-    each row's ``feedback_faq`` set to None where its FAQ no longer holds it; those assigned to FAQ
-    ``keep`` stay, with their mark (its own suggestions)."""
+    each row's ``feedback_faq`` set to None where its FAQ no longer holds it (:func:`held_marks`); those
+    assigned to FAQ ``keep`` stay, with their mark (its own suggestions)."""
     if store is None:
         return rows
-    held = still_held(store, {(r["query"], r["feedback_faq"]) for r in rows if r.get("feedback_faq") is not None})
-    out = []
-    for r in rows:
-        mark = r.get("feedback_faq") if (r["query"], r.get("feedback_faq")) in held else None
-        if mark is None or mark == keep:
-            out.append({**r, "feedback_faq": mark})
-    return out
+    return [r for r in held_marks(rows, store) if r["feedback_faq"] is None or r["feedback_faq"] == keep]

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 from .errors import FAQSearchError, InvalidOptionError
 from .gaps import Gap, find_gaps
 from .generators import GeneratorChoice, UnsupportedLanguageError
-from .querylog import QueryLog, log_answered, log_path, parse_since, still_held  # noqa: F401 (parse_since: the CLI checks --since)
+from .querylog import QueryLog, held_marks, log_answered, log_path, parse_since  # noqa: F401 (parse_since: the CLI checks --since)
 from .results import EditReport
 from .text import clean_text, is_blank
 
@@ -124,11 +124,7 @@ class Traffic:
         a remove): the page offered only an Unassign that could not succeed."""
         log = self._required()
         rows = log.recent(limit, offset, unanswered, since)
-        if store is not None:
-            held = still_held(store, {(r["query"], r["feedback_faq"]) for r in rows if r["feedback_faq"] is not None})
-            rows = [{**r, "feedback_faq": r["feedback_faq"] if (r["query"], r["feedback_faq"]) in held else None}
-                    for r in rows]
-        return {"queries": rows, **log.count(since)}  # counts: the period
+        return {"queries": rows if store is None else held_marks(rows, store), **log.count(since)}  # counts: the period
 
     def gaps(self, engine, **options: Any) -> list[Gap]:
         """:func:`faqsearch.gaps.find_gaps` over this log (options: similarity, margin, min_count, since, limit)."""
