@@ -36,6 +36,8 @@ CONFIDENCE_SINGLES = 150
 # the share of in-domain unknowns among the out-of-scope questions the operating point is chosen for
 UNKNOWN_SHARE = 0.25
 ASK_K = 3  # answers per query, the same in the CLI, the library and the HTTP API
+MAX_COUNT = 1 << 31  # bound of a count or offset given (k, limit, batch size): more than any index holds, and SQLite's
+# LIMIT overflowed past 2**63
 MODES = ("dense", "lexical", "hybrid")
 MODE = "hybrid"  # measured at or above dense on every set (docs/hybrid.md)
 HYBRID_WEIGHT = 0.1  # weight of the normalised BM25 score; `tune fusion` learns it per index (docs/hybrid.md)

@@ -17,8 +17,8 @@ import numpy as np
 
 from .index import config as cfg
 from .confidence import POOL, ConfidenceModel, check_lexical_options, check_probability, cosine_of, threshold_without_model
-from .defaults import (ASK_K, BATCH_SIZE, DENSE_BLOCK, DENSE_CANDIDATES, FUSION_POOL, LEXICAL_POOL, MODES, QUERY_CACHE,
-                       TOKEN_BLOCK, TOKEN_CACHE, TOKEN_POOL)
+from .defaults import (ASK_K, BATCH_SIZE, DENSE_BLOCK, DENSE_CANDIDATES, FUSION_POOL, LEXICAL_POOL, MAX_COUNT, MODES,
+                       QUERY_CACHE, TOKEN_BLOCK, TOKEN_CACHE, TOKEN_POOL)
 from .errors import IndexFormatError, InvalidOptionError
 from .filters import check_filters
 from .results import Answer, Result
@@ -222,7 +222,7 @@ class Searcher:
             thr = threshold_without_model(min_confidence)
         op = None if model is None or threshold is not None else \
             (min_confidence if min_confidence is not None else snap.min_confidence)
-        k = min(int(k), 1 << 31)  # more than any index holds: a larger k overflowed SQLite's LIMIT
+        k = min(int(k), MAX_COUNT)  # more than any index holds
         texts = [clean_text(t) for t in as_items(texts)]  # one string is one query
         asked = [i for i, t in enumerate(texts) if not is_blank(t)]
         out = [Result(t, [], None, thr, min_confidence=op) for t in texts]

@@ -12,6 +12,7 @@ import re
 import unicodedata
 from typing import Any
 
+from .defaults import MAX_COUNT
 from .errors import BlankQueryError, InvalidOptionError, TextTypeError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -87,7 +88,7 @@ def check_query(text: str) -> str:
     return text
 
 
-def check_whole(value: Any, name: str, low: int = 1, high: int = 1 << 31) -> int:
+def check_whole(value: Any, name: str, low: int = 1, high: int = MAX_COUNT) -> int:
     """``value`` as an int where it is a whole number from ``low`` to ``high`` (a bool is none), else an
     InvalidOptionError naming ``name`` (a batch size of -1 encoded nothing and answered NaN)."""
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not low <= value <= high:

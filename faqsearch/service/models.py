@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field, field_validator
 
-from ..defaults import ASK_K, LEARN_EPOCHS, LEARN_MIN_MINUTES, LEARN_MINUTES, MODES
+from ..defaults import ASK_K, LEARN_EPOCHS, LEARN_MIN_MINUTES, LEARN_MINUTES, MAX_COUNT, MODES
 from ..errors import InvalidOptionError
 from ..filters import check_filters
 
@@ -18,7 +18,7 @@ MAX_K = 50
 MAX_ID = 200  # characters of an FAQ id or a category
 MAX_FILTER_KEYS = 20
 MAX_FILTER_VALUES = 100
-MAX_OFFSET = 1 << 31
+MAX_OFFSET = MAX_COUNT
 MAX_QUERY_ID = (1 << 63) - 1
 MODE_PATTERN = "^(" + "|".join(MODES) + ")$"
 

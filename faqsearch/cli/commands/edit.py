@@ -5,6 +5,7 @@ import os
 
 import click
 
+from ...defaults import MAX_COUNT
 from ..options import (corpus_options, device_option, handles_errors, index_option, output_options, threads_option,
                        unknown_category)
 from ..render import dump, edit, pad, wrap
@@ -120,8 +121,8 @@ def _open_store(index):
 @index_option
 @click.option("--category", help="Only FAQs of this category.")
 @click.option("--contains", help="Only FAQs whose id, answer or a question contains this text.")
-@click.option("--limit", type=click.IntRange(1, 1 << 31), default=None)
-@click.option("--offset", type=click.IntRange(0, 1 << 31), default=0)
+@click.option("--limit", type=click.IntRange(1, MAX_COUNT), default=None)
+@click.option("--offset", type=click.IntRange(0, MAX_COUNT), default=0)
 @output_options('JSON: {"faqs": [...], "total": N}, each FAQ with its first question, as GET /indexes/NAME/faqs returns.',
                 quiet=False)
 @handles_errors

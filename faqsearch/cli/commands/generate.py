@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from ...defaults import PARAPHRASE_ROUNDS
+from ...defaults import MAX_COUNT, PARAPHRASE_ROUNDS
 from ..options import (device_option, generator_option, handles_errors, index_option, output_options,
                        sampling_options, threads_option)
 from ..render import dump, edit, percent
@@ -154,7 +154,7 @@ def augment(index, n, generator, languages, gguf_file, candidates, min_similarit
 @click.command()
 @click.argument("faq_id")
 @index_option
-@click.option("--limit", type=click.IntRange(1, 1 << 31), default=20, show_default=True, help="Logged queries to list at most.")
+@click.option("--limit", type=click.IntRange(1, MAX_COUNT), default=20, show_default=True, help="Logged queries to list at most.")
 @click.option("--generate", "generate", type=click.IntRange(0), default=0, show_default=True, metavar="N",
               help="Also N generated rewordings of the FAQ's first question (loads the generator).")
 @generator_option

@@ -5,7 +5,7 @@ import os
 
 import click
 
-from ...defaults import GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY
+from ...defaults import GAP_MARGIN, GAP_MIN_COUNT, GAP_SIMILARITY, MAX_COUNT
 from ..options import Finite, device_option, handles_errors, index_option, output_options, since_option, threads_option
 from ...text import count
 from ..render import dump, pad, percent
@@ -80,7 +80,7 @@ def serve(indexes, host, port, api_key, read_key, private, no_log, max_body, log
 @click.option("--min-count", type=click.IntRange(1), default=GAP_MIN_COUNT, show_default=True,
               help="Smallest group shown.")
 @since_option("Only queries logged at or after this ISO time, e.g. 2026-11-01.")
-@click.option("--limit", type=click.IntRange(1, 1 << 31), default=20, show_default=True)
+@click.option("--limit", type=click.IntRange(1, MAX_COUNT), default=20, show_default=True)
 @output_options()
 @threads_option
 @handles_errors
@@ -120,7 +120,7 @@ def gaps(index, similarity, margin, min_count, since, limit, out, threads):
 @click.command(name="log")
 @index_option
 @since_option("Only queries logged at or after this ISO time, e.g. 2026-11-01 (UTC).")
-@click.option("--limit", type=click.IntRange(1, 1 << 31), default=50, show_default=True, help="Newest queries shown at most.")
+@click.option("--limit", type=click.IntRange(1, MAX_COUNT), default=50, show_default=True, help="Newest queries shown at most.")
 @click.option("--unanswered", is_flag=True, help="Only queries that got no confident answer.")
 @output_options("JSON on stdout: the same document as GET /indexes/NAME/queries.", quiet=False)
 @handles_errors
