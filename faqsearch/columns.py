@@ -60,8 +60,8 @@ def find(name: str, keys: Iterable, exact: bool = False) -> str | None:
 def resolve(cols: Columns, keys: list, path: str, line: int, tabular: bool) -> tuple[Columns, str | None]:
     """``cols`` as the header ``keys`` name them, and the id column (None: the file has none). ``line``:
     the line an error points at; ``tabular``: CSV or TSV (a JSONL record may lack optional keys)."""
-    given = {f: getattr(cols, f) != getattr(Columns, f) for f in ("question", "answer", "category", "variants")}
-    named = {f: find(getattr(cols, f), keys, exact=given[f]) for f in given}
+    by_caller = {f: getattr(cols, f) != getattr(Columns, f) for f in ("question", "answer", "category", "variants")}
+    named = {f: find(getattr(cols, f), keys, exact=by_caller[f]) for f in by_caller}
     missing = [getattr(cols, f) for f in ("question", "answer") if named[f] is None]
     if missing:
         sep = next((c for c in (";", "\t", "|", "\uff0c") if len(keys) == 1 and c in keys[0]), None)
@@ -79,6 +79,6 @@ def resolve(cols: Columns, keys: list, path: str, line: int, tabular: bool) -> t
     elif (id_col := find(cols.id, keys, exact=True)) is None:
         raise CorpusError(path, line, f"id column {cols.id!r} not found (found: {', '.join(map(str, keys))})")
     for option, f in (("--variants-column", "variants"), ("--category-column", "category")):
-        if tabular and given[f] and named[f] is None:  # a typo dropped every variant in silence
+        if tabular and by_caller[f] and named[f] is None:  # a typo dropped every variant in silence
             raise CorpusError(path, line, f"{option} {getattr(cols, f)!r} not found (found: {', '.join(map(str, keys))})")
     return replace(cols, **{f: named[f] or getattr(cols, f) for f in named}), id_col

@@ -92,11 +92,11 @@ class Traffic:
         if query_id is not None and self.log is not None:
             logged = self.log.text_of(query_id)
             if logged != clean_text(query) and engine.snapshot.backend.kind == "milvus":  # replicas log apart: the
-                logged, query_id = clean_text(query), None  # id came from another's log (the text marks this one's)
-            if logged is None:
+                query_id = None  # id came from another's log (the text marks this one's)
+            elif logged is None:
                 raise InvalidOptionError(f"query_id {query_id} is not a query in this index's log; leave it out, or "
                                          "give the X-Query-Id that asking this query returned")
-            if logged != clean_text(query):
+            elif logged != clean_text(query):
                 raise InvalidOptionError(f"query_id {query_id} logged {logged!r}, not {clean_text(query)!r}: give the "
                                          "query as it was asked, or leave query_id out")
         report = engine.feedback(query, faq_id)

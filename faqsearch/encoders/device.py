@@ -163,14 +163,13 @@ def resolve_threads(threads: int | None = None) -> int:
     2 cores, 64 threads made a question take 8.5 s instead of 1.6 s)."""
     if threads is None and not os.environ.get(THREADS_ENV, "").strip():
         return available_cores()
-    what = "threads" if threads is not None else THREADS_ENV
+    what, given = ("threads", threads) if threads is not None else (THREADS_ENV, os.environ[THREADS_ENV].strip())
     try:
-        n = int(threads if threads is not None else os.environ[THREADS_ENV].strip())
+        n = int(given)
     except (TypeError, ValueError):
         n = 0
     if not 1 <= n <= MAX_THREADS:
-        raise InvalidOptionError(f"{what} must be a whole number of threads from 1 to {MAX_THREADS}, not "
-                                 f"{threads if threads is not None else os.environ[THREADS_ENV].strip()!r}")
+        raise InvalidOptionError(f"{what} must be a whole number of threads from 1 to {MAX_THREADS}, not {given!r}")
     if n > available_cores() and n not in _WARNED:
         _WARNED.add(n)
         log.warning("%d threads on %d cores: they take turns and each call is slower; give at most %d", n,
