@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 from .errors import FAQSearchError, InvalidOptionError
 from .gaps import Gap, find_gaps
 from .generators import GeneratorChoice, UnsupportedLanguageError
-from .querylog import QueryLog, held_marks, log_answered, log_path, parse_since  # noqa: F401 (parse_since: the CLI checks --since)
+from .querylog import QueryLog, held_marks, log_answered, log_path, parse_since
 from .results import EditReport
 from .text import clean_text, is_blank
 
@@ -23,9 +23,10 @@ OFF = "query logging is off for this server (started with --no-log)"
 class Traffic:
     """The query log of one index, or none (``log`` None: asks go unlogged, reads say ``why_off``)."""
 
-    def __init__(self, log: QueryLog | None, why_off: str = OFF):
+    def __init__(self, log: QueryLog | None, why_off: str = OFF, missing: bool = False):
         self.log = log
         self.why_off = why_off
+        self.missing = missing  # no log written yet: reads give nothing logged (why_off says why), not an error
 
     @classmethod
     def open(cls, index_path: str, enabled: bool = True, why_off: str = OFF) -> "Traffic":
@@ -41,7 +42,7 @@ class Traffic:
         if os.path.exists(log_path(index_path)):
             return cls(QueryLog.for_index(index_path))
         return cls(None, f"no query log for {index_path} yet: queries are logged by `faqsearch serve`, by "
-                         "`faqsearch ask --log`, or by the library's ask(..., log=True)")
+                         "`faqsearch ask --log`, or by the library's ask(..., log=True)", missing=True)
 
     @property
     def logging(self) -> bool:
@@ -122,12 +123,19 @@ class Traffic:
         `faqsearch log --json` and GET /indexes/NAME/queries. ``since``: logged at or after it. With the
         index's ``store``, a query's ``feedback_faq`` is None where that FAQ no longer holds it (a restore,
         a remove): the page offered only an Unassign that could not succeed."""
+        if self.missing:
+            parse_since(since)  # a bad --since is refused the same, logged or not
+            return {"queries": [], "total": 0, "answered": 0, "unanswered": 0}
         log = self._required()
         rows = log.recent(limit, offset, unanswered, since)
         return {"queries": rows if store is None else held_marks(rows, store), **log.count(since)}  # counts: the period
 
     def gaps(self, engine, **options: Any) -> list[Gap]:
-        """:func:`faqsearch.gaps.find_gaps` over this log (options: similarity, margin, min_count, since, limit)."""
+        """:func:`faqsearch.gaps.find_gaps` over this log (options: similarity, margin, min_count, since, limit);
+        none before anything was logged."""
+        if self.missing:
+            parse_since(options.get("since"))
+            return []
         return find_gaps(engine, self._required(), **options)
 
     def suggest(self, searcher, faq_id: str, generator: GeneratorChoice | None = None, **options: Any):

@@ -87,9 +87,16 @@ def test_log_command_reads_what_the_library_and_cli_logged(ix, fake_models, run)
     assert run("log", "--index", ix, "--since", "yesterday").exit_code == 2  # a bad option: a usage error
 
 
-def test_log_command_without_a_log_says_how_to_get_one(ix, fake_models, run):
-    r = run("log", "--index", ix)
-    assert r.exit_code == 1 and "ask(..., log=True)" in r.output and not os.path.exists(log_path(ix))
+def test_log_and_gaps_without_a_log_report_nothing_logged_and_say_how_to_get_one(ix, fake_models, run):
+    r = run("log", "--index", ix)  # a fresh index: nothing logged yet is an empty report, not an error
+    assert r.exit_code == 0 and r.stdout.startswith("0 queries logged: 0 answered, 0 not.")
+    assert "no query log" in r.stderr and "ask(..., log=True)" in r.stderr
+    r = run("log", "--index", ix, "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout) == {"queries": [], "total": 0, "answered": 0, "unanswered": 0}
+    r = run("gaps", "--index", ix, "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout) == {"gaps": []} and "no query log" in r.stderr
+    assert run("log", "--index", ix, "--since", "yesterday").exit_code == 2
+    assert not os.path.exists(log_path(ix))  # reading never creates a log
 
 
 def test_fail_on_no_answer_exits_3_only_when_a_query_gets_none(ix, run):

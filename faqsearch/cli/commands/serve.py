@@ -100,6 +100,8 @@ def gaps(index, similarity, margin, min_count, since, limit, out, threads):
     with FAQSearch.open(index, threads=threads) as engine, Traffic.existing(engine.path) as traffic:
         found = traffic.gaps(engine, similarity=similarity, margin=margin, min_count=min_count, since=since,
                              limit=limit)
+        if traffic.missing:
+            click.echo(f"Note: {traffic.why_off}.", err=True)
     if out.json:
         click.echo(dump({"gaps": [g.to_dict() for g in found]}))
         return
@@ -138,6 +140,8 @@ def log(index, since, limit, unanswered, out):
 
     with FAQSearch.open(index) as engine, Traffic.existing(engine.path) as traffic:
         found = traffic.queries(limit, 0, unanswered, since, store=engine.store)
+        if traffic.missing:
+            click.echo(f"Note: {traffic.why_off}.", err=True)
     if out.json:
         click.echo(dump(found))
         return
