@@ -23,13 +23,30 @@ def content(path) -> dict:
 
 
 def edited_in_place(tmp_path, path):
-    """add, update and feedback: each committed inside the live version (no new version directory)."""
+    """add and feedback: each committed inside the live version (no new version directory); an update of
+    an answer writes its delta into a new version, so the one before it is kept for `restore`."""
     live = version(path)
     with FAQSearch.open(path, encoder=FakeEncoder()) as e:
         e.add(write_corpus(tmp_path, [("new1", "a brand new question", "new answer", "catx", '"{""n"": 1}"')], "add.csv"))
-        e.update_faq("f3", answer="a changed answer")
         e.feedback("some customer query about subject5", "f5")
-    assert version(path) == live and json.loads((live / "config.json").read_text())["delta"]
+        assert version(path) == live and json.loads((live / "config.json").read_text())["delta"]
+        report = e.update_faq("f3", answer="a changed answer")
+    assert report.previous_version == live.name and version(path) != live
+    assert json.loads((version(path) / "config.json").read_text())["delta"]  # in place in the new version
+
+
+def test_an_update_that_overwrote_answers_is_undone_by_restore(tmp_path):
+    """An upsert of a bad export (every answer cut short) changed answers in place, with nothing to restore."""
+    path = str(tmp_path / "ix")
+    build_index(write_corpus(tmp_path, ROWS), path, threshold=-1).close()
+    before = content(path)
+    cut = [(i, q, a[:3], c, m) for i, q, a, c, m in ROWS]
+    with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+        report = e.upsert(write_corpus(tmp_path, cut, "cut.csv"))
+    assert len(report.updated_faqs) == 12 and report.previous_version is not None
+    assert content(path)["f3"]["answer"] == "ans"
+    restore(path, report.previous_version)
+    assert content(path) == before
 
 
 @pytest.mark.parametrize("in_place_first", [False, True])
