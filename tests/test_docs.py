@@ -58,9 +58,20 @@ def slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", "")).replace(" ", "-")
 
 
+def outside_fences(path: str) -> list[str]:
+    """The page's lines outside fenced code blocks (a heading inside one is no heading)."""
+    lines, fenced = [], False
+    for line in read(path).splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            lines.append(line)
+    assert not fenced, f"{path}: a code fence is opened and never closed (the rest of the page renders as code)"
+    return lines
+
+
 def anchors(path: str) -> set[str]:
-    text = re.sub(r"^```.*?^```", "", read(path), flags=re.S | re.M)
-    return {slug(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.+?)\s*$", text, flags=re.M)}
+    return {slug(m.group(1)) for line in outside_fences(path) if (m := re.match(r"#{1,6}\s+(.+?)\s*$", line))}
 
 
 def test_cli_md_is_what_the_generator_prints():
