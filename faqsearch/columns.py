@@ -57,6 +57,16 @@ def find(name: str, keys: Iterable, exact: bool = False) -> str | None:
     return alike[0] if len(alike) == 1 else None
 
 
+def separator_hint(keys: list) -> str | None:
+    """What to do with a CSV header read as one column that holds another separator (None: it holds none)."""
+    sep = next((c for c in (";", "\t", "|", "\uff0c") if len(keys) == 1 and c in str(keys[0])), None)
+    commas = "ASCII commas (a Chinese keyboard types full-width ones)" if sep == "\uff0c" else \
+        "commas (a spreadsheet's regional CSV)"
+    return ("the header is one column holding tabs: pass --format tsv (or name the file .tsv)" if sep == "\t" else
+            f"the header is one column holding {sep!r}: this file separates its fields with {sep!r}, not {commas}. "
+            "Save it as CSV with commas, or as tab-separated .tsv" if sep else None)
+
+
 def resolve(cols: Columns, keys: list, path: str, line: int, tabular: bool) -> tuple[Columns, str | None]:
     """``cols`` as the header ``keys`` name them, and the id column (None: the file has none). ``line``:
     the line an error points at; ``tabular``: CSV or TSV (a JSONL record may lack optional keys)."""
@@ -64,16 +74,8 @@ def resolve(cols: Columns, keys: list, path: str, line: int, tabular: bool) -> t
     named = {f: find(getattr(cols, f), keys, exact=by_caller[f]) for f in by_caller}
     missing = [getattr(cols, f) for f in ("question", "answer") if named[f] is None]
     if missing:
-        sep = next((c for c in (";", "\t", "|", "\uff0c") if len(keys) == 1 and c in keys[0]), None)
-        commas = "ASCII commas (a Chinese keyboard types full-width ones)" if sep == "\uff0c" else \
-            "commas (a spreadsheet's regional CSV)"
-        raise CorpusError(
-            path, line,
-            f"missing column(s) {', '.join(missing)} (found: {', '.join(map(str, keys)) or 'none'}); "
-            + ("the header is one column holding tabs: pass --format tsv (or name the file .tsv)" if sep == "\t" else
-               f"the header is one column holding {sep!r}: this file separates its fields with {sep!r}, not {commas}. "
-               "Save it as CSV with commas, or as tab-separated .tsv" if sep else
-               "rename them or pass --question-column / --answer-column"))
+        raise CorpusError(path, line, f"missing column(s) {', '.join(missing)} (found: {', '.join(map(str, keys)) or 'none'}); "
+                                      + (separator_hint(keys) or "rename them or pass --question-column / --answer-column"))
     if cols.id is None:
         id_col = next((k for alias in ID_ALIASES if (k := find(alias, keys)) is not None), None)
     elif (id_col := find(cols.id, keys, exact=True)) is None:

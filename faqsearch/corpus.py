@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
-from .columns import Columns, find, given, resolve
+from .columns import Columns, find, given, resolve, separator_hint
 from .errors import CorpusError
 from .filters import check_metadata
 from .text import answer_key, clean_text, is_blank, not_utf8_fix, read_alike
@@ -33,9 +33,10 @@ _SIGNATURES = [  # (leading bytes, what the file is, what to do)
     (b"\xd0\xcf\x11\xe0", "an old Excel/Office file (.xls)", "export the sheet as CSV (UTF-8)"),
     (b"%PDF", "a PDF document", "export the FAQ as CSV, TSV or JSONL"),
     (b"SQLite format 3\x00", "an SQLite database", "export the table as CSV (sqlite-utils rows DB TABLE --csv)"),
-    (b"\xff\xfe\x00\x00", "UTF-32 text", "re-save it as UTF-8 (iconv -f utf-32 -t utf-8)"),
-    (b"\xff\xfe", "UTF-16 text", "re-save it as UTF-8 (iconv -f utf-16 -t utf-8)"),
-    (b"\xfe\xff", "UTF-16 text", "re-save it as UTF-8 (iconv -f utf-16 -t utf-8)"),
+    (b"\xff\xfe\x00\x00", "UTF-32 text", "re-save it as UTF-8 (iconv -f utf-32 -t utf-8 FILE > NEW)"),
+    (b"\xff\xfe", "UTF-16 text", "re-save it as UTF-8 (iconv -f utf-16 -t utf-8 FILE > NEW.tsv: Excel's \"Unicode "
+                                 "Text\" is tab-separated; or save the sheet as \"CSV UTF-8\")"),
+    (b"\xfe\xff", "UTF-16 text", "re-save it as UTF-8 (iconv -f utf-16 -t utf-8 FILE > NEW)"),
 ]
 
 
@@ -58,6 +59,10 @@ def faq_hash(faq: "FAQ") -> str:
     return hashlib.sha1(payload.encode("utf-8")).hexdigest()
 
 
+_JQ = ("; write one object per line: jq -c '.[]' FILE > NEW.jsonl for a JSON array, jq -c . FILE > NEW.jsonl for "
+       "pretty-printed objects (pandas: to_json(orient='records', lines=True))")
+
+
 def detect_format(path: str, fmt: str | None = None) -> str:
     if fmt:
         if fmt not in FORMATS:
@@ -70,18 +75,16 @@ def detect_format(path: str, fmt: str | None = None) -> str:
         if os.path.isfile(path):  # an .xlsx or a PDF is said for what it is (renaming it .csv was the advice)
             with _readable(path), open(path, "rb") as fh:
                 _check_head(path, fh.read(4096))
-        raise CorpusError(
-            path, None,
-            f"cannot tell the format from the extension {ext or '(none)'!r}; name the file .csv, .tsv or .jsonl "
-            f"(ingest, add, update and upsert also take --format {{{','.join(FORMATS)}}})",
-        )
+            if ext == ".json":
+                raise CorpusError(path, None, "is JSON; faqsearch reads JSON Lines (.jsonl: one object a line)" + _JQ)
+        raise CorpusError(path, None, f"cannot tell the format from the extension {ext or '(none)'!r}; name the file .csv, "
+                          f".tsv or .jsonl (ingest, add, update and upsert also take --format {{{','.join(FORMATS)}}})")
     return _EXTENSIONS[ext]
 
 
 @contextmanager
 def _readable(path: str) -> Iterator[None]:
-    """Opening and reading ``path`` inside this block fails with what to do: missing, a directory,
-    not permitted, or another OS error."""
+    """Opening and reading ``path`` in this block fails with what to do: missing, a directory, not permitted..."""
     if not os.path.exists(path):
         raise CorpusError(path, None, "file not found; check the path")
     if os.path.isdir(path):
@@ -101,8 +104,7 @@ def _read_bytes(path: str) -> bytes:
 
 
 def _open_text(path: str, newline: str):
-    """The file as a text stream, read as it is parsed (a large corpus is never held whole); its
-    start is checked first like :func:`_read_text` checks a whole file."""
+    """The file as a text stream, read as it is parsed (a large corpus is never held whole); its start checked first."""
     with _readable(path):
         with open(path, "rb") as fh:
             _check_head(path, fh.read(4096))
@@ -118,7 +120,7 @@ def _check_head(path: str, data: bytes) -> None:
         if len(head) > 3 and (head[1::2].count(0) > len(head) // 3 or head[0::2].count(0) > len(head) // 3):
             order = "utf-16be" if head[0::2].count(0) > head[1::2].count(0) else "utf-16le"  # ASCII's zero byte first: BE
             raise CorpusError(path, None, "looks like UTF-16 text without a byte-order mark; "
-                                          f"re-save it as UTF-8 (iconv -f {order} -t utf-8)")
+                                          f"re-save it as UTF-8 (iconv -f {order} -t utf-8 FILE > NEW)")
         raise CorpusError(path, None, "is a binary file, not CSV, TSV or JSONL text; export the FAQ as one of those")
 
 
@@ -144,8 +146,7 @@ def _no_constant(name: str) -> Any:
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object whose keys are all different ({"answer": "a", "answer": "b"} kept the second in silence)."""
-    obj = dict(pairs)
-    if len(obj) < len(pairs):
+    if len(obj := dict(pairs)) < len(pairs):
         twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
         raise ValueError(f"the key {twice!r} is given twice; give each field once")
     return obj
@@ -192,24 +193,24 @@ def _parse(path: str, fmt: str, stream) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 obj = json.loads(raw, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
             except json.JSONDecodeError as exc:
-                raise CorpusError(path, n, f"invalid JSON ({exc.msg}); each line must be one JSON object") from None
+                raise CorpusError(path, n, f"invalid JSON ({exc.msg}); each line must be one JSON object" + _JQ) from None
             except ValueError as exc:  # NaN, Infinity: not JSON, and no answer could be returned as JSON; a key twice
                 fix = "" if "twice" in str(exc) else "; write numbers, or the value as a string"
                 raise CorpusError(path, n, f"invalid JSON ({exc}){fix}") from None
             except RecursionError:
                 raise CorpusError(path, n, "invalid JSON (nested too deeply); flatten this line's values") from None
             if not isinstance(obj, dict):
-                raise CorpusError(path, n, "each line must be a JSON object like {\"question\": ..., \"answer\": ...}")
+                raise CorpusError(path, n, "each line must be a JSON object like {\"question\": ..., \"answer\": ...}" + _JQ)
             yield n, obj
         return
     if csv.field_size_limit() < FIELD_LIMIT:
         csv.field_size_limit(FIELD_LIMIT)
     if fmt == "csv":  # RFC 4180: quoted fields may hold commas, quotes and newlines
         reader = csv.reader(stream, delimiter=",", strict=True)
-    else:  # TSV (IANA text/tab-separated-values): no quoting, a quote is an ordinary character
+    else:  # TSV (IANA text/tab-separated-values): a line is a row, a quote an ordinary character (but _unquoted)
         reader = csv.reader(stream, delimiter="\t", quoting=csv.QUOTE_NONE)
     try:
-        header = next(reader)
+        header = _unquoted(next(reader)) if fmt == "tsv" else next(reader)
     except StopIteration:
         return
     except csv.Error as exc:
@@ -244,20 +245,29 @@ def _parse(path: str, fmt: str, stream) -> Iterator[tuple[int, dict[str, Any]]]:
                                                "usually runs on to the end of the file; check this row's quotes") from None
             raise CorpusError(path, start, f"cannot parse this row ({exc}); check its quoting") from None
         if row and any(cell.strip() for cell in row):
+            row = _unquoted(row) if fmt == "tsv" else row
             if len(row) != len(header):
                 raise CorpusError(
                     path, start,
                     f"has {len(row)} fields but the header has {len(header)}; " + (
-                        "quote fields that contain the delimiter or fix the row" if fmt == "csv" else
-                        "TSV has no quoting: a tab or line break inside a field splits the row (save the file as CSV, "
+                        (separator_hint(header) or "quote fields that contain the delimiter or fix the row") if fmt == "csv" else
+                        "TSV reads a line as a row: a tab or line break inside a field splits it, quoted or not (save the file as CSV, "
                         "whose quotes may hold them, or fix the row)"),
                 )
+            if [c.strip(" \ufeff").casefold() for c in row] == [h.strip(" \ufeff").casefold() for h in header]:
+                raise CorpusError(path, start, "repeats the header (two exports joined into one file?); delete this line")
             filled = [i + 1 for i in unnamed if row[i].strip()]
             if filled:
                 raise CorpusError(path, start, f"column {filled[0]} has a value but no name in the header; name "
                                                "the column, or clear its cells")
             yield start, {h: cell for h, cell in zip(header, row) if h}
         start = reader.line_num + 1
+
+
+def _unquoted(cells: list[str]) -> list[str]:
+    """TSV cells as pandas, Excel and Python's csv write them: a cell quoted whole, inner quotes doubled, is unquoted."""
+    return [c[1:-1].replace('""', '"') if len(c) > 1 and c[0] == c[-1] == '"' and '"' not in c[1:-1].replace('""', "")
+            else c for c in cells]
 
 
 def _cell(value: Any, path: str = "", line: int = 0, column: str = "", multiline: bool = False) -> str:
@@ -343,11 +353,6 @@ def _auto_id(answer: str) -> str:
     return "a" + hashlib.sha1(answer_key(answer).encode("utf-8")).hexdigest()[:10]
 
 
-def read_corpus_stream(stream, columns: Columns | None = None, fmt: str = "csv") -> list[FAQ]:
-    """A FAQ corpus from a binary stream (stdin: ``faqsearch ingest -``), checked like a file."""
-    return read_corpus("<stdin>", columns, fmt, data=stream.read())
-
-
 def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = None,
                 data: bytes | None = None) -> list[FAQ]:
     """Read a FAQ corpus into FAQ records, one per distinct id (or per distinct answer).
@@ -363,7 +368,8 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
         raise CorpusError(path, None, f"the question and the answer are both column {cols.question!r}; give "
                                       "--question-column and --answer-column two different columns")
     faqs: dict[str, FAQ] = {}
-    by_answer: dict[str, str] = {}
+    by_answer: dict[str, str] = {}  # an answer's first FAQ with a given id: rows without one join it, wherever they are
+    made: set[str] = set()  # ids made from answers
     seen_columns = False
     n_rows = 0
     known: dict[str, set[str]] = {}  # each FAQ's questions, for constant-time duplicate checks
@@ -394,8 +400,9 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
             raise CorpusError(path, line, f"{id_col!r} is {str(row[id_col]).lower()}; an id is a string or a number")
         faq_id = _cell(row.get(id_col), path, line, id_col or "id") if id_col else ""
         check_id(faq_id, path, line)
-        if not faq_id:
-            faq_id = by_answer.get(answer_key(answer)) or _auto_id(answer)
+        if not faq_id and not (faq_id := by_answer.get(answer_key(answer), "")):
+            faq_id = _auto_id(answer)
+            made.add(faq_id)
         category = _cell(row.get(cols.category), path, line, cols.category) or None
         faq = faqs.get(faq_id)
         fields = {k: v for k, v in row.items() if k not in used and k not in shaped and v not in (None, "")}
@@ -406,7 +413,8 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
         check_metadata(meta, path, line, f"FAQ {faq_id!r}")
         if faq is None:
             faq = faqs[faq_id] = FAQ(faq_id, answer, [], category, meta, line)
-            by_answer.setdefault(answer_key(answer), faq_id)
+            if faq_id not in made:
+                by_answer.setdefault(answer_key(answer), faq_id)
         elif answer_key(faq.answer) != answer_key(answer):
             raise CorpusError(
                 path, line,
@@ -435,6 +443,11 @@ def read_corpus(path: str, columns: Columns | None = None, fmt: str | None = Non
                 faq.questions.append(q)
     if not faqs:
         raise CorpusError(path, None, "the corpus is empty: it needs a header and at least one question/answer row")
+    for auto in [faqs[i] for i in made if i in faqs and answer_key(faqs[i].answer) in by_answer]:
+        owner = faqs[by_answer[answer_key(auto.answer)]]  # rows without an id above their FAQ's first row
+        owner.questions += [q for q in auto.questions if q not in known[owner.id]]
+        owner.category, owner.metadata = owner.category or auto.category, {**auto.metadata, **owner.metadata}
+        del faqs[auto.id]
     _warn_shared(path, faqs.values())
     log.info("read %d rows, %d FAQs from %s", n_rows, len(faqs), path)
     return list(faqs.values())

@@ -18,6 +18,7 @@ from .errors import BlankQueryError, InvalidOptionError, TextTypeError
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SPACES = re.compile(r"\s+")
+_ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"  # invisible at the ends of a text (a cell pasted from a web page)
 # Chinese and Japanese, written without spaces: kana, CJK ideographs (extensions and compatibility
 # ones included), 々〆〇〻 and half-width katakana
 UNSPACED = re.compile("[\u3005-\u3007\u303b\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
@@ -55,7 +56,7 @@ def clean_text(text: str, multiline: bool = False) -> str:
         text = re.sub(r"\r\n?|[\u2028\u2029\x85]", "\n", text)
         text = "\n".join(ln.rstrip() for ln in _CONTROL_BUT_LINES.sub(" ", text).split("\n")).strip("\n")
         return text.lstrip(" \t")  # a spreadsheet cell's stray leading space; a full-width indent stays
-    return _SPACES.sub(" ", _CONTROL.sub(" ", text)).strip()
+    return _SPACES.sub(" ", _CONTROL.sub(" ", text)).strip().strip(_ZERO_WIDTH).strip()  # "ret-01\u200b" was an id apart
 
 
 def answer_key(answer: str) -> str:
@@ -233,7 +234,7 @@ def read_alike(text: str) -> tuple[str, ...]:
 
 # encodings a text file that is not UTF-8 is most often in (Excel and Windows exports), tried in this order
 LEGACY_ENCODINGS = (("GB18030", "gb18030"), ("Big5", "big5"), ("Shift_JIS", "shift_jis"), ("EUC-KR", "euc_kr"),
-                    ("Windows-1252", "cp1252"))
+                    ("Windows-1252", "cp1252"), ("MACINTOSH", "mac_roman"))  # Mac Roman: Excel for Mac's "CSV"
 
 
 def _plausible(text: str) -> float:
@@ -249,8 +250,10 @@ def _plausible(text: str) -> float:
         return -1.0
     good = sum((unicodedata.category(ch).startswith("L") and (ch <= "\u024f" or "\u3040" <= ch <= "\u9fff"
                                                              or "\uac00" <= ch <= "\ud7a3"))
-               or "\u3000" <= ch <= "\u303f" or "\uff01" <= ch <= "\uff60" for ch in wide)  # not half-width kana
-    wedged = len(re.findall(r"(?<=[A-Za-z])[\u3000-\u9fff\uac00-\ud7a3](?=[A-Za-z])", text))
+               or "\u3000" <= ch <= "\u303f" or "\uff01" <= ch <= "\uff60" or "\u2013" <= ch <= "\u2026"
+               for ch in wide)  # not half-width kana; typographic quotes and dashes are text
+    wedged = len(re.findall(r"(?<=[A-Za-z])[\u3000-\u9fff\uac00-\ud7a3](?=[A-Za-z])", text)) \
+        + len(re.findall(r"(?<=[a-z])[\u00c0-\u00de\u0152\u0160\u0178\u017d]", text))  # "itÕs", "cafŽ": the other 8-bit code
     han = sum("\u4e00" <= ch <= "\u9fff" for ch in wide)
     kana = sum("\u3040" <= ch <= "\u30ff" for ch in wide) >= 0.2 * len(wide)
     hangul = sum("\uac00" <= ch <= "\ud7a3" for ch in wide) >= 0.7 * len(wide) and han <= 0.1 * len(wide)

@@ -357,5 +357,49 @@ def test_what_an_export_says_twice_is_refused_or_warned_of(tmp_path, caplog):
     assert faq.answer == "Over there, left." and "its answer spaced otherwise here than on line 2" in caplog.text
     with pytest.raises(CorpusError, match="its quoted names are separated by ';', not commas"):
         read_corpus(write(tmp_path, "q.csv", '"id";"question";"answer"\r\n"1";"How do I pay?";"By card; or cash."\r\n'))
-    with pytest.raises(CorpusError, match="TSV has no quoting: a tab or line break inside a field splits the row"):
+    with pytest.raises(CorpusError, match="TSV reads a line as a row: a tab or line break inside a field splits it"):
         read_corpus(write(tmp_path, "t.tsv", 'id\tquestion\tanswer\n1\tQ?\t"line one\nline two"\n'))
+
+
+def test_files_as_other_software_writes_them(tmp_path):
+    """Found by a hostile run of spreadsheet exports: a row without an id joined its FAQ only below it (above,
+    it made an FAQ of its own); two "CSV UTF-8" exports joined with cat made an FAQ of the second header (id
+    "\\ufeffid", which no command could address); an id ending in a zero-width space made a second FAQ that
+    showed as the first; pandas' and Excel's TSV quoting was stored as text."""
+    rows = [",Can I send it back?,Open Orders.", "ret-01,How do I return an item?,Open Orders.",
+            ",Return policy?,Open Orders."]
+    for order in (rows, rows[::-1]):
+        faqs = read_corpus(write(tmp_path, "b.csv", "id,question,answer\n" + "\n".join(order) + "\n"))
+        assert [(f.id, sorted(f.questions)) for f in faqs] == [
+            ("ret-01", ["Can I send it back?", "How do I return an item?", "Return policy?"])]
+    joined = "\ufeffid,question,answer\r\na1,How do I pay?,By card.\r\n\ufeffid,question,answer\r\nb1,Where?,Here.\r\n"
+    with pytest.raises(CorpusError, match=r":3: repeats the header \(two exports joined into one file\?\)"):
+        read_corpus(write(tmp_path, "j.csv", joined.encode("utf-8")))
+    faqs = read_corpus(write(tmp_path, "z.csv", "id,question,answer\nret-01,How?,A\nret-01\u200b,Why?,A\n"))
+    assert [(f.id, f.questions) for f in faqs] == [("ret-01", ["How?", "Why?"])]
+    assert clean_text("\ufeffa b\u200b") == "a b" and clean_text("a\u200bb") == "a\u200bb"  # inside: kept (Thai)
+    tsv = 'id\t"question"\tanswer\np2\tCan I pay later?\t"Yes: choose ""Pay later"" at checkout."\np3\t"Quoted" start\tsay "hi"\n'
+    faqs = read_corpus(write(tmp_path, "p.tsv", tsv))
+    assert [(f.questions, f.answer) for f in faqs] == [(["Can I pay later?"], 'Yes: choose "Pay later" at checkout.'),
+                                                        (['"Quoted" start'], 'say "hi"')]
+
+
+def test_misread_files_get_the_fix_that_applies(tmp_path):
+    """A semicolon file whose first row holds a comma was told to quote its fields; a JSON array, or
+    pretty-printed JSON, was told to rename the file or that each line must be an object; a Mac Roman
+    file was told to convert from Windows-1252, which stored "itÕs" and "MontrŽal"."""
+    with pytest.raises(CorpusError, match=r"semi.csv:2: has 2 fields but the header has 1; the header is one column "
+                                          r"holding ';': this file separates its fields with ';'"):
+        read_corpus(write(tmp_path, "semi.csv", "id;question;answer\na1;How do I pay?;By card, or PayPal.\n"))
+    array = json.dumps([{"id": "a", "question": "How?", "answer": "A"}])
+    for name in ("faq.json", "faq.jsonl"):
+        with pytest.raises(CorpusError, match=r"jq -c '\.\[\]' FILE > NEW\.jsonl for a JSON array"):
+            read_corpus(write(tmp_path, name, array))
+    with pytest.raises(CorpusError, match=r"jq -c \. FILE > NEW\.jsonl for pretty-printed objects"):
+        read_corpus(write(tmp_path, "p.jsonl", json.dumps({"question": "How?", "answer": "A"}, indent=2)))
+    text = "id,question,answer\n1,Où est mon colis à Montréal?,“Pay later” it’s fine\n"
+    for codec, first in (("mac_roman", "MACINTOSH"), ("cp1252", "Windows-1252")):
+        with pytest.raises(CorpusError) as err:
+            read_corpus(write(tmp_path, f"{codec}.csv", text.encode(codec)))
+        assert f"reads as {first}: '1,Où est mon colis à Montréal?" in str(err.value)
+        assert f"iconv -f {first} -t UTF-8 FILE > NEW" in str(err.value)

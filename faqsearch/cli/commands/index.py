@@ -19,10 +19,10 @@ def corpus_argument(fn):
 
 def read_input(corpus: str, columns, fmt):
     """The FAQs of a corpus file, or of CSV/TSV/JSONL on stdin when CORPUS is '-'."""
-    from ...corpus import read_corpus, read_corpus_stream
+    from ...corpus import read_corpus
 
     if corpus == "-":
-        return read_corpus_stream(click.get_binary_stream("stdin"), columns, fmt or "csv")
+        return read_corpus("<stdin>", columns, fmt or "csv", data=click.get_binary_stream("stdin").read())
     return read_corpus(corpus, columns, fmt)
 
 
