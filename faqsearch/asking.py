@@ -9,11 +9,15 @@ and the page's Queries tab see a bot's traffic. A blank query is a BlankQueryErr
 while the loop runs are queued; the queue goes to one worker thread as one ``ask_many`` (one encoder
 pass for all of them), and each caller's future gets its own results. While a batch runs, new calls
 wait in the queue and make the next batch, so under load each batch grows instead of each call
-waiting for a thread. A cancelled caller's results are dropped; the others' stand."""
+waiting for a thread. Each call hears its answer as soon as its group (the calls with its options) is
+answered, the smallest groups first; a call of more than :data:`BULK` texts runs by itself on a second
+worker, so a bulk job never holds up a user's question. A cancelled caller's results are dropped; the
+others' stand."""
 from __future__ import annotations
 
 import asyncio
 import threading
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -25,6 +29,9 @@ from .text import as_items, check_query, clean_text
 
 if TYPE_CHECKING:  # the query log (sqlite-utils, pandas) loads only when an ask logs
     from .traffic import Traffic
+
+
+BULK = 256  # texts in one call above which it runs apart, on the bulk worker
 
 
 @dataclass
@@ -47,6 +54,7 @@ class AsyncAsker:
     def __init__(self, ask_many: Callable[..., list[Result]]):
         self._ask_many = ask_many
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="faqsearch-aask")
+        self._bulk = ThreadPoolExecutor(1, thread_name_prefix="faqsearch-aask-bulk")  # threads start on first use
         self._queues: dict[asyncio.AbstractEventLoop, _Queue] = {}
         self._lock = threading.Lock()  # the queues of several loops (threads) at once
         self.batches = 0  # batches sent to the worker (for tests and metrics)
@@ -62,6 +70,13 @@ class AsyncAsker:
         with self._lock:
             if self.closed:
                 raise ClosedError("this FAQSearch is closed; open the index again to ask it")
+            for gone in [q for q in self._queues if q.is_closed()]:  # a loop closed while its batch ran
+                del self._queues[gone]
+            if len(call.texts) > BULK:
+                bulk = loop.run_in_executor(self._bulk, functools.partial(self._ask_many, call.texts, **options))
+        if len(call.texts) > BULK:
+            return await bulk
+        with self._lock:
             queue = self._queues.setdefault(loop, _Queue())
             queue.calls.append(call)
             start = not queue.busy and len(queue.calls) == 1
@@ -78,13 +93,18 @@ class AsyncAsker:
             if not calls:
                 del self._queues[loop]
                 return
+        groups: dict[str, list[_Call]] = {}
+        for call in calls:  # by the options' text: comparing them (numpy arrays, odd filters) may raise
+            try:
+                key = repr(sorted(call.options.items(), key=lambda kv: kv[0]))
+            except Exception as exc:  # noqa: BLE001 - options that cannot be told: that caller's error alone
+                call.future.set_exception(exc)
+                continue
+            groups.setdefault(key, []).append(call)
+        batches = sorted(groups.values(), key=lambda g: sum(len(c.texts) for c in g))  # the smallest answered first
         try:
-            groups: dict[str, list[_Call]] = {}
-            for call in calls:  # by the options' text: comparing them (numpy arrays, odd filters) may raise
-                groups.setdefault(repr(sorted(call.options.items(), key=lambda kv: kv[0])), []).append(call)
-            batches = list(groups.values())
             self.batches += len(batches)
-            done = loop.run_in_executor(self._worker, self._run, batches)
+            done = loop.run_in_executor(self._worker, self._run, loop, batches)
         except BaseException as exc:  # noqa: BLE001 - a closed worker, or anything else: the callers hear of it
             if isinstance(exc, RuntimeError) and self.closed:
                 exc = ClosedError("this FAQSearch was closed while the query waited; open the index again")
@@ -96,41 +116,47 @@ class AsyncAsker:
                 if not queue.calls:
                     self._queues.pop(loop, None)
             return
-        done.add_done_callback(lambda f: self._deliver(loop, batches, f))
+        done.add_done_callback(lambda f: self._finish(loop, batches, f))
 
-    def _run(self, groups: list[list[_Call]]) -> list[Any]:
-        out: list[Any] = []
+    def _run(self, loop: asyncio.AbstractEventLoop, groups: list[list[_Call]]) -> None:
+        """On the worker: each group's ask_many, its callers told as soon as it is answered."""
         for group in groups:
             try:
-                out.append(self._ask_many([t for c in group for t in c.texts], **group[0].options))
+                outcome: Any = self._ask_many([t for c in group for t in c.texts], **group[0].options)
             except Exception as exc:  # noqa: BLE001 - handed to the caller it belongs to
-                if len(group) == 1:
-                    out.append(exc)
-                    continue
-                alone = []  # each call again by itself: the error reaches only the call that caused it
-                for call in group:
-                    try:
-                        alone += self._ask_many(call.texts, **call.options)
-                    except Exception as own:  # noqa: BLE001
-                        alone += [own] * len(call.texts)
-                out.append(alone)
-        return out
+                outcome = exc
+                if len(group) > 1:
+                    outcome = []  # each call again by itself: the error reaches only the call that caused it
+                    for call in group:
+                        try:
+                            outcome += self._ask_many(call.texts, **call.options)
+                        except Exception as own:  # noqa: BLE001
+                            outcome += [own] * len(call.texts)
+            try:
+                loop.call_soon_threadsafe(self._deliver, group, outcome)
+            except RuntimeError:  # its loop closed: no caller waits
+                pass
 
-    def _deliver(self, loop: asyncio.AbstractEventLoop, groups: list[list[_Call]], done: asyncio.Future) -> None:
-        outcomes = [done.exception()] * len(groups) if done.exception() else done.result()
-        for group, outcome in zip(groups, outcomes):
-            at = 0
-            for call in group:
-                n = len(call.texts)
-                if not call.future.done():  # a cancelled caller gets nothing
-                    own = outcome if isinstance(outcome, BaseException) else outcome[at:at + n]
-                    failed = own if isinstance(own, BaseException) else next(
-                        (r for r in own if isinstance(r, BaseException)), None)
-                    if failed is not None:
-                        call.future.set_exception(failed)
-                    else:
-                        call.future.set_result(own)
-                at += n
+    @staticmethod
+    def _deliver(group: list[_Call], outcome: Any) -> None:
+        at = 0
+        for call in group:
+            n = len(call.texts)
+            if not call.future.done():  # a cancelled caller gets nothing
+                own = outcome if isinstance(outcome, BaseException) else outcome[at:at + n]
+                failed = own if isinstance(own, BaseException) else next(
+                    (r for r in own if isinstance(r, BaseException)), None)
+                if failed is not None:
+                    call.future.set_exception(failed)
+                else:
+                    call.future.set_result(own)
+            at += n
+
+    def _finish(self, loop: asyncio.AbstractEventLoop, groups: list[list[_Call]], done: asyncio.Future) -> None:
+        """After a batch: a worker that failed as a whole fails the calls not yet told; then the next batch."""
+        if done.exception() is not None:
+            for group in groups:
+                self._deliver(group, done.exception())
         with self._lock:
             self._queues[loop].busy = False
             waiting = bool(self._queues[loop].calls)
@@ -150,6 +176,7 @@ class AsyncAsker:
             for q in self._queues.values():
                 q.calls = []
         self._worker.shutdown(wait=True)
+        self._bulk.shutdown(wait=True)
         for loop, call in queued:
             error = ClosedError("this FAQSearch was closed while the query waited; open the index again")
             if not loop.is_closed():
@@ -164,6 +191,8 @@ class Asking:
 
     def _held(self, name: str, make: Callable[[], Any]) -> Any:
         with self._making:
+            if self.__dict__.get("_asks_closed"):  # closing (from another thread): nothing made again to outlive it
+                raise ClosedError(f"this FAQSearch of {self.path} was closed; open the index again to ask it")
             if name not in self.__dict__:
                 self.__dict__[name] = make()
         return self.__dict__[name]
@@ -207,5 +236,8 @@ class Asking:
         return (await self.aask_many([check_query(text)], **options))[0]
 
     def close_asking(self) -> None:
-        for held in filter(None, (self.__dict__.pop("_traffic_held", None), self.__dict__.pop("_async_held", None))):
-            held.close()
+        with self._making:
+            self.__dict__["_asks_closed"] = True
+            held = [self.__dict__.pop(name, None) for name in ("_traffic_held", "_async_held")]
+        for one in filter(None, held):
+            one.close()

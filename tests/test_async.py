@@ -132,3 +132,91 @@ def test_close_lets_the_running_batch_finish_and_fails_the_queued_calls(ix):
 
     got = asyncio.run(main())
     assert [r.answers[0].faq_id for r in got[:3]] == ["f0", "f1", "f2"] and isinstance(got[3], ClosedError)
+
+
+def test_a_short_question_is_not_held_up_by_a_bulk_call_or_another_group(ix):
+    """Found by a hostile asyncio probe: a one-text aask waited 16 s for a 2,000-text aask_many (other
+    options, so not even one encoder pass with it): every group's callers heard only when all were done."""
+    import time
+
+    from faqsearch.asking import BULK
+
+    class Slow(FakeEncoder):
+        def encode(self, texts, batch_size=32, progress=False):
+            time.sleep(0.002 * len(texts))  # a long batch takes long
+            return super().encode(texts, batch_size, progress)
+
+    async def timed(coro):
+        start = time.perf_counter()
+        got = await coro
+        return got, time.perf_counter() - start
+
+    with FAQSearch.open(ix, encoder=Slow()) as engine:
+        async def main():
+            bulk = [f"question about subject{i % 12} number {i}" for i in range(BULK + 1)]  # alone, on the bulk worker
+            group = [f"question about subject{i % 12} variant {i}" for i in range(BULK)]  # other options: a group
+            return await asyncio.gather(timed(engine.aask_many(bulk, k=3)), timed(engine.aask_many(group, k=2)),
+                                        timed(engine.aask("question about subject3 variant1", k=1)))
+
+        (bulk, slow), (group, middle), (one, fast) = asyncio.run(main())
+    assert len(bulk) == BULK + 1 and len(group) == BULK and one.answers[0].faq_id == "f3"
+    assert fast < middle and fast < slow and fast < 0.3 * slow  # told as soon as its own group was answered
+
+
+def test_options_that_cannot_be_told_fail_their_caller_only_and_closed_loops_are_let_go(ix):
+    class Odd(str):
+        def __repr__(self):
+            raise ValueError("no repr")
+
+    with FAQSearch.open(ix, encoder=FakeEncoder()) as engine:
+        async def main():
+            return await asyncio.gather(engine.aask("question about subject1 variant0"),
+                                        engine.aask("question about subject2", filters={"category": Odd("cat2")}),
+                                        return_exceptions=True)
+
+        good, odd = asyncio.run(main())
+        assert good.answers[0].faq_id == "f1" and isinstance(odd, ValueError)
+
+        async def deadline():  # a caller gives up and its loop ends while the batch still runs
+            try:
+                return await asyncio.wait_for(engine.aask_many(["question about subject4"] * 20), 0.0001)
+            except asyncio.TimeoutError:
+                return None
+
+        for _ in range(5):
+            asyncio.run(deadline())
+        asyncio.run(main())
+        assert len(engine._async._queues) == 0  # the closed loops' queues went (they were kept for good)
+
+
+def test_a_close_from_another_thread_leaves_no_worker_behind(ix):
+    """A close from another thread while a batch ran let a later aask build a new batcher (and thread)
+    that the close never shut down."""
+    import threading
+    import time
+
+    from faqsearch.errors import ClosedError
+
+    class Slow(FakeEncoder):
+        def encode(self, texts, batch_size=32, progress=False):
+            time.sleep(0.3)
+            return super().encode(texts, batch_size, progress)
+
+    engine = FAQSearch.open(ix, encoder=Slow())
+    before = {t for t in threading.enumerate() if t.name.startswith("faqsearch-aask")}  # other tests' engines
+
+    async def main():
+        running = asyncio.ensure_future(engine.aask("question about subject1 variant0"))
+        await asyncio.sleep(0.05)
+        closing = threading.Thread(target=engine.close)
+        closing.start()
+        await asyncio.sleep(0.05)  # the close waits for the running batch
+        late = await asyncio.gather(engine.aask("question about subject2 variant0"), return_exceptions=True)
+        first = await running
+        closing.join()
+        return first, late[0]
+
+    first, late = asyncio.run(main())
+    assert first.answers[0].faq_id == "f1" and isinstance(late, ClosedError)
+    assert "_async_held" not in engine.__dict__
+    assert not {t for t in threading.enumerate() if t.name.startswith("faqsearch-aask")} - before
