@@ -68,6 +68,11 @@ def test_a_query_the_index_does_not_answer_gives_no_documents_or_the_nearest_gue
     assert [d.metadata["faq_id"] for d in guess] == [result.nearest.faq_id]
     assert guess[0].metadata["answered"] is False
     assert FAQSearchRetriever(engine=engine).invoke("   ") == []  # blank input: no answer, no error
+    from faqsearch.errors import InvalidOptionError
+
+    with pytest.raises(InvalidOptionError, match="mode='lexical' answers every query"):  # it handed a model any FAQ
+        FAQSearchRetriever(engine=engine, mode="lexical").invoke(UNKNOWN)  # sharing a word, as answered
+    assert FAQSearchRetriever(engine=engine, mode="lexical", only_answered=False).invoke("password reset")
 
 
 def test_options_are_those_of_ask(engine, lc):
@@ -149,6 +154,8 @@ def test_haystack_component_returns_the_answers_the_index_stands_behind(engine, 
     assert len(faq.run("Do you ship abroad?", top_k=1)["documents"]) == 1
     from faqsearch.errors import InvalidOptionError
 
+    with pytest.raises(InvalidOptionError, match="mode='lexical' answers every query"):
+        hs.FAQSearchRetriever(engine=engine, mode="lexical").run(UNKNOWN)
     with pytest.raises(InvalidOptionError, match="not Haystack's"):  # read as metadata they would match nothing
         faq.run("Do you ship abroad?", filters={"field": "meta.category", "operator": "==", "value": "shipping"})
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import InvalidOptionError
 from ..results import Answer, Result
 from ..text import clean_text, is_blank
 
@@ -15,6 +16,15 @@ def blank(query: str) -> bool:
     """A query with nothing to answer: the adapters give no documents for it (the engine itself
     refuses it with a BlankQueryError, as the CLI and the API do)."""
     return is_blank(clean_text(query))
+
+
+def check_mode(mode: str | None, only_answered: bool) -> None:
+    """Lexical mode decides nothing (BM25 scores are no confidences: every query sharing a word with an
+    FAQ is "answered"), so a retriever that promises only the answers the index stands behind refuses it."""
+    if mode == "lexical" and only_answered:
+        raise InvalidOptionError("mode='lexical' answers every query that shares a word with an FAQ (BM25 scores "
+                                 "are no confidences), so only_answered cannot hold: use mode 'hybrid' (the default) "
+                                 "or 'dense', or pass only_answered=False to take the lexical matches as they are")
 
 
 def retrieved(result: Result, only_answered: bool = True) -> list[tuple[Answer, bool]]:

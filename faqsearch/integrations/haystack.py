@@ -19,7 +19,7 @@ from ..engine import FAQSearch
 from ..errors import InvalidOptionError
 from ..index.address import shown
 from ..results import Answer, Result
-from . import blank, metadata, retrieved
+from . import blank, check_mode, metadata, retrieved
 
 try:
     from haystack import Document, component, default_from_dict, default_to_dict
@@ -71,6 +71,7 @@ class FAQSearchRetriever:
         return self.engine.ask(query, **self._options(top_k, filters))
 
     def _options(self, top_k: int | None, filters: dict[str, Any] | None) -> dict[str, Any]:
+        check_mode(self.mode, self.only_answered)
         filters = self.filters if filters is None else filters
         if filters and ("operator" in filters or "conditions" in filters):  # read as metadata, it would match nothing
             raise InvalidOptionError("filters here are faqsearch's ({'category': 'returns'}: see docs/library.md), "

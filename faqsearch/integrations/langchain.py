@@ -14,7 +14,7 @@ from typing import Any
 
 from ..engine import FAQSearch
 from ..results import Answer, Result
-from . import blank, metadata, retrieved
+from . import blank, check_mode, metadata, retrieved
 
 try:
     from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
@@ -69,6 +69,7 @@ class FAQSearchRetriever(BaseRetriever):
         return self._engine().ask(query, **self._options())
 
     def _options(self) -> dict[str, Any]:
+        check_mode(self.mode, self.only_answered)
         return {"k": self.k, "threshold": self.threshold, "mode": self.mode, "filters": self.filters,
                 "min_confidence": self.min_confidence}
 
