@@ -9,7 +9,8 @@ from typing import Any
 
 from .index import config as cfg
 from .backends import backend_for
-from .errors import FAQSearchError, IndexNotFoundError, InvalidOptionError
+from .errors import FAQSearchError, IndexNotFoundError, IndexPathError, InvalidOptionError
+from .index.config import foreign_entries
 from .index.directory import Writer, layout, resolve
 from .index.address import cached, remote_of
 from .index.format import QUERY_LOG, SQLITE_SIDE, Counts, legacy_query_log
@@ -144,6 +145,10 @@ def check_droppable(path: str) -> None:
     """An IndexNotFoundError where there is no index to drop (before `drop` asks to delete it)."""
     if layout(path) in ("none", "foreign"):
         raise IndexNotFoundError(f"no index at {path}; see `faqsearch indexes`")
+    others = [] if os.path.islink(path) else foreign_entries(path)  # (a link goes alone: its index stays)
+    if others:
+        raise IndexPathError(f"{path} also holds files faqsearch did not write ({', '.join(others[:5])}"
+                             f"{' ...' if len(others) > 5 else ''}); move them away, then drop the index")
 
 
 def drop_index(path: str) -> dict[str, Any]:
@@ -158,7 +163,10 @@ def drop_index(path: str) -> dict[str, Any]:
         parent, name = os.path.split(path)
         gone = os.path.join(parent, f".{name}.dropped-{secrets.token_hex(4)}")
         os.rename(path, gone)  # the name is free at once; readers with open files keep them
-    shutil.rmtree(gone, ignore_errors=True)
+    if os.path.islink(gone):  # a link a person made to an index: the link goes, the index it names stays
+        os.remove(gone)
+    else:
+        shutil.rmtree(gone, ignore_errors=True)
     legacy_log = legacy_query_log(path)
     for suffix in ("", *SQLITE_SIDE):
         if os.path.exists(legacy_log + suffix):

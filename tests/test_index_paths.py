@@ -89,3 +89,46 @@ def test_a_user_folder_with_a_config_json_is_refused_before_anything_is_touched(
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "that faqsearch did not write" in result.output and "move that away yourself" in result.output
     assert state() == before
+
+
+def test_files_of_a_person_beside_an_index_neither_stop_it_nor_are_touched(tmp_path, run):
+    """Found by a hostile run of a team's operations: a note, a rotated log, an rsync temporary or the
+    lost+found of a volume mounted there made every command call the index "not a faqsearch index" (and
+    serve refuse to start); a link a person made to an index was refused the same way; a LevelDB
+    folder has a CURRENT too and must stay foreign."""
+    from faqsearch.manage import drop_index
+
+    ix = tmp_path / "ix"
+    build_index(write_corpus(tmp_path, ROWS), str(ix)).close()
+    (ix / "notes.txt").write_text("who owns this")
+    (ix / "queries.db.1").write_bytes(b"rotated")
+    (ix / "lost+found").mkdir()
+    with FAQSearch.open(str(ix), encoder=FakeEncoder()) as e:
+        assert e.ask("question about subject3 variant1", mode="dense").answers[0].faq_id == "f3"
+        e.add(write_corpus(tmp_path, [("new", "a brand new question", "new answer")], "add.csv"))
+        e.remove(["f4"])  # a new version; the old ones cleaned up as usual
+    assert (ix / "notes.txt").read_text() == "who owns this" and (ix / "queries.db.1").read_bytes() == b"rotated"
+    link = tmp_path / "link"
+    os.symlink(ix, link)
+    with FAQSearch.open(str(link), encoder=FakeEncoder()) as e:
+        assert e.ask("a brand new question", mode="dense").answers[0].faq_id == "new"
+    with pytest.raises(IndexPathError, match=r"also holds files faqsearch did not write \(notes.txt, queries.db.1\)"):
+        drop_index(str(ix))
+    drop_index(str(link))  # the link goes; the index it names stays
+    assert not os.path.lexists(link) and (ix / "CURRENT").exists()
+    leveldb = tmp_path / "leveldb"
+    leveldb.mkdir()
+    (leveldb / "CURRENT").write_text("MANIFEST-000001\n")
+    (leveldb / "MANIFEST-000001").write_bytes(b"\x00")
+    with pytest.raises(IndexPathError, match="not a faqsearch index"):
+        build_index(write_corpus(tmp_path, FEW), str(leveldb))
+    assert (leveldb / "CURRENT").read_text() == "MANIFEST-000001\n"
+    (ix / "CURRENT").write_bytes(b"v\xff\n")
+    for f in ("notes.txt", "queries.db.1"):
+        os.remove(ix / f)
+    r = run("ask", "hello", "--index", str(ix))
+    assert r.exit_code == 1 and "CURRENT is damaged" in r.output and "Delete it (the index then answers from its newest" \
+        in r.output
+    os.remove(ix / "CURRENT")
+    with FAQSearch.open(str(ix), encoder=FakeEncoder()) as e:  # as the message says
+        assert e.ask("a brand new question", mode="dense").answers[0].faq_id == "new"

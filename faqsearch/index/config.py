@@ -7,12 +7,13 @@ checks the version's files against its records, and builds its sections.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from ..errors import IndexFormatError, InvalidOptionError, TextTypeError
 from ..lexical import stem_in_use
 from ..tokenmatch import supported as tokens_supported
-from .format import CURRENT, FILES, RECORDED_DIRS, SIZED, VERSION_NAME, Config, home
+from .format import BUILDING, CURRENT, FILES, OWN_FILES, RECORDED_DIRS, SIZED, TOP, VERSION_NAME, Config, home
 
 DEFAULT_NAME = "default"
 
@@ -66,8 +67,36 @@ def read_current(directory: str) -> str | None:
         return None
     if not VERSION_NAME.match(name):
         raise IndexFormatError(f"{os.path.join(directory, CURRENT)} is damaged (it names {name[:40]!r}, not a "
-                               "version). Restore the index directory from a backup, or rebuild it")
+                               "version). Delete it (the index then answers from its newest version, and the next edit names "
+                               "that one again), restore the index directory from a backup, or rebuild it with: "
+                               "faqsearch ingest CORPUS --index INDEX --force")
     return os.path.join(directory, name)
+
+
+def names_version(path: str) -> bool:
+    """Whether ``path`` has a CURRENT naming a version (a LevelDB folder has a CURRENT too)."""
+    try:
+        return read_current(path) is not None
+    except IndexFormatError:  # damaged, or another program's CURRENT (LevelDB writes one): not ours to write over
+        return False
+
+
+_SYSTEM = re.compile(r"^(?:lost\+found|\.DS_Store|\._.*|Thumbs\.db|desktop\.ini|\.snapshot|\.nfs[0-9a-fA-F]+)$")
+
+
+def foreign_entries(directory: str) -> list[str]:
+    """Names in an index directory that faqsearch did not write (and so must never delete); what a file
+    system or an operating system puts in any folder (lost+found of a volume mounted there, NFS's .nfs*
+    files of removed files still open, .DS_Store) is neither ours nor a sign of someone else's folder."""
+    out = []
+    for e in os.listdir(directory):
+        if OWN_FILES.match(e) or TOP.match(e) or _SYSTEM.match(e):
+            continue
+        if (VERSION_NAME.match(e) or BUILDING.match(e)) and (os.path.isdir(f := os.path.join(directory, e))
+                                                          or not os.path.lexists(f)):  # one being removed: ours
+            continue
+        out.append(e)
+    return sorted(out)
 
 
 def _looks_like_index(directory: str) -> bool:

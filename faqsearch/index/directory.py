@@ -38,10 +38,10 @@ from ..defaults import KEEP_UNDO_POINTS, KEEP_VERSIONS, PHRASING_EDITS
 from ..errors import IndexFormatError, IndexNotFoundError, IndexPathError
 from ..files import FileLock, atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
 from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
-                     QUERY_LOG, STORE, TOP as _TOP, VERSION_NAME, WHITENING, Config, index_argument, legacy_query_log,
+                     QUERY_LOG, STORE, VERSION_NAME, WHITENING, Config, index_argument, legacy_query_log,
                      read_json, version_name)
 from .address import remote_of
-from .config import read_current
+from .config import foreign_entries, names_version, read_current
 from .remote import RemoteWriting, sync
 
 log = logging.getLogger(__name__)
@@ -88,12 +88,16 @@ def layout(path: str) -> str:
         base = os.path.basename(target)
         ours = (os.path.dirname(target) == os.path.realpath(parent) and base.startswith(f".{name}.")
                 and _LEGACY_LABEL.match(base[len(name) + 2:]) is not None)
-        return "link" if ours and os.path.isdir(target) else "foreign"
+        if ours and os.path.isdir(target):
+            return "link"
+        return "current" if os.path.isdir(target) and names_version(target) else "foreign"  # a person's link to one
     if not os.path.lexists(path):
         return "none"
     if not os.path.isdir(path):
         return "foreign"
     entries = os.listdir(path)
+    if CURRENT in entries and names_version(path):  # ours, whatever a person or a tool put beside it (a note, a
+        return "current"  # rotated log, an rsync temporary): writers never touch those, and `drop` refuses
     if foreign_entries(path):
         return "foreign"
     if CURRENT in entries:
@@ -101,19 +105,6 @@ def layout(path: str) -> str:
     if CONFIG in entries:
         return "plain"
     return "empty"
-
-
-def foreign_entries(directory: str) -> list[str]:
-    """Names in an index directory that faqsearch did not write (and so must never delete)."""
-    out = []
-    for e in os.listdir(directory):
-        if _OWN_FILES.match(e) or _TOP.match(e):
-            continue
-        if (VERSION_NAME.match(e) or _BUILDING.match(e)) and (os.path.isdir(f := os.path.join(directory, e))
-                                                          or not os.path.lexists(f)):  # one being removed: ours
-            continue
-        out.append(e)
-    return sorted(out)
 
 
 def resolve(path: str, sync_remote: bool = True) -> str:
