@@ -13,6 +13,33 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 SAMPLE = 1 << 16  # bytes read at each of three places of a large file for its cheap fingerprint
+_UMASK_LOCK = threading.Lock()
+
+
+def umask() -> int:
+    """The process's umask (read by setting it, so under a lock: threads may make files at once)."""
+    with _UMASK_LOCK:
+        mask = os.umask(0)
+        os.umask(mask)
+    return mask
+
+
+def as_umask_gives(path: str) -> str:
+    """``path`` (a directory made by mkdtemp, 0700) given the mode the umask gives, so a team's cache or
+    index made by one user is read, and with umask 002 written, by the others."""
+    os.chmod(path, 0o777 & ~umask())
+    return path
+
+
+def sqlite_file(path: str) -> str:
+    """``path``, created empty with the mode the umask gives where nothing is there yet: SQLite creates its
+    files 0644 whatever the umask (a store or query log made with umask 002 could not be written by the
+    group), and gives its -wal and -shm files the mode of the database."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    except OSError:  # there already, or not creatable: SQLite opens it, or says why it cannot
+        pass
+    return path
 
 
 def fsync_dir(directory: str) -> None:

@@ -12,7 +12,7 @@ import tempfile
 from typing import Any
 
 from .errors import MissingExtraError, ModelNotFoundError, said
-from .files import file_digest
+from .files import as_umask_gives, file_digest
 from .index.format import MODEL_CONFIG
 from .progress import library_bars
 
@@ -57,7 +57,7 @@ def _save_plain(model, tokenizer, target: str) -> None:
     from safetensors.torch import save_model
 
     os.makedirs(os.path.dirname(target), exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=os.path.dirname(target))
+    tmp = as_umask_gives(tempfile.mkdtemp(prefix=".tmp-", dir=os.path.dirname(target)))
     config = model.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Iterator
 from sqlite_utils import Database, Migrations
 
 from .errors import InvalidOptionError
+from .files import sqlite_file
 from .index.format import CONFIG, QUERY_LOG, legacy_query_log
 from .text import clean_text, read_alike
 
@@ -99,6 +100,23 @@ _ENDS = " ?!.,;:。？！，、；：…"  # what a query may end with that read
 _BARE = f"lower(trim(query, '{_ENDS}'))"  # SQL: a logged query without its case and end punctuation
 
 
+def _read_only(path: str) -> sqlite3.Connection:
+    """The log opened read only; where SQLite cannot make its shared-memory file beside it (a read-only
+    mount, a folder of another user), as an unchanging file (no writer can reach it through this mount)."""
+    from urllib.parse import quote
+
+    for flags in ("mode=ro", "mode=ro&immutable=1"):
+        conn = sqlite3.connect(f"file:{quote(path)}?{flags}", uri=True, check_same_thread=False)
+        try:
+            conn.execute("select count(*) from sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+            if "immutable" in flags:
+                raise
+    raise AssertionError("unreachable")
+
+
 class QueryLog:
     """Append-only log of queries (thread-safe: one connection, one lock, WAL; several processes,
     such as servers of one index, write it each in turn)."""
@@ -108,8 +126,13 @@ class QueryLog:
     def __init__(self, path: str):
         self.path = path
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, timeout=self.TIMEOUT)
-        self._conn.execute("pragma journal_mode=wal")
+        try:
+            self._conn = sqlite3.connect(sqlite_file(path), check_same_thread=False, timeout=self.TIMEOUT)
+            self._conn.execute("pragma journal_mode=wal")
+        except sqlite3.OperationalError:
+            if not os.path.isfile(path):
+                raise
+            self._conn = _read_only(path)  # a read-only mount or folder: read it as it is (writes say why not)
         self.db = Database(self._conn)
         self._lock = threading.Lock()
         with self._lock:

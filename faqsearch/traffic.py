@@ -7,7 +7,9 @@ off with a warning where it cannot be opened. ``Traffic.existing`` is an index's
 an edit or a report outside the service never creates one."""
 from __future__ import annotations
 
+import logging
 import os
+import sqlite3
 from typing import Any, Iterable, Sequence
 
 from .errors import FAQSearchError, InvalidOptionError
@@ -16,6 +18,8 @@ from .generators import GeneratorChoice, UnsupportedLanguageError
 from .querylog import QueryLog, held_marks, log_answered, log_path, parse_since
 from .results import EditReport
 from .text import clean_text, is_blank
+
+log = logging.getLogger(__name__)
 
 OFF = "query logging is off for this server (started with --no-log)"
 
@@ -78,13 +82,21 @@ class Traffic:
     def assigned(self, texts: Iterable[str], faq_id: str, query_id: int | None = None) -> None:
         """Texts (and row ``query_id``) a person assigned to an FAQ show as assigned in the log."""
         if self.log is not None:
-            self.log.mark_assigned(list(texts), faq_id, query_id)
+            try:
+                self.log.mark_assigned(list(texts), faq_id, query_id)
+            except sqlite3.Error as exc:  # the edit committed: a log this process cannot write does not undo it
+                log.warning("query log %s: the edit stands, but the log could not mark its queries as assigned to %s "
+                            "(%s)", self.log.path, faq_id, exc)
 
     def unassigned(self, texts: Iterable[str], faq_id: str) -> None:
         """Undo :meth:`assigned` for texts taken out of the FAQ again."""
         if self.log is not None:
-            for text in texts:
-                self.log.clear_feedback(text, faq_id)
+            try:
+                for text in texts:
+                    self.log.clear_feedback(text, faq_id)
+            except sqlite3.Error as exc:
+                log.warning("query log %s: the edit stands, but the log could not unmark its queries (%s)",
+                            self.log.path, exc)
 
     def feedback(self, engine, query: str, faq_id: str, query_id: int | None = None) -> EditReport:
         """``engine.feedback`` (QUERY becomes a question of FAQ_ID), then the log shows it as assigned.

@@ -191,6 +191,29 @@ def test_index_directories_follow_the_umask(tmp_path):
         os.umask(old)
 
 
+def test_a_team_umask_gives_the_group_every_file_sqlite_ones_too(tmp_path):
+    """Found by a hostile run of a team's setup: with umask 002, store.db and queries.db were 0644 (SQLite
+    creates its files so whatever the umask), so another user of the group could not edit or log, and a
+    chmod did not survive the next version; the model cache's entries were 0700 (mkdtemp)."""
+    import stat
+    import tempfile
+
+    from faqsearch.files import as_umask_gives
+
+    old = os.umask(0o002)
+    try:
+        e = build_index(write_corpus(tmp_path, ROWS), tmp_path / "ix")
+        e.ask("question about subject1 variant0", log=True)
+        first = version(e.path)
+        e.remove(["f2"])  # a new version: its store is a new file
+        e.close()
+        files = [first / "store.db", version(e.path) / "store.db", tmp_path / "ix" / "queries.db"]
+        assert [stat.S_IMODE(os.stat(f).st_mode) for f in files] == [0o664] * 3
+        assert stat.S_IMODE(os.stat(as_umask_gives(tempfile.mkdtemp(dir=tmp_path))).st_mode) == 0o775
+    finally:
+        os.umask(old)
+
+
 @pytest.mark.parametrize("layout", ["link", "plain"])
 def test_the_first_write_moves_an_older_layouts_query_log_inside(tmp_path, layout):
     """An index of an older layout kept its query log beside it (NAME.queries.db); the first write moved

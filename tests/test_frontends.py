@@ -173,3 +173,29 @@ def test_info_of_the_cli_and_the_service_agree(tmp_path, small_corpus, fake_mode
     assert {k: without_paths(shown[k]) for k in common} == {k: served[k] for k in common}
     # an index ingested from a relative path showed its directory ("sample_data/faq.csv")
     assert without_paths({"corpus": "sample_data/faq.csv", "note": "a/b"}) == {"corpus": "faq.csv", "note": "a/b"}
+
+
+def test_a_log_this_process_cannot_write_neither_fails_a_committed_edit_nor_stops_reads(tmp_path, small_corpus,
+                                                                                       fake_models, monkeypatch, caplog):
+    """Found by a hostile run of a team's setup: where another user owned queries.db, `feedback` committed and
+    then failed ("restore the index directory from a backup"); on a read-only mount `faqsearch log` and `gaps`
+    could not read an intact log."""
+    import sqlite3
+
+    import faqsearch.querylog as querylog
+
+    with _engine(tmp_path, small_corpus) as engine:
+        with Traffic.open(engine.path) as traffic:
+            traffic.record(engine.ask_many(["parcel lost"]), "hybrid", "api")
+
+            def refuse(*args, **kwargs):
+                raise sqlite3.OperationalError("attempt to write a readonly database")
+
+            monkeypatch.setattr(traffic.log, "mark_assigned", refuse)
+            caplog.set_level("WARNING")
+            report = traffic.feedback(engine, "parcel lost", "2")
+            assert report.added_questions == 1 and "the edit stands" in caplog.text
+        monkeypatch.setattr(querylog, "sqlite_file", lambda path: refuse())  # as a read-only mount answers
+        with Traffic.existing(engine.path) as again:
+            assert again.queries(10)["total"] == 1
+            assert again.record(engine.ask_many(["gift cards?"]), "hybrid", "api") == []  # a warning, answers stand

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..files import as_umask_gives
 from ..hub import cache_dir, file_digest
 from ..index.format import MODEL_CONFIG
 from ..progress import progress_bar
@@ -108,7 +109,7 @@ def export(source: str, pooling: str, max_length: int, dest: str) -> dict[str, A
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if wants_types else [])
     args = tuple(sample[n] for n in names)
     os.makedirs(cache_dir("onnx"), exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=cache_dir("onnx"))
+    tmp = as_umask_gives(tempfile.mkdtemp(prefix=".tmp-", dir=cache_dir("onnx")))  # other users read the cache
     try:
         onnx_path = os.path.join(tmp, "model.onnx")
         import warnings

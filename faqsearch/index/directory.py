@@ -30,13 +30,12 @@ import os
 import re
 import secrets
 import shutil
-import threading
 from dataclasses import replace
 from typing import Any
 
 from ..defaults import KEEP_UNDO_POINTS, KEEP_VERSIONS, PHRASING_EDITS
 from ..errors import IndexFormatError, IndexNotFoundError, IndexPathError
-from ..files import FileLock, atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, unshare
+from ..files import FileLock, atomic_write, fsync_dir, fsync_file, link_or_copy, now, storage_error, umask, unshare
 from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as _OWN_FILES, SQLITE_SIDE, TMP,
                      QUERY_LOG, STORE, VERSION_NAME, WHITENING, Config, index_argument, legacy_query_log,
                      read_json, version_name)
@@ -48,7 +47,6 @@ log = logging.getLogger(__name__)
 
 # siblings of the symbolic-link layout: versions, temporary links, a migration's new directory
 _LEGACY_LABEL = re.compile(r"^(?:building|edit|tuning|old|v|link|oldlink|migrate)-[A-Za-z0-9_]+$")
-_UMASK_LOCK = threading.Lock()
 
 
 # ---- reading the layout --------------------------------------------------------------------------
@@ -197,10 +195,7 @@ def _check_own_config(path: str, directory: str) -> None:
 
 def _mkdir(path: str) -> None:
     """A directory with the permissions the umask gives (a service running as another user reads it)."""
-    with _UMASK_LOCK:
-        mask = os.umask(0)
-        os.umask(mask)
-    os.mkdir(path, 0o777 & ~mask)
+    os.mkdir(path, 0o777 & ~umask())
 
 
 def _remove(path: str) -> None:

@@ -19,7 +19,7 @@ from ...defaults import TOKEN_STORE_MAX
 from ...index.format import (CONFIG, DELTA, FAISS, IDS, SQLITE_SIDE, STORE, TMP, TOKENS, VECTORS, Config, IndexSection,
                              delta_file)
 from ...errors import IndexFormatError
-from ...files import link_or_copy, load_npy
+from ...files import link_or_copy, load_npy, sqlite_file
 from ...tokenmatch import gives_states
 from ...tokenmatch import supported as tokens_supported
 from . import tokenstates
@@ -251,7 +251,7 @@ def _copy_store(src: str, dst: str, generation: int) -> None:
     """A private copy of a kept store, read only (the kept file is never written), holding exactly the
     rows ``generation`` saw (none of a killed writer's, none removed)."""
     source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
-    dest = sqlite3.connect(dst)
+    dest = sqlite3.connect(sqlite_file(dst))
     try:
         source.backup(dest)
     finally:

@@ -9,13 +9,15 @@ import re
 import sqlite3
 import weakref
 
+from ...files import sqlite_file
+
 
 def connect(path: str, index: str | None = None, owner: object = None) -> "_Connection":
     """A connection to the store file ``path`` of the index ``index`` (default: found from the path),
     shared by threads (its callers serialise it), closed when ``owner`` is: a connection holds itself
     through its statement cache (CPython's sqlite3), so one merely dropped stayed open, with its file,
     until a garbage collection (each edit swaps a reader's store for a new version's)."""
-    conn = sqlite3.connect(path, check_same_thread=False, factory=_Connection)
+    conn = sqlite3.connect(sqlite_file(path), check_same_thread=False, factory=_Connection)
     conn.index = index or _index_of(path)
     if owner is not None:
         weakref.finalize(owner, conn.close)

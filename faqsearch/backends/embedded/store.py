@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .connection import connect, copy_in_memory
+from .connection import connect, copy_in_memory, sqlite_file
 from ...corpus import FAQ, faq_hash
 from ...filters import filter_sql
 from ...lexical import choose_stemmer, stem_in_use, tokenize
@@ -477,7 +477,7 @@ class Store:
     def backup(self, path: str) -> None:
         """A consistent copy of the database (SQLite online backup)."""
         with self._lock:
-            dest = sqlite3.connect(path)
+            dest = sqlite3.connect(sqlite_file(path))
             try:
                 self._conn.backup(dest)
             finally:
