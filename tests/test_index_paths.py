@@ -132,3 +132,19 @@ def test_files_of_a_person_beside_an_index_neither_stop_it_nor_are_touched(tmp_p
     os.remove(ix / "CURRENT")
     with FAQSearch.open(str(ix), encoder=FakeEncoder()) as e:  # as the message says
         assert e.ask("a brand new question", mode="dense").answers[0].faq_id == "new"
+
+
+def test_a_tilde_is_the_users_home_and_hints_quote_names(tmp_path, monkeypatch):
+    """`--index '~/y'` and FAQSEARCH_HOME='~/indexes' (systemd's Environment= and docker -e do not expand
+    it) made a folder named ~ in the working directory; a hint for "my faq" read as two arguments."""
+    from faqsearch.errors import IndexNotFoundError
+    from faqsearch.index.config import resolve_index_path
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("FAQSEARCH_HOME", "~/indexes")
+    monkeypatch.chdir(tmp_path)
+    assert resolve_index_path("~/y") == str(tmp_path / "home" / "y")
+    assert resolve_index_path("shop") == str(tmp_path / "home" / "indexes" / "shop")
+    with pytest.raises(IndexNotFoundError, match="--index 'my faq'$"):
+        FAQSearch.open("my faq")
+    assert not os.path.exists(tmp_path / "~")

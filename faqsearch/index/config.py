@@ -49,6 +49,8 @@ def resolve_index_path(index: str | os.PathLike | None) -> str:
     remote = parse(str(index))
     if remote is not None:
         return local_path(remote, home())
+    if index.startswith("~"):  # as a shell expands it (a quoted --index '~/x', a service's setting)
+        index = os.path.expanduser(index)
     if os.sep in index or "/" in index or index.startswith(".") or os.path.isabs(index):
         return os.path.abspath(index)
     named = os.path.join(home(), index)

@@ -64,15 +64,18 @@ DEFAULT_HOME = "indexes"  # where `--index NAME` lives without $FAQSEARCH_HOME
 
 
 def home() -> str:
-    """$FAQSEARCH_HOME, or ./indexes where it is unset or empty."""
-    return os.path.abspath(os.environ.get("FAQSEARCH_HOME") or DEFAULT_HOME)
+    """$FAQSEARCH_HOME, or ./indexes where it is unset or empty (a leading ~ is the user's home, as a shell
+    would have it: systemd's Environment= and docker -e pass it as written)."""
+    return os.path.abspath(os.path.expanduser(os.environ.get("FAQSEARCH_HOME") or DEFAULT_HOME))
 
 
 def index_argument(path: str) -> str:
     """What ``--index`` takes for the index at ``path``: its name where it lives in the home, else the path
     (a hint giving only the name would make another index, in the home)."""
+    import shlex
+
     path = os.path.abspath(path)
-    return os.path.basename(path) if os.path.dirname(path) == home() else path
+    return shlex.quote(os.path.basename(path) if os.path.dirname(path) == home() else path)  # a name with a space
 
 
 def version_name(generation: int) -> str:
