@@ -4,8 +4,10 @@ import io
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -101,6 +103,9 @@ def test_serve_with_json_logs_writes_only_json_lines(fake_models, ix, tmp_path):
         wait_healthy(base, proc)
         assert httpx.get(base + "/indexes/shop/ask", params={"q": "How long does shipping take?"}).status_code == 200
         assert httpx.get(base + "/indexes/shop/ask", params={"q": "zzz", "threshold": 0.95}).status_code == 200
+        proc.send_signal(signal.SIGHUP)  # it killed the server at once, a request in flight cut off
+        time.sleep(0.5)
+        assert proc.poll() is None and httpx.get(base + "/health").status_code == 200
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
@@ -114,6 +119,7 @@ def test_serve_with_json_logs_writes_only_json_lines(fake_models, ix, tmp_path):
     asks = [x for x in lines if x.get("path") == "/indexes/shop/ask"]
     assert [(x["status"], x["index"], x["answered"]) for x in asks] == [(200, "shop", True), (200, "shop", False)]
     assert any(x["logger"].startswith("uvicorn") for x in lines)  # uvicorn's own lines, as JSON
+    assert any(x["message"].startswith("SIGHUP: nothing to reload") for x in lines)
     assert not any(x["logger"] == "uvicorn.access" for x in lines)  # the request lines replace the access log
 
 

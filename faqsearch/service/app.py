@@ -262,6 +262,7 @@ def serve(indexes: dict[str, str], host: str = "127.0.0.1", port: int = 8000, ap
         raise SystemExit(1) from None
     main = threading.current_thread() is threading.main_thread()  # uvicorn shuts down gracefully, then raises
     previous = signal.signal(signal.SIGTERM, _terminated) if main else None  # the signal again: it killed us first
+    hangup = signal.signal(signal.SIGHUP, _hangup) if main and hasattr(signal, "SIGHUP") else None
     try:
         try:
             uvicorn.run(create_app(service, max_body, local_only=local), host=host, port=port, log_level="info",
@@ -274,6 +275,14 @@ def serve(indexes: dict[str, str], host: str = "127.0.0.1", port: int = 8000, ap
     finally:
         if main and signal.getsignal(signal.SIGTERM) in (_terminated, signal.SIG_IGN):
             signal.signal(signal.SIGTERM, previous)  # a caller's own, after a return (SIGINT)
+        if hangup is not None:
+            signal.signal(signal.SIGHUP, hangup)
+
+
+def _hangup(signum, frame) -> None:
+    """SIGHUP killed the server at once, a request in flight cut off: what an operator sends to reload, and a
+    closed terminal sends too. The indexes reload by themselves as they change; SIGTERM stops it."""
+    log.warning("SIGHUP: nothing to reload (faqsearch serve reloads each index as it changes); SIGTERM stops it")
 
 
 class _Terminated(BaseException):
