@@ -14,6 +14,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
@@ -100,6 +101,14 @@ _ENDS = " ?!.,;:。？！，、；：…"  # what a query may end with that read
 _BARE = f"lower(trim(query, '{_ENDS}'))"  # SQL: a logged query without its case and end punctuation
 
 
+def _file_of(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _read_only(path: str) -> sqlite3.Connection:
     """The log opened read only; where SQLite cannot make its shared-memory file beside it (a read-only
     mount, a folder of another user), as an unchanging file (no writer can reach it through this mount)."""
@@ -122,27 +131,51 @@ class QueryLog:
     such as servers of one index, write it each in turn)."""
 
     TIMEOUT = 10.0  # seconds a write waits for another process's
+    FOLLOW = 1.0  # seconds between two checks that the log file is still the one at its path
 
     def __init__(self, path: str):
         self.path = path
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        try:
-            self._conn = sqlite3.connect(sqlite_file(path), check_same_thread=False, timeout=self.TIMEOUT)
-            self._conn.execute("pragma journal_mode=wal")
-        except sqlite3.OperationalError:
-            if not os.path.isfile(path):
-                raise
-            self._conn = _read_only(path)  # a read-only mount or folder: read it as it is (writes say why not)
-        self.db = Database(self._conn)
         self._lock = threading.Lock()
         with self._lock:
-            try:
-                migrations.apply(self.db)
-            except sqlite3.OperationalError as exc:  # a log written by an older faqsearch, in a folder read only here
-                if "readonly" not in str(exc):
-                    raise
-                log.warning("the query log %s is read only here and from an older faqsearch: read as it is", path)
-            self._confidences = "confidence" in self.db["queries"].columns_dict  # older logs lack them
+            self._open()
+
+    def _open(self) -> None:
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(sqlite_file(self.path), check_same_thread=False, timeout=self.TIMEOUT)
+            self._conn.execute("pragma journal_mode=wal")
+        except sqlite3.OperationalError:
+            if not os.path.isfile(self.path):
+                raise
+            self._conn = _read_only(self.path)  # a read-only mount or folder: read it as it is (writes say why not)
+        self.db = Database(self._conn)
+        try:
+            migrations.apply(self.db)
+        except sqlite3.OperationalError as exc:  # a log written by an older faqsearch, in a folder read only here
+            if "readonly" not in str(exc):
+                raise
+            log.warning("the query log %s is read only here and from an older faqsearch: read as it is", self.path)
+        self._confidences = "confidence" in self.db["queries"].columns_dict  # older logs lack them
+        self._file, self._checked = _file_of(self.path), time.monotonic()
+
+    def _follow(self) -> None:
+        """Before a write: where the file at the log's path is no longer the one open (moved away to rotate
+        it, or deleted), the open one gets every row (a checkpoint: its newest rows were in the -wal file,
+        so a moved log was empty and the next process's open of a new one truncated them) and a new log is
+        started at the path. Checked at most once a second."""
+        if time.monotonic() - self._checked < self.FOLLOW:
+            return
+        self._checked = time.monotonic()
+        if self._file is None or _file_of(self.path) == self._file:
+            return
+        try:
+            self._conn.execute("pragma wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass
+        self._conn.close()
+        log.warning("the query log %s was moved away or deleted: the rows logged until now are in that file; "
+                    "logging goes on in a new one", self.path)
+        self._open()
 
     @classmethod
     def for_index(cls, index_path: str) -> "QueryLog":
@@ -167,6 +200,7 @@ class QueryLog:
         deferred one that reads first cannot wait for another process's write (SQLite answers 'database
         is locked' at once rather than risk a deadlock), so servers sharing a log lost records."""
         with self._lock:
+            self._follow()
             self._conn.execute("begin immediate")  # waits up to the connection's timeout for the lock
             try:
                 yield
@@ -273,6 +307,18 @@ class QueryLog:
                           f"{'' if store is not None else 'where feedback_faq is null '}"
                           "group by query order by last desc limit ?", [limit])
         return [r["query"] for r in unassigned(rows, store)]
+
+    def delete_before(self, before: str) -> int:
+        """Delete the queries logged before ``before`` (a retention policy), their text overwritten on disk
+        (SQLite's secure delete) and the -wal file emptied, so no copy of them stays in the log's files;
+        returns how many were deleted."""
+        before = parse_since(before)
+        with self._writing():
+            self._conn.execute("pragma secure_delete = on")
+            gone = self._conn.execute("delete from queries where time < ?", [before]).rowcount
+        with self._lock:
+            self._conn.execute("pragma wal_checkpoint(TRUNCATE)")
+        return int(gone)
 
     def count(self, since: str | None = None) -> dict[str, int]:
         """Queries logged (at or after ``since``), answered and not."""

@@ -142,6 +142,13 @@ class Traffic:
         rows = log.recent(limit, offset, unanswered, since)
         return {"queries": rows if store is None else held_marks(rows, store), **log.count(since)}  # counts: the period
 
+    def delete_before(self, before: str) -> int:
+        """Delete the queries logged before ``before`` (:meth:`QueryLog.delete_before`); 0 without a log."""
+        if self.missing:
+            parse_since(before)
+            return 0
+        return self._required().delete_before(before)
+
     def gaps(self, engine, **options: Any) -> list[Gap]:
         """:func:`faqsearch.gaps.find_gaps` over this log (options: similarity, margin, min_count, since, limit);
         none before anything was logged."""

@@ -85,6 +85,11 @@ def test_log_command_reads_what_the_library_and_cli_logged(ix, fake_models, run)
     assert later == {"queries": [], "total": 0, "answered": 0, "unanswered": 0}  # the counts are the period's
     assert run("log", "--index", ix, "--since", "2999-01-01").output.startswith("0 queries logged since 2999-01-01:")
     assert run("log", "--index", ix, "--since", "yesterday").exit_code == 2  # a bad option: a usage error
+    assert run("log", "--index", ix, "--delete-before", "2000-01-01").output == \
+        "Deleted 0 queries logged before 2000-01-01 from the query log.\n"
+    assert json.loads(run("log", "--index", ix, "--delete-before", "2999-01-01", "--json").output) == \
+        {"deleted": 2, "before": "2999-01-01"}
+    assert run("log", "--index", ix).output.startswith("0 queries logged:")
 
 
 def test_log_and_gaps_without_a_log_report_nothing_logged_and_say_how_to_get_one(ix, fake_models, run):

@@ -1,5 +1,6 @@
 """The query log shared by several processes (servers of one index, `faqsearch ask`)."""
 import logging
+import os
 import multiprocessing
 import sqlite3
 
@@ -118,3 +119,38 @@ def test_a_log_from_before_confidences_opens_read_only_and_its_rows_count_by_cos
     again = QueryLog(path)  # writable: migrated, the old row kept
     assert [r["query"] for r in again.candidates(0.25)] == ["old"] and again.candidates(0.25)[0]["confidence"] is None
     again.close()
+
+
+def test_a_log_moved_away_or_deleted_while_open_keeps_its_rows_and_logging_goes_on(tmp_path, caplog):
+    """Found by a hostile run of a team's operations: a log renamed to rotate it (logrotate's default) was
+    empty (its rows in queries.db-wal), and the next process's open of a new log truncated that file."""
+    path = str(tmp_path / "queries.db")
+    qlog = QueryLog(path)
+    qlog.FOLLOW = 0.0
+    qlog.record([Result(f"before {i}", [], None, 0.5) for i in range(20)], "hybrid")
+    os.rename(path, tmp_path / "rotated.db")
+    caplog.set_level(logging.WARNING)
+    qlog.record([Result("after", [], None, 0.5)], "hybrid")  # notices, hands every row to the moved file, goes on
+    assert "was moved away or deleted" in caplog.text
+    assert qlog.count()["total"] == 1
+    qlog.close()
+    rotated = sqlite3.connect(str(tmp_path / "rotated.db"))
+    assert rotated.execute("select count(*) from queries").fetchone()[0] == 20
+    rotated.close()
+    other = QueryLog(path)  # a second process (the CLI) opening the new log loses nothing either
+    assert other.count()["total"] == 1
+    other.close()
+
+
+def test_delete_before_forgets_old_queries_on_disk_too(tmp_path):
+    """A retention policy (`faqsearch log --delete-before`): the log grew without end, with the users' words."""
+    path = str(tmp_path / "queries.db")
+    qlog = QueryLog(path)
+    qlog.record([Result("my card number is 4111 1111", [], None, 0.5)], "hybrid")
+    qlog.db.execute("update queries set time = '2020-01-01T00:00:00.000+00:00'")
+    qlog.db.conn.commit()
+    qlog.record([Result("where is my parcel", [], None, 0.5)], "hybrid")
+    assert qlog.delete_before("2021-01-01") == 1 and qlog.count()["total"] == 1
+    qlog.close()
+    data = b"".join(open(str(tmp_path / name), "rb").read() for name in os.listdir(tmp_path))
+    assert b"4111 1111" not in data and b"where is my parcel" in data

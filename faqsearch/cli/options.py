@@ -60,17 +60,18 @@ threads_option = click.option(
          "$FAQSEARCH_THREADS); give each of several processes on one machine its share.")
 
 
-def since_option(help: str):
-    """--since DATE, checked as it is read: a date that is none is a usage error (exit 2), as a bad option is."""
+def since_option(help: str, name: str = "--since"):
+    """--since DATE (or ``name``), checked as it is read: a date that is none is a usage error (exit 2), as a
+    bad option is."""
     def check(ctx, param, value):
         from ..traffic import parse_since
 
         try:
             parse_since(value)
         except FAQSearchError as exc:
-            raise click.BadParameter(str(exc)) from None
+            raise click.BadParameter(str(exc).replace("since must be", "expected")) from None
         return value
-    return click.option("--since", callback=check, help=help)
+    return click.option(name, callback=check, help=help)
 
 
 def device_option(default: str | None = None):

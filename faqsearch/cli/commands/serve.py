@@ -124,9 +124,11 @@ def gaps(index, similarity, margin, min_count, since, limit, out, threads):
 @since_option("Only queries logged at or after this ISO time, e.g. 2026-11-01 (UTC).")
 @click.option("--limit", type=click.IntRange(1, MAX_COUNT), default=50, show_default=True, help="Newest queries shown at most.")
 @click.option("--unanswered", is_flag=True, help="Only queries that got no confident answer.")
+@since_option("Delete the queries logged before this ISO time (UTC) instead of listing them, their text "
+              "overwritten on disk: a retention policy, e.g. run daily with the date 90 days ago.", "--delete-before")
 @output_options("JSON on stdout: the same document as GET /indexes/NAME/queries.", quiet=False)
 @handles_errors
-def log(index, since, limit, unanswered, out):
+def log(index, since, limit, unanswered, delete_before, out):
     """The query log, newest first: what was asked (by `serve`, `ask --log` or the library's
     ask(..., log=True)), when, and whether it was answered.
 
@@ -134,14 +136,20 @@ def log(index, since, limit, unanswered, out):
     Example:
         faqsearch log --index support --limit 20
         faqsearch log --since 2026-11-01 --unanswered --json
+        faqsearch log --index support --delete-before "$(date -u -d '90 days ago' +%F)"
     """
     from ...engine import FAQSearch
     from ...traffic import Traffic
 
     with FAQSearch.open(index) as engine, Traffic.existing(engine.path) as traffic:
-        found = traffic.queries(limit, 0, unanswered, since, store=engine.store)
         if traffic.missing:
             click.echo(f"Note: {traffic.why_off}.", err=True)
+        if delete_before is not None:
+            gone = traffic.delete_before(delete_before)
+            click.echo(dump({"deleted": gone, "before": delete_before}) if out.json else
+                       f"Deleted {count(gone, 'query', 'queries')} logged before {delete_before} from the query log.")
+            return
+        found = traffic.queries(limit, 0, unanswered, since, store=engine.store)
     if out.json:
         click.echo(dump(found))
         return
