@@ -145,6 +145,28 @@ def test_an_edit_is_committed_when_choosing_the_confidence_again_fails(tmp_path,
     e.close()
 
 
+def test_ctrl_c_while_the_confidence_is_chosen_again_says_the_edit_stands(tmp_path, small_corpus, fake_models,
+                                                                        monkeypatch, run):
+    """Ctrl-C after an add had committed printed "Aborted!" (exit 1): a retry then said the FAQs were already
+    there. The message says the edit stands and how the confidence is chosen again."""
+    from faqsearch.tuning import threshold
+
+    ix = str(tmp_path / "ix")
+    FAQSearch.build(small_corpus, ix).close()
+
+    def interrupted(encoder):
+        raise KeyboardInterrupt()
+
+    monkeypatch.setattr(threshold, "recalibrated", interrupted)
+    new = tmp_path / "new.csv"
+    new.write_text("id,question,answer\n9,Where is my parcel?,Track it.\n", encoding="utf-8")
+    r = run("add", str(new), "--index", ix)
+    assert r.exit_code == 1 and "Interrupted: the add is committed; interrupted while the index chose its " \
+        "confidence again (the next edit does it, or: faqsearch tune threshold --self --apply)." in r.stderr
+    with FAQSearch.open(ix) as e:
+        assert e.show("9")["answer"] == "Track it."
+
+
 def test_a_confidence_that_cannot_be_learned_again_is_kept(tmp_path, small_corpus, fake_encoder, monkeypatch):
     """An edit's recalibration whose fit fails (too few right or wrong answers for a moment) keeps the
     confidence the index had, beside a given threshold too: it used to store none, and nothing learned

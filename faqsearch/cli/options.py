@@ -264,6 +264,10 @@ def handles_errors(fn):
             raise click.UsageError(str(exc)) from None
         except FAQSearchError as exc:
             raise click.ClickException(str(exc)) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C: click says "Aborted!"; after a commit, what stands is said first
+            if exc.args:
+                click.echo(f"Interrupted: {exc.args[0]}.", err=True)
+            raise
         except BrokenPipeError:  # `faqsearch list | head`: the reader left; stop quietly, as Unix tools do
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
             sys.exit(141)  # 128 + SIGPIPE

@@ -320,6 +320,9 @@ def recalibrate_after_edit(set_config: Callable[..., None], config: Config, enco
     except (StorageError, ChangedMeanwhileError) as exc:
         log.warning("the %s is committed, but choosing the index's confidence again failed (%s); the next edit "
                     "tries again", made_by, exc)
+    except KeyboardInterrupt:  # Ctrl-C read "Aborted!" as if the edit had not been made (a retry: "already there")
+        raise KeyboardInterrupt(f"the {made_by} is committed; interrupted while the index chose its confidence again "
+                                "(the next edit does it, or: faqsearch tune threshold --self --apply)") from None
 
 
 def needs_recalibration(config: Config, questions: int) -> str | None:
