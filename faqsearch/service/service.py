@@ -12,6 +12,7 @@ import hmac
 import logging
 import os
 import threading
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -102,9 +103,11 @@ class Service:
         return list(self._served)
 
     def served(self, name: str) -> Served:
+        nfc = unicodedata.normalize("NFC", name)  # composed or not (a client, a macOS path): the name served
         try:
-            return self._served[name]
-        except KeyError:
+            return self._served[name] if name in self._served else \
+                next(s for k, s in self._served.items() if unicodedata.normalize("NFC", k) == nfc)
+        except StopIteration:
             raise IndexNotFoundError(f"no index named {name!r} is served here; served: "
                                      f"{', '.join(self._served)}") from None
 
