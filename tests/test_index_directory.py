@@ -139,7 +139,7 @@ def test_readers_hold_one_whole_version_while_reloads_swap_them(tmp_path):
 
 @pytest.mark.slow
 def test_an_index_whose_current_file_was_deleted_answers_from_its_newest_version_and_loses_nothing(
-        built, tmp_path, run):
+        built, tmp_path, run, caplog):
     """#40 N11: with CURRENT deleted, errors advised `faqsearch ingest`, which (without --force) exited 0
     and deleted the committed version holding the FAQs an earlier `add` put there. Every `vG` directory
     is a whole committed version (CURRENT only names the live one), so readers and writers take the
@@ -151,7 +151,9 @@ def test_an_index_whose_current_file_was_deleted_answers_from_its_newest_version
     assert counts["faqs"] == 14  # 12, the fixture's add and this one
     os.remove(os.path.join(path, "CURRENT"))
     out = run("ask", "a question only add put here", "--index", path, "--json")
-    assert out.exit_code == 0 and '"faq_id": "added"' in out.output, out.output
+    assert out.exit_code == 0 and '"faq_id": "added"' in out.stdout, out.output
+    said = [r for r in caplog.records if "has no CURRENT; answering from its newest version" in r.getMessage()]
+    assert len(said) == 1  # once, not at each look (open, stamp, reload check)
     out = run("ingest", write_corpus(tmp_path, ROWS), "--index", path)  # the corpus lacks the added FAQ
     assert out.exit_code == 1 and "would drop 2 FAQs" in out.output, out.output
     assert FAQSearch.open(path, encoder=FakeEncoder()).info()["counts"] == counts

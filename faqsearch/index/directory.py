@@ -46,6 +46,7 @@ from .remote import RemoteWriting, sync
 log = logging.getLogger(__name__)
 
 # siblings of the symbolic-link layout: versions, temporary links, a migration's new directory
+_SAID: set[tuple[str, str]] = set()  # warnings given, by (index, version)
 _LEGACY_LABEL = re.compile(r"^(?:building|edit|tuning|old|v|link|oldlink|migrate)-[A-Za-z0-9_]+$")
 
 
@@ -139,7 +140,9 @@ def resolve(path: str, sync_remote: bool = True) -> str:
     if kind == "empty":
         newest = newest_version(path)  # CURRENT lost: the next writer writes it again
         if newest is not None:
-            log.warning("index %s has no %s; answering from its newest version %s", path, CURRENT, newest)
+            if (path, newest) not in _SAID:  # once a process: every open, reload check and stamp resolves it
+                _SAID.add((path, newest))
+                log.warning("index %s has no %s; answering from its newest version %s", path, CURRENT, newest)
             return newest
         if remote is not None:
             raise IndexNotFoundError(f"no index at {remote.address} yet. Create one with: faqsearch ingest CORPUS.csv "
