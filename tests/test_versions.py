@@ -183,8 +183,9 @@ def test_cli_versions_restore_and_the_undo_line(tmp_path, run):
     # an edit made inside the live version is said beside what made it (its counts include it)
     assert run("add", write_corpus(tmp_path, [("new-1", "a new question", "a new answer", "", "{}")], "new.csv"),
                "--index", path).exit_code == 0
+    run("feedback", "another wording of it", "new-1", "--index", path)
     text = run("versions", "--index", path).output
-    assert ", then add" in text and "its counts include them" in text
+    assert ", then add, feedback" in text and "its counts include them" in text  # every kind, not the last only
 
 
 def test_restore_where_there_is_no_index_says_so_and_makes_nothing(tmp_path):

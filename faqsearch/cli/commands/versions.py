@@ -30,7 +30,8 @@ def versions(index, out):
     if out.json:
         click.echo(dump({"versions": [v.to_dict() for v in rows]}))
         return
-    made = [f"{v.made_by or '?'}, then {v.edited_by}" if v.edited_by else (v.made_by or "?") for v in rows]
+    made = [f"{v.made_by or '?'}, then {', '.join(v.edits or [v.edited_by])}" if v.edited_by else (v.made_by or "?")
+            for v in rows]  # every kind of edit made inside it (an add before an update went unsaid)
     width = max([20, *map(len, made)])  # "restore v00000007, then set-min-confidence" kept the columns aligned
     if rows:
         click.echo(f"{'version':<9}  {'time':<25} {'made by':<{width}} {'FAQs':>7} {'questions':>9}")
