@@ -728,6 +728,10 @@ def test_questions_in_a_script_the_encoder_does_not_read_are_warned_of_at_ingest
         caplog.clear()
         e.add([FAQ("en", "yes", ["can I pay with PayPal"])])
     assert "Han script" not in caplog.text
+    with caplog.at_level(logging.WARNING):  # every emoji is one unknown token to it: 👎 matched 👍 at 1.0
+        e.add([FAQ("up", "Glad we could help!", ["👍"])])
+    assert "1 of 1 questions are written mostly in symbols alone (emoji)" in caplog.text
+    assert "give those FAQs a question in words" in caplog.text
     e.close()
 
 

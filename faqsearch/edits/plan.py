@@ -235,10 +235,12 @@ def warn_unread(spec: dict[str, Any] | None, questions: Sequence[str], fix: str)
 
     unread = unread_questions(spec, questions)
     if unread:
-        log.warning("%d of %d questions are written mostly in %s script, which the encoder %s does not read (first: "
+        script = main_script(unread)
+        log.warning("%d of %d questions are written mostly in %s, which the encoder %s does not read (first: "
                     "%r): to it they are alike whatever they say, and a question in that script on a topic no FAQ "
-                    "covers gets a confident answer; %s", len(unread), len(questions), main_script(unread),
-                    (spec or {}).get("name"), unread[0], fix)
+                    "covers gets a confident answer; %s", len(unread), len(questions),
+                    f"{script} script" if script else "symbols alone (emoji)", (spec or {}).get("name"), unread[0],
+                    fix if script else "give those FAQs a question in words (every emoji is one unknown token to it)")
 
 
 def _warn_judged(store: StoreView, removed: Sequence[str]) -> None:

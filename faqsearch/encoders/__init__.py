@@ -84,7 +84,9 @@ def unread_questions(spec: dict | None, questions) -> list[str]:
     language is under half its letters still gets MiniLM from :func:`model_for_corpus`)."""
     from ..text import non_latin_share
 
-    return [q for q in questions if non_latin_share([q]) > 0.5] if reads_latin_only(spec) else []
+    if not reads_latin_only(spec):
+        return []  # (and emoji alone: every emoji is one unknown token to it, so 👎 matched 👍 at 1.0)
+    return [q for q in questions if non_latin_share([q]) > 0.5 or not any(ch.isalnum() for ch in q)]
 
 
 def _minilm_path() -> str:
