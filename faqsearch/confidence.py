@@ -90,8 +90,9 @@ def check_lexical_options(mode: str | None, threshold: Any, min_confidence: Any)
                                  "threshold or a minimum confidence to apply to; use mode dense or hybrid")
 
 
-NO_MODEL = ("none learned (an index built before faqsearch learned one, or too few right and wrong answers to "
-            "learn from): it answers by its cosine threshold")
+NO_MODEL = ("none learned (too few right and wrong answers to learn from: an FAQ of one question needs one of three "
+            "or more words, or other phrasings people approve; or an index built before faqsearch learned one): it "
+            "answers by its cosine threshold")
 
 
 def threshold_without_model(min_confidence: float) -> float:

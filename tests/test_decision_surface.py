@@ -258,3 +258,21 @@ def test_feedback_and_approve_say_when_they_move_a_question(ix, fake_models, run
     assert run("feedback", "my husband will pick up my order", "2", "--index", ix).exit_code == 0
     said = run("approve", "3", "my husband will pick up my order", "--index", ix).output
     assert said.startswith("Added 1 of 1 to 3. Moved from 2 (undo: faqsearch unassign"), said
+
+
+def test_an_index_of_short_single_questions_says_why_it_has_no_confidence(tmp_path, fake_models, run):
+    """Found by a hostile run of tiny corpora: FAQs of one or two words each learn no confidence (their
+    pseudo-queries need three words), yet info blamed an old build and advised a tune that could not help;
+    the tune's table showed 0.0% right where it had no in-scope query; an operating point stored then was
+    not shown by info, and took effect later in silence."""
+    corpus = tmp_path / "short.csv"
+    corpus.write_text("id,question,answer\n1,Refunds,Within 3 days.\n2,Shipping times,2 to 4 days.\n"
+                      "3,Opening hours,9 to 5.\n4,Gift cards,Sold in store.\n5,Password reset,Use the link.\n")
+    ix = str(tmp_path / "short")
+    assert run("ingest", str(corpus), "--index", ix).exit_code == 0
+    assert run("tune", "confidence", "0.5", "--index", ix).exit_code == 0
+    info = run("info", "--index", ix).output
+    assert "an FAQ of one question needs one of three or more words" in info and "50% stored (`tune confidence`), " \
+        "applied once it has one" in info
+    table = run("tune", "threshold", "--self", "--index", ix).output.splitlines()
+    assert table[1].split()[1] == "-" and "0 in-scope" in run("tune", "threshold", "--self", "--index", ix).output

@@ -132,8 +132,9 @@ def threshold(report, as_json: bool, do_apply: bool) -> None:
         click.echo(dump(report.to_dict()))
         return
     click.echo(f"{'threshold':>9} {'in-scope answered right':>24} {'out-of-scope answered':>22}")
-    for row in report.rows:
-        click.echo(f"{row['threshold']:>9.2f} {100 * row['answered_right']:>23.1f}% {100 * row['offtopic_answered']:>21.1f}%")
+    for row in report.rows:  # no in-scope queries (FAQs of one short question): no share to show, not 0%
+        right = f"{100 * row['answered_right']:>23.1f}%" if report.positives else f"{'-':>24}"
+        click.echo(f"{row['threshold']:>9.2f} {right} {100 * row['offtopic_answered']:>21.1f}%")
     click.echo(f"\n{report.positives} in-scope and {report.negatives} out-of-scope queries; chosen {report.threshold:.3g} "
                f"(current {report.current:.3g}): {report.rule}")
     if report.confidence is not None and report.applied:  # what decides now (the threshold serves --threshold)
@@ -242,7 +243,9 @@ def info(path: str, config: dict[str, Any]) -> None:
                if threshold_decides(config) else "; applies with --threshold only" if config.get("confidence") else ""))
     click.echo("confidence: " + (confidence_origin(config) if config.get("confidence") else "none (lexical mode: "
                                  "BM25 scores carry none; any match answers)" if config.get("mode") == "lexical" else
-                                 f"{NO_MODEL}; `faqsearch tune threshold --self --apply` learns one again"))
+                                 f"{NO_MODEL}; `faqsearch tune threshold --self --apply` learns one again where it can"
+                                 + (f"; {100 * config['min_confidence']:.4g}% stored (`tune confidence`), applied once "
+                                    "it has one" if config.get("min_confidence") is not None else "")))
     if single_questions_decide(config):
         click.echo(f"note:       fewer than {CONFIDENCE_MIN_VARIANTS} FAQs with several questions: a question on a topic no "
                    f"FAQ covers is answered "
