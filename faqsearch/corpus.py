@@ -461,9 +461,9 @@ def _warn_shared(path: str, faqs) -> None:
               if owner.setdefault(k := read_alike(q), (q, faq))[1] is not faq]
     if shared:
         q, b, first, a = shared[0]
-        log.warning("%s:%s: %d question(s) belong to two FAQs, up to case, width, spacing and punctuation (first: %r of FAQ %s from "
+        log.warning("%s:%s: %d question(s) belong to more than one FAQ, up to case, width, spacing and punctuation (first: %r of FAQ %s from "
                     "line %s, and %r of FAQ %s from line %s); the index cannot tell those FAQs apart by them and "
-                    "either may answer: give each question to one FAQ", path, b.line, len(shared), first, a.id, a.line,
+                    "either may answer: give each question to one FAQ", path, b.line, len({read_alike(s[0]) for s in shared}), first, a.id, a.line,
                     q, b.id, b.line)
 
 

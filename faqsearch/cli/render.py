@@ -181,13 +181,18 @@ def built(summary: dict[str, Any], path: str) -> None:
                    f"{threshold_origin(summary)})")
 
 
+def _count(n: Any, one: str) -> str:
+    """``n`` and its word ("1 question", "3 pseudo-queries"), a count an older config lacks as "?"."""
+    return count(n, one, one[:-1] + "ies" if one.endswith("y") else None) if isinstance(n, int) else f"? {one}s"
+
+
 def threshold_origin(config: dict[str, Any]) -> str:
     """How an index's threshold was chosen, in words."""
     calib = config.get("calibration") or {}
     by = calib.get("chosen_by", "default")
     if by == "self-calibrated":
-        return (f"chosen by the index from {calib.get('positives')} held-out question variants and "
-                f"{calib.get('negatives')} out-of-scope questions at {calib.get('questions')} questions")
+        return (f"chosen by the index from {_count(calib.get('positives'), 'held-out question variant')} and "
+                f"{_count(calib.get('negatives'), 'out-of-scope question')} at {_count(calib.get('questions'), 'question')}")
     if by == "labelled":
         return f"chosen from {calib.get('positives')} labelled and {calib.get('negatives')} out-of-scope queries"
     return (calib.get("rule") or "given at ingest") if by == "given" else "the default"
@@ -276,7 +281,7 @@ def confidence_origin(config: dict[str, Any]) -> str:
     """At what confidence an index answers, and where that comes from, in words."""
     model = config["confidence"]
     given = config.get("min_confidence")
-    learned = (f"learned from {model.get('positives')} {'pseudo-queries' if model.get('pseudo') else 'held-out question variants'}"
+    learned = (f"learned from {_count(model.get('positives'), 'pseudo-query' if model.get('pseudo') else 'held-out question variant')}"
                f", {model.get('in_domain')} in-domain and {model.get('general')} general out-of-scope questions"
                if model.get("chosen_by") == "self-calibrated" else
                f"learned from {model.get('positives')} labelled and {model.get('general')} out-of-scope queries")
