@@ -1,5 +1,6 @@
 """Managing the indexes of a home folder: list them, rename one, drop one (with its Milvus collections);
-and the listing of one index's FAQs that `faqsearch list --json` and GET /indexes/NAME/faqs both return."""
+the listing of one index's FAQs that `faqsearch list --json` and GET /indexes/NAME/faqs both return; and
+its FAQs written back out as a corpus file (`faqsearch export`)."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,7 @@ import secrets
 import shutil
 from typing import Any
 
+from .corpus import FAQ
 from .index import config as cfg
 from .backends import backend_for
 from .errors import FAQSearchError, IndexNotFoundError, IndexPathError, InvalidOptionError
@@ -216,3 +218,63 @@ def _faqs_with_3(path: str) -> int | None:
         return None
     finally:
         store.close()
+
+
+# ---- an index's FAQs as a corpus file ----------------------------------------------------------------
+EXPORT_FORMATS = ("csv", "tsv", "jsonl")
+_FORMULA = ("=", "+", "-", "@")  # a spreadsheet may run a cell starting so as a formula
+
+
+def export_faqs(store, everything: bool = False) -> list[FAQ]:
+    """The FAQs of one version of an index (``store``: its snapshot's, so an edit meanwhile is not half in it)
+    as corpus records: answer, category, metadata and the questions a corpus file speaks for (ingested or
+    added: an upsert of the export changes nothing), or with ``everything`` the phrasings people assigned
+    and the generated ones too (to move the index elsewhere). An FAQ holding none of the first keeps all."""
+    from .edits.plan import EDITABLE
+
+    out = []
+    for row in store.list_faqs(None):
+        faq = store.faq(row["id"]) or {"questions": []}
+        questions = [q["text"] for q in faq["questions"] if everything or q["source"] in EDITABLE] or \
+            [q["text"] for q in faq["questions"]]
+        out.append(FAQ(row["id"], faq["answer"], questions, faq.get("category"), faq.get("metadata") or {}))
+    return out
+
+
+def corpus_bytes(faqs: list[FAQ], fmt: str) -> tuple[bytes, list[str]]:
+    """``faqs`` written as a corpus file that `faqsearch ingest` and `upsert` read back alike (CSV: a row per
+    question, metadata fields as columns; JSONL: an object per FAQ, metadata as an object), and warnings
+    (metadata that CSV and TSV write as text, cells a spreadsheet may run as formulas)."""
+    import csv
+    import io
+    import json
+
+    if fmt not in EXPORT_FORMATS:
+        raise InvalidOptionError(f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    if fmt == "jsonl":
+        lines = [json.dumps({"id": f.id, "question": f.questions[0], **({"questions": f.questions[1:]} if f.questions[1:]
+                                                                        else {}), "answer": f.answer,
+                             **({"category": f.category} if f.category else {}),
+                             **({"metadata": f.metadata} if f.metadata else {})}, ensure_ascii=False) for f in faqs]
+        return ("\n".join(lines) + "\n").encode("utf-8") if lines else b"", []
+    keys = list(dict.fromkeys(k for f in faqs for k in f.metadata))
+    typed = sum(1 for f in faqs if any(not isinstance(v, str) for v in f.metadata.values()))
+    rows = [["id", "question", "answer", "category", *keys]]
+    for f in faqs:
+        meta = [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in (f.metadata.get(k, "") for k in keys)]
+        rows += [[f.id, q, f.answer, f.category or "", *meta] for q in f.questions]
+    cells = [c for r in rows[1:] for c in r]
+    if fmt == "tsv" and any(("\t" in c or "\n" in c or "\r" in c) for c in cells):
+        raise InvalidOptionError("a field holds a tab or a line break, which TSV cannot hold: export as CSV or JSONL")
+    warnings = [f"{typed} FAQs have metadata that is not text (numbers, lists, true/false): {fmt.upper()} writes it "
+                "as text, so an upsert of this file changes them; export as .jsonl to keep it"] if typed else []
+    formulas = sum(1 for c in cells if c.startswith(_FORMULA))
+    if formulas:
+        warnings.append(f"{formulas} cells start with = + - or @: a spreadsheet may run them as formulas; open the file "
+                        "as text (or import it with those columns as text)")
+    if fmt == "tsv":  # a line a row; a cell quoted whole is written quoted, so that the reader's unquoting gives it back
+        quoted = lambda c: f'"{c.replace(chr(34), 2 * chr(34))}"' if len(c) > 1 and c[0] == c[-1] == '"' else c  # noqa: E731
+        return "".join("\t".join(map(quoted, r)) + "\n" for r in rows).encode("utf-8"), warnings
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return buf.getvalue().encode("utf-8"), warnings

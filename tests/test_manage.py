@@ -126,3 +126,52 @@ def test_names_paths_and_homes_mean_what_they_say(tmp_path, run, small_corpus, m
                         (("ingest", small_corpus, "--index", "v", "--variant-sep", ""), "must not be empty")):
         res = run(*args)
         assert res.exit_code == 2 and words in res.output
+
+
+def test_export_writes_the_faq_back_out_as_a_corpus_that_reads_back_alike(tmp_path, run):
+    """Found by a hostile run of spreadsheet round trips: nothing wrote the FAQ back out (answers edited in
+    the page, feedback), and `show --json` lines fed to upsert stored content_hash and revision as metadata."""
+    corpus = tmp_path / "faq.jsonl"
+    rows = [{"id": "p1", "question": "How do I pay?", "questions": ["Payment methods?"], "answer": "Card,\nor cash.",
+             "category": "pay", "metadata": {"priority": 2, "tags": ["a", "b"], "owner": "ann"}},
+            {"id": "p2", "question": "=1+1 is my question", "answer": '"Quoted whole"'},
+            {"id": "p3", "question": "Where is my parcel?", "answer": "Track it.", "metadata": {"owner": "bob"}}]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    ix = str(tmp_path / "ix")
+    assert run("ingest", str(corpus), "--index", ix, "-q").exit_code == 0
+    assert run("update", "p3", "--answer", "Track it under Orders.", "--index", ix).exit_code == 0
+    assert run("feedback", "parcel gone missing", "p3", "--index", ix).exit_code == 0
+    for fmt in ("jsonl", "csv", "tsv"):
+        out = tmp_path / f"export.{fmt}"
+        r = run("export", str(out), "--index", ix, "--json")
+        if fmt == "tsv":  # an answer with a line break: TSV cannot hold it, and nothing is written
+            assert r.exit_code == 1 and "which TSV cannot hold" in r.output and not out.exists()
+            continue
+        assert r.exit_code == 0 and json.loads(r.stdout) == {"file": str(out), "format": fmt, "faqs": 3, "questions": 4}
+        typed = "metadata that is not text" in r.stderr
+        assert typed == (fmt != "jsonl") == ("start with = + - or @" in r.stderr)  # a spreadsheet's concerns
+        again = run("upsert", str(out), "--index", ix, "--json")
+        changed = json.loads(again.stdout)["updated_faqs"]
+        assert changed == ([] if fmt == "jsonl" else ["p1"])  # CSV wrote the numbers and lists as text, as it warned
+        other = str(tmp_path / f"from-{fmt}")
+        assert run("ingest", str(out), "--index", other, "-q").exit_code == 0
+        show = json.loads(run("show", "p3", "--index", other, "--json").stdout)
+        assert show["answer"] == "Track it under Orders." and show["metadata"] == {"owner": "bob"}
+        assert [q["text"] for q in show["questions"]] == ["Where is my parcel?"]  # without --all: the corpus's own
+        assert json.loads(run("show", "p2", "--index", other, "--json").stdout)["answer"] == '"Quoted whole"'
+    everything = run("export", "--index", ix, "--all", "--format", "jsonl").stdout
+    assert "parcel gone missing" in everything and len(everything.splitlines()) == 3
+    assert run("export", str(tmp_path / "x.txt"), "--index", ix).exit_code == 2  # which format: said, not guessed
+
+
+def test_a_tsv_export_reads_back_alike_quotes_and_all(tmp_path):
+    from faqsearch.corpus import FAQ, read_corpus
+    from faqsearch.manage import corpus_bytes
+
+    faqs = [FAQ("q1", '"Quoted whole"', ['"Pay later" - what is it?', 'say "hi"'], "c", {"owner": "ann"}),
+            FAQ("q2", "Plain.", ["Plain question?"], None, {})]
+    data, warnings = corpus_bytes(faqs, "tsv")
+    (tmp_path / "x.tsv").write_bytes(data)
+    back = read_corpus(str(tmp_path / "x.tsv"))
+    assert [(f.id, f.answer, f.questions, f.category, f.metadata) for f in back] == \
+        [(f.id, f.answer, f.questions, f.category, f.metadata) for f in faqs] and warnings == []

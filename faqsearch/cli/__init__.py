@@ -25,7 +25,7 @@ for command in (index.ingest, index.upsert, ask.ask, ask.eval_, edit.add, edit.u
                 edit.show, edit.feedback, edit.unassign, edit.approve, tune.tune, tune.refit, generate.paraphrase,
                 generate.augment, generate.suggest,
                 train.train, train.learn, serve.serve, serve.gaps, serve.log, index.info, index.indexes, index.rename, index.drop,
-                versions.versions, versions.restore):
+                versions.versions, versions.restore, versions.export):
     cli.add_command(command)
 
 

@@ -1,4 +1,4 @@
-"""The versions an index keeps: list them, restore one."""
+"""The versions an index keeps: list them, restore one; and the live one written out as a corpus file."""
 from __future__ import annotations
 
 import click
@@ -76,3 +76,56 @@ def restore(version, index, out):
 
 def _span(versions: list[str]) -> str:
     return versions[0] if len(versions) == 1 else f"{versions[0]} to {versions[-1]}"
+
+
+@click.command()
+@click.argument("file", default="-", type=click.Path(dir_okay=False, allow_dash=True))
+@index_option
+@click.option("--format", "fmt", type=click.Choice(["csv", "tsv", "jsonl"]), default=None,
+              help="Default: from FILE's extension (.csv, .tsv, .jsonl); CSV on stdout.")
+@click.option("--all", "everything", is_flag=True,
+              help="Every question: the phrasings people assigned (feedback, approvals) and generated ones too, to move "
+                   "the index elsewhere. Without it, the questions a corpus file speaks for (ingested or added), so "
+                   "that `faqsearch upsert` of the export changes nothing.")
+@output_options("JSON on stdout: what was written (FILE must then be a file).", quiet=False)
+@handles_errors
+def export(file, index, fmt, everything, out):
+    """Write the FAQ back out as a corpus file (CSV: a row per question; JSONL: an object per FAQ, metadata
+    kept with its types), the way ingest reads it: answers and categories edited since, FAQs added and
+    removed, all as they are now. The file is written whole or not at all.
+
+    \b
+    Example:
+        faqsearch export faq-now.csv --index support
+        faqsearch export backup.jsonl --index support --all
+        faqsearch export --index support | head
+    """
+    import os
+    import sys
+
+    from ...engine import FAQSearch
+    from ...files import atomic_write
+    from ...manage import corpus_bytes, export_faqs
+
+    if fmt is None:
+        ext = os.path.splitext(file)[1].lower().lstrip(".")
+        fmt = {"csv": "csv", "tsv": "tsv", "tab": "tsv", "jsonl": "jsonl", "ndjson": "jsonl"}.get(ext, "csv" if file == "-" else None)
+        if fmt is None:
+            raise click.UsageError(f"cannot tell the format from {file!r}: name it .csv, .tsv or .jsonl, or give --format")
+    if out.json and file == "-":
+        raise click.UsageError("with --json the export goes to a FILE (stdout holds the JSON)")
+    with FAQSearch.open(index) as engine:
+        faqs = export_faqs(engine.snapshot.store, everything)
+    data, warnings = corpus_bytes(faqs, fmt)
+    for warning in warnings:
+        click.echo(f"Warning: {warning}.", err=True)
+    if file == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        atomic_write(file, data)
+    said = {"file": file, "format": fmt, "faqs": len(faqs), "questions": sum(len(f.questions) for f in faqs)}
+    if out.json:
+        click.echo(dump(said))
+    elif file != "-":
+        click.echo(f"Exported {said['faqs']} FAQs ({said['questions']} questions) to {file} ({fmt}).", err=True)
