@@ -116,10 +116,17 @@ class AsyncAsker:
                 if not queue.calls:
                     self._queues.pop(loop, None)
             return
-        done.add_done_callback(lambda f: self._finish(loop, batches, f))
+        done.add_done_callback(lambda f: self._failed(batches, f))
 
     def _run(self, loop: asyncio.AbstractEventLoop, groups: list[list[_Call]]) -> None:
-        """On the worker: each group's ask_many, its callers told as soon as it is answered."""
+        """On the worker: each group's ask_many, its callers told as soon as it is answered; then the next
+        batch, from here (a caller's loop may end as soon as it has its answers: ``asyncio.run(aask(...))``)."""
+        try:
+            self._answer(loop, groups)
+        finally:
+            self._next(loop)
+
+    def _answer(self, loop: asyncio.AbstractEventLoop, groups: list[list[_Call]]) -> None:
         for group in groups:
             try:
                 outcome: Any = self._ask_many([t for c in group for t in c.texts], **group[0].options)
@@ -152,20 +159,27 @@ class AsyncAsker:
                     call.future.set_result(own)
             at += n
 
-    def _finish(self, loop: asyncio.AbstractEventLoop, groups: list[list[_Call]], done: asyncio.Future) -> None:
-        """After a batch: a worker that failed as a whole fails the calls not yet told; then the next batch."""
-        if done.exception() is not None:
+    def _failed(self, groups: list[list[_Call]], done: asyncio.Future) -> None:
+        """A worker that failed as a whole (not one group's error) fails the calls not yet told."""
+        if not done.cancelled() and done.exception() is not None:
             for group in groups:
                 self._deliver(group, done.exception())
+
+    def _next(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the worker, after a batch: the calls that came in meanwhile go next (on their loop), or the
+        loop's queue goes (a loop that closed meanwhile is let go, its queue with it)."""
         with self._lock:
-            self._queues[loop].busy = False
-            waiting = bool(self._queues[loop].calls)
-        if waiting:
-            self._flush(loop)  # the calls that came in while this batch ran
-        else:
-            with self._lock:
-                if not self._queues[loop].calls and not self._queues[loop].busy:
-                    del self._queues[loop]
+            queue = self._queues.get(loop)
+            if queue is None:
+                return
+            queue.busy = False
+            if queue.calls and not loop.is_closed():
+                try:
+                    loop.call_soon_threadsafe(self._flush, loop)
+                    return
+                except RuntimeError:  # closed since
+                    pass
+            del self._queues[loop]
 
     def close(self) -> None:
         """No new calls (ClosedError); the batch on the worker finishes first (the worker needs no loop),
