@@ -123,6 +123,17 @@ def test_files_of_a_person_beside_an_index_neither_stop_it_nor_are_touched(tmp_p
     with pytest.raises(IndexPathError, match="not a faqsearch index"):
         build_index(write_corpus(tmp_path, FEW), str(leveldb))
     assert (leveldb / "CURRENT").read_text() == "MANIFEST-000001\n"
+    releases = tmp_path / "releases"  # a deploy's folder: its CURRENT names a "version" that is no index of ours
+    for v in ("v20231201", "v20240101", "v20240215"):
+        (releases / v).mkdir(parents=True)
+        (releases / v / "app.js").write_text(v)
+    (releases / "CURRENT").write_text("v20240101\n")
+    (releases / "README.md").write_text("releases")
+    before = tree(releases)
+    for force in (False, True):
+        with pytest.raises(IndexPathError, match="not a faqsearch index"):
+            FAQSearch.build(write_corpus(tmp_path, FEW), str(releases), encoder=FakeEncoder(), force=force)
+    assert tree(releases) == before  # (a second reading found v20240215 deleted, and a LOCK left)
     (ix / "CURRENT").write_bytes(b"v\xff\n")
     for f in ("notes.txt", "queries.db.1"):
         os.remove(ix / f)

@@ -13,7 +13,8 @@ from typing import Any
 from ..errors import IndexFormatError, InvalidOptionError, TextTypeError
 from ..lexical import stem_in_use
 from ..tokenmatch import supported as tokens_supported
-from .format import BUILDING, CURRENT, FILES, OWN_FILES, RECORDED_DIRS, SIZED, TOP, VERSION_NAME, Config, home
+from .format import (BUILDING, CURRENT, FILES, OWN_FILES, RECORDED_DIRS, SIZED, TOP, VERSION_NAME, Config, home,
+                     read_json)
 
 DEFAULT_NAME = "default"
 
@@ -76,11 +77,15 @@ def read_current(directory: str) -> str | None:
 
 
 def names_version(path: str) -> bool:
-    """Whether ``path`` has a CURRENT naming a version (a LevelDB folder has a CURRENT too)."""
+    """Whether ``path`` is an index of ours for certain: its CURRENT names a version holding the config.json
+    faqsearch writes (a LevelDB folder has a CURRENT too, and a folder of releases may name "v20240101").
+    What lets a folder with other files beside ours be opened and edited (writers remove what is ours)."""
     try:
-        return read_current(path) is not None
-    except IndexFormatError:  # damaged, or another program's CURRENT (LevelDB writes one): not ours to write over
+        version = read_current(path)
+        config = read_json(version) if version is not None else None
+    except (IndexFormatError, OSError, ValueError):  # damaged, missing, or another program's: not ours to write over
         return False
+    return isinstance(config, dict) and "format_version" in config
 
 
 _SYSTEM = re.compile(r"^(?:lost\+found|\.DS_Store|\._.*|Thumbs\.db|desktop\.ini|\.snapshot|\.nfs[0-9a-fA-F]+)$")

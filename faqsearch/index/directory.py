@@ -95,10 +95,8 @@ def layout(path: str) -> str:
     if not os.path.isdir(path):
         return "foreign"
     entries = os.listdir(path)
-    if CURRENT in entries and names_version(path):  # ours, whatever a person or a tool put beside it (a note, a
-        return "current"  # rotated log, an rsync temporary): writers never touch those, and `drop` refuses
-    if foreign_entries(path):
-        return "foreign"
+    if foreign_entries(path):  # ours for certain, whatever a person or a tool put beside it (a note, a rotated
+        return "current" if CURRENT in entries and names_version(path) else "foreign"  # log): writers leave those
     if CURRENT in entries:
         return "current"
     if CONFIG in entries:
