@@ -204,7 +204,7 @@ class FAQSearch(Asking):
             raw = self._queries.encoder.encode(texts, progress=progress) if texts else \
                 np.empty((0, int(snap.config.dim_in)), np.float32)
             report.added_questions, report.removed_questions = snap.backend.apply(writer, snap, plan, raw, plan.source)
-            kept = (report.removed_questions or plan.changed_faqs) and snap.backend.kind == "embedded"  # not Milvus
+            kept = (report.removed_questions or plan.rewrites_many) and snap.backend.kind == "embedded"  # not Milvus
             report.previous_version = os.path.basename(snap.version) if kept else None
         if not self.closed:  # by a tenth: chosen again (the next edit's engine does it where this one closed)
             recalibrate_after_edit(self._set_config, self._snap.config, lambda: self._queries.encoder, made_by)

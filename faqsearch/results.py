@@ -72,7 +72,7 @@ class EditReport:
     added_questions: int = 0
     removed_questions: int = 0
     unchanged_faqs: int = 0
-    previous_version: str | None = None  # kept as it was when the edit dropped questions or changed an FAQ: `restore` it
+    previous_version: str | None = None  # kept when the edit dropped questions or rewrote several FAQs: `restore` it
 
     @property
     def changed(self) -> bool:

@@ -23,20 +23,18 @@ def content(path) -> dict:
 
 
 def edited_in_place(tmp_path, path):
-    """add and feedback: each committed inside the live version (no new version directory); an update of
-    an answer writes its delta into a new version, so the one before it is kept for `restore`."""
+    """add, one FAQ's update and feedback: each committed inside the live version (no new version directory)."""
     live = version(path)
     with FAQSearch.open(path, encoder=FakeEncoder()) as e:
         e.add(write_corpus(tmp_path, [("new1", "a brand new question", "new answer", "catx", '"{""n"": 1}"')], "add.csv"))
+        assert e.update_faq("f3", answer="a changed answer").previous_version is None
         e.feedback("some customer query about subject5", "f5")
-        assert version(path) == live and json.loads((live / "config.json").read_text())["delta"]
-        report = e.update_faq("f3", answer="a changed answer")
-    assert report.previous_version == live.name and version(path) != live
-    assert json.loads((version(path) / "config.json").read_text())["delta"]  # in place in the new version
+    assert version(path) == live and json.loads((live / "config.json").read_text())["delta"]
 
 
 def test_an_update_that_overwrote_answers_is_undone_by_restore(tmp_path):
-    """An upsert of a bad export (every answer cut short) changed answers in place, with nothing to restore."""
+    """An upsert of a bad export (every answer cut short) changed answers in place, with nothing to restore:
+    an edit that rewrites what two or more FAQs say keeps the version before it."""
     path = str(tmp_path / "ix")
     build_index(write_corpus(tmp_path, ROWS), path, threshold=-1).close()
     before = content(path)
@@ -45,8 +43,11 @@ def test_an_update_that_overwrote_answers_is_undone_by_restore(tmp_path):
         report = e.upsert(write_corpus(tmp_path, cut, "cut.csv"))
     assert len(report.updated_faqs) == 12 and report.previous_version is not None
     assert content(path)["f3"]["answer"] == "ans"
+    assert report.removed_questions == 0  # kept for the rewrite alone
     restore(path, report.previous_version)
     assert content(path) == before
+    with FAQSearch.open(path, encoder=FakeEncoder()) as e:  # a question added: no version kept (a remove's undo stays)
+        assert e.update_faq("f4", questions=["one more wording"]).previous_version is None
 
 
 @pytest.mark.parametrize("in_place_first", [False, True])

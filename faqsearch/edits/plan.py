@@ -39,6 +39,14 @@ class Edit:
     removed_faqs: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)  # merged into the committed config
     touched_faqs: list[str] = field(default_factory=list)  # FAQs that only lose questions (for the report)
+    overwritten: list[str] = field(default_factory=list)  # FAQs whose answer, category or metadata it rewrites
+
+    @property
+    def rewrites_many(self) -> bool:
+        """Whether it rewrites what two or more FAQs say (an upsert or update from a file): such an edit keeps
+        the version before it, as one that drops questions does, so `restore` undoes a bad export's (every
+        answer cut short had no undo). One FAQ's edit (the page's, `update ID --answer`) stays in place."""
+        return len(self.overwritten) >= 2
 
     def texts(self) -> list[str]:
         """New question texts in the order a backend stores them (new FAQs first, then added questions)."""
@@ -204,6 +212,9 @@ def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = Fa
         present = {q["text"] for q in stored["questions"]}
         plan.new_questions += [(f.id, q) for q in listed if q not in present]
         plan.changed_faqs.append(f)
+        if (f.answer, f.category or None, f.metadata or {}) != (stored["answer"], stored["category"] or None,
+                                                                stored["metadata"] or {}):
+            plan.overwritten.append(f.id)
     if remove_missing:
         listed_ids = {f.id for f in faqs}
         ingested = store.faq_ids(source="corpus")

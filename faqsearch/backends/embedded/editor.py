@@ -56,10 +56,10 @@ def apply(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray, s
     pending = int(len(delta) if recorded is None else recorded)
     change = len(raw_new) + drops + len(plan.changed_faqs)
     if snap.raw.has_ids and pending + change <= delta_limit(len(snap.raw.ids)):
-        # an edit that drops questions or overwrites an FAQ's answer, category or metadata (an upsert of a bad
-        # export) writes its delta into a new version, so the one before it is kept whole for `restore`
+        # an edit that drops questions or rewrites what several FAQs say (an upsert of a bad export) writes its
+        # delta into a new version, so the one before it is kept whole for `restore`
         return apply_delta(writer, snap, plan, raw_new, source, delta, pending + change,
-                           _linked_version(writer, snap) if drops or plan.changed_faqs else None)
+                           _linked_version(writer, snap) if drops or plan.rewrites_many else None)
     return rewrite(writer, snap, plan, raw_new, source, delta)
 
 

@@ -14,7 +14,7 @@ from ..render import dump
 def versions(index, out):
     """List the versions an index keeps: when each was made, by what, its FAQs and questions, and
     which one is live. Every ingest, refit, tune transform --apply, learn and edit that drops questions
-    or changes an FAQ's answer, category or metadata makes a new version; the previous ones are kept (the newest 5, and the last before each of the 5 latest
+    or rewrites the answers, categories or metadata of several FAQs makes a new version; the previous ones are kept (the newest 5, and the last before each of the 5 latest
     removes, updates, ingests, learns or restores) for `faqsearch restore`. Settings
     that tune threshold, tune fusion and tune confidence store change the live version in place.
 
