@@ -118,6 +118,8 @@ def _read_only(path: str) -> sqlite3.Connection:
         conn = sqlite3.connect(f"file:{quote(path)}?{flags}", uri=True, check_same_thread=False)
         try:
             conn.execute("select count(*) from sqlite_master").fetchone()
+            if "immutable" in flags and os.path.exists(path + "-wal") and os.path.getsize(path + "-wal"):
+                log.warning("%s-wal holds queries not yet in %s; read only here, they are not shown", path, path)
             return conn
         except sqlite3.OperationalError:
             conn.close()
@@ -156,26 +158,28 @@ class QueryLog:
                 raise
             log.warning("the query log %s is read only here and from an older faqsearch: read as it is", self.path)
         self._confidences = "confidence" in self.db["queries"].columns_dict  # older logs lack them
-        self._file, self._checked = _file_of(self.path), time.monotonic()
+        self._file, self._checked, self.moved = _file_of(self.path), time.monotonic(), False
 
-    def _follow(self) -> None:
-        """Before a write: where the file at the log's path is no longer the one open (moved away to rotate
-        it, or deleted), the open one gets every row (a checkpoint: its newest rows were in the -wal file,
-        so a moved log was empty and the next process's open of a new one truncated them) and a new log is
-        started at the path. Checked at most once a second."""
-        if time.monotonic() - self._checked < self.FOLLOW:
-            return
+    def _follow(self) -> bool:
+        """Before a write: whether the file at the log's path is still the one open. Moved away (to rotate it)
+        or deleted, the open one gets every row (a checkpoint: its newest rows were in the -wal file, so a
+        moved log was empty, and the next process's open of a new log truncated them) and this process
+        logs no more: starting a new file at the path would share the -wal file's name with other processes
+        still writing the moved one, and bring back the folder of an index renamed or dropped. Checked at
+        most once a second; the next start opens a new log."""
+        if self.moved or time.monotonic() - self._checked < self.FOLLOW:
+            return not self.moved
         self._checked = time.monotonic()
         if self._file is None or _file_of(self.path) == self._file:
-            return
+            return True
         try:
             self._conn.execute("pragma wal_checkpoint(TRUNCATE)")
         except sqlite3.Error:
             pass
-        self._conn.close()
-        log.warning("the query log %s was moved away or deleted: the rows logged until now are in that file; "
-                    "logging goes on in a new one", self.path)
-        self._open()
+        self.moved = True
+        log.warning("the query log %s was moved away or deleted: every row logged until now is in that file; this "
+                    "process logs no more queries until it starts again (then in a new log)", self.path)
+        return False
 
     @classmethod
     def for_index(cls, index_path: str) -> "QueryLog":
@@ -200,7 +204,8 @@ class QueryLog:
         deferred one that reads first cannot wait for another process's write (SQLite answers 'database
         is locked' at once rather than risk a deadlock), so servers sharing a log lost records."""
         with self._lock:
-            self._follow()
+            if not self._follow():
+                raise sqlite3.OperationalError(f"the query log {self.path} was moved away or deleted while open")
             self._conn.execute("begin immediate")  # waits up to the connection's timeout for the lock
             try:
                 yield
@@ -221,7 +226,7 @@ class QueryLog:
                          "feedback_faq": None, **({"confidence": getattr(top, "confidence", None),
                                                    "min_confidence": getattr(r, "min_confidence", None)}
                                                   if self._confidences else {})})
-        if not rows:
+        if not rows or self.moved:  # (said once, when it was found moved)
             return []
         with self._writing():
             start = self.db.execute("select coalesce(max(id), 0) from queries").fetchone()[0] + 1
@@ -317,7 +322,10 @@ class QueryLog:
             self._conn.execute("pragma secure_delete = on")
             gone = self._conn.execute("delete from queries where time < ?", [before]).rowcount
         with self._lock:
-            self._conn.execute("pragma wal_checkpoint(TRUNCATE)")
+            busy = self._conn.execute("pragma wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if busy:  # another process reads the log now: the -wal file keeps a copy until a later checkpoint
+            log.warning("the deleted queries' text stays in %s-wal until the processes reading the log now are done "
+                        "(run it again later to empty it)", self.path)
         return int(gone)
 
     def count(self, since: str | None = None) -> dict[str, int]:

@@ -121,25 +121,31 @@ def test_a_log_from_before_confidences_opens_read_only_and_its_rows_count_by_cos
     again.close()
 
 
-def test_a_log_moved_away_or_deleted_while_open_keeps_its_rows_and_logging_goes_on(tmp_path, caplog):
+def test_a_log_moved_away_while_open_keeps_every_row_and_nothing_is_made_in_its_place(tmp_path, caplog):
     """Found by a hostile run of a team's operations: a log renamed to rotate it (logrotate's default) was
-    empty (its rows in queries.db-wal), and the next process's open of a new log truncated that file."""
+    empty (its rows in queries.db-wal), and the next process's open of a new log truncated that file. Each
+    writer now hands every row to the moved file and stops logging (a second reading found that starting a
+    new log at the path shares the -wal name with writers of the moved one, and brings back the folder of a
+    renamed index)."""
     path = str(tmp_path / "queries.db")
-    qlog = QueryLog(path)
-    qlog.FOLLOW = 0.0
-    qlog.record([Result(f"before {i}", [], None, 0.5) for i in range(20)], "hybrid")
+    a, b = QueryLog(path), QueryLog(path)  # two servers of one index
+    a.FOLLOW = b.FOLLOW = 0.0
+    a.record([Result(f"a {i}", [], None, 0.5) for i in range(20)], "hybrid")
+    b.record([Result(f"b {i}", [], None, 0.5) for i in range(5)], "hybrid")
     os.rename(path, tmp_path / "rotated.db")
     caplog.set_level(logging.WARNING)
-    qlog.record([Result("after", [], None, 0.5)], "hybrid")  # notices, hands every row to the moved file, goes on
-    assert "was moved away or deleted" in caplog.text
-    assert qlog.count()["total"] == 1
-    qlog.close()
+    assert log_answered(a, [Result("after", [], None, 0.5)], "hybrid", "api") == []  # a warning; answers stand
+    assert log_answered(b, [Result("after b", [], None, 0.5)], "hybrid", "api") == []
+    assert a.record([Result("later", [], None, 0.5)], "hybrid") == []  # said once, then quiet
+    assert caplog.text.count("was moved away or deleted: every row") == 2 and not os.path.exists(path)
+    a.close()
+    b.close()
     rotated = sqlite3.connect(str(tmp_path / "rotated.db"))
-    assert rotated.execute("select count(*) from queries").fetchone()[0] == 20
+    assert rotated.execute("select count(*) from queries").fetchone()[0] == 25
     rotated.close()
-    other = QueryLog(path)  # a second process (the CLI) opening the new log loses nothing either
-    assert other.count()["total"] == 1
-    other.close()
+    fresh = QueryLog(path)  # the next start: a new log, nothing of the old one lost or mixed in
+    assert fresh.count()["total"] == 0
+    fresh.close()
 
 
 def test_delete_before_forgets_old_queries_on_disk_too(tmp_path):
