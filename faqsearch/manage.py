@@ -157,6 +157,9 @@ def drop_index(path: str) -> dict[str, Any]:
     """Delete an index (under its writer lock, so no edit is cut in half), with its Milvus collections."""
     check_droppable(path)
     info = describe(path)
+    if os.path.islink(path) and layout(path) == "current":  # a link a person made: it goes, the index it names
+        os.remove(path)  # stays, and so do its Milvus collections (dropping them broke that index)
+        return info
     if remote_of(path) is not None and layout(path) == "empty":  # Milvus has no such index: touch nothing there
         resolve(path)  # says so (IndexNotFoundError), or finds it committed meanwhile
     with Writer(path) as writer:
@@ -165,10 +168,7 @@ def drop_index(path: str) -> dict[str, Any]:
         parent, name = os.path.split(path)
         gone = os.path.join(parent, f".{name}.dropped-{secrets.token_hex(4)}")
         os.rename(path, gone)  # the name is free at once; readers with open files keep them
-    if os.path.islink(gone):  # a link a person made to an index: the link goes, the index it names stays
-        os.remove(gone)
-    else:
-        shutil.rmtree(gone, ignore_errors=True)
+    shutil.rmtree(gone, ignore_errors=True)
     legacy_log = legacy_query_log(path)
     for suffix in ("", *SQLITE_SIDE):
         if os.path.exists(legacy_log + suffix):
@@ -180,6 +180,9 @@ def rename_index(path: str, new_path: str) -> str:
     """Give an index another name (its directory moves in one rename; Milvus collections keep theirs)."""
     if layout(path) in ("none", "foreign"):
         raise IndexNotFoundError(f"no index at {path}; see `faqsearch indexes`")
+    if os.path.islink(path) and layout(path) == "current":  # moved elsewhere, a relative link would dangle
+        raise IndexPathError(f"{path} is a symbolic link to {os.path.realpath(path)}: rename or move the link itself "
+                             "(ln -s), or rename the index it names")
     if (remote := remote_of(path)) is not None:
         raise FAQSearchError(f"{remote.address} is named by its address in Milvus and cannot be renamed; build it "
                              "again under the new name (faqsearch ingest ... --index milvus://HOST:PORT/NEW)")

@@ -22,7 +22,7 @@ from sqlite_utils import Database, Migrations
 
 from .errors import InvalidOptionError
 from .files import sqlite_file
-from .index.format import CONFIG, QUERY_LOG, legacy_query_log
+from .index.format import CONFIG, CURRENT, QUERY_LOG, legacy_query_log
 from .text import clean_text, read_alike
 
 migrations = Migrations("faqsearch-querylog")
@@ -62,7 +62,8 @@ def log_path(index_path: str) -> str:
     """Inside the index directory; beside it for an index of an older layout (a link, or a plain
     directory of version files) or where such a log already exists."""
     legacy = legacy_query_log(index_path)
-    if os.path.exists(legacy) or os.path.islink(index_path) or os.path.exists(os.path.join(index_path, CONFIG)):
+    if os.path.exists(legacy) or (os.path.islink(index_path) and not os.path.exists(os.path.join(index_path, CURRENT))) \
+            or os.path.exists(os.path.join(index_path, CONFIG)):  # (a link a person made to an index: the log inside)
         return legacy
     return os.path.join(index_path, QUERY_LOG)
 

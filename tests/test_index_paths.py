@@ -114,7 +114,13 @@ def test_files_of_a_person_beside_an_index_neither_stop_it_nor_are_touched(tmp_p
         assert e.ask("a brand new question", mode="dense").answers[0].faq_id == "new"
     with pytest.raises(IndexPathError, match=r"also holds files faqsearch did not write \(notes.txt, queries.db.1\)"):
         drop_index(str(ix))
-    drop_index(str(link))  # the link goes; the index it names stays
+    from faqsearch.manage import rename_index
+    from faqsearch.querylog import log_path
+
+    assert log_path(str(link)) == os.path.join(str(link), "queries.db")  # the index's own log, not one beside the link
+    with pytest.raises(IndexPathError, match="is a symbolic link"):
+        rename_index(str(link), str(tmp_path / "elsewhere" / "link2"))
+    drop_index(str(link))  # the link goes; the index it names stays (its Milvus collections too)
     assert not os.path.lexists(link) and (ix / "CURRENT").exists()
     leveldb = tmp_path / "leveldb"
     leveldb.mkdir()
