@@ -743,3 +743,23 @@ def test_an_upsert_sharing_no_id_with_the_index_is_refused(engine, tmp_path):
     kept = tmp_path / "one.csv"  # one id in common: an ordinary sync that removes the others
     kept.write_text("id,question,answer\n0,question about topic0 number0,answer0\n", encoding="utf-8")
     assert len(engine.upsert(str(kept)).removed_faqs) == 19
+
+
+def test_an_id_stored_by_an_older_faqsearch_that_it_would_clean_now_is_still_updated(tmp_path):
+    """An id ending in a zero-width space (kept before 2026-11-28, cleaned since): update_faq found it, then
+    planned the cleaned id, and added a second FAQ instead of updating it (a second reading)."""
+    import glob
+    import sqlite3
+
+    path = str(tmp_path / "ix")
+    FAQSearch.build([FAQ("f1", "Card.", ["How do I pay?"]), FAQ("f2", "Here.", ["Where is it?"])], path,
+                    encoder=FakeEncoder()).close()
+    db = sqlite3.connect(glob.glob(os.path.join(path, "v*", "store.db"))[0])
+    db.execute("update questions set faq_id = 'f1\u200b' where faq_id = 'f1'")
+    db.execute("update faqs set id = 'f1\u200b' where id = 'f1'")
+    db.commit()
+    db.close()
+    with FAQSearch.open(path, encoder=FakeEncoder()) as e:
+        report = e.update_faq("f1\u200b", answer="Cash.")
+        assert report.added_faqs == [] and [(f["id"], f["answer"]) for f in e.list()] == [("f1\u200b", "Cash."),
+                                                                                           ("f2", "Here.")]

@@ -286,7 +286,8 @@ def plan_update_faq(store: StoreView, faq_id: str, answer: str | None = None, ca
     clear = isinstance(category, str) and is_blank(clean_text(category))
     faq = check_faq(FAQ(faq_id, stored["answer"] if answer is None else answer, own + added,
                         None if clear else category, stored["metadata"] or {}))
-    return plan_update(store, [faq], clear_category=clear)
+    faq = dataclasses.replace(faq, id=stored["id"])  # as stored (an older faqsearch kept ids it would clean now:
+    return plan_update(store, [faq], clear_category=clear)  # cleaned, it added a second FAQ)
 
 
 def plan_remove(store: StoreView, faq_ids: Sequence[str]) -> Edit:
