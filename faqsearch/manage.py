@@ -226,6 +226,7 @@ def _faqs_with_3(path: str) -> int | None:
 # ---- an index's FAQs as a corpus file ----------------------------------------------------------------
 EXPORT_FORMATS = ("csv", "tsv", "jsonl")
 _FORMULA = ("=", "+", "-", "@")  # a spreadsheet may run a cell starting so as a formula
+_COLUMNS = ("id", "faq_id", "question", "answer", "category", "variants")  # what a corpus reader's columns mean
 
 
 def export_faqs(store, everything: bool = False) -> list[FAQ]:
@@ -261,6 +262,10 @@ def corpus_bytes(faqs: list[FAQ], fmt: str) -> tuple[bytes, list[str]]:
                              **({"metadata": f.metadata} if f.metadata else {})}, ensure_ascii=False) for f in faqs]
         return ("\n".join(lines) + "\n").encode("utf-8") if lines else b"", []
     keys = list(dict.fromkeys(k for f in faqs for k in f.metadata))
+    taken = [k for k in keys if k.casefold() in _COLUMNS]
+    if taken:  # a field named "variants" came back as questions
+        raise InvalidOptionError(f"metadata field {taken[0]!r} would be read back as the corpus column of that name: "
+                                 "export as .jsonl (metadata kept as an object)")
     typed = sum(1 for f in faqs if any(not isinstance(v, str) for v in f.metadata.values()))
     rows = [["id", "question", "answer", "category", *keys]]
     for f in faqs:

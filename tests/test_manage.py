@@ -175,3 +175,7 @@ def test_a_tsv_export_reads_back_alike_quotes_and_all(tmp_path):
     back = read_corpus(str(tmp_path / "x.tsv"))
     assert [(f.id, f.answer, f.questions, f.category, f.metadata) for f in back] == \
         [(f.id, f.answer, f.questions, f.category, f.metadata) for f in faqs] and warnings == []
+    from faqsearch.errors import InvalidOptionError
+
+    with pytest.raises(InvalidOptionError, match="metadata field 'Variants' would be read back as the corpus column"):
+        corpus_bytes([FAQ("q3", "A.", ["Q?"], None, {"Variants": "blue|red"})], "csv")  # they came back as questions
