@@ -146,21 +146,24 @@ def test_a_short_question_is_not_held_up_by_a_bulk_call_or_another_group(ix):
             time.sleep(0.002 * len(texts))  # a long batch takes long
             return super().encode(texts, batch_size, progress)
 
-    async def timed(coro):
-        start = time.perf_counter()
+    done: list[str] = []
+
+    async def told(name, coro):
         got = await coro
-        return got, time.perf_counter() - start
+        done.append(name)
+        return got
 
     with FAQSearch.open(ix, encoder=Slow()) as engine:
         async def main():
             bulk = [f"question about subject{i % 12} number {i}" for i in range(BULK + 1)]  # alone, on the bulk worker
             group = [f"question about subject{i % 12} variant {i}" for i in range(BULK)]  # other options: a group
-            return await asyncio.gather(timed(engine.aask_many(bulk, k=3)), timed(engine.aask_many(group, k=2)),
-                                        timed(engine.aask("question about subject3 variant1", k=1)))
+            return await asyncio.gather(told("bulk", engine.aask_many(bulk, k=3)),
+                                        told("group", engine.aask_many(group, k=2)),
+                                        told("one", engine.aask("question about subject3 variant1", k=1)))
 
-        (bulk, slow), (group, middle), (one, fast) = asyncio.run(main())
+        bulk, group, one = asyncio.run(main())
     assert len(bulk) == BULK + 1 and len(group) == BULK and one.answers[0].faq_id == "f3"
-    assert fast < middle and fast < slow and fast < 0.3 * slow  # told as soon as its own group was answered
+    assert done[0] == "one"  # told as soon as its own group was answered, before the long ones
 
 
 def test_options_that_cannot_be_told_fail_their_caller_only_and_closed_loops_are_let_go(ix):
