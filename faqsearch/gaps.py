@@ -119,6 +119,9 @@ def find_gaps(engine, log, *, similarity: float = DEFAULT_SIMILARITY, margin: fl
     return gaps[:limit]
 
 
+ASK_UNREAD = 200  # the most asked queries of a script the encoder does not read, asked again of the index now
+
+
 def _unread(engine, groups: dict[str, list[dict[str, Any]]]) -> list[Gap]:
     """Where the index's encoder reads Latin script only, the query groups written mostly in another script
     (taken out of ``groups``), one Gap per script: to that encoder twenty Chinese questions on twenty topics
@@ -136,7 +139,14 @@ def _unread(engine, groups: dict[str, list[dict[str, Any]]]) -> list[Gap]:
     out = []
     for script, keys in by_script.items():
         keys.sort(key=lambda k: -len(groups[k]))
-        out.append(_grouped(keys, groups, script=script))
+        asked = [groups[k][0]["query"] for k in keys[:ASK_UNREAD]]  # asked again, as clusters are: one an FAQ added
+        answered = {k for k, r in zip(keys, engine.searcher().answer(asked, k=1)) if r.answers}  # since answers goes
+        for k in keys:
+            if k in answered:
+                del groups[k]  # (answered now: no gap, whatever script)
+        keys = [k for k in keys if k not in answered]
+        if keys:
+            out.append(_grouped(keys, groups, script=script))
         for k in keys:
             del groups[k]
     return out

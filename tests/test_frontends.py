@@ -199,3 +199,25 @@ def test_a_log_this_process_cannot_write_neither_fails_a_committed_edit_nor_stop
         with Traffic.existing(engine.path) as again:
             assert again.queries(10)["total"] == 1
             assert again.record(engine.ask_many(["gift cards?"]), "hybrid", "api") == []  # a warning, answers stand
+
+
+def test_a_gap_in_a_script_the_encoder_does_not_read_leaves_once_an_faq_answers_it(tmp_path):
+    """Found by a hostile run of the page: Chinese queries went on being listed as a gap "written in Han script,
+    which this index's encoder does not read" after an FAQ holding them was added and answered them at 100%."""
+    from faqsearch import FAQ, FAQSearch
+
+    from .conftest import FakeEncoder, faq_rows
+
+    class Latin(FakeEncoder):
+        name = "minilm"  # reads Latin script only, as the bundled one
+
+    encoder = Latin()
+    rows = faq_rows(12, 3)
+    faqs = [FAQ(f"f{i}", f"answer {i}", [q for fid, q, _ in rows if fid == f"f{i}"]) for i in range(12)]
+    with FAQSearch.build(faqs, str(tmp_path / "ix"), encoder=encoder) as engine, Traffic.open(engine.path) as traffic:
+        asked = ["怎么退货", "怎么退货", "退款多久到账", "退款多久到账"]
+        traffic.record(engine.ask_many(asked), "hybrid", "api")
+        assert [g.script for g in traffic.gaps(engine, min_count=2)] == ["Han"]
+        engine.add([FAQ("zh-01", "七天内可退", ["怎么退货", "退款多久到账"])])
+        assert all(r.answered for r in engine.ask_many(asked))
+        assert [g.script for g in traffic.gaps(engine, min_count=2)] == []
