@@ -246,6 +246,7 @@ def test_an_assignment_is_undone_from_the_query_log_and_right_after(page, server
     row = page.locator(f"#query-list .query:has-text('{query}'):has-text('assigned to sto-03')").first
     row.wait_for(timeout=15000)
     row.locator(".unassign-open").click()
+    row.locator(".unassign-submit").click()  # a second click confirms: one removed a question (only Undo is one)
     done = page.locator(f"#query-list .query.gone:has-text('{query}')")  # its text now says "taken out of"
     done.locator(".unassign-status.ok").wait_for(timeout=30000)
     assert "taken out of sto-03" in done.inner_text()

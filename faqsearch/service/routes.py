@@ -181,12 +181,20 @@ def list_faqs(request: Request, name: str, q: Optional[str] = Query(None, max_le
     """FAQs (like `faqsearch list --json`), each with its first question, and ``total``: how many match
     (for paging with limit and offset). q: only those whose id,
     answer or a question contains it, best first by the index's own search (`order=index`: in index
-    order); a ranked FAQ also has the question that matched and its score."""
+    order); where none contains it ("reset password" for "How do I reset my password?"), the FAQs the
+    index's search ranks first for it. A ranked FAQ also has the question that matched, its score and
+    its confidence (which never rises down the list)."""
     searcher = service(request).engine(name).searcher()  # one snapshot for the whole request
     store = searcher.snap.store
     if not q or not q.strip() or (order or "relevance") == "index":
         return manage.list_faqs(store, limit, offset, category, q or None)  # the same as `faqsearch list --json`
-    found = _by_relevance(searcher, store.list_faqs(None, 0, category, q), q, category)
+    found = store.list_faqs(None, 0, category, q)
+    if not found:  # words apart, or other words: as the index would answer it
+        ranked = searcher.answer([q], k=min(RANKED, offset + limit), threshold=-1,
+                                 filters={"category": category} if category else None)[0].answers
+        found = [{"id": f["id"], "category": f["category"], "answer": f["answer"], "questions": len(f["questions"])}
+                 for f in (store.faq(a.faq_id) for a in ranked) if f is not None]
+    found = _by_relevance(searcher, found, q, category)
     return {"faqs": manage.with_first_question(store, found[offset:offset + limit]), "total": len(found)}
 
 
@@ -198,7 +206,8 @@ def _by_relevance(searcher, found: list[dict[str, Any]], q: str, category: Optio
     rank = {a.faq_id: (i, a) for i, a in enumerate(ranked)}
     for f in found:
         if f["id"] in rank:
-            f["matched"], f["score"] = rank[f["id"]][1].question, rank[f["id"]][1].score
+            a = rank[f["id"]][1]
+            f["matched"], f["score"], f["confidence"] = a.question, a.score, a.confidence
     return sorted(found, key=lambda f: (f["id"] != q.strip(), rank[f["id"]][0] if f["id"] in rank else len(rank)))
 
 

@@ -33,6 +33,7 @@ async function api(path, options = {}) {
   try { body = await res.json(); } catch (e) { body = { error: res.statusText }; }
   if (!res.ok) {
     const err = new Error(body && body.error ? body.error : `HTTP ${res.status}`);
+    err.status = res.status;
     err.needsKey = res.status === 401 && !write;
     if (err.needsKey) $("#key-form").hidden = false;
     throw err;
@@ -91,6 +92,7 @@ function percent(p) {
 // A confidence and the bar the index answers at, with the decimals that tell them apart ("46.4%" and
 // "46.45%", not "46%" and "46%"), as the CLI says them.
 function percents(conf, bar) {
+  if ((conf > 0.99 || conf < 0.01) && Math.abs(conf - bar) >= 0.01) return [percent(conf), percent(bar)]; // as the card
   for (let d = 0; d < 5; d++) {
     const a = (100 * conf).toFixed(d), b = (100 * bar).toFixed(d);
     if (a !== b) return [`${a}%`, `${b}%`];
@@ -156,8 +158,9 @@ function answerCard(a, query, queryId, label = "") {
       label ? el("span", { class: "guess-label", text: label }) : "",
       el("span", { class: "faq-id", text: a.faq_id }),
       a.category ? el("span", { class: "badge", text: a.category }) : "",
-      a.source !== "corpus" ? el("span", { class: "muted", text: `matched a ${a.source} question` }) : "",
-      assigned(a.source) ? unassignButton(a.question, a.faq_id) : ""),
+      a.source !== "corpus" ? el("span", { class: "muted",
+        text: `matched ${/^[aeiou]/.test(a.source) ? "an" : "a"} ${a.source} question` }) : "",
+      assigned(a.source) ? unassignButton(a.question, a.faq_id, `Take this question out of ${a.faq_id}`) : ""),
     assignButton(query, queryId, label ? "Not this one? The right FAQ is…" : "Wrong answer? The right FAQ is…"));
 }
 
@@ -223,10 +226,19 @@ function unassignButton(query, faqId, label = "Unassign", done = null) {
     const form = writeForm("unassign", `Unassign from ${faqId}`, [], async (key) => {
       await post("/unassign", key, { query, faq_id: faqId });
       if (done) done();
+      const back = el("button", { class: "unassign-undo secondary small", type: "button", text: "Undo" });
+      back.addEventListener("click", async () => { // the question goes back into the FAQ (as feedback does)
+        try {
+          await post("/feedback", key, { query, faq_id: faqId });
+          back.replaceWith(el("span", { class: "ok", text: ` Back in ${faqId}.` }));
+        } catch (err) { back.replaceWith(el("span", { class: "error", text: ` ${err.message}` })); }
+      });
+      wrap.append(" ", back);
       return `Unassigned: "${query}" is no longer a question of ${faqId}.`;
     });
     wrap.append(form);
-    if (sessionStorage.getItem(KEY)) form.requestSubmit();
+    // one click only to undo an assign just made; elsewhere a second click confirms (it removes a question)
+    if (label === "Undo" && sessionStorage.getItem(KEY)) form.requestSubmit();
   });
   wrap.append(open);
   return wrap;
@@ -277,10 +289,11 @@ async function listFaqs(event) {
     if (!latest()) return;
     if (!body.faqs.length) out.replaceChildren(el("p", { class: "muted", text: "No FAQ matches." }));
     else out.replaceChildren(...body.faqs.map(faqCard));
-    if (body.total > body.faqs.length) { // cut: say so, and how to reach the others
-      out.append(el("p", { class: "muted faq-more",
-        text: `${body.faqs.length} of ${body.total} FAQs shown: search by id or words to find the others.` }));
-    }
+    more(out, body.total, body.faqs.length, "faq-more", "FAQs", async (offset) => {
+      const next = (await api(`${base()}/faqs?limit=100&offset=${offset}${q ? `&q=${encodeURIComponent(q)}` : ""}`)).body;
+      next.faqs.forEach((f) => titles.set(f.id, f.question));
+      return next.faqs.map(faqCard);
+    });
     body.faqs.forEach((f) => titles.set(f.id, f.question));
   });
 }
@@ -296,7 +309,9 @@ function faqCard(f) {
         el("span", { class: "faq-id", text: f.id }),
         Object.assign(el("span", { class: "badge faq-category", text: f.category || "" }), { hidden: !f.category }),
         el("span", { class: "muted faq-count", text: plural(f.questions, "question") }),
-        f.score === undefined ? "" :
+        f.score === undefined ? "" : f.confidence !== null && f.confidence !== undefined ?
+          el("span", { class: "score", title: `how sure the index is that this FAQ answers the search (similarity ` +
+            `${f.score.toFixed(3)})`, text: `${percent(f.confidence)} sure` }) :
           el("span", { class: "score", title: "similarity to the search", text: f.score.toFixed(3) }))));
   card.addEventListener("toggle", () => { if (card.open && !card.dataset.loaded) showFaq(card, f.id); });
   return card;
@@ -309,7 +324,7 @@ async function showFaq(card, id) {
     const questions = el("ul", { class: "questions" }, ...body.questions.map((q) => questionItem(q, id)));
     card.append(el("div", { class: "faq-body" }, el("div", { class: "answer-text", text: body.answer }),
       el("h3", { text: plural(body.questions.length, "question") }), questions, suggestBox(id, questions),
-      editButton(card, body)));
+      editButton(card, body), removeButton(card, id)));
   } catch (err) { card.append(el("p", { class: "error", text: err.message })); }
 }
 
@@ -347,6 +362,7 @@ function newFaq() {
     titles.set(f.id, f.questions[0]);
     $("#faq-search").value = f.id;
     listFaqs();
+    refreshInfo();
     return `Created ${faqTitle(f.id)}.`;
   }));
 }
@@ -358,26 +374,39 @@ function editButton(card, faq) {
   if (!writable) return "";
   const wrap = el("div", { class: "edit" });
   const open = el("button", { class: "faq-edit-open secondary small", type: "button", text: "Edit" });
+  let draft = null; // a form the server refused as changed meanwhile: {base: the FAQ it was read from, mine: typed}
   open.addEventListener("click", async () => {
     open.hidden = true;
-    wrap.querySelectorAll("form").forEach((f) => f.remove()); // a form saved or refused before: read afresh
     let fresh = faq;
     try {
       fresh = (await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`)).body;
-    } catch (err) {
+    } catch (err) { // the form refused before stays, its typed text too
       open.hidden = false;
-      wrap.append(el("p", { class: "error", text: err.message || String(err) }));
+      wrap.append(el("p", { class: "error", text: err.status === 404 ? "This FAQ was removed meanwhile: copy your " +
+        "text from the form, or create the FAQ again with New FAQ." : err.message || String(err) }));
       return;
     }
-    wrap.append(faqForm(fresh, async (key, f) => {
+    wrap.querySelectorAll("form, p.error, .edit-changed").forEach((f) => f.remove()); // read afresh
+    const form = faqForm(fresh, async (key, f) => {
       try {
         await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`, { method: "PUT", body: JSON.stringify(f),
           headers: { "Content-Type": "application/json", "X-API-Key": key, "If-Match": `"${fresh.revision}"` } });
-      } catch (err) { // changed meanwhile (412) or refused: "Edit" reads it again, the typed text stays here till then
+      } catch (err) { // changed meanwhile (412) or removed (404): nothing saved, the typed text kept
         open.hidden = false;
         open.textContent = "Edit again";
+        if (err.status === 412) {
+          draft = { base: fresh, mine: f };
+          throw new Error("Someone changed this FAQ since you opened it, so nothing was saved. Press \u201cEdit " +
+            "again\u201d: your text stays in the form, with what changed shown above it.");
+        }
+        if (err.status === 404) {
+          open.hidden = true;
+          throw new Error("This FAQ was removed meanwhile, so nothing was saved: copy your text, or create the FAQ " +
+            "again with New FAQ.");
+        }
         throw err;
       }
+      draft = null;
       open.hidden = false;
       open.textContent = "Edit";
       const { body } = await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`);
@@ -390,11 +419,102 @@ function editButton(card, faq) {
       $(".faq-category", card).hidden = !body.category;
       $(".faq-body > .questions", card).replaceChildren(...body.questions.map((q) => questionItem(q, faq.id)));
       titles.set(faq.id, body.questions[0].text);
+      refreshInfo();
       return "Saved: the index answers with it now.";
+    });
+    if (draft) { // the refused edit's changes over what the FAQ holds now, what changed meanwhile said above
+      const merged = mergeEdit(draft.base, draft.mine, fresh);
+      wrap.append(el("div", { class: "edit-changed" },
+        el("p", { class: "muted", text: "Changed meanwhile. The FAQ holds now:" }),
+        el("div", { class: "answer-text", text: fresh.answer }),
+        el("p", { class: "muted", text: `Questions: ${fresh.questions.map((q) => q.text).join(" · ")}` }),
+        el("p", { class: "muted", text: "The form below holds that with your changes made to it: check it, then Save." })));
+      $(".faq-field-questions", form).value = merged.questions.join("\n");
+      $(".faq-field-answer", form).value = merged.answer;
+      $(".faq-field-category", form).value = merged.category || "";
+      draft = null;
+    }
+    wrap.append(form);
+    $(".faq-field-answer", form).focus(); // where an edit mostly goes (the id is read-only)
+  });
+  wrap.append(open);
+  return wrap;
+}
+
+// "Remove" in an opened FAQ: after a second click, the FAQ and its questions go; the version before is kept,
+// and "Undo" restores it (as `faqsearch restore`).
+function removeButton(card, id) {
+  if (!writable) return "";
+  const wrap = el("div", { class: "remove" });
+  const open = el("button", { class: "faq-remove-open secondary small", type: "button", text: "Remove…" });
+  open.addEventListener("click", () => {
+    open.hidden = true;
+    wrap.append(writeForm("faq-remove", `Remove ${id} and its questions`, [], async (key) => {
+      const { body } = await api(`${base()}/faqs/${encodeURIComponent(id)}`,
+        { method: "DELETE", headers: { "X-API-Key": key } });
+      card.classList.add("gone");
+      refreshInfo();
+      if (body.previous_version) {
+        wrap.append(restoreButton(body.previous_version, "Undo", () => card.classList.remove("gone")));
+      }
+      return `Removed ${id}.`;
     }));
   });
   wrap.append(open);
   return wrap;
+}
+
+// The versions the index keeps, newest first, each restorable (FAQs tab, "History").
+async function history() {
+  const box = $("#faq-editor");
+  if (box.firstChild && box.firstChild.classList.contains("history")) { box.replaceChildren(); return; } // closes it
+  const out = el("div", { class: "history" });
+  box.replaceChildren(out);
+  await loading(out, async () => {
+    const { body } = await api(`${base()}/versions`);
+    out.replaceChildren(el("h2", { text: "Versions kept" }),
+      el("p", { class: "muted", text: "A remove, and a change of several FAQs at once (an upsert), keep the version " +
+        "before them. Restoring one makes it live again as a new version; the live one is kept too, so a restore " +
+        "is undone the same way. Edits made after that version are left behind." }),
+      el("ul", { class: "versions" }, ...body.versions.slice().reverse().map((v) => {
+        const made = v.edited_by ? `${v.made_by}, then ${(v.edits || [v.edited_by]).join(", ")}` : v.made_by;
+        const li = el("li", { class: "version" }, el("strong", { text: v.version }),
+          ` ${(v.time || "").replace("T", " ").slice(0, 16)} UTC · ${made || "?"} · ${plural(v.faqs, "FAQ")}, ` +
+          `${plural(v.questions, "question")}`);
+        li.append(" ", v.live ? el("span", { class: "badge", text: "live" }) : restoreButton(v.version));
+        return li;
+      })));
+  });
+}
+
+function restoreButton(version, label = "Restore…", after = listFaqs) {
+  if (!writable) return "";
+  const wrap = el("span", { class: "restore" });
+  const open = el("button", { class: "restore-open secondary small", type: "button", text: label });
+  open.addEventListener("click", () => {
+    open.hidden = true;
+    wrap.append(writeForm("restore", `Make ${version} live again`, [], async (key) => {
+      const { body } = await post("/restore", key, { version });
+      after();
+      refreshInfo();
+      return body.left_behind ? `Restored ${version}; undo with ${body.left_behind.undo} (History).` :
+        `${version} is live already.`;
+    }));
+  });
+  wrap.append(open);
+  return wrap;
+}
+
+// Your edit (``mine``, made on ``base``) over the FAQ as it is now (``now``): the fields you changed take your
+// value, the others keep theirs; the questions you added are added and those you deleted go, while those
+// added meanwhile (feedback, an approval) stay.
+function mergeEdit(base, mine, now) {
+  const was = base.questions.map((q) => q.text);
+  const deleted = new Set(was.filter((q) => !mine.questions.includes(q)));
+  const questions = now.questions.map((q) => q.text).filter((q) => !deleted.has(q));
+  for (const q of mine.questions) if (!was.includes(q) && !questions.includes(q)) questions.push(q);
+  return { answer: mine.answer !== base.answer ? mine.answer : now.answer, questions,
+    category: (mine.category || null) !== (base.category || null) ? mine.category : now.category };
 }
 
 function questionItem(q, id) {
@@ -443,6 +563,7 @@ function suggestBox(id, questions) {
           const held = plural(questions.querySelectorAll("li:not(.gone)").length, "question");
           if (card) { $(".faq-body > h3", card).textContent = held; $(".faq-count", card).textContent = held; }
           if (rows.some((r) => r.isConnected)) form.after(approveForm()); // more to approve: a button for them
+          refreshInfo();
           return `Added ${plural(report.added_questions, "question")} to ${id}.`;
         });
         return form;
@@ -485,12 +606,26 @@ async function listQueries() {
     if (!latest()) return;
     if (!body.queries.length) out.replaceChildren(el("p", { class: "muted", text: "No logged queries." }));
     else out.replaceChildren(...body.queries.map(queryRow));
-    const logged = only ? body.unanswered : body.total;
-    if (logged > body.queries.length) { // the newest only: say so
-      out.append(el("p", { class: "muted query-more",
-        text: `The newest ${body.queries.length} of ${logged}; \`faqsearch log --limit N\` lists more.` }));
-    }
+    more(out, only ? body.unanswered : body.total, body.queries.length, "query-more", "older queries",
+      async (offset) => (await api(`${base()}/queries?limit=100&offset=${offset}${only ? "&unanswered=true" : ""}`))
+        .body.queries.map(queryRow));
   });
+}
+
+// "Show N more" under a list cut at a page: the next page appended, then the button again while more are left.
+function more(out, total, shown, cls, what, page) {
+  if (total <= shown) return;
+  const button = el("button", { class: `secondary small ${cls}`, type: "button",
+    text: `Show ${Math.min(total - shown, 100)} ${what} more (${shown} of ${total} shown)` });
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const rows = await page(shown);
+      button.replaceWith(...rows);
+      more(out, total, shown + rows.length, cls, what, page);
+    } catch (err) { button.replaceWith(el("p", { class: "error", text: err.message })); }
+  });
+  out.append(button);
 }
 
 function queryRow(q) {
@@ -498,9 +633,14 @@ function queryRow(q) {
     el("span", { class: "text", text: q.query }),
     q.answered ? el("span", { class: "to-faq", text: `→ ${faqTitle(q.top_faq)}` }) :
       el("span", { class: "badge unanswered", text: "unanswered" }),
-    el("span", { class: "score", text: q.score === null ? "–" : q.score.toFixed(3) }),
-    el("span", { class: "muted time",
-      text: q.feedback_faq ? `assigned to ${q.feedback_faq}` : q.time.replace("T", " ").slice(0, 16) }));
+    !q.answered && q.top_faq ? el("span", { class: "muted nearest", text: `nearest ${faqTitle(q.top_faq)}` }) : "",
+    q.confidence !== null && q.confidence !== undefined ? // what decided, as the Ask tab says it
+      el("span", { class: "score", title: `similarity ${q.score === null ? "–" : q.score.toFixed(3)}`,
+        text: `${percent(q.confidence)} sure` }) :
+      el("span", { class: "score", title: "similarity (logged before confidences were)",
+        text: q.score === null ? "–" : q.score.toFixed(3) }),
+    el("span", { class: "muted time", text: q.feedback_faq ? `assigned to ${q.feedback_faq}` :
+      `${q.time.replace("T", " ").slice(0, 16)} UTC` }));
   if (q.feedback_faq) {
     row.append(unassignButton(q.query, q.feedback_faq, "Unassign", () => {
       row.classList.add("gone");
@@ -549,18 +689,30 @@ async function loadIndexes(names) {
     index = select.value;
     document.body.classList.toggle("read-only", !writable); // no write buttons where writes are refused
     $("#faq-new").hidden = !writable;
+    $("#faq-history").hidden = access.read !== "open" && !sessionStorage.getItem(KEY);
     titles.clear();
     titled = null;
     $("#faq-editor").replaceChildren();
-    const i = details && details.find((x) => x.name === index);
-    const info = i ? `${i.faqs} FAQs · ${i.questions} questions · ${i.encoder} · ${i.mode}` : "";
-    const readOnly = el("span", { class: "badge", text: "read-only" });
-    $("#index-info").replaceChildren(info, ...(writable ? [] : [" ", readOnly]));
-    $("#index-info").title = writable ? info : `${info} · read-only: started without an API key`;
+    showInfo(details && details.find((x) => x.name === index));
   };
   select.onchange = () => { show(); selectTab($("nav button.active").dataset.tab); };
   show();
   return details !== null;
+}
+
+// The header's line on the selected index: its counts, encoder and mode.
+function showInfo(i) {
+  const info = i ? `${i.faqs} FAQs · ${i.questions} questions · ${i.encoder} · ${i.mode}` : "";
+  const readOnly = el("span", { class: "badge", text: "read-only" });
+  $("#index-info").replaceChildren(info, ...(writable ? [] : [" ", readOnly]));
+  $("#index-info").title = writable ? info : `${info} · read-only: started without an API key`;
+}
+
+// After an edit the page made: the header's counts read again (they said 213 FAQs beside a list of 214).
+async function refreshInfo() {
+  try {
+    showInfo((await api("/indexes")).body.indexes.find((x) => x.name === index));
+  } catch (e) { /* the counts stay as they were */ }
 }
 
 // The key form: the read key (or the API key) unlocks the FAQs, gaps and queries for this tab.
@@ -585,6 +737,7 @@ async function start() {
   $("#ask-form").addEventListener("submit", ask);
   $("#faq-form").addEventListener("submit", listFaqs);
   $("#faq-new").addEventListener("click", newFaq);
+  $("#faq-history").addEventListener("click", history);
   $("#key-form").addEventListener("submit", unlock);
   $("#gaps-refresh").addEventListener("click", listGaps);
   $("#queries-refresh").addEventListener("click", listQueries);
