@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import functools
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -207,9 +208,11 @@ class Asking:
         with self._making:
             if self.__dict__.get("_asks_closed"):  # closing (from another thread): nothing made again to outlive it
                 raise ClosedError(f"this FAQSearch of {self.path} was closed; open the index again to ask it")
-            if name not in self.__dict__:
-                self.__dict__[name] = make()
-        return self.__dict__[name]
+            held = self.__dict__.get(name)
+            if held is None or self.__dict__.get(f"{name}_pid") != os.getpid():  # made in the parent of a fork: its
+                self.__dict__[name] = held = make()  # worker thread is not in this process (aask waited forever),
+                self.__dict__[f"{name}_pid"] = os.getpid()  # and an SQLite connection must not cross a fork
+        return held
 
     @property
     def _traffic(self) -> Traffic:

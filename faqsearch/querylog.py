@@ -139,16 +139,27 @@ class QueryLog:
     def __init__(self, path: str):
         self.path = path
         self._lock = threading.Lock()
+        deadline = time.monotonic() + self.TIMEOUT
         with self._lock:
-            self._open()
+            while True:  # two processes making a new log at once (two workers started together): one found it
+                try:  # locked while the other set it up, and logged nothing for its whole life
+                    self._open()
+                    return
+                except (sqlite3.OperationalError, sqlite3.IntegrityError) as exc:  # locked, or set up by the other
+                    said = str(exc)  # meanwhile ("table queries already exists", its migration recorded): again
+                    if not any(s in said for s in ("locked", "already exists", "_sqlite_migrations")) \
+                            or time.monotonic() > deadline:
+                        raise
+                    self._conn.close()
+                    time.sleep(0.05)
 
     def _open(self) -> None:
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         try:
             self._conn = sqlite3.connect(sqlite_file(self.path), check_same_thread=False, timeout=self.TIMEOUT)
             self._conn.execute("pragma journal_mode=wal")
-        except sqlite3.OperationalError:
-            if not os.path.isfile(self.path):
+        except sqlite3.OperationalError as exc:
+            if not os.path.isfile(self.path) or "locked" in str(exc):
                 raise
             self._conn = _read_only(self.path)  # a read-only mount or folder: read it as it is (writes say why not)
         self.db = Database(self._conn)

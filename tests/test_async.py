@@ -228,3 +228,28 @@ def test_a_close_from_another_thread_leaves_no_worker_behind(ix):
     assert first.answers[0].faq_id == "f1" and isinstance(late, ClosedError)
     assert "_async_held" not in engine.__dict__
     assert not {t for t in threading.enumerate() if t.name.startswith("faqsearch-aask")} - before
+
+
+def test_aask_in_a_forked_child_answers(ix):
+    """Found by a hostile run of multi-worker deployments: after the parent had used aask, a child of fork
+    (gunicorn --preload) waited forever: its batcher's worker thread was the parent's."""
+    import multiprocessing
+
+    engine = FAQSearch.open(ix, encoder=FakeEncoder())
+    assert asyncio.run(engine.aask("question about subject1 variant0")).answers[0].faq_id == "f1"
+
+    def child(out):
+        async def main():
+            return await asyncio.wait_for(engine.aask("question about subject2 variant0"), 20)
+        try:
+            out.put(asyncio.run(main()).answers[0].faq_id)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            out.put(repr(exc))
+
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    proc = ctx.Process(target=child, args=(out,))
+    proc.start()
+    proc.join(60)
+    assert out.get(timeout=10) == "f2"
+    engine.close()

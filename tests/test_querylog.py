@@ -160,3 +160,32 @@ def test_delete_before_forgets_old_queries_on_disk_too(tmp_path):
     qlog.close()
     data = b"".join(open(str(tmp_path / name), "rb").read() for name in os.listdir(tmp_path))
     assert b"4111 1111" not in data and b"where is my parcel" in data
+
+
+def _open_and_log(path, barrier, out):
+    barrier.wait()
+    try:
+        qlog = QueryLog(path)
+        qlog.record([Result("asked at once", [], None, 0.5)], "hybrid")
+        qlog.close()
+        out.put("ok")
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        out.put(repr(exc))
+
+
+def test_processes_making_a_new_log_at_once_all_log(tmp_path):
+    """Found by a hostile run of multi-worker deployments: two workers started together on an index without
+    a log; one found it locked (or its tables made meanwhile) and logged nothing for its whole life."""
+    ctx = multiprocessing.get_context("fork")
+    for run in range(5):
+        path = str(tmp_path / f"run{run}" / "queries.db")
+        barrier, out = ctx.Barrier(3), ctx.Queue()
+        procs = [ctx.Process(target=_open_and_log, args=(path, barrier, out)) for _ in range(3)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [out.get(timeout=10) for _ in procs] == ["ok"] * 3
+        qlog = QueryLog(path)
+        assert qlog.count()["total"] == 3
+        qlog.close()
