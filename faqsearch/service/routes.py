@@ -182,15 +182,15 @@ def list_faqs(request: Request, name: str, q: Optional[str] = Query(None, max_le
     (for paging with limit and offset). q: only those whose id,
     answer or a question contains it, best first by the index's own search (`order=index`: in index
     order); where none contains it ("reset password" for "How do I reset my password?"), the FAQs the
-    index's search ranks first for it. A ranked FAQ also has the question that matched, its score and
-    its confidence (which never rises down the list)."""
+    index answers it with, as `ask` would. A ranked FAQ also has the question that matched, its score
+    and its confidence (which never rises down the list)."""
     searcher = service(request).engine(name).searcher()  # one snapshot for the whole request
     store = searcher.snap.store
     if not q or not q.strip() or (order or "relevance") == "index":
         return manage.list_faqs(store, limit, offset, category, q or None)  # the same as `faqsearch list --json`
     found = store.list_faqs(None, 0, category, q)
     if not found:  # words apart, or other words: as the index would answer it
-        ranked = searcher.answer([q], k=min(RANKED, offset + limit), threshold=-1,
+        ranked = searcher.answer([q], k=min(RANKED, offset + limit),  # those it answers with: not every FAQ
                                  filters={"category": category} if category else None)[0].answers
         found = [{"id": f["id"], "category": f["category"], "answer": f["answer"], "questions": len(f["questions"])}
                  for f in (store.faq(a.faq_id) for a in ranked) if f is not None]
