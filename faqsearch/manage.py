@@ -9,6 +9,7 @@ import shutil
 from typing import Any
 
 from .corpus import FAQ
+from .text import count
 from .index import config as cfg
 from .backends import backend_for
 from .errors import FAQSearchError, IndexNotFoundError, IndexPathError, InvalidOptionError
@@ -147,7 +148,8 @@ def check_droppable(path: str) -> None:
     """An IndexNotFoundError where there is no index to drop (before `drop` asks to delete it)."""
     if layout(path) in ("none", "foreign"):
         raise IndexNotFoundError(f"no index at {path}; see `faqsearch indexes`")
-    others = [] if os.path.islink(path) else foreign_entries(path)  # (a link goes alone: its index stays)
+    others = [] if os.path.islink(path) else foreign_entries(path) + [
+        e for e in ("lost+found",) if os.path.isdir(f := os.path.join(path, e)) and os.listdir(f)]  # files recovered
     if others:
         raise IndexPathError(f"{path} also holds files faqsearch did not write ({', '.join(others[:5])}"
                              f"{' ...' if len(others) > 5 else ''}); move them away, then drop the index")
@@ -262,10 +264,10 @@ def corpus_bytes(faqs: list[FAQ], fmt: str) -> tuple[bytes, list[str]]:
                              **({"metadata": f.metadata} if f.metadata else {})}, ensure_ascii=False) for f in faqs]
         return ("\n".join(lines) + "\n").encode("utf-8") if lines else b"", []
     keys = list(dict.fromkeys(k for f in faqs for k in f.metadata))
-    taken = [k for k in keys if k.casefold() in _COLUMNS]
-    if taken:  # a field named "variants" came back as questions
-        raise InvalidOptionError(f"metadata field {taken[0]!r} would be read back as the corpus column of that name: "
-                                 "export as .jsonl (metadata kept as an object)")
+    taken = [k for k in keys if k.casefold() in _COLUMNS or k != k.strip() or not k.strip()]
+    if taken:  # a field named "variants" came back as questions; " Question " as "Question", "" not at all
+        raise InvalidOptionError(f"metadata field {taken[0]!r} would not be read back as itself from a {fmt.upper()} "
+                                 "header: export as .jsonl (metadata kept as an object)")
     typed = sum(1 for f in faqs if any(not isinstance(v, str) for v in f.metadata.values()))
     rows = [["id", "question", "answer", "category", *keys]]
     for f in faqs:
@@ -274,8 +276,12 @@ def corpus_bytes(faqs: list[FAQ], fmt: str) -> tuple[bytes, list[str]]:
     cells = [c for r in rows[1:] for c in r]
     if fmt == "tsv" and any(("\t" in c or "\n" in c or "\r" in c) for c in cells):
         raise InvalidOptionError("a field holds a tab or a line break, which TSV cannot hold: export as CSV or JSONL")
-    warnings = [f"{typed} FAQs have metadata that is not text (numbers, lists, true/false): {fmt.upper()} writes it "
-                "as text, so an upsert of this file changes them; export as .jsonl to keep it"] if typed else []
+    empty = sum(1 for f in faqs if any(v == "" for v in f.metadata.values()))
+    warnings = [f"{count(typed, 'FAQ has', 'FAQs have')} metadata that is not text (numbers, lists, true/false): "
+                f"{fmt.upper()} writes it as text, so an upsert of this file changes them; export as .jsonl to keep it"
+                ] if typed else []
+    warnings += [f"{count(empty, 'FAQ has', 'FAQs have')} a metadata field holding empty text, which {fmt.upper()} reads "
+                 "back as no field; export as .jsonl to keep it"] if empty else []
     formulas = sum(1 for c in cells if c.startswith(_FORMULA))
     if formulas:
         warnings.append(f"{formulas} cells start with = + - or @: a spreadsheet may run them as formulas; open the file "

@@ -265,10 +265,12 @@ def test_an_agent_finds_by_words_removes_and_brings_back_an_faq_from_the_page(pa
     card.locator(".faq-remove-status.ok").wait_for(timeout=30000)
     assert httpx.get(f"{server}/indexes/support/faqs/shp-05", headers=STAFF, timeout=30).status_code == 404
     page.wait_for_selector(f"#index-info:has-text('{before - 1} FAQs')", timeout=15000)  # the header follows
-    card.locator(".restore-open:has-text('Undo')").click()
-    card.locator(".restore-submit").click()
-    card.locator(".restore-status.ok").wait_for(timeout=30000)
+    other = httpx.delete(f"{server}/indexes/support/faqs/shp-06", headers={"X-API-Key": KEY}, timeout=60)
+    assert other.status_code == 200  # a colleague's remove meanwhile: the Undo brings back shp-05 alone
+    card.locator(".faq-remove-undo").click()
+    card.locator(".remove .ok:has-text('is back')").wait_for(timeout=30000)
     assert httpx.get(f"{server}/indexes/support/faqs/shp-05", headers=STAFF, timeout=30).status_code == 200
+    assert httpx.get(f"{server}/indexes/support/faqs/shp-06", headers=STAFF, timeout=30).status_code == 404
     page.click("#faq-history")  # every kept version, the live one marked, each restorable
     page.wait_for_selector(".history li.version", timeout=15000)
     assert page.locator(".history li.version .badge:has-text('live')").count() == 1

@@ -90,6 +90,7 @@ def test_log_command_reads_what_the_library_and_cli_logged(ix, fake_models, run)
     assert json.loads(run("log", "--index", ix, "--delete-before", "2999-01-01", "--json").output) == \
         {"deleted": 2, "before": "2999-01-01"}
     assert run("log", "--index", ix).output.startswith("0 queries logged:")
+    assert run("log", "--index", ix, "--delete-before", "2999-01-01", "--unanswered").exit_code == 2  # (it deleted all)
 
 
 def test_log_and_gaps_without_a_log_report_nothing_logged_and_say_how_to_get_one(ix, fake_models, run):

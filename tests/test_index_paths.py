@@ -112,8 +112,10 @@ def test_files_of_a_person_beside_an_index_neither_stop_it_nor_are_touched(tmp_p
     os.symlink(ix, link)
     with FAQSearch.open(str(link), encoder=FakeEncoder()) as e:
         assert e.ask("a brand new question", mode="dense").answers[0].faq_id == "new"
-    with pytest.raises(IndexPathError, match=r"also holds files faqsearch did not write \(notes.txt, queries.db.1\)"):
+    (ix / "lost+found" / "#1234").write_text("a file fsck recovered")
+    with pytest.raises(IndexPathError, match=r"also holds files faqsearch did not write \(notes.txt, queries.db.1, lost\+found\)"):
         drop_index(str(ix))
+    os.remove(ix / "lost+found" / "#1234")
     from faqsearch.manage import rename_index
     from faqsearch.querylog import log_path
 
@@ -140,6 +142,11 @@ def test_files_of_a_person_beside_an_index_neither_stop_it_nor_are_touched(tmp_p
         with pytest.raises(IndexPathError, match="not a faqsearch index"):
             FAQSearch.build(write_corpus(tmp_path, FEW), str(releases), encoder=FakeEncoder(), force=force)
     assert tree(releases) == before  # (a second reading found v20240215 deleted, and a LOCK left)
+    os.remove(releases / "README.md")  # only names of ours: still not an index, and no LOCK made in it
+    before = tree(releases)
+    with pytest.raises(IndexPathError, match="has a CURRENT naming a folder without faqsearch's config.json"):
+        FAQSearch.build(write_corpus(tmp_path, FEW), str(releases), encoder=FakeEncoder(), force=True)
+    assert tree(releases) == before
     (ix / "CURRENT").write_bytes(b"v\xff\n")
     for f in ("notes.txt", "queries.db.1"):
         os.remove(ix / f)

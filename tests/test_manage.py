@@ -162,6 +162,15 @@ def test_export_writes_the_faq_back_out_as_a_corpus_that_reads_back_alike(tmp_pa
     everything = run("export", "--index", ix, "--all", "--format", "jsonl").stdout
     assert "parcel gone missing" in everything and len(everything.splitlines()) == 3
     assert run("export", str(tmp_path / "x.txt"), "--index", ix).exit_code == 2  # which format: said, not guessed
+    shared = tmp_path / "shared.csv"  # through a link, into the file it names, keeping that file's mode
+    shared.write_text("old")
+    os.chmod(shared, 0o600)
+    os.symlink(shared, tmp_path / "link.csv")
+    assert run("export", str(tmp_path / "link.csv"), "--index", ix).exit_code == 0
+    assert os.path.islink(tmp_path / "link.csv") and shared.read_text().startswith("id,question,answer")
+    assert os.stat(shared).st_mode & 0o777 == 0o600
+    missing = run("export", str(tmp_path / "nope" / "x.csv"), "--index", ix)
+    assert missing.exit_code == 1 and "no folder" in missing.output
 
 
 def test_a_tsv_export_reads_back_alike_quotes_and_all(tmp_path):
@@ -177,5 +186,9 @@ def test_a_tsv_export_reads_back_alike_quotes_and_all(tmp_path):
         [(f.id, f.answer, f.questions, f.category, f.metadata) for f in faqs] and warnings == []
     from faqsearch.errors import InvalidOptionError
 
-    with pytest.raises(InvalidOptionError, match="metadata field 'Variants' would be read back as the corpus column"):
-        corpus_bytes([FAQ("q3", "A.", ["Q?"], None, {"Variants": "blue|red"})], "csv")  # they came back as questions
+    for key in ("Variants", " Question ", ""):  # they came back as questions, as "Question", not at all
+        with pytest.raises(InvalidOptionError, match=f"metadata field {key!r} would not be read back as itself"):
+            corpus_bytes([FAQ("q3", "A.", ["Q?"], None, {key: "blue|red"})], "csv")
+    data, warnings = corpus_bytes([FAQ("q4", "A.", ["Q?"], None, {"note": ""})], "csv")
+    assert warnings == ["1 FAQ has a metadata field holding empty text, which CSV reads back as no field; export as "
+                        ".jsonl to keep it"]

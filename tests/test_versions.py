@@ -134,7 +134,7 @@ def test_the_undo_of_a_remove_outlives_a_run_of_feedback_and_unassigns(tmp_path,
     out = run("restore", undo, "--index", path)
     assert out.exit_code == 0 and "f0" in content(path), out.output
     assert f"It leaves behind every edit after {undo}" in out.output and "made by unassign, feedback" in out.output
-    assert f"`faqsearch restore {live}` brings them back" in out.output
+    assert f"`faqsearch restore {live} --index {path}` brings them back" in out.output  # pasted, it undoes here
     now = version(path).name
     js = json.loads(run("restore", live, "--index", path, "--json").output)  # and back again
     assert js["left_behind"] == {"versions": [now], "made_by": [f"restore {undo}"], "undo": now}

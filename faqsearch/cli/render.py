@@ -85,7 +85,9 @@ def edit(report, as_json: bool, index: str | None = None) -> None:
 
 def undo(version: str, index: str | None) -> None:
     """How to get back what a command dropped: the version before it is kept."""
-    click.echo(f"Undo with: faqsearch restore {version}" + (f" --index {index}" if index else ""))
+    import shlex
+
+    click.echo(f"Undo with: faqsearch restore {version}" + (f" --index {shlex.quote(index)}" if index else ""))
 
 
 def tune(report, as_json: bool, do_apply: bool) -> None:

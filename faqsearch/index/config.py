@@ -76,6 +76,16 @@ def read_current(directory: str) -> str | None:
     return os.path.join(directory, name)
 
 
+def names_other(path: str) -> bool:
+    """Whether ``path``'s CURRENT names an existing folder that holds no config.json faqsearch wrote (a folder of
+    releases naming "v20240101"): not an index, though it looks like one (a writer took its LOCK)."""
+    try:
+        version = read_current(path)
+    except IndexFormatError:
+        return False
+    return version is not None and os.path.isdir(version) and not names_version(path)
+
+
 def names_version(path: str) -> bool:
     """Whether ``path`` is an index of ours for certain: its CURRENT names a version holding the config.json
     faqsearch writes (a LevelDB folder has a CURRENT too, and a folder of releases may name "v20240101").

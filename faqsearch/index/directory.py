@@ -40,7 +40,7 @@ from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as 
                      QUERY_LOG, STORE, VERSION_NAME, WHITENING, Config, index_argument, legacy_query_log,
                      read_json, version_name)
 from .address import remote_of
-from .config import foreign_entries, names_version, read_current
+from .config import foreign_entries, names_other, names_version, read_current
 from .remote import RemoteWriting, sync
 
 log = logging.getLogger(__name__)
@@ -98,6 +98,8 @@ def layout(path: str) -> str:
     if foreign_entries(path):  # ours for certain, whatever a person or a tool put beside it (a note, a rotated
         return "current" if CURRENT in entries and names_version(path) else "foreign"  # log): writers leave those
     if CURRENT in entries:
+        if names_other(path):
+            return "foreign"
         return "current"
     if CONFIG in entries:
         return "plain"
@@ -177,8 +179,9 @@ def check_target(path: str) -> None:
         what = f"is a symbolic link to {os.path.realpath(path)}, not an index faqsearch made"
     elif not os.path.isdir(path):
         what = "is a file, not an index directory"
+    elif not (shown := foreign_entries(path)):  # only names of ours: a CURRENT naming a folder of someone else's
+        what = "has a CURRENT naming a folder without faqsearch's config.json, so it is not a faqsearch index"
     else:
-        shown = foreign_entries(path)
         what = f"holds files that are not a faqsearch index ({', '.join(shown[:5])}{' ...' if len(shown) > 5 else ''})"
     raise IndexPathError(f"{path} {what}; faqsearch replaces only its own indexes. Choose another --index (a "
                          "new name or an empty directory), or move that away yourself")

@@ -324,7 +324,7 @@ async function showFaq(card, id) {
     const questions = el("ul", { class: "questions" }, ...body.questions.map((q) => questionItem(q, id)));
     card.append(el("div", { class: "faq-body" }, el("div", { class: "answer-text", text: body.answer }),
       el("h3", { text: plural(body.questions.length, "question") }), questions, suggestBox(id, questions),
-      editButton(card, body), removeButton(card, id)));
+      editButton(card, body), removeButton(card, body)));
   } catch (err) { card.append(el("p", { class: "error", text: err.message })); }
 }
 
@@ -441,10 +441,12 @@ function editButton(card, faq) {
   return wrap;
 }
 
-// "Remove" in an opened FAQ: after a second click, the FAQ and its questions go; the version before is kept,
-// and "Undo" restores it (as `faqsearch restore`).
-function removeButton(card, id) {
+// "Remove" in an opened FAQ: after a second click, the FAQ and its questions go; "Undo" adds that FAQ back as
+// it was read (restoring the version before the remove would also undo every edit made since, a colleague's
+// or another Remove's Undo; History does that, saying so).
+function removeButton(card, faq) {
   if (!writable) return "";
+  const id = faq.id;
   const wrap = el("div", { class: "remove" });
   const open = el("button", { class: "faq-remove-open secondary small", type: "button", text: "Remove…" });
   open.addEventListener("click", () => {
@@ -454,10 +456,19 @@ function removeButton(card, id) {
         { method: "DELETE", headers: { "X-API-Key": key } });
       card.classList.add("gone");
       refreshInfo();
-      if (body.previous_version) {
-        wrap.append(restoreButton(body.previous_version, "Undo", () => card.classList.remove("gone")));
-      }
-      return `Removed ${id}.`;
+      const back = el("button", { class: "faq-remove-undo secondary small", type: "button", text: "Undo" });
+      back.addEventListener("click", async () => {
+        back.disabled = true;
+        try {
+          await post("/faqs", key, { faqs: [{ id, answer: faq.answer, category: faq.category || null,
+            questions: faq.questions.map((q) => q.text), metadata: faq.metadata || {} }] });
+          card.classList.remove("gone");
+          refreshInfo();
+          back.replaceWith(el("span", { class: "ok", text: ` ${id} is back.` }));
+        } catch (err) { back.replaceWith(el("span", { class: "error", text: ` ${err.message}` })); }
+      });
+      wrap.append(back);
+      return `Removed ${id}` + (body.previous_version ? ` (History keeps the version before: ${body.previous_version}).` : ".");
     }));
   });
   wrap.append(open);

@@ -141,6 +141,9 @@ def log(index, since, limit, unanswered, delete_before, out):
     from ...engine import FAQSearch
     from ...traffic import Traffic
 
+    if delete_before is not None and (since or unanswered or limit != 50):  # (it deleted all of them, for good)
+        raise click.UsageError("--delete-before deletes every query logged before its date: it takes no --since, "
+                               "--unanswered or --limit")
     with FAQSearch.open(index) as engine, Traffic.existing(engine.path) as traffic:
         if traffic.missing:
             click.echo(f"Note: {traffic.why_off}.", err=True)

@@ -71,7 +71,13 @@ def restore(version, index, out):
         if behind["undo"] and behind["undo"] != version:
             click.echo(f"It leaves behind every edit after {version} (the versions kept since, {_span(behind['versions'])}, "
                        f"were made by {', '.join(behind['made_by']) or 'edits not recorded'}); "
-                       f"`faqsearch restore {behind['undo']}` brings them back.")
+                       f"`faqsearch restore {behind['undo']}{_index(index)}` brings them back.")
+
+
+def _index(index: str | None) -> str:
+    import shlex
+
+    return f" --index {shlex.quote(index)}" if index else ""
 
 
 def _span(versions: list[str]) -> str:
@@ -119,11 +125,20 @@ def export(file, index, fmt, everything, out):
     data, warnings = corpus_bytes(faqs, fmt)
     for warning in warnings:
         click.echo(f"Warning: {warning}.", err=True)
+    target = os.path.realpath(file)  # through a link to the file it names (the link was replaced by a file)
     if file == "-":
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
+    elif os.path.exists(target) and not os.path.isfile(target):  # a pipe, >(gzip > x.gz), a device: written into
+        with open(target, "wb") as fh:
+            fh.write(data)
+    elif not os.path.isdir(os.path.dirname(target) or "."):
+        raise click.ClickException(f"no folder {os.path.dirname(target)}: create it first, or export elsewhere")
     else:
-        atomic_write(file, data)
+        mode = os.stat(target).st_mode & 0o7777 if os.path.exists(target) else None
+        atomic_write(target, data)  # whole or not at all; a file that was there keeps its mode (600 stayed private)
+        if mode is not None:
+            os.chmod(target, mode)
     said = {"file": file, "format": fmt, "faqs": len(faqs), "questions": sum(len(f.questions) for f in faqs)}
     if out.json:
         click.echo(dump(said))
