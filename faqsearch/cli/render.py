@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from shlex import quote
 from typing import Any
 
 import click
@@ -85,9 +86,7 @@ def edit(report, as_json: bool, index: str | None = None) -> None:
 
 def undo(version: str, index: str | None) -> None:
     """How to get back what a command dropped: the version before it is kept."""
-    import shlex
-
-    click.echo(f"Undo with: faqsearch restore {version}" + (f" --index {shlex.quote(index)}" if index else ""))
+    click.echo(f"Undo with: faqsearch restore {version}" + (f" --index {quote(index)}" if index else ""))
 
 
 def tune(report, as_json: bool, do_apply: bool) -> None:
@@ -183,8 +182,7 @@ def built(summary: dict[str, Any], path: str) -> None:
                    f"{threshold_origin(summary)})")
 
 
-def _count(n: Any, one: str) -> str:
-    """``n`` and its word ("1 question", "3 pseudo-queries"), a count an older config lacks as "?"."""
+def _count(n: Any, one: str) -> str:  # "1 question", "3 pseudo-queries"; "?" where an older config lacks it
     return count(n, one, one[:-1] + "ies" if one.endswith("y") else None) if isinstance(n, int) else f"? {one}s"
 
 
