@@ -180,7 +180,7 @@ def check_target(path: str) -> None:
     elif not os.path.isdir(path):
         what = "is a file, not an index directory"
     elif not (shown := foreign_entries(path)):  # only names of ours: a CURRENT naming a folder of someone else's
-        what = "has a CURRENT naming a folder without faqsearch's config.json, so it is not a faqsearch index"
+        what = f"has a {CURRENT} naming a folder without faqsearch's {CONFIG}, so it is not a faqsearch index"
     else:
         what = f"holds files that are not a faqsearch index ({', '.join(shown[:5])}{' ...' if len(shown) > 5 else ''})"
     raise IndexPathError(f"{path} {what}; faqsearch replaces only its own indexes. Choose another --index (a "
