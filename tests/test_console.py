@@ -149,7 +149,13 @@ def test_an_faq_is_created_then_edited_through_the_forms(page, server):
     card.wait_for(timeout=15000)
     assert card.locator(".faq-question").inner_text() == "Do you sell gift cards?"
     page.click("#faq-new")  # after one is made, "New FAQ" gives an empty form for the next
-    assert page.locator("#faq-editor .faq-create-form:not(.done) .faq-field-id").input_value() == ""
+    again = page.locator("#faq-editor .faq-create-form:not(.done)")
+    assert again.locator(".faq-field-id").input_value() == ""
+    again.locator(".faq-field-id").fill("gft-01")  # the same id: said in an agent's words, not a command's
+    again.locator(".faq-field-questions").fill("Another gift question?")
+    again.locator(".faq-field-answer").fill("Another answer.")
+    again.locator(".faq-create-submit").click()
+    again.locator(".faq-create-status.error:has-text('exists already')").wait_for(timeout=30000)
     card.locator("summary").click()
     card.locator(".faq-edit-open").click()
     edit = card.locator(".faq-edit-form")

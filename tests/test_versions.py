@@ -220,3 +220,11 @@ def test_a_restore_names_every_kind_of_edit_made_inside_the_versions_it_leaves_b
     (live,) = [v for v in list_versions(path) if v.live]
     assert live.edits == ["feedback", "approve", "add"] and live.edited_by == "feedback"
     assert left_behind(path, undo)["made_by"] == ["remove", "feedback", "approve", "add"]
+
+
+def test_the_printed_undo_can_be_pasted_as_it_is(tmp_path, run, monkeypatch):
+    """An index named with a space printed `--index my idx` (two arguments when pasted)."""
+    monkeypatch.setenv("FAQSEARCH_HOME", str(tmp_path / "home"))
+    assert run("ingest", write_corpus(tmp_path, ROWS), "--index", "my idx", "-q").exit_code == 0
+    out = run("remove", "f1", "--index", "my idx").output
+    assert "Undo with: faqsearch restore v00000001 --index 'my idx'" in out

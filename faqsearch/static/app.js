@@ -182,9 +182,22 @@ function writeForm(cls, submitText, fields, send) {
       sessionStorage.setItem(KEY, key.value);
       form.classList.add("done"); // done once: its fields and button go, the message stays
       say(true, shown);
-    } catch (err) { say(false, err.message); }
+    } catch (err) { say(false, plainly(err)); }
   });
   return form;
+}
+
+// A refusal in an agent's words where the server's names a header, a command or a field path.
+function plainly(err) {
+  const m = err.message || String(err);
+  if (err.status === 401) return "Wrong API key: enter the key the server was started with.";
+  if (err.status === 409 && m.includes("already in the index")) {
+    return "An FAQ with this id exists already: choose another id, or open that FAQ and edit it.";
+  }
+  if (err.status === 422 && m.includes("questions") && m.includes("at least 1")) {
+    return "Give at least one question, one per line.";
+  }
+  return m;
 }
 
 // "This query should have matched FAQ X": the query becomes a question of X (feedback). X is picked
