@@ -92,7 +92,7 @@ def find_gaps(engine, log, *, similarity: float = DEFAULT_SIMILARITY, margin: fl
         key = folded(clean_text(r["query"]))
         if key:  # a query of no word ("?", an emoji, a blank logged before) asks for no FAQ
             groups.setdefault(key, []).append(r)
-    unread = [g for g in _unread(engine, groups) if g.count >= min_count]
+    unread = [g for g in _unread(engine, groups, margin) if g.count >= min_count]
     if not groups:
         return unread[:limit]
     keys = sorted(groups, key=lambda k: -len(groups[k]))
@@ -122,7 +122,7 @@ def find_gaps(engine, log, *, similarity: float = DEFAULT_SIMILARITY, margin: fl
 ASK_UNREAD = 200  # the most asked queries of a script the encoder does not read, asked again of the index now
 
 
-def _unread(engine, groups: dict[str, list[dict[str, Any]]]) -> list[Gap]:
+def _unread(engine, groups: dict[str, list[dict[str, Any]]], margin: float = DEFAULT_MARGIN) -> list[Gap]:
     """Where the index's encoder reads Latin script only, the query groups written mostly in another script
     (taken out of ``groups``), one Gap per script: to that encoder twenty Chinese questions on twenty topics
     came out alike and were listed as one missing FAQ."""
@@ -140,7 +140,7 @@ def _unread(engine, groups: dict[str, list[dict[str, Any]]]) -> list[Gap]:
     for script, keys in by_script.items():
         keys.sort(key=lambda k: -len(groups[k]))
         asked = [groups[k][0]["query"] for k in keys[:ASK_UNREAD]]  # asked again, as clusters are: one an FAQ added
-        answered = {k for k, r in zip(keys, engine.searcher().answer(asked, k=1)) if r.answers}  # since answers goes
+        answered = {k for k, r in zip(keys, engine.searcher().answer(asked, k=1)) if settled(r, margin)}  # since goes
         for k in keys:
             if k in answered:
                 del groups[k]  # (answered now: no gap, whatever script)

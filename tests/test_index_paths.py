@@ -135,6 +135,7 @@ def test_files_of_a_person_beside_an_index_neither_stop_it_nor_are_touched(tmp_p
     for v in ("v20231201", "v20240101", "v20240215"):
         (releases / v).mkdir(parents=True)
         (releases / v / "app.js").write_text(v)
+        (releases / v / "config.json").write_text('{"port": 8080}')  # an app's own config: no index of ours
     (releases / "CURRENT").write_text("v20240101\n")
     (releases / "README.md").write_text("releases")
     before = tree(releases)
@@ -147,6 +148,16 @@ def test_files_of_a_person_beside_an_index_neither_stop_it_nor_are_touched(tmp_p
     with pytest.raises(IndexPathError, match="has a CURRENT naming a folder without faqsearch's config.json"):
         FAQSearch.build(write_corpus(tmp_path, FEW), str(releases), encoder=FakeEncoder(), force=True)
     assert tree(releases) == before
+    live = os.path.join(str(ix), (ix / "CURRENT").read_text().strip())
+    with open(os.path.join(live, "config.json"), "r+b") as fh:  # a damaged config: "damaged", not "not an index"
+        good = fh.read()
+        fh.seek(0)
+        fh.truncate(10)
+    with pytest.raises(Exception, match="config.json") as err:
+        FAQSearch.open(str(ix), encoder=FakeEncoder())
+    assert "not a faqsearch index" not in str(err.value)
+    with open(os.path.join(live, "config.json"), "wb") as fh:
+        fh.write(good)
     (ix / "CURRENT").write_bytes(b"v\xff\n")
     for f in ("notes.txt", "queries.db.1"):
         os.remove(ix / f)

@@ -171,6 +171,17 @@ def test_export_writes_the_faq_back_out_as_a_corpus_that_reads_back_alike(tmp_pa
     assert os.stat(shared).st_mode & 0o777 == 0o600
     missing = run("export", str(tmp_path / "nope" / "x.csv"), "--index", ix)
     assert missing.exit_code == 1 and "no folder" in missing.output
+    import subprocess
+    import sys
+
+    appended = tmp_path / "all.jsonl"  # this process's own output: `>>` keeps what was there, a pipe is written into
+    appended.write_text("earlier\n")
+    done = subprocess.run(["bash", "-c", f"{sys.executable} -m faqsearch.cli export /dev/stdout --index {ix} --format "
+                           f"jsonl >> {appended} && {sys.executable} -m faqsearch.cli export >(cat > {tmp_path}/piped.csv) "
+                           f"--index {ix} --format csv; sleep 1"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert appended.read_text().startswith("earlier\n{") and len(appended.read_text().splitlines()) == 4
+    assert (tmp_path / "piped.csv").read_text().startswith("id,question,answer")
 
 
 def test_a_tsv_export_reads_back_alike_quotes_and_all(tmp_path):

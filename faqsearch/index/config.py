@@ -76,6 +76,21 @@ def read_current(directory: str) -> str | None:
     return os.path.join(directory, name)
 
 
+def _holds_ours(version: str) -> bool:
+    """A folder holding files only faqsearch writes (store.db, whitening.npz...; a config.json alone is anyone's)."""
+    return any(OWN_FILES.match(e) and not e.startswith(FILES["config"]) for e in os.listdir(version))
+
+
+def named_by_current(path: str) -> bool:
+    """Whether ``path``'s CURRENT names a version of ours: with faqsearch's config.json, or damaged but holding
+    faqsearch's files (opening it then says "damaged: restore or rebuild", not "not an index")."""
+    try:
+        version = read_current(path)
+    except IndexFormatError:
+        return False
+    return version is not None and os.path.isdir(version) and (names_version(path) or _holds_ours(version))
+
+
 def names_other(path: str) -> bool:
     """Whether ``path``'s CURRENT names an existing folder that holds no config.json faqsearch wrote (a folder of
     releases naming "v20240101"): not an index, though it looks like one (a writer took its LOCK)."""
@@ -83,7 +98,10 @@ def names_other(path: str) -> bool:
         version = read_current(path)
     except IndexFormatError:
         return False
-    return version is not None and os.path.isdir(version) and not names_version(path)
+    if version is None or not os.path.isdir(version) or names_version(path):
+        return False
+    return not _holds_ours(version)  # an index's version with a damaged config
+    # keeps its other files: "damaged, restore or rebuild" is the message there, not "not an index"
 
 
 def names_version(path: str) -> bool:

@@ -40,7 +40,7 @@ from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as 
                      QUERY_LOG, STORE, VERSION_NAME, WHITENING, Config, index_argument, legacy_query_log,
                      read_json, version_name)
 from .address import remote_of
-from .config import foreign_entries, names_other, names_version, read_current
+from .config import foreign_entries, named_by_current, names_other, names_version, read_current
 from .remote import RemoteWriting, sync
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ def layout(path: str) -> str:
         return "foreign"
     entries = os.listdir(path)
     if foreign_entries(path):  # ours for certain, whatever a person or a tool put beside it (a note, a rotated
-        return "current" if CURRENT in entries and names_version(path) else "foreign"  # log): writers leave those
+        return "current" if CURRENT in entries and named_by_current(path) else "foreign"  # log): writers leave those
     if CURRENT in entries:
         if names_other(path):
             return "foreign"

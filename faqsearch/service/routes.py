@@ -19,6 +19,7 @@ from .models import (MAX_ID, MAX_K, MAX_OFFSET, MAX_QUERY, MODE_PATTERN, Approve
 
 router = APIRouter()
 RANKED = 500  # at most this many FAQs of a listing search are ranked by the index's search; the rest follow
+FALLBACK = 50  # a listing search no FAQ contains: the FAQs the index answers it with among its first this many
 
 
 def service(request: Request):
@@ -190,7 +191,7 @@ def list_faqs(request: Request, name: str, q: Optional[str] = Query(None, max_le
         return manage.list_faqs(store, limit, offset, category, q or None)  # the same as `faqsearch list --json`
     found = store.list_faqs(None, 0, category, q)
     if not found:  # words apart, or other words: as the index would answer it
-        ranked = searcher.answer([q], k=min(RANKED, offset + limit),  # those it answers with: not every FAQ
+        ranked = searcher.answer([q], k=FALLBACK,  # those it answers with (not every FAQ), whatever the page
                                  filters={"category": category} if category else None)[0].answers
         found = [{"id": f["id"], "category": f["category"], "answer": f["answer"], "questions": len(f["questions"])}
                  for f in (store.faq(a.faq_id) for a in ranked) if f is not None]

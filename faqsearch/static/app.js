@@ -405,6 +405,7 @@ function editButton(card, faq) {
         await api(`${base()}/faqs/${encodeURIComponent(faq.id)}`, { method: "PUT", body: JSON.stringify(f),
           headers: { "Content-Type": "application/json", "X-API-Key": key, "If-Match": `"${fresh.revision}"` } });
       } catch (err) { // changed meanwhile (412) or removed (404): nothing saved, the typed text kept
+        if (err.status !== 412 && err.status !== 404) throw err; // (a field to mend: the form stays, sent again)
         open.hidden = false;
         open.textContent = "Edit again";
         if (err.status === 412) {
@@ -465,6 +466,7 @@ function removeButton(card, faq) {
   open.addEventListener("click", () => {
     open.hidden = true;
     wrap.append(writeForm("faq-remove", `Remove ${id} and its questions`, [], async (key) => {
+      faq = (await api(`${base()}/faqs/${encodeURIComponent(id)}`)).body; // as it is now: what Undo brings back
       const { body } = await api(`${base()}/faqs/${encodeURIComponent(id)}`,
         { method: "DELETE", headers: { "X-API-Key": key } });
       card.classList.add("gone");
@@ -478,7 +480,7 @@ function removeButton(card, faq) {
           card.classList.remove("gone");
           refreshInfo();
           back.replaceWith(el("span", { class: "ok", text: ` ${id} is back.` }));
-        } catch (err) { back.replaceWith(el("span", { class: "error", text: ` ${err.message}` })); }
+        } catch (err) { back.replaceWith(el("span", { class: "error", text: ` ${plainly(err)}` })); }
       });
       wrap.append(back);
       return `Removed ${id}` + (body.previous_version ? ` (History keeps the version before: ${body.previous_version}).` : ".");
@@ -489,14 +491,14 @@ function removeButton(card, faq) {
 }
 
 // The versions the index keeps, newest first, each restorable (FAQs tab, "History").
-async function history() {
+async function history(again = false, said = "") {
   const box = $("#faq-editor");
-  if (box.firstChild && box.firstChild.classList.contains("history")) { box.replaceChildren(); return; } // closes it
+  if (!again && box.firstChild && box.firstChild.classList.contains("history")) { box.replaceChildren(); return; }
   const out = el("div", { class: "history" });
   box.replaceChildren(out);
   await loading(out, async () => {
     const { body } = await api(`${base()}/versions`);
-    out.replaceChildren(el("h2", { text: "Versions kept" }),
+    out.replaceChildren(el("h2", { text: "Versions kept" }), said ? el("p", { class: "ok history-said", text: said }) : "",
       el("p", { class: "muted", text: "A remove, and a change of several FAQs at once (an upsert), keep the version " +
         "before them. Restoring one makes it live again as a new version; the live one is kept too, so a restore " +
         "is undone the same way. Edits made after that version are left behind." }),
@@ -505,7 +507,8 @@ async function history() {
         const li = el("li", { class: "version" }, el("strong", { text: v.version }),
           ` ${(v.time || "").replace("T", " ").slice(0, 16)} UTC · ${made || "?"} · ${plural(v.faqs, "FAQ")}, ` +
           `${plural(v.questions, "question")}`);
-        li.append(" ", v.live ? el("span", { class: "badge", text: "live" }) : restoreButton(v.version));
+        li.append(" ", v.live ? el("span", { class: "badge", text: "live" }) :
+          restoreButton(v.version, "Restore…", (said) => { listFaqs(); history(true, said); }));
         return li;
       })));
   });
@@ -519,10 +522,11 @@ function restoreButton(version, label = "Restore…", after = listFaqs) {
     open.hidden = true;
     wrap.append(writeForm("restore", `Make ${version} live again`, [], async (key) => {
       const { body } = await post("/restore", key, { version });
-      after();
-      refreshInfo();
-      return body.left_behind ? `Restored ${version}; undo with ${body.left_behind.undo} (History).` :
+      const said = body.left_behind ? `Restored ${version}; undo with ${body.left_behind.undo} (History).` :
         `${version} is live already.`;
+      after(said);
+      refreshInfo();
+      return said;
     }));
   });
   wrap.append(open);
@@ -645,6 +649,8 @@ function more(out, total, shown, cls, what, page) {
     button.disabled = true;
     try {
       const rows = await page(shown);
+      if (!button.isConnected) return; // the list was rebuilt meanwhile (a new search): not this one's rows
+      if (!rows.length) { button.remove(); return; }
       button.replaceWith(...rows);
       more(out, total, shown + rows.length, cls, what, page);
     } catch (err) { button.replaceWith(el("p", { class: "error", text: err.message })); }

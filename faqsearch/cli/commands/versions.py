@@ -107,7 +107,7 @@ def export(file, index, fmt, everything, out):
         faqsearch export --index support | head
     """
     import os
-    import sys
+    import re
 
     from ...engine import FAQSearch
     from ...files import atomic_write
@@ -126,11 +126,15 @@ def export(file, index, fmt, everything, out):
     for warning in warnings:
         click.echo(f"Warning: {warning}.", err=True)
     target = os.path.realpath(file)  # through a link to the file it names (the link was replaced by a file)
+    fd = re.fullmatch(r"/dev/(?:fd/(\d+)|std(out|err))|/proc/self/fd/(\d+)", file)
     if file == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-    elif os.path.exists(target) and not os.path.isfile(target):  # a pipe, >(gzip > x.gz), a device: written into
-        with open(target, "wb") as fh:
+        click.get_binary_stream("stdout").write(data)
+    elif fd:  # this process's own output: written to it (>> kept its lines, >(gzip) its pipe)
+        number = 1 if fd.group(2) == "out" else 2 if fd.group(2) else int(fd.group(1) or fd.group(3))
+        with os.fdopen(os.dup(number), "wb") as fh:
+            fh.write(data)
+    elif os.path.exists(file) and not os.path.isfile(file):  # a named pipe, a device: written into
+        with open(file, "wb") as fh:
             fh.write(data)
     elif not os.path.isdir(os.path.dirname(target) or "."):
         raise click.ClickException(f"no folder {os.path.dirname(target)}: create it first, or export elsewhere")
@@ -142,5 +146,5 @@ def export(file, index, fmt, everything, out):
     said = {"file": file, "format": fmt, "faqs": len(faqs), "questions": sum(len(f.questions) for f in faqs)}
     if out.json:
         click.echo(dump(said))
-    elif file != "-":
+    elif file != "-" and not fd:
         click.echo(f"Exported {said['faqs']} FAQs ({said['questions']} questions) to {file} ({fmt}).", err=True)
