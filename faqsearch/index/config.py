@@ -76,44 +76,26 @@ def read_current(directory: str) -> str | None:
     return os.path.join(directory, name)
 
 
-def _holds_ours(version: str) -> bool:
-    """A folder holding files only faqsearch writes (store.db, whitening.npz...; a config.json alone is anyone's)."""
-    return any(OWN_FILES.match(e) and not e.startswith(FILES["config"]) for e in os.listdir(version))
-
-
-def named_by_current(path: str) -> bool:
-    """Whether ``path``'s CURRENT names a version of ours: with faqsearch's config.json, or damaged but holding
-    faqsearch's files (opening it then says "damaged: restore or rebuild", not "not an index")."""
+def current_names(path: str, strict: bool = False) -> str | None:
+    """What ``path``'s CURRENT names, read once: "ours" (a version holding faqsearch's files, or faqsearch's
+    config.json where they are not there; ``strict``: the config.json it must be), "other" (an existing folder
+    of someone else's: a folder of releases naming "v20240101", whose own config.json makes no index), or None
+    (no CURRENT, a damaged one, or a missing version: opening says which). "ours" lets a folder with files of a
+    person's beside ours be opened and edited (writers remove only what is ours); "other" is never written to
+    (a writer took its LOCK)."""
     try:
         version = read_current(path)
-    except IndexFormatError:
-        return False
-    return version is not None and os.path.isdir(version) and (names_version(path) or _holds_ours(version))
-
-
-def names_other(path: str) -> bool:
-    """Whether ``path``'s CURRENT names an existing folder that holds no config.json faqsearch wrote (a folder of
-    releases naming "v20240101"): not an index, though it looks like one (a writer took its LOCK)."""
+    except IndexFormatError:  # damaged, or another program's (LevelDB writes a CURRENT): "ours" it is not
+        return None
+    if version is None or not os.path.isdir(version):
+        return None
+    if not strict and any(OWN_FILES.match(e) and not e.startswith(FILES["config"]) for e in os.listdir(version)):
+        return "ours"  # store.db, whitening.npz...: only faqsearch writes them (a damaged config: "damaged")
     try:
-        version = read_current(path)
-    except IndexFormatError:
-        return False
-    if version is None or not os.path.isdir(version) or names_version(path):
-        return False
-    return not _holds_ours(version)  # an index's version with a damaged config
-    # keeps its other files: "damaged, restore or rebuild" is the message there, not "not an index"
-
-
-def names_version(path: str) -> bool:
-    """Whether ``path`` is an index of ours for certain: its CURRENT names a version holding the config.json
-    faqsearch writes (a LevelDB folder has a CURRENT too, and a folder of releases may name "v20240101").
-    What lets a folder with other files beside ours be opened and edited (writers remove what is ours)."""
-    try:
-        version = read_current(path)
-        config = read_json(version) if version is not None else None
-    except (IndexFormatError, OSError, ValueError):  # damaged, missing, or another program's: not ours to write over
-        return False
-    return isinstance(config, dict) and "format_version" in config
+        config = read_json(version)
+    except (OSError, ValueError):
+        return "other"
+    return "ours" if isinstance(config, dict) and "format_version" in config else "other"
 
 
 _SYSTEM = re.compile(r"^(?:lost\+found|\.DS_Store|\._.*|Thumbs\.db|desktop\.ini|\.snapshot|\.nfs[0-9a-fA-F]+)$")

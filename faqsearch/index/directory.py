@@ -40,7 +40,7 @@ from .format import (BUILDING as _BUILDING, CONFIG, CURRENT, LOCK, OWN_FILES as 
                      QUERY_LOG, STORE, VERSION_NAME, WHITENING, Config, index_argument, legacy_query_log,
                      read_json, version_name)
 from .address import remote_of
-from .config import foreign_entries, named_by_current, names_other, names_version, read_current
+from .config import current_names, foreign_entries, read_current
 from .remote import RemoteWriting, sync
 
 log = logging.getLogger(__name__)
@@ -89,16 +89,16 @@ def layout(path: str) -> str:
                 and _LEGACY_LABEL.match(base[len(name) + 2:]) is not None)
         if ours and os.path.isdir(target):
             return "link"
-        return "current" if os.path.isdir(target) and names_version(target) else "foreign"  # a person's link to one
+        return "current" if current_names(target, strict=True) == "ours" else "foreign"  # a person's link to an index
     if not os.path.lexists(path):
         return "none"
     if not os.path.isdir(path):
         return "foreign"
     entries = os.listdir(path)
-    if foreign_entries(path):  # ours for certain, whatever a person or a tool put beside it (a note, a rotated
-        return "current" if CURRENT in entries and named_by_current(path) else "foreign"  # log): writers leave those
+    if foreign_entries(path):  # ours for certain, whatever a person or a tool put beside it (a note, a rotated log:
+        return "current" if CURRENT in entries and current_names(path) == "ours" else "foreign"  # writers leave it)
     if CURRENT in entries:
-        if names_other(path):
+        if current_names(path) == "other":
             return "foreign"
         return "current"
     if CONFIG in entries:
