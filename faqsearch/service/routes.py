@@ -190,12 +190,13 @@ def list_faqs(request: Request, name: str, q: Optional[str] = Query(None, max_le
     if not q or not q.strip() or (order or "relevance") == "index":
         return manage.list_faqs(store, limit, offset, category, q or None)  # the same as `faqsearch list --json`
     found = store.list_faqs(None, 0, category, q)
-    if not found:  # words apart, or other words: as the index would answer it
-        ranked = searcher.answer([q], k=FALLBACK,  # those it answers with (not every FAQ), whatever the page
-                                 filters={"category": category} if category else None)[0].answers
-        found = [{"id": f["id"], "category": f["category"], "answer": f["answer"], "questions": len(f["questions"])}
-                 for f in (store.faq(a.faq_id) for a in ranked) if f is not None]
-    found = _by_relevance(searcher, found, q, category)
+    if found:
+        found = _by_relevance(searcher, found, q, category)
+    else:  # words apart, or other words: the FAQs the index answers it with (not every FAQ), ranked by that search
+        ranked = searcher.answer([q], k=FALLBACK, filters={"category": category} if category else None)[0].answers
+        found = [{"id": a.faq_id, "category": f["category"], "answer": f["answer"], "questions": len(f["questions"]),
+                  "matched": a.question, "score": a.score, "confidence": a.confidence}
+                 for a in ranked if (f := store.faq(a.faq_id)) is not None]
     return {"faqs": manage.with_first_question(store, found[offset:offset + limit]), "total": len(found)}
 
 
