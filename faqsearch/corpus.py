@@ -24,7 +24,7 @@ from .text import answer_key, clean_text, is_blank, not_utf8_fix, read_alike
 log = logging.getLogger(__name__)
 
 FORMATS = ("csv", "tsv", "jsonl")
-_EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 FIELD_LIMIT = 64 * 1024 * 1024  # largest CSV/TSV field accepted (the csv module's default is 128 KiB)
 _SIGNATURES = [  # (leading bytes, what the file is, what to do)
     (b"\x1f\x8b", "a gzip-compressed file", "decompress it first (gunzip FILE)"),
@@ -69,7 +69,7 @@ def detect_format(path: str, fmt: str | None = None) -> str:
             raise CorpusError(path, None, f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
         return fmt
     ext = os.path.splitext(path)[1].lower()
-    if ext not in _EXTENSIONS:
+    if ext not in EXTENSIONS:
         if not path.startswith(("-", "<")) and not os.path.exists(path):  # a missing file says so, whatever its name
             raise CorpusError(path, None, "file not found; check the path")
         if os.path.isfile(path):  # an .xlsx or a PDF is said for what it is (renaming it .csv was the advice)
@@ -79,7 +79,7 @@ def detect_format(path: str, fmt: str | None = None) -> str:
                 raise CorpusError(path, None, "is JSON; faqsearch reads JSON Lines (.jsonl: one object a line)" + _JQ)
         raise CorpusError(path, None, f"cannot tell the format from the extension {ext or '(none)'!r}; name the file .csv, "
                           f".tsv or .jsonl (ingest, add, update and upsert also take --format {{{','.join(FORMATS)}}})")
-    return _EXTENSIONS[ext]
+    return EXTENSIONS[ext]
 
 
 @contextmanager

@@ -8,7 +8,7 @@ import secrets
 import shutil
 from typing import Any
 
-from .corpus import FAQ
+from .corpus import FAQ, FORMATS
 from .text import count
 from .index import config as cfg
 from .backends import backend_for
@@ -226,7 +226,6 @@ def _faqs_with_3(path: str) -> int | None:
 
 
 # ---- an index's FAQs as a corpus file ----------------------------------------------------------------
-EXPORT_FORMATS = ("csv", "tsv", "jsonl")
 _FORMULA = ("=", "+", "-", "@")  # a spreadsheet may run a cell starting so as a formula
 _COLUMNS = ("id", "faq_id", "question", "answer", "category", "variants")  # what a corpus reader's columns mean
 
@@ -255,8 +254,8 @@ def corpus_bytes(faqs: list[FAQ], fmt: str) -> tuple[bytes, list[str]]:
     import io
     import json
 
-    if fmt not in EXPORT_FORMATS:
-        raise InvalidOptionError(f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    if fmt not in FORMATS:
+        raise InvalidOptionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt == "jsonl":
         lines = [json.dumps({"id": f.id, "question": f.questions[0], **({"questions": f.questions[1:]} if f.questions[1:]
                                                                         else {}), "answer": f.answer,

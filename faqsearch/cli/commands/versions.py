@@ -109,13 +109,13 @@ def export(file, index, fmt, everything, out):
     import os
     import re
 
+    from ...corpus import EXTENSIONS
     from ...engine import FAQSearch
     from ...files import atomic_write
     from ...manage import corpus_bytes, export_faqs
 
-    if fmt is None:
-        ext = os.path.splitext(file)[1].lower().lstrip(".")
-        fmt = {"csv": "csv", "tsv": "tsv", "tab": "tsv", "jsonl": "jsonl", "ndjson": "jsonl"}.get(ext, "csv" if file == "-" else None)
+    if fmt is None:  # named as ingest reads it
+        fmt = EXTENSIONS.get(os.path.splitext(file)[1].lower(), "csv" if file == "-" else None)
         if fmt is None:
             raise click.UsageError(f"cannot tell the format from {file!r}: name it .csv, .tsv or .jsonl, or give --format")
     if out.json and file == "-":
