@@ -281,3 +281,5 @@ def test_an_agent_finds_by_words_removes_and_brings_back_an_faq_from_the_page(pa
     page.wait_for_selector(".history li.version", timeout=15000)
     assert page.locator(".history li.version .badge:has-text('live')").count() == 1
     assert page.locator(".history li.version .restore-open").count() >= 1
+    page.click("#faq-history")  # a second click closes it (the click event was taken for "list it again")
+    page.wait_for_selector(".history", state="detached", timeout=15000)

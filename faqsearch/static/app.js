@@ -767,7 +767,7 @@ async function start() {
   $("#ask-form").addEventListener("submit", ask);
   $("#faq-form").addEventListener("submit", listFaqs);
   $("#faq-new").addEventListener("click", newFaq);
-  $("#faq-history").addEventListener("click", history);
+  $("#faq-history").addEventListener("click", () => history()); // (the click event is no `again`: it closes)
   $("#key-form").addEventListener("submit", unlock);
   $("#gaps-refresh").addEventListener("click", listGaps);
   $("#queries-refresh").addEventListener("click", listQueries);
