@@ -115,18 +115,22 @@ def _read_only(path: str) -> sqlite3.Connection:
     mount, a folder of another user), as an unchanging file (no writer can reach it through this mount)."""
     from urllib.parse import quote
 
-    for flags in ("mode=ro", "mode=ro&immutable=1"):
+    def opened(flags: str) -> sqlite3.Connection:
         conn = sqlite3.connect(f"file:{quote(path)}?{flags}", uri=True, check_same_thread=False)
         try:
             conn.execute("select count(*) from sqlite_master").fetchone()
-            if "immutable" in flags and os.path.exists(path + "-wal") and os.path.getsize(path + "-wal"):
-                log.warning("%s-wal holds queries not yet in %s; read only here, they are not shown", path, path)
-            return conn
         except sqlite3.OperationalError:
             conn.close()
-            if "immutable" in flags:
-                raise
-    raise AssertionError("unreachable")
+            raise
+        return conn
+
+    try:
+        return opened("mode=ro")
+    except sqlite3.OperationalError:
+        conn = opened("mode=ro&immutable=1")
+    if os.path.exists(path + "-wal") and os.path.getsize(path + "-wal"):
+        log.warning("%s-wal holds queries not yet in %s; read only here, they are not shown", path, path)
+    return conn
 
 
 class QueryLog:
