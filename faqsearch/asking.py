@@ -73,9 +73,9 @@ class AsyncAsker:
                 raise ClosedError("this FAQSearch is closed; open the index again to ask it")
             for gone in [q for q in self._queues if q.is_closed()]:  # a loop closed while its batch ran
                 del self._queues[gone]
-            if len(call.texts) > BULK:
-                bulk = loop.run_in_executor(self._bulk, functools.partial(self._ask_many, call.texts, **options))
-        if len(call.texts) > BULK:
+            bulk = loop.run_in_executor(self._bulk, functools.partial(self._ask_many, call.texts, **options)) \
+                if len(call.texts) > BULK else None  # (started under the lock: a close waits for it)
+        if bulk is not None:
             return await bulk
         with self._lock:
             queue = self._queues.setdefault(loop, _Queue())
