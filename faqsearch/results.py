@@ -2,8 +2,12 @@
 print exactly ``to_dict()``)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+# where a stored question came from: users' own queries (feedback, approved suggestions) are never
+# shown to people who cannot read the query log (:meth:`Result.public`)
+USER_SOURCES = ("feedback", "approved")
 
 
 @dataclass
@@ -30,6 +34,14 @@ class Answer:
     token: float | None = None  # token match of query and question (hybrid mode; faqsearch.tokenmatch)
     prototype: float | None = None  # cosine to the FAQ's prototype where the ranking or confidence uses it (faqsearch.prototypes)
     confidence: float | None = None  # P(this answer is right), 0-1 (faqsearch.confidence)
+    # the FAQ's first question written for it (never a user's query): what to show a user ("did you mean ...?")
+    faq_question: str | None = None
+
+    def public(self) -> "Answer":
+        """This answer as a user who cannot read the query log sees it: a matched question that was
+        another user's query (feedback, an approved suggestion) is shown as the FAQ's own first question
+        (``source`` still says which kind matched)."""
+        return replace(self, question=self.faq_question or "") if self.source in USER_SOURCES else self
 
 
 @dataclass
@@ -53,6 +65,11 @@ class Result:
         return bool(self.answers)
 
     answered = confident
+
+    def public(self) -> "Result":
+        """The result as a user who cannot read the query log may see it (:meth:`Answer.public`)."""
+        return replace(self, answers=[a.public() for a in self.answers], ranked=[a.public() for a in self.ranked],
+                       nearest=None if self.nearest is None else self.nearest.public())
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: ``answered``, and ``nearest`` (the best guess, with its confidence) when not
@@ -81,3 +98,12 @@ class EditReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def with_faq_questions(results: list[Result], first_questions: Callable[[Sequence[str]], dict[str, str]]) -> list[Result]:
+    """``results`` with each answer's ``faq_question`` filled from ``first_questions`` (one call for all)."""
+    answers = list({id(a): a for r in results for a in (*r.ranked, *r.answers, r.nearest) if a is not None}.values())
+    titles = first_questions(sorted({a.faq_id for a in answers})) if answers else {}
+    for a in answers:
+        a.faq_question = titles.get(a.faq_id)
+    return results

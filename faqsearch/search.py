@@ -21,7 +21,7 @@ from .defaults import (ASK_K, BATCH_SIZE, DENSE_BLOCK, DENSE_CANDIDATES, FUSION_
                        QUERY_CACHE, TOKEN_BLOCK, TOKEN_CACHE, TOKEN_POOL)
 from .errors import IndexFormatError, InvalidOptionError
 from .filters import check_filters
-from .results import Answer, Result
+from .results import Answer, Result, with_faq_questions
 from .index.snapshot import Snapshot
 from .text import as_items, check_whole, clean_text, is_blank
 from .tokenmatch import gives_states
@@ -234,7 +234,7 @@ class Searcher:
             for i, found in zip(asked, self.lexical(q, k, filters)):
                 out[i] = Result(texts[i], found, found[0].score if found else None, None, found[0] if found else None,
                                 ranked=list(found))  # every match answers: the top k are the list
-            return out
+            return with_faq_questions(out, snap.store.first_questions)
         vectors = self.vectors(q, batch_size=batch_size, progress=progress,
                                tokens=mode == "hybrid" and snap.token_weight > 0.0 and len(q) <= TOKEN_BLOCK)
         # the answer is decided on candidates that do not depend on k (the nearest DENSE_CANDIDATES
@@ -256,7 +256,7 @@ class Searcher:
             ranked = self.dense(vectors, listed, filters)
         for i, found, first in zip(asked, ranked, firsts):
             out[i] = decided(texts[i], found[:max(k + 1, POOL)], k, thr, model, op, first)
-        return out
+        return with_faq_questions(out, snap.store.first_questions)
 
     def dense(self, vectors: "Queries | np.ndarray", k: int = ASK_K, filters: dict[str, Any] | None = None,
               widen: bool = True) -> list[list[Answer]]:

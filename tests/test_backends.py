@@ -478,6 +478,10 @@ def test_every_store_view_member_answers_the_same_on_both_backends(engine):
     assert all(q["source"] == "corpus" for q in faq["questions"]) and store.faq("nope") is None
     exercised.add("faq")
 
+    assert store.first_questions(["f3", "f7", "f3", "nope"]) == {"f3": CORPUS[3].questions[0], "f7": CORPUS[7].questions[0]}
+    assert store.first_questions([]) == {}
+    exercised.add("first_questions")
+
     listed = store.list_faqs()
     assert [f["id"] for f in listed] == [f.id for f in CORPUS] and all(set(f) == _keys(FAQSummary) for f in listed)
     assert listed[5] == {"id": "f5", "category": "odd", "answer": "answer 5", "questions": 3}

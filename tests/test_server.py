@@ -598,6 +598,39 @@ def test_a_private_server_answers_only_with_a_key(fake_models, ix):
             Service({"shop": ix}, watch=False, **keys)
 
 
+def test_users_queries_made_phrasings_are_shown_only_to_readers_of_the_query_log(fake_models, ix):
+    """A phrasing that came from a user's query (feedback, approve) came back whole to anyone who asked:
+    another customer's email, shown to a stranger (GET /queries needed a key; an ask did not). A caller
+    who may not read the query log sees the FAQ's own first question in its place; the keys see it."""
+    fed, approved = "my email is alice@example.com, how long does shipping take", "call 0700 900123 re my return"
+    with FAQSearch.open(ix, encoder=FakeEncoder()) as e:
+        e.feedback(fed, "2")
+        e.approve("3", [approved])
+        mine = e.ask(fed, k=1).answers[0]
+        assert (mine.question, mine.source, mine.faq_question) == (fed, "feedback", "How long does shipping take?")
+        assert e.ask(approved, k=1, mode="lexical").answers[0].faq_question == "Can I return an item?"
+    service, c = make_client([ix], read_key=READ)
+    asks = [("get", "/indexes/shop/ask", {"params": {"q": fed, "k": 4, "threshold": -1}}),
+            ("get", "/indexes/shop/ask", {"params": {"q": "call re my return", "k": 4, "mode": "lexical"}}),
+            ("post", "/indexes/shop/ask", {"json": {"query": "alice example", "k": 4, "min_confidence": 0}}),
+            ("post", "/indexes/shop/ask/batch", {"json": {"queries": [fed, approved], "k": 4, "threshold": 1}})]
+
+    def shown(r):  # every question a response shows (the query itself is the caller's own)
+        results = r.json().get("results", [r.json()])
+        return {a["question"] for x in results for a in x["answers"] + [x["nearest"] or x["answers"][0]]}
+
+    for method, url, kw in asks:
+        r = getattr(c, method)(url, **kw)
+        assert r.status_code == 200 and {fed, approved}.isdisjoint(shown(r)), (url, kw)
+        assert {"How long does shipping take?", "Can I return an item?"} & shown(r), (url, kw)
+        for key in (READ, KEY):
+            assert {fed, approved} & shown(getattr(c, method)(url, headers={"X-API-Key": key}, **kw)), (url, key)
+    service.close()
+    service, c = make_client([ix], api_key=None)  # no key: anyone reads the log, and the phrasings
+    assert fed in shown(c.get("/indexes/shop/ask", params={"q": fed, "k": 1}))
+    service.close()
+
+
 def test_responses_name_indexes_never_server_paths(fake_models, ix, tmp_path):
     """#40.2: /indexes showed each index's absolute path (and /indexes/NAME the corpus file's); an
     error about an index named its directory. Responses give the index's name instead."""

@@ -122,6 +122,11 @@ class StoreView(Protocol):
 
     def question_ids(self, filters: dict[str, Any]) -> list[int]: ...
 
+    def first_questions(self, faq_ids: Sequence[str]) -> dict[str, str]:
+        """Each FAQ's first question written for it (the lowest id whose source is not in
+        results.USER_SOURCES), by FAQ id; FAQs without one are left out."""
+        ...
+
     def faq(self, faq_id: str) -> FAQRecord | None: ...
 
     def list_faqs(self, limit: int | None = None, offset: int = 0, category: str | None = None,

@@ -43,9 +43,16 @@ def read_key(request: Request, x_api_key: Optional[str] = Header(None),
 
 
 def ask_key(request: Request, x_api_key: Optional[str] = Header(None),
-            authorization: Optional[str] = Header(None)) -> None:
-    """Asking: open, unless the server is private (then the read or API key)."""
-    service(request).check_access("ask", _key(x_api_key, authorization))
+            authorization: Optional[str] = Header(None)) -> bool:
+    """Asking: open, unless the server is private (then the read or API key). Returns whether the caller
+    may read the query log too: a caller who may not is shown no other user's query (``Result.public``)."""
+    key = _key(x_api_key, authorization)
+    service(request).check_access("ask", key)
+    return service(request).may("read", key)
+
+
+def _shown(result, reader: bool) -> dict[str, Any]:
+    return (result if reader else result.public()).to_dict()
 
 
 def _filters(body: AskOptions) -> dict[str, Any] | None:
@@ -144,34 +151,34 @@ def learn(request: Request, name: str, body: LearnIn):
                                                           from_log=body.from_log)).to_dict()
 
 
-@router.post("/indexes/{name}/ask", tags=["ask"], dependencies=[Depends(ask_key)])
+@router.post("/indexes/{name}/ask", tags=["ask"])
 def ask(request: Request, name: str, body: AskIn, response: Response,
-        x_faqsearch_channel: Optional[str] = Header(None, max_length=40)):
+        x_faqsearch_channel: Optional[str] = Header(None, max_length=40), reader: bool = Depends(ask_key)):
     """Answer one query: the same JSON as `faqsearch ask --json`. The logged query's id is in X-Query-Id.
     A blank query is a 422, as it is a usage error on the command line."""
     check_query(body.query)  # a blank one: BlankQueryError, as the library and the CLI refuse it
-    return _answer(request, name, [body.query], body, x_faqsearch_channel or "api", response)[0].to_dict()
+    return _shown(_answer(request, name, [body.query], body, x_faqsearch_channel or "api", response)[0], reader)
 
 
-@router.get("/indexes/{name}/ask", tags=["ask"], dependencies=[Depends(ask_key)])
+@router.get("/indexes/{name}/ask", tags=["ask"])
 def ask_get(request: Request, name: str, response: Response, q: str = Query(..., min_length=1, max_length=MAX_QUERY),
             k: int = Query(ASK_K, ge=1, le=MAX_K), threshold: Optional[float] = Query(None, ge=-1, le=1),
             min_confidence: Optional[float] = Query(None, ge=0, le=1),
             mode: Optional[str] = Query(None, pattern=MODE_PATTERN),
             category: Optional[str] = Query(None, max_length=MAX_ID),
-            x_faqsearch_channel: Optional[str] = Header(None, max_length=40)):
+            x_faqsearch_channel: Optional[str] = Header(None, max_length=40), reader: bool = Depends(ask_key)):
     """The same as POST, for curl: /indexes/NAME/ask?q=...&k=3."""
     return ask(request, name, AskIn(query=q, k=k, threshold=threshold, min_confidence=min_confidence, mode=mode,
-                                    category=category), response, x_faqsearch_channel)
+                                    category=category), response, x_faqsearch_channel, reader)
 
 
-@router.post("/indexes/{name}/ask/batch", tags=["ask"], dependencies=[Depends(ask_key)])
+@router.post("/indexes/{name}/ask/batch", tags=["ask"])
 def ask_batch(request: Request, name: str, body: BatchIn, response: Response,
-              x_faqsearch_channel: Optional[str] = Header(None, max_length=40)):
+              x_faqsearch_channel: Optional[str] = Header(None, max_length=40), reader: bool = Depends(ask_key)):
     """Answer up to 100 queries in one encoder pass: {"results": [Result, ...]} in order (a blank query
     gets an empty result)."""
-    return {"results": [r.to_dict() for r in _answer(request, name, body.queries, body, x_faqsearch_channel or "api",
-                                                     response)]}
+    return {"results": [_shown(r, reader) for r in _answer(request, name, body.queries, body,
+                                                           x_faqsearch_channel or "api", response)]}
 
 
 @router.get("/indexes/{name}/faqs", tags=["faqs"], dependencies=[Depends(read_key)])

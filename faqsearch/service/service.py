@@ -177,6 +177,14 @@ class Service:
         raise Unauthorized("missing or wrong key: this server needs its read key or API key in the X-API-Key header "
                            f"to {'answer' if what == 'ask' else 'show FAQs, queries and gaps'}")
 
+    def may(self, what: str, given: str | None) -> bool:
+        """Whether a request sending key ``given`` may do ``what`` (:meth:`check_access` without raising)."""
+        try:
+            self.check_access(what, given)
+        except (Unauthorized, Forbidden):
+            return False
+        return True
+
     def check_key(self, given: str | None) -> None:
         """A write's key (see :meth:`check_access`)."""
         self.check_access("write", given)

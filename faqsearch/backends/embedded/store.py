@@ -18,10 +18,12 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from . import postings
 from .connection import connect, copy_in_memory, sqlite_file
 from ...corpus import FAQ, faq_hash
 from ...filters import filter_sql
 from ...lexical import choose_stemmer, stem_in_use, tokenize
+from ...results import USER_SOURCES
 from ...text import clean_text
 
 BLOCK = 2000  # corpus records written per step of a build
@@ -249,8 +251,7 @@ class Store:
     def delete_questions(self, question_ids: Sequence[int], gen: int | None = None) -> None:
         ids = [int(i) for i in question_ids]
         with self._lock, self.db.atomic():
-            for start in range(0, len(ids), 500):
-                chunk = ids[start:start + 500]
+            for chunk in (ids[start:start + 500] for start in range(0, len(ids), 500)):
                 marks = ",".join("?" * len(chunk))
                 if gen is None:
                     self._conn.execute(f"delete from questions where id in ({marks})", chunk)
@@ -263,8 +264,7 @@ class Store:
         ids = list(faq_ids)
         removed: list[int] = []
         with self._lock, self.db.atomic():
-            for start in range(0, len(ids), 500):
-                chunk = ids[start:start + 500]
+            for chunk in (ids[start:start + 500] for start in range(0, len(ids), 500)):
                 marks = ",".join("?" * len(chunk))
                 removed += [r[0] for r in self._conn.execute(
                     f"select id from questions q where faq_id in ({marks}) and {self._vis('q')}", chunk)]
@@ -280,8 +280,7 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """One transaction around several writes (each write method's own becomes a savepoint):
-        committed at the end of the block, rolled back on any error. For a writer's own store."""
+        """One transaction around several writes (each write's own a savepoint), rolled back on any error."""
         with self.db.atomic():
             yield
 
@@ -289,8 +288,7 @@ class Store:
         """Visible questions of these FAQs."""
         ids, n = list(faq_ids), 0
         with self._lock:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start:start + 500]
+            for chunk in (ids[start:start + 500] for start in range(0, len(ids), 500)):
                 n += int(self._conn.execute(f"select count(*) from questions q where faq_id in ({','.join('?' * len(chunk))}) "
                                             f"and {self._vis('q')}", chunk).fetchone()[0])
         return n
@@ -344,8 +342,7 @@ class Store:
         """Of these FAQ ids, those with more than one row visible at this store's generation."""
         ids, out = list(dict.fromkeys(faq_ids)), []
         with self._lock:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start:start + 500]
+            for chunk in (ids[start:start + 500] for start in range(0, len(ids), 500)):
                 out += [r[0] for r in self._conn.execute(
                     f"select id from faqs f where id in ({','.join('?' * len(chunk))}) and {self._vis('f')} "
                     "group by id having count(*) > 1", chunk)]
@@ -429,28 +426,22 @@ class Store:
     def lexical(self, texts: Sequence[str], n: int, filters: dict[str, Any] | None = None) -> list[list[tuple[int, float]]]:
         """BM25 (FTS5's scores) top-n question ids with scores (higher is better) for each text; the
         rows of a large version scored from its postings arrays (:func:`faqsearch.backends.embedded.postings.search`)."""
-        from .postings import search
-
         with self._lock:
-            return search(self, self._conn, texts, n, filters)
+            return postings.search(self, self._conn, texts, n, filters)
 
     def doc_freqs(self, tokens: Sequence[str]) -> tuple[dict[str, int], int]:
         """Rows holding each lexical token, and the visible rows (BM25's statistics)."""
-        from .postings import doc_freqs
-
         with self._lock:
-            return doc_freqs(self, self._conn, tokens)
+            return postings.doc_freqs(self, self._conn, tokens)
 
     def write_postings(self, directory: str, previous: str | None = None) -> bool:
         """The BM25 postings arrays of this store's rows for the version ``directory``, when it is
         large (:func:`faqsearch.backends.embedded.postings.write`); those of ``previous`` shared instead where they
         still describe these rows (rows only added since). Returns whether the version has arrays."""
-        from .postings import share, still_valid, write
-
         with self._lock:
-            if previous is not None and still_valid(self._conn, previous):
-                return share(previous, directory)
-            return write(self._conn, directory)
+            if previous is not None and postings.still_valid(self._conn, previous):
+                return postings.share(previous, directory)
+            return postings.write(self._conn, directory)
 
     def questions(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """Question rows joined with their FAQ, keyed by question id."""
@@ -462,11 +453,19 @@ class Store:
                f"where q.id in ({','.join('?' * len(ids))}) and {self._vis('q')}")
         with self._lock:
             cur = self._conn.execute(sql, ids)
-            cols = [c[0] for c in cur.description]
-            rows = [dict(zip(cols, r)) for r in cur.fetchall()]
-        for r in rows:
-            r["metadata"] = json.loads(r["metadata"]) if r["metadata"] else {}
-        return {r["question_id"]: r for r in rows}
+            rows = [dict(zip([c[0] for c in cur.description], r)) for r in cur.fetchall()]
+        return {r["question_id"]: {**r, "metadata": json.loads(r["metadata"]) if r["metadata"] else {}} for r in rows}
+
+    def first_questions(self, faq_ids: Sequence[str]) -> dict[str, str]:
+        """Each FAQ's first question written for it (its lowest id not from USER_SOURCES), by FAQ id."""
+        ids, out, users = sorted({str(f) for f in faq_ids}), {}, ",".join("?" * len(USER_SOURCES))
+        with self._lock:
+            for part in (ids[s:s + 30_000] for s in range(0, len(ids), 30_000)):
+                out.update(self._conn.execute(
+                    f"select faq_id, text from questions where id in (select min(id) from questions q where faq_id in "
+                    f"({','.join('?' * len(part))}) and source not in ({users}) and {self._vis('q')} group by faq_id)",
+                    [*part, *USER_SOURCES]).fetchall())
+        return out
 
     def all_questions(self) -> list[tuple[int, str, str]]:
         """(id, faq_id, text) of every question, by id: the order of the stored raw vectors."""

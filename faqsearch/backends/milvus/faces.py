@@ -9,6 +9,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ...lexical import former_width_tokens, tokenize
+from ...results import USER_SOURCES
 from ...text import clean_text
 from .collection import CJK, Collection, _quote, filter_expr
 
@@ -198,6 +199,17 @@ class MilvusStore:
         return {"id": f["faq_id"], "answer": f["answer"], "category": f["category"], "metadata": f["metadata"] or {},
                 "content_hash": f["content_hash"],
                 "questions": [{"id": r["id"], "text": r["text"], "source": r["source"]} for r in rows]}
+
+    def first_questions(self, faq_ids: Sequence[str]) -> dict[str, str]:
+        ids = sorted({str(f) for f in faq_ids})
+        if not ids:
+            return {}
+        out: dict[str, tuple[int, str]] = {}
+        for r in self.b.query(f"faq_id in {json.dumps(ids, ensure_ascii=False)} and source not in "
+                              f"{json.dumps(list(USER_SOURCES))}", ["id", "faq_id", "text"]):
+            if r["faq_id"] not in out or r["id"] < out[r["faq_id"]][0]:
+                out[r["faq_id"]] = (r["id"], r["text"])
+        return {f: t for f, (_, t) in out.items()}
 
     def faq_fields(self, faq_ids: Iterable[str]) -> dict[str, tuple]:
         ids = list(faq_ids)
