@@ -763,3 +763,27 @@ def test_an_id_stored_by_an_older_faqsearch_that_it_would_clean_now_is_still_upd
         report = e.update_faq("f1\u200b", answer="Cash.")
         assert report.added_faqs == [] and [(f["id"], f["answer"]) for f in e.list()] == [("f1\u200b", "Cash."),
                                                                                            ("f2", "Here.")]
+
+
+def test_a_users_query_taken_out_leaves_no_trace_in_the_live_version(engine):
+    """Found by a privacy probe: unassign or remove marked the row of a phrasing that was a user's query
+    (feedback, approve) as removed, so the live version's store.db kept its text, and its words in the
+    full-text index, until a compaction 1,000 changes later. Such an edit is now written as one, its
+    freed pages zeroed and FTS5 rewritten without the words; the version before it keeps them, for restore."""
+    def live_bytes():
+        return b"".join(data for name, data in index_files(version(engine.path)).items())
+
+    before = version(engine.path)
+    engine.feedback("zyxalpha my card 4111111111111111 is lost", "3")
+    engine.approve("4", ["call qwvbeta on 07700900123 about it"])
+    engine.feedback("a wording kept by a person", "2")
+    assert b"zyxalpha" in live_bytes() and b"qwvbeta" in live_bytes()
+    engine.unassign("zyxalpha my card 4111111111111111 is lost", "3")
+    engine.remove(["4"])
+    data = live_bytes()
+    for word in (b"zyxalpha", b"4111111111111111", b"qwvbeta", b"07700900123"):
+        assert word not in data, word
+    assert b"wording kept" in data and engine.show("2")["questions"][-1]["source"] == "feedback"
+    assert engine.ask("zyxalpha card", k=1, mode="lexical").answers == []
+    assert engine.ask("a wording kept by a person", k=1).answers[0].faq_id == "2"
+    assert version(engine.path) != before  # a compaction: the versions kept for restore still hold the text

@@ -27,6 +27,7 @@ import numpy as np
 from ...index import config as cfg
 from ...defaults import CHUNK
 from ...errors import FAQSearchError
+from ...results import USER_SOURCES
 from ...files import load_npy, preallocate, sample_digest, share_file
 from ...index.format import CONFIG, FAISS, IDS, STORE, VECTORS, WHITENING, Config, delta_file
 from .postings import share as share_postings
@@ -55,12 +56,22 @@ def apply(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray, s
     recorded = snap.config.delta.changes if snap.config.delta is not None else None
     pending = int(len(delta) if recorded is None else recorded)
     change = len(raw_new) + drops + len(plan.changed_faqs)
-    if snap.raw.has_ids and pending + change <= delta_limit(len(snap.raw.ids)):
+    erase = _erases_users_text(snap, plan)
+    if snap.raw.has_ids and not erase and pending + change <= delta_limit(len(snap.raw.ids)):
         # an edit that drops questions or rewrites what several FAQs say (an upsert of a bad export) writes its
         # delta into a new version, so the one before it is kept whole for `restore`
         return apply_delta(writer, snap, plan, raw_new, source, delta, pending + change,
                            _linked_version(writer, snap) if drops or plan.rewrites_many else None)
-    return rewrite(writer, snap, plan, raw_new, source, delta)
+    return rewrite(writer, snap, plan, raw_new, source, delta, erase)
+
+
+def _erases_users_text(snap: "Snapshot", plan: "Edit") -> bool:
+    """Whether the edit removes a question that was a user's query (feedback, approve: personal text a
+    person may want gone). It is then written as a compaction: a delta only marks rows removed, so the
+    new live store would keep the text (and its words in the full-text index) until the next one."""
+    rows = snap.store.questions(plan.removed_questions).values() if plan.removed_questions else []
+    return any(r["source"] in USER_SOURCES for r in rows) or any(
+        q["source"] in USER_SOURCES for f in plan.removed_faqs for q in (snap.store.faq(f) or {"questions": []})["questions"])
 
 
 # store files (device, inode, size, modification and change times) this process checked, or left after its own
@@ -260,8 +271,10 @@ def write_live_vectors(snap: "Snapshot", directory: str, drop: np.ndarray | None
 
 
 def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray, source: str,
-            delta: Delta) -> tuple[int, int]:
-    """The edit as a new base in a new version directory (the delta, if any, folded in)."""
+            delta: Delta, erase: bool = False) -> tuple[int, int]:
+    """The edit as a new base in a new version directory (the delta, if any, folded in). ``erase``: the
+    edit removes users' text, so the copy's freed pages are zeroed and the full-text index is rewritten
+    without it (FTS5 deletes only mark its entries)."""
     cfg.verify_files(snap.version, snap.config, snap.path, ("vectors", "ids", "faiss"))  # what we build on
     g = snap.generation
     first_id = _first_id(snap, delta)
@@ -269,8 +282,12 @@ def rewrite(writer: Writer, snap: "Snapshot", plan: "Edit", raw_new: np.ndarray,
     snap.store.backup(os.path.join(tmp, STORE))
     store = Store(os.path.join(tmp, STORE), generation=g)
     try:
+        if erase:
+            store.db.execute("pragma secure_delete = on")
         store.keep_only(g)  # the copy holds generation G exactly: no rows of killed writers, none removed
         removed, rows = _write_rows(store, plan, source, first_id, None)
+        if erase:
+            store.db["questions"].optimize()
         # shared where rows were only added and the live version's arrays are recorded (checked at its open)
         store.write_postings(tmp, previous=snap.version if "lexical" in cfg.recorded_dirs(snap.config) else None)
         new_ids = np.array([r[0] for r in rows], dtype=np.int64)
