@@ -236,6 +236,7 @@ class QueryLog:
         rows = []
         for r in results:
             top = r.answers[0] if r.answers else getattr(r, "nearest", None)
+            top = top.public() if hasattr(top, "public") else top  # never a copy of another user's query
             rows.append({"time": now, "query": r.query, "mode": mode, "channel": channel,
                          "top_faq": top.faq_id if top else None, "top_question": top.question if top else None,
                          "score": r.best_score, "threshold": r.threshold, "answered": int(bool(r.answers)),

@@ -189,3 +189,23 @@ def test_processes_making_a_new_log_at_once_all_log(tmp_path):
         qlog = QueryLog(path)
         assert qlog.count()["total"] == 3
         qlog.close()
+
+
+def test_the_log_keeps_no_copy_of_another_users_query_made_a_phrasing(tmp_path):
+    """Found by a privacy probe: each logged row kept the matched question, so a query that feedback made
+    a phrasing was copied into the rows of every later query it matched, beyond `log --delete-before` of
+    its own row. The row keeps the FAQ's own first question instead."""
+    from faqsearch.corpus import FAQ
+
+    from .conftest import build_index
+
+    e = build_index([FAQ("1", "a", ["How do I reset my password?"]), FAQ("2", "b", ["Where is my parcel?"])],
+                    tmp_path / "ix")
+    e.feedback("alice@example.com forgot her password", "1")
+    e.ask("alice@example.com forgot her password", log=True)
+    log = QueryLog.for_index(e.path)
+    try:
+        assert [r["top_question"] for r in log.recent(5)] == ["How do I reset my password?"]
+    finally:
+        log.close()
+        e.close()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ..corpus import FAQ, check_faq, faq_hash
 from ..errors import (FAQS_LISTED, BlankQueryError, CorpusError, DuplicateFAQError, FAQSearchError, InvalidOptionError,
                       StaleRevisionError, UnknownFAQError, WouldDropError, unknown_faq)
-from ..results import EditReport
+from ..results import USER_SOURCES, EditReport
 from ..text import as_items, clean_text, is_blank, read_alike
 
 if TYPE_CHECKING:
@@ -258,13 +258,12 @@ def _warn_judged(store: StoreView, removed: Sequence[str]) -> None:
     """Warn where FAQs an upsert removes hold questions people assigned (feedback, approvals): in a corpus
     without ids an FAQ's id is its answer's hash, so an edited answer is a new FAQ, and the old one went
     with those questions, said only as "1 removed"."""
-    judged = [(f, q["text"]) for f in removed[:1000] for q in (store.faq(f) or {"questions": []})["questions"]
-              if q["source"] in ("feedback", "approved")]
+    judged = [f for f in removed[:1000] for q in (store.faq(f) or {"questions": []})["questions"]
+              if q["source"] in USER_SOURCES]  # users' queries: counted, never quoted into logs
     if judged:
-        f, text = judged[0]
-        log.warning("the FAQs this edit removes hold %d question(s) people assigned by feedback or approval (first: %r of "
-                    "FAQ %s); they go with them (the undo below brings them back). A corpus with an id column keeps an "
-                    "FAQ whose answer changes: without one, the id is the answer's hash", len(judged), text, f)
+        log.warning("the FAQs this edit removes hold %d question(s) people assigned by feedback or approval (the first "
+                    "in FAQ %s); they go with them (the undo below brings them back). A corpus with an id column keeps "
+                    "an FAQ whose answer changes: without one, the id is the answer's hash", len(judged), judged[0])
 
 
 def plan_update_faq(store: StoreView, faq_id: str, answer: str | None = None, category: str | None = None,
