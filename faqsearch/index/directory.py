@@ -203,6 +203,7 @@ def _mkdir(path: str) -> None:
 
 
 def _remove(path: str) -> None:
+    """Remove a file or a directory (a version): a link is removed, never what it points to."""
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
     elif os.path.lexists(path):
@@ -488,3 +489,6 @@ def _typed(config: Config | dict[str, Any]) -> Config:
 def _config_bytes(config: Config | dict[str, Any]) -> bytes:
     """config.json's bytes (:meth:`Config.to_json`), for the commit and the stage."""
     return _typed(config).to_json()
+
+
+remove_version = _remove

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..backends import backend_for
-from ..errors import IndexFormatError, VersionNotFoundError
-from .directory import Writer, resolve
+from ..errors import IndexFormatError, InvalidOptionError, VersionNotFoundError
+from .directory import Writer, remove_version, resolve
 from .format import CONFIG, VERSION_NAME, Config, Counts, read_json, version_name
 
 
@@ -135,3 +135,20 @@ def restore(path: str | os.PathLike, version: str) -> str:
             return version  # already live: a restore would add a version and push the oldest kept one out
         config = _config(src)
         return backend_for(config).restore(writer, src, config)  # refused by a backend that keeps no versions
+
+
+def delete_kept(path: str | os.PathLike) -> list[str]:
+    """Delete every version the index at ``path`` keeps but the live one, under the writers' lock; returns
+    their names. They hold what edits took out (a user's query that feedback made a phrasing, removed
+    FAQs) until newer versions replace them: what a person's request to erase their text needs gone too.
+    No `restore` can undo the edits before then; readers of a deleted version keep their open files."""
+    path = os.path.abspath(path)
+    resolve(path)  # no index there: IndexNotFoundError, before a writer takes a lock (and makes a folder) there
+    with Writer(path, "delete kept versions") as writer:
+        if writer.config is not None and backend_for(writer.config).kind != "embedded":
+            raise InvalidOptionError(f"{path} lives in Milvus, which keeps no versions: there are none to delete")
+        live = os.path.basename(resolve(path, sync_remote=False))
+        gone = [name for name in _names(path) if name != live]
+        for name in gone:
+            remove_version(os.path.join(path, name))
+        return gone
