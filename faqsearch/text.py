@@ -18,7 +18,9 @@ from .errors import BlankQueryError, InvalidOptionError, TextTypeError
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SPACES = re.compile(r"\s+")
-_ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"  # invisible at the ends of a text (a cell pasted from a web page)
+# invisible at the ends of a text: zero-width (a cell pasted from a web page) and direction marks (a
+# right-to-left spreadsheet's cell: "\u200fret-01" was an FAQ apart from "ret-01")
+_ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff\u200e\u200f\u061c\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 # Chinese and Japanese, written without spaces: kana, CJK ideographs (extensions and compatibility
 # ones included), 々〆〇〻 and half-width katakana
 UNSPACED = re.compile("[\u3005-\u3007\u303b\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
@@ -55,7 +57,7 @@ def clean_text(text: str, multiline: bool = False) -> str:
     if multiline:
         text = re.sub(r"\r\n?|[\u2028\u2029\x85]", "\n", text)
         text = "\n".join(ln.rstrip() for ln in _CONTROL_BUT_LINES.sub(" ", text).split("\n")).strip("\n")
-        return text.lstrip(" \t")  # a spreadsheet cell's stray leading space; a full-width indent stays
+        return text.strip(_ZERO_WIDTH).lstrip(" \t")  # a cell's stray leading space; a full-width indent stays
     return _SPACES.sub(" ", _CONTROL.sub(" ", text)).strip().strip(_ZERO_WIDTH).strip()  # "ret-01\u200b" was an id apart
 
 

@@ -378,6 +378,11 @@ def test_files_as_other_software_writes_them(tmp_path):
     faqs = read_corpus(write(tmp_path, "z.csv", "id,question,answer\nret-01,How?,A\nret-01\u200b,Why?,A\n"))
     assert [(f.id, f.questions) for f in faqs] == [("ret-01", ["How?", "Why?"])]
     assert clean_text("\ufeffa b\u200b") == "a b" and clean_text("a\u200bb") == "a\u200bb"  # inside: kept (Thai)
+    # direction marks a right-to-left spreadsheet puts before a cell made "\u200fret-01" an FAQ apart
+    faqs = read_corpus(write(tmp_path, "rtl.csv", "id,question,answer\nret-01,كيف أرجع المنتج؟,A\n\u200fret-01,"
+                                                  "\u200fهل يمكنني الإرجاع؟\u200e,\u202bA\u202c\n"))
+    assert [(f.id, f.answer, len(f.questions)) for f in faqs] == [("ret-01", "A", 2)]
+    assert clean_text("\u2067مرحبا \u2066Apple Pay\u2069 شكرا\u2069") == "مرحبا \u2066Apple Pay\u2069 شكرا"
     tsv = 'id\t"question"\tanswer\np2\tCan I pay later?\t"Yes: choose ""Pay later"" at checkout."\np3\t"Quoted" start\tsay "hi"\n'
     faqs = read_corpus(write(tmp_path, "p.tsv", tsv))
     assert [(f.questions, f.answer) for f in faqs] == [(["Can I pay later?"], 'Yes: choose "Pay later" at checkout.'),
