@@ -455,3 +455,21 @@ def test_tabs_say_which_is_selected_and_arrow_keys_move_between_them(page):
     page.keyboard.press("ArrowRight")  # wraps round to the first
     assert page.get_attribute("#tab-ask", "aria-selected") == "true" and page.is_visible("#panel-ask")
     assert page.get_attribute("#tab-ask", "tabindex") == "0" and page.get_attribute("#tab-queries", "tabindex") == "-1"
+
+
+def test_right_to_left_text_reads_right_to_left(page):
+    """A hostile run: the page set no direction, so an Arabic answer was laid out left to right (its final
+    period beside its first word, "Apple Pay" out of order in a mixed sentence). Text the page shows and
+    the boxes people type in take the direction of what they hold."""
+    page.fill("#ask-input", "كيف أحذف حسابي؟")
+    assert page.evaluate("getComputedStyle(document.querySelector('#ask-input')).direction") == "rtl"
+    page.fill("#ask-input", "where is my parcel")
+    assert page.evaluate("getComputedStyle(document.querySelector('#ask-input')).direction") == "ltr"
+    shown = page.evaluate("""() => ['نقبل البطاقات الائتمانية وApple Pay ومدى.', 'We accept cards.'].map((t) => {
+        const node = el("div", { class: "answer-text", text: t });
+        document.body.append(node);
+        const dir = getComputedStyle(node).direction;
+        node.remove();
+        return dir;
+    })""")
+    assert shown == ["rtl", "ltr"]

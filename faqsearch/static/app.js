@@ -4,6 +4,10 @@
 const $ = (sel, root = document) => root.querySelector(sel);
 const el = (tag, attrs = {}, ...children) => {
   const node = document.createElement(tag);
+  // text and text boxes take the direction of what they hold: Arabic or Hebrew reads right to left
+  if ("text" in attrs || tag === "textarea" || (tag === "input" && !["password", "checkbox"].includes(attrs.type))) {
+    node.dir = "auto";
+  }
   for (const [k, v] of Object.entries(attrs)) {
     if (k === "class") node.className = v; else if (k === "text") node.textContent = v; else node.setAttribute(k, v);
   }
