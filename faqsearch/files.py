@@ -34,7 +34,11 @@ def as_umask_gives(path: str) -> str:
 def sqlite_file(path: str) -> str:
     """``path``, created empty with the mode the umask gives where nothing is there yet: SQLite creates its
     files 0644 whatever the umask (a store or query log made with umask 002 could not be written by the
-    group), and gives its -wal and -shm files the mode of the database."""
+    group), and gives its -wal and -shm files the mode of the database. An in-memory database
+    (``:memory:``, a ``file:`` URI) is no file: nothing is created (a file named ':memory:' appeared
+    in the working directory of every Milvus ingest)."""
+    if path == ":memory:" or path.startswith("file:"):
+        return path
     try:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
     except OSError:  # there already, or not creatable: SQLite opens it, or says why it cannot

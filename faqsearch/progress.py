@@ -6,12 +6,33 @@ import sys
 
 def progress_bar(total: int, enabled: bool, desc: str, unit: str = "text"):
     """A tqdm bar on stderr when it is a terminal, or a no-op when disabled or when stderr is not a
-    terminal (a log file or a pipe would fill with carriage-return redraws)."""
+    terminal (a log file or a pipe would fill with carriage-return redraws). The no-op is no tqdm: even
+    disabled, a tqdm makes a multiprocessing lock (fixing the host process's start method) and a monitor
+    thread, in an application whose every ask drew no bar."""
+    if not (enabled and hasattr(sys.stderr, "isatty") and sys.stderr.isatty()):
+        return _NoBar()
     from tqdm.auto import tqdm
 
-    on_terminal = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
-    return tqdm(total=total, disable=not (enabled and on_terminal), desc=desc, unit=unit, leave=False,
-                file=sys.stderr)
+    return tqdm(total=total, desc=desc, unit=unit, leave=False, file=sys.stderr)
+
+
+class _NoBar:
+    """What a bar that draws nothing answers: its methods do nothing."""
+
+    def __enter__(self) -> "_NoBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def update(self, n: int = 1) -> None:
+        return None
+
+    def set_postfix(self, *args, **kwargs) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
 
 
 def bars_wanted() -> bool:

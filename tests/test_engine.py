@@ -231,3 +231,34 @@ def test_open_with_a_model_loads_it_with_the_index_encoders_settings(tmp_path, s
         assert e.ask("How long does shipping take?").answers[0].faq_id == "2"
     assert calls == [("some-model", {"pooling": None, "max_length": 256, "prefix": "", "threads": 2, "gguf_file": None,
                                      "quantize": False, "device": None})]
+
+
+def test_building_and_asking_leave_the_host_process_alone(tmp_path):
+    """An application embedding faqsearch (a hostile run of the installed wheel): its first ask fixed the
+    process's multiprocessing start method (a later set_start_method("spawn") failed) and left a tqdm
+    monitor thread, from bars that drew nothing; each search left the thread's OpenMP count at 1; the
+    Milvus backend left a file ':memory:' in the working directory."""
+    import os
+    import subprocess
+    import sys
+
+    script = f"""
+import multiprocessing, os, threading
+from faqsearch import FAQSearch
+from faqsearch.backends.embedded.store import Store
+from tests.conftest import FakeEncoder
+os.chdir({str(tmp_path)!r})
+with FAQSearch.build([__import__("faqsearch").FAQ("1", "a", ["where is my parcel"])], "ix", encoder=FakeEncoder()) as e:
+    import faiss
+    faiss.omp_set_num_threads(2)
+    e.ask("parcel")
+    e.ask_many(["parcel"] * 3)
+    threads = faiss.omp_get_max_threads()  # this thread's OpenMP setting, torch's too: FAISS set 1 for good
+Store(":memory:").close()
+print(multiprocessing.get_start_method(allow_none=True), sorted(t.name for t in threading.enumerate()),
+      sorted(os.listdir(".")), threads)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == "None ['MainThread'] ['indexes'] 2", out.stdout  # the index, nothing else

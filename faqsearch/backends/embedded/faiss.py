@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 import os
 import threading
+from contextlib import contextmanager
+from typing import Iterator
 
 import numpy as np
 
@@ -102,13 +104,20 @@ def refine(queries: np.ndarray, scores: np.ndarray, ids: np.ndarray, k: int,
 _OMP_MAX: list[int] = []
 
 
-def _omp_threads(n: int | None) -> None:
-    """Set the calling thread's OpenMP thread count for FAISS (None: all, as at start-up)."""
+@contextmanager
+def _omp_threads(n: int | None) -> Iterator[None]:
+    """Within the block, the calling thread's OpenMP thread count for FAISS (None: all, as at start-up);
+    the thread's own setting again after it (the host's torch on that thread ran on one core for good)."""
     import faiss
 
     if not _OMP_MAX:
         _OMP_MAX.append(faiss.omp_get_max_threads())
+    before = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(n or _OMP_MAX[0])
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 def _ivf(inner):
@@ -260,13 +269,13 @@ class VectorIndex:
         sample_data while another process used the cores), and the setting is per thread."""
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         k = max(1, min(k, len(self)))
-        _omp_threads(1 if len(queries) <= SMALL_BATCH else None)
         if exclude is not None and not len(exclude):
             exclude = None
-        if self.refiner is not None:  # approximate codes choose candidates, exact vectors rank them
-            scores, found = self._search(queries, min(len(self), k * self.refine_factor), ids, exclude)
-            return refine(queries, scores, found, k, self.refiner)
-        return self._search(queries, k, ids, exclude)
+        with _omp_threads(1 if len(queries) <= SMALL_BATCH else None):
+            if self.refiner is not None:  # approximate codes choose candidates, exact vectors rank them
+                scores, found = self._search(queries, min(len(self), k * self.refine_factor), ids, exclude)
+                return refine(queries, scores, found, k, self.refiner)
+            return self._search(queries, k, ids, exclude)
 
     def _search(self, queries: np.ndarray, k: int, ids: np.ndarray | None,
                 exclude: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
