@@ -829,3 +829,17 @@ def test_a_server_error_is_logged_with_its_reason_and_a_read_only_index_says_why
         assert r.status_code == 400 and "is served read-only" in r.json()["error"] and "--no-log" not in r.json()["error"]
     finally:
         service.close()
+
+
+def test_serve_without_the_server_extra_names_it(fake_models, ix):
+    """Installed without the server extra, `faqsearch serve` printed a traceback (the application
+    imports pydantic first): it names the extra now, as the CLI's other missing extras do."""
+    import subprocess
+    import sys
+
+    script = ("import sys; sys.modules['pydantic'] = sys.modules['fastapi'] = None\n"
+              "from faqsearch.cli import cli\n"
+              f"cli(['serve', '--index', {ix!r}, '--port', '8999'])")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "pip install 'faqsearch[server]'" in out.stderr

@@ -10,13 +10,28 @@ from .service import Service
 __all__ = ["Service", "create_app", "serve"]
 
 
-def create_app(service, max_body=None, local_only=False):
-    from .app import MAX_BODY, create_app as _create
+# the modules of the server extra (pip install 'faqsearch[server]') and those they bring
+_EXTRA = {"fastapi", "fastapi_offline", "uvicorn", "starlette", "pydantic", "pydantic_core", "prometheus_client"}
 
-    return _create(service, MAX_BODY if max_body is None else max_body, local_only)
+
+def _app():
+    """:mod:`.app`, or the error naming the extra where the server extra is not installed (the
+    application imports FastAPI and pydantic: without them `faqsearch serve` was a traceback)."""
+    try:
+        from . import app
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in _EXTRA:
+            raise
+        from ..errors import MissingExtraError
+
+        raise MissingExtraError(f"faqsearch serve needs the server extra: pip install 'faqsearch[server]' ({exc})") from None
+    return app
+
+
+def create_app(service, max_body=None, local_only=False):
+    app = _app()
+    return app.create_app(service, app.MAX_BODY if max_body is None else max_body, local_only)
 
 
 def serve(*args, **kwargs):
-    from .app import serve as _serve
-
-    return _serve(*args, **kwargs)
+    return _app().serve(*args, **kwargs)
