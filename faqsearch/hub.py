@@ -6,6 +6,7 @@ file's SHA-256, so later loads take under a second.
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import tempfile
@@ -86,6 +87,9 @@ def load_pretrained(source: str, auto_cls, *, gguf_file: str | None = None, loca
         try:
             cached = _cached_gguf(source, gguf_file, auto_cls)
         except Exception as exc:
+            if importlib.util.find_spec("gguf") is None:  # transformers 5 says "Please install ... gguf"
+                raise MissingExtraError(f"loading the GGUF file {gguf_file!r} needs the gguf package: pip install "
+                                        f"'faqsearch[gguf]' ({str(exc).strip()})") from exc
             if "pip install" in str(exc):
                 raise MissingExtraError(f"loading {source!r} needs another package: {str(exc).strip()}") from exc
             raise ModelNotFoundError(f"cannot load GGUF file {gguf_file!r} from {source!r}: {exc}") from exc

@@ -168,3 +168,22 @@ def test_a_model_that_cannot_be_had_is_one_quick_error(monkeypatch, tmp_path):
         enc = load_encoder("minilm", max_length=2000, runtime=runtime)
         assert enc.max_length == 512 and enc.spec()["max_length"] == 512
         assert enc.encode(["reset my password " * 400]).shape == (1, 384)
+
+
+def test_a_gguf_model_without_the_gguf_package_names_the_extra(monkeypatch, tmp_path):
+    """transformers 5 says "Please install torch and gguf" where faqsearch looked for "pip install": an
+    application catching MissingExtraError got a ModelNotFoundError naming no extra (a hostile run)."""
+    import importlib.util
+
+    from faqsearch import hub
+    from faqsearch.errors import MissingExtraError
+
+    real_find_spec = importlib.util.find_spec
+
+    def no_gguf(*args, **kwargs):
+        raise ImportError("Please install torch and gguf>=0.10.0 to load a GGUF checkpoint in PyTorch.")
+
+    monkeypatch.setattr(hub, "_cached_gguf", no_gguf)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gguf" else real_find_spec(name, *a))
+    with pytest.raises(MissingExtraError, match=r"pip install 'faqsearch\[gguf\]'"):
+        hub.load_pretrained(str(tmp_path), object, gguf_file="model.gguf")
