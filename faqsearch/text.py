@@ -99,6 +99,12 @@ def check_whole(value: Any, name: str, low: int = 1, high: int = MAX_COUNT) -> i
     return int(value)
 
 
+def search_key(text: str | None) -> str:
+    """A text as a listing's search compares it ("contains"): NFC, then case-folded in every script
+    (SQLite's LIKE folded ASCII only: "ВОЗВРАТ" found no "возврат", "RÜCKSENDUNG" no "Rücksendung")."""
+    return unicodedata.normalize("NFC", text or "").casefold()
+
+
 def check_page(limit: Any, offset: Any, contains: Any = None) -> tuple[int | None, int]:
     """``(limit, offset)`` of a page of a listing, checked as the CLI and the API check them: ``limit`` None
     or a whole number of at least 1, ``offset`` one of at least 0, both at most 2**31 (SQLite's LIMIT

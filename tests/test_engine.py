@@ -262,3 +262,16 @@ print(multiprocessing.get_start_method(allow_none=True), sorted(t.name for t in 
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[0] == "None ['MainThread'] ['indexes'] 2", out.stdout  # the index, nothing else
+
+
+def test_listing_search_folds_case_in_every_script(tmp_path):
+    """A hostile run: `list --contains ВОЗВРАТ` (and the page's search) found no "возврат", "RÜCKSENDUNG" no
+    "Rücksendung", and a decomposed ü nothing (SQLite's LIKE folds ASCII only). % and _ stay literal."""
+    faqs = [FAQ("ru-1", "Возврат в течение 14 дней.", ["Как вернуть товар?"]),
+            FAQ("de-1", "Die Rücksendung ist kostenlos.", ["Wie funktioniert die Rücksendung?"]),
+            FAQ("x", "100% done", ["a_b c"]), FAQ("STRASSE", "Straße", ["where"])]
+    with build_index(faqs, tmp_path / "ix") as e:
+        found = {q: [f["id"] for f in e.list(contains=q)] for q in
+                 ["ВОЗВРАТ", "как ВЕРНУТЬ", "RÜCKSENDUNG", "ru\u0308cksendung", "100%", "a_b", "%", "_", "strasse"]}
+    assert found == {"ВОЗВРАТ": ["ru-1"], "как ВЕРНУТЬ": ["ru-1"], "RÜCKSENDUNG": ["de-1"], "ru\u0308cksendung": ["de-1"],
+                     "100%": ["x"], "a_b": ["x"], "%": ["x"], "_": ["x"], "strasse": ["STRASSE"]}

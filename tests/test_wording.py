@@ -93,7 +93,7 @@ def test_list_cuts_wide_answers_by_columns_says_when_nothing_matches_and_honours
     lines = run("list", "--index", ix).output.splitlines()
     assert len(lines) == 4 and all(columns(line) <= 39 + 70 for line in lines) and lines[1].endswith("...")
     assert run("list", "--index", ix, "--contains", "密碼").output.strip() == \
-        "No FAQ contains '密碼' (text is matched as written)."
+        "No FAQ contains '密碼' (matched as a run of text, in any case)."
     assert [ln.split()[0] for ln in run("list", "--index", ix, "--offset", "2").output.splitlines()[1:]] == ["z2"]
     assert run("list", "--index", ix, "--offset", "5").output.strip() == "No FAQs past --offset 5."
 

@@ -10,6 +10,7 @@ import sqlite3
 import weakref
 
 from ...files import sqlite_file
+from ...text import search_key
 
 
 def connect(path: str, index: str | None = None, owner: object = None) -> "_Connection":
@@ -18,6 +19,7 @@ def connect(path: str, index: str | None = None, owner: object = None) -> "_Conn
     through its statement cache (CPython's sqlite3), so one merely dropped stayed open, with its file,
     until a garbage collection (each edit swaps a reader's store for a new version's)."""
     conn = sqlite3.connect(sqlite_file(path), check_same_thread=False, factory=_Connection)
+    conn.create_function("search_key", 1, search_key, deterministic=True)  # a listing's "contains"
     conn.index = index or _index_of(path)
     if owner is not None:
         weakref.finalize(owner, conn.close)
@@ -29,6 +31,7 @@ def copy_in_memory(conn: "_Connection", owner: object = None) -> "_Connection":
     older than this faqsearch (a reader never writes the file: one that did broke an older faqsearch's
     edits, and failed on a read-only index as "damaged"; the next write upgrades the file, under the lock)."""
     mem = sqlite3.connect(":memory:", check_same_thread=False, factory=_Connection)
+    mem.create_function("search_key", 1, search_key, deterministic=True)
     mem.index = conn.index
     conn.backup(mem)
     conn.close()

@@ -24,7 +24,7 @@ from ...corpus import FAQ, faq_hash
 from ...filters import filter_sql
 from ...lexical import choose_stemmer, stem_in_use, tokenize
 from ...results import USER_SOURCES
-from ...text import clean_text
+from ...text import clean_text, search_key
 
 BLOCK = 2000  # corpus records written per step of a build
 SOURCES = ("corpus", "generated", "added", "feedback", "approved")
@@ -397,11 +397,10 @@ class Store:
         if category:
             conds.append("f.category = ?")
             args.append(clean_text(category))  # as stored: NFC, spaces trimmed
-        if contains:
-            like = "%" + contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            conds.append("(f.id like ? escape '\\' or f.answer like ? escape '\\' or exists (select 1 from "
-                         f"questions x where x.faq_id = f.id and {self._vis('x')} and x.text like ? escape '\\'))")
-            args += [like, like, like]
+        if contains:  # in every script's case (search_key), not LIKE's ASCII only
+            conds.append("(instr(search_key(f.id), ?) or instr(search_key(f.answer), ?) or exists (select 1 from "
+                         f"questions x where x.faq_id = f.id and {self._vis('x')} and instr(search_key(x.text), ?)))")
+            args += [search_key(contains)] * 3
         conds.append(self._vis("f"))
         sql = ("select f.id, f.category, f.answer, count(q.id) from faqs f left join questions q on q.faq_id = f.id "
                f"and {self._vis('q')} where " + " and ".join(conds) + " group by f.rid order by f.seq limit ? offset ?")

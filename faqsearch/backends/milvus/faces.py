@@ -10,7 +10,7 @@ import numpy as np
 
 from ...lexical import former_width_tokens, tokenize
 from ...results import USER_SOURCES
-from ...text import clean_text
+from ...text import clean_text, search_key
 from .collection import CJK, Collection, _quote, filter_expr
 
 log = logging.getLogger(__name__)
@@ -232,9 +232,9 @@ class MilvusStore:
             texts.setdefault(r["faq_id"], []).append(r["text"])
         out = list(faqs.values())
         if contains:
-            low = contains.lower()
-            out = [f for f in out if low in f["id"].lower() or low in f["answer"].lower()
-                   or any(low in t.lower() for t in texts[f["id"]])]
+            low = search_key(contains)
+            out = [f for f in out if low in search_key(f["id"]) or low in search_key(f["answer"])
+                   or any(low in search_key(t) for t in texts[f["id"]])]
         return out[offset:offset + limit] if limit is not None else out[offset:]
 
     def categories(self) -> list[str]:

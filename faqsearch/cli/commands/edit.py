@@ -120,7 +120,7 @@ def _open_store(index):
 @click.command(name="list")
 @index_option
 @click.option("--category", help="Only FAQs of this category.")
-@click.option("--contains", help="Only FAQs whose id, answer or a question contains this text.")
+@click.option("--contains", help="Only FAQs whose id, answer or a question contains this text (in any case).")
 @click.option("--limit", type=click.IntRange(1, MAX_COUNT), default=None)
 @click.option("--offset", type=click.IntRange(0, MAX_COUNT), default=0)
 @output_options('JSON: {"faqs": [...], "total": N}, each FAQ with its first question, as GET /indexes/NAME/faqs returns.',
@@ -153,7 +153,7 @@ def list_(index, category, contains, limit, offset, out):
     elif offset:
         click.echo(f"No FAQs past --offset {offset}{' that contain ' + repr(contains) if contains else ''}.")
     elif contains:
-        click.echo(f"No FAQ contains {contains!r} (text is matched as written).")
+        click.echo(f"No FAQ contains {contains!r} (matched as a run of text, in any case).")
     for row in rows:
         click.echo(f"{pad(row['id'], wid)} {pad(row['category'] or '-', wcat)} {row['questions']:>9}  "
                    f"{clip(' '.join(row['answer'].split()), 70)}")
