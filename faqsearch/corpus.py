@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping
 from .columns import Columns, find, given, resolve, separator_hint
 from .errors import CorpusError
 from .filters import check_metadata
-from .text import answer_key, clean_text, is_blank, not_utf8_fix, read_alike
+from .text import answer_key, clean_text, is_blank, not_utf8_fix, read_alike, utf16_order
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +117,8 @@ def _check_head(path: str, data: bytes) -> None:
             raise CorpusError(path, None, f"is {what}, not {'UTF-8' if what.startswith('UTF') else 'a text file'}; {fix}")
     head = data[:4096]
     if head.count(b"\x00") > len(head) // 8:
-        if len(head) > 3 and (head[1::2].count(0) > len(head) // 3 or head[0::2].count(0) > len(head) // 3):
-            order = "utf-16be" if head[0::2].count(0) > head[1::2].count(0) else "utf-16le"  # ASCII's zero byte first: BE
+        order = utf16_order(head)
+        if order is not None:
             raise CorpusError(path, None, "looks like UTF-16 text without a byte-order mark; "
                                           f"re-save it as UTF-8 (iconv -f {order} -t utf-8 FILE > NEW)")
         raise CorpusError(path, None, "is a binary file, not CSV, TSV or JSONL text; export the FAQ as one of those")

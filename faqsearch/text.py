@@ -306,3 +306,20 @@ def not_utf8_fix(line: bytes, limit: int = 3, what: str = "the line", terminal: 
 def said_short(text: str, width: int = 40) -> str:
     """``text`` quoted, cut at ``width`` characters."""
     return repr(text if len(text) <= width else text[:width - 1] + "…")
+
+
+def utf16_order(head: bytes) -> str | None:
+    """The byte order of UTF-16 text without a byte-order mark, or None: the zero byte of ASCII text in
+    every other place, or else text that reads as UTF-16 (printable lines of fields; Russian, Thai or
+    Japanese UTF-16 has few zero bytes, and was called "a binary file")."""
+    if len(head) > 3 and (head[1::2].count(0) > len(head) // 3 or head[0::2].count(0) > len(head) // 3):
+        return "utf-16be" if head[0::2].count(0) > head[1::2].count(0) else "utf-16le"  # ASCII's zero byte first: BE
+    for order in ("utf-16le", "utf-16be"):
+        try:
+            text = head[:len(head) // 2 * 2 - 2].decode(order)  # a pair of surrogates may be cut at the end
+        except UnicodeDecodeError:
+            continue
+        if "\n" in text and any(c in text for c in ",\t{") and \
+                sum(c.isprintable() or c in "\r\n\t" for c in text) >= 0.95 * len(text):
+            return order
+    return None
