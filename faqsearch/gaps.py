@@ -52,30 +52,37 @@ class Gap:
 
 
 def cluster(vectors: np.ndarray, weights: Sequence[int], similarity: float) -> np.ndarray:
-    """Group unit vectors (rows; heaviest first is best) into clusters; returns a label per row."""
-    n = len(vectors)
+    """Group unit vectors (rows; heaviest first is best) into clusters; returns a label per row.
+
+    Each row joins the nearest centroid (the unit weighted mean of a cluster) at ``similarity`` or
+    more, else starts a cluster; then every row is assigned once more against the final centroids.
+    Only the centroid a row joins is normalised again, and the last pass runs in blocks: renormalising
+    every centroid for each row and one rows x clusters matrix took 116 s and 1.1 GB at 20k queries."""
+    n, d = vectors.shape if vectors.ndim == 2 else (len(vectors), 0)
     labels = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return labels
-    sums = np.zeros((0, vectors.shape[1]), dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
+    sums, cent, g = np.zeros((64, d)), np.zeros((64, d)), 0  # grown by doubling; the first g rows are used
     for i in range(n):
-        if len(sums):
-            cent = sums / np.linalg.norm(sums, axis=1, keepdims=True)
-            sims = cent @ vectors[i]
+        if g:
+            sims = cent[:g] @ vectors[i]
             j = int(np.argmax(sims))
             if sims[j] >= similarity:
                 labels[i] = j
                 sums[j] += w[i] * vectors[i]
+                cent[j] = sums[j] / np.linalg.norm(sums[j])
                 continue
-        labels[i] = len(sums)
-        sums = np.vstack([sums, w[i] * vectors[i][None, :]])
-    # one reassignment pass against the final centroids
-    cent = sums / np.linalg.norm(sums, axis=1, keepdims=True)
-    sims = vectors @ cent.T
-    best = sims.argmax(axis=1)
-    ok = sims[np.arange(n), best] >= similarity
-    labels = np.where(ok, best, labels)
+        if g == len(sums):
+            sums, cent = (np.concatenate([a, np.zeros_like(a)]) for a in (sums, cent))
+        labels[i], sums[g] = g, w[i] * vectors[i]
+        cent[g] = sums[g] / np.linalg.norm(sums[g])
+        g += 1
+    for start in range(0, n, 2048):  # one reassignment pass against the final centroids
+        sims = vectors[start:start + 2048] @ cent[:g].T
+        best = sims.argmax(axis=1)
+        ok = sims[np.arange(len(best)), best] >= similarity
+        labels[start:start + 2048] = np.where(ok, best, labels[start:start + 2048])
     _, labels = np.unique(labels, return_inverse=True)
     return labels
 
