@@ -402,8 +402,9 @@ class Store:
                          f"questions x where x.faq_id = f.id and {self._vis('x')} and instr(search_key(x.text), ?)))")
             args += [search_key(contains)] * 3
         conds.append(self._vis("f"))
-        sql = ("select f.id, f.category, f.answer, count(q.id) from faqs f left join questions q on q.faq_id = f.id "
-               f"and {self._vis('q')} where " + " and ".join(conds) + " group by f.rid order by f.seq limit ? offset ?")
+        # the page first (by the seq index), then its rows' questions counted: a join grouped every FAQ per page
+        sql = (f"select f.id, f.category, f.answer, (select count(*) from questions q where q.faq_id = f.id and "
+               f"{self._vis('q')}) from faqs f where " + " and ".join(conds) + " order by f.seq limit ? offset ?")
         args += [-1 if limit is None else limit, offset]  # -1: no limit (an offset alone was ignored)
         with self._lock:
             return [{"id": r[0], "category": r[1], "answer": r[2], "questions": r[3]} for r in self._conn.execute(sql, args)]

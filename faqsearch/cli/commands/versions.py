@@ -5,27 +5,40 @@ import click
 
 from ..options import handles_errors, index_option, output_options
 from ..render import dump
+from ...text import count
 
 
 @click.command()
 @index_option
+@click.option("--delete-kept", is_flag=True, help="Delete every kept version but the live one (they hold what edits "
+              "took out, a user's phrasing among it): after that, restore cannot undo the edits before. Asks first "
+              "unless --yes.")
+@click.option("--yes", "-y", is_flag=True, help="With --delete-kept: do not ask for confirmation.")
 @output_options(quiet=False)
 @handles_errors
-def versions(index, out):
+def versions(index, delete_kept, yes, out):
     """List the versions an index keeps: when each was made, by what, its FAQs and questions, and
     which one is live. Every ingest, refit, tune transform --apply, learn and edit that drops questions
     or rewrites the answers, categories or metadata of several FAQs makes a new version; the previous ones are kept (the newest 5, and the last before each of the 5 latest
     removes, updates, ingests, learns or restores) for `faqsearch restore`. Settings
     that tune threshold, tune fusion and tune confidence store change the live version in place.
 
+    A query that feedback or approve made a phrasing stays in the versions kept from before its unassign or
+    remove: --delete-kept deletes them (a person's request to erase what they typed).
+
     \b
     Example:
         faqsearch versions --index support
         faqsearch versions --index support --json
+        faqsearch versions --index support --delete-kept --yes
     """
     from ...index.config import resolve_index_path
     from ...index.versions import list_versions
 
+    if delete_kept:
+        return _delete_kept(resolve_index_path(index), yes, out)
+    if yes:
+        raise click.UsageError("--yes goes with --delete-kept")
     rows = list_versions(resolve_index_path(index))
     if out.json:
         click.echo(dump({"versions": [v.to_dict() for v in rows]}))
@@ -40,6 +53,20 @@ def versions(index, out):
                    f"{v.questions if v.questions is not None else '?':>9}{'  (live)' if v.live else ''}")
     if any(v.edited_by for v in rows):  # edits committed in place: the counts are the version's as it is now
         click.echo("(\"then\": edits made inside that version since; its counts include them)")
+
+
+def _delete_kept(path, yes, out):
+    from ...index.versions import delete_kept, list_versions
+
+    kept = [v.version for v in list_versions(path) if not v.live]
+    if kept and not yes:
+        click.confirm(f"Delete {count(len(kept), 'kept version')} of {path} ({', '.join(kept)})? restore will not "
+                      "undo the edits before the live version", abort=True, err=True)
+    deleted = delete_kept(path) if kept else []
+    if out.json:
+        click.echo(dump({"deleted": deleted}))
+    else:
+        click.echo(f"Deleted {count(len(deleted), 'kept version')}{': ' + ', '.join(deleted) if deleted else ''}.")
 
 
 @click.command()
