@@ -228,3 +228,25 @@ def test_the_printed_undo_can_be_pasted_as_it_is(tmp_path, run, monkeypatch):
     assert run("ingest", write_corpus(tmp_path, ROWS), "--index", "my idx", "-q").exit_code == 0
     out = run("remove", "f1", "--index", "my idx").output
     assert "Undo with: faqsearch restore v00000001 --index 'my idx'" in out
+
+
+def test_delete_kept_erases_a_users_phrasing_from_every_file_of_the_index(tmp_path, run):
+    """A person asks that what they typed be erased: unassign leaves no trace of it in the live version, but
+    the versions kept for restore hold it until newer ones replace them. `versions --delete-kept` deletes
+    those (asking first unless --yes); the index answers on, and restore names only the live version."""
+    path = str(tmp_path / "ix")
+    assert run("ingest", write_corpus(tmp_path, ROWS), "--index", path).exit_code == 0
+    secret = "qzxwv jane.doe@example.com lost her card"
+    assert run("feedback", secret, "f3", "--index", path).exit_code == 0
+    assert run("unassign", secret, "f3", "--index", path).exit_code == 0
+    files = index_files(path)
+    assert not any(b"jane.doe" in data for name, data in files.items() if name.startswith(version(path).name))
+    assert any(b"jane.doe" in data for data in files.values())  # a kept version holds it
+    refused = run("versions", "--index", path, "--delete-kept", input="n\n")
+    assert refused.exit_code != 0 and "Delete 1 kept version of" in refused.output
+    out = json.loads(run("versions", "--index", path, "--delete-kept", "--yes", "--json").output)
+    assert len(out["deleted"]) == 1 and not any(b"jane.doe" in data for data in index_files(path).values())
+    rows = json.loads(run("versions", "--index", path, "--json").output)["versions"]
+    assert [r["live"] for r in rows] == [True] and run("ask", "question about topic3", "--index", path).exit_code == 0
+    assert "Deleted 0 kept versions." in run("versions", "--index", path, "--delete-kept", "--yes").output
+    assert run("versions", "--index", path, "--yes").exit_code == 2  # --yes goes with --delete-kept
