@@ -310,26 +310,32 @@ def _known(store: StoreView, faq_id: str) -> dict[str, Any]:
 MOVABLE = ("feedback", "approved", "generated")  # questions a person's feedback may move to another FAQ
 
 
-def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feedback") -> Edit:
+def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feedback",
+                  alike: dict[str, set[str]] | None = None, faq: dict[str, Any] | None = None) -> Edit:
     """"This query should have matched FAQ X": the query becomes a question of X. A text the FAQ
     already has (up to case, width, spacing and punctuation) is left alone (an empty plan), unless only a generator put it
     there: a person's judgement then makes it theirs (source feedback or approved), so that `augment
     --remove` keeps it. Where the text is a question of another FAQ, it would tie with itself there:
     one that feedback, an approval or a generator put there moves to X (the latest judgement wins);
-    one of that FAQ's own (corpus, added) is refused, naming it."""
+    one of that FAQ's own (corpus, added) is refused, naming it. ``alike`` (:func:`_alike`) and ``faq``:
+    what several texts of one call share (an approval of 50 scanned the whole index 50 times)."""
     text = clean_text(query)
     if is_blank(text):
         raise BlankQueryError("the query is blank (no visible characters); nothing to add")
-    faq = _known(store, faq_id)
+    faq = faq or _known(store, faq_id)
     key = read_alike(text)  # "HOW DO I PAY ?" ties with "How do I pay?" as exactly as the same text does
-    own = [q for q in faq["questions"] if read_alike(q["text"]) == key]
+    holders = None if alike is None else alike.get(key, set())
+    own = [] if holders is not None and faq_id not in holders else \
+        [q for q in faq["questions"] if read_alike(q["text"]) == key]
     if own:
         generated = [q for q in own if q["source"] == "generated"]
         if source == "generated" or len(generated) < len(own):
             return Edit(source)
         return Edit(source, new_questions=[(faq_id, text)], removed_questions=[q["id"] for q in generated],
                     touched_faqs=[faq_id])  # the person's words: `unassign` of them finds it
-    if text.isascii():  # SQL's LIKE finds it whatever its case (ASCII letters only)
+    if holders is not None:
+        near = sorted(holders - {faq_id})
+    elif text.isascii():  # a listing's search finds it whatever its case
         probe = max(re.findall(r"\w+", text), key=len, default=text)
         near = [f["id"] for f in store.list_faqs(contains=probe) if f["id"] != faq_id]
     else:  # "КАК ОПЛАТИТЬ?" for "как оплатить?": LIKE compares other letters as they are
@@ -351,7 +357,10 @@ def plan_feedback(store: StoreView, query: str, faq_id: str, source: str = "feed
 def plan_approve(store: StoreView, faq_id: str, texts: Sequence[str]) -> Edit:
     """Phrasings a person approved become questions of an FAQ (source 'approved'); texts it has, and
     the second of two that read alike (up to case, width, spacing and punctuation), are skipped."""
-    edits = [plan_feedback(store, t, faq_id, source="approved") for t in as_items(texts)]
+    texts = as_items(texts)
+    faq = _known(store, faq_id)
+    alike = _alike(store) if len(texts) > 1 else None
+    edits = [plan_feedback(store, t, faq_id, source="approved", alike=alike, faq=faq) for t in texts]
     new, seen = [], set()
     for q in (q for e in edits for q in e.new_questions):
         if (key := read_alike(q[1])) not in seen:
@@ -360,6 +369,14 @@ def plan_approve(store: StoreView, faq_id: str, texts: Sequence[str]) -> Edit:
     return Edit("approved", new_questions=new,
                 removed_questions=list(dict.fromkeys(q for e in edits for q in e.removed_questions)),
                 touched_faqs=sorted({f for e in edits for f in e.touched_faqs}))
+
+
+def _alike(store: StoreView) -> dict[str, set[str]]:
+    """The FAQs holding a question of each reading (:func:`read_alike`), read once for several texts."""
+    out: dict[str, set[str]] = {}
+    for _, fid, q in store.all_questions():
+        out.setdefault(read_alike(q), set()).add(fid)
+    return out
 
 
 def plan_unassign(store: StoreView, query: str, faq_id: str) -> Edit:
