@@ -23,7 +23,7 @@ from sqlite_utils import Database, Migrations
 from .errors import InvalidOptionError
 from .files import sqlite_file
 from .index.format import CONFIG, CURRENT, QUERY_LOG, legacy_query_log
-from .text import clean_text, read_alike
+from .text import clean_text, read_alike, search_key
 
 migrations = Migrations("faqsearch-querylog")
 log = logging.getLogger(__name__)
@@ -338,12 +338,31 @@ class QueryLog:
         with self._writing():
             self._conn.execute("pragma secure_delete = on")
             gone = self._conn.execute("delete from queries where time < ?", [before]).rowcount
+        self._empty_wal()
+        return int(gone)
+
+    def delete_containing(self, text: str) -> int:
+        """Delete the queries holding ``text`` in any case (a person's request to erase what they typed:
+        their email, name or number), text overwritten on disk as :meth:`delete_before` does; a copy of
+        it in another query's row (the question that matched, as logged before 2026-11-28) is cleared.
+        Returns how many queries were deleted."""
+        key = search_key(clean_text(text)) if isinstance(text, str) else ""
+        if len(key.strip()) < 3:
+            raise InvalidOptionError("give at least 3 characters of the text to delete the queries holding it")
+        with self._writing():
+            self._conn.create_function("search_key", 1, search_key, deterministic=True)
+            self._conn.execute("pragma secure_delete = on")
+            gone = self._conn.execute("delete from queries where instr(search_key(query), ?)", [key]).rowcount
+            self._conn.execute("update queries set top_question = null where instr(search_key(top_question), ?)", [key])
+        self._empty_wal()
+        return int(gone)
+
+    def _empty_wal(self) -> None:
         with self._lock:
             busy = self._conn.execute("pragma wal_checkpoint(TRUNCATE)").fetchone()[0]
         if busy:  # another process reads the log now: the -wal file keeps a copy until a later checkpoint
             log.warning("the deleted queries' text stays in %s-wal until the processes reading the log now are done "
                         "(run it again later to empty it)", self.path)
-        return int(gone)
 
     def count(self, since: str | None = None) -> dict[str, int]:
         """Queries logged (at or after ``since``), answered and not."""

@@ -142,6 +142,10 @@ class Traffic:
         rows = log.recent(limit, offset, unanswered, since)
         return {"queries": rows if store is None else held_marks(rows, store), **log.count(since)}  # counts: the period
 
+    def delete_containing(self, text: str) -> int:
+        """Delete the queries holding ``text`` (:meth:`QueryLog.delete_containing`); 0 without a log."""
+        return 0 if self.missing else self._required().delete_containing(text)
+
     def delete_before(self, before: str) -> int:
         """Delete the queries logged before ``before`` (:meth:`QueryLog.delete_before`); 0 without a log."""
         if self.missing:

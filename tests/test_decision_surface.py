@@ -91,6 +91,9 @@ def test_log_command_reads_what_the_library_and_cli_logged(ix, fake_models, run)
         {"deleted": 2, "before": "2999-01-01"}
     assert run("log", "--index", ix).output.startswith("0 queries logged:")
     assert run("log", "--index", ix, "--delete-before", "2999-01-01", "--unanswered").exit_code == 2  # (it deleted all)
+    assert run("log", "--index", ix, "--delete-containing", "xylophone").output == \
+        "Deleted 0 queries holding 'xylophone' from the query log.\n"
+    assert run("log", "--index", ix, "--delete-containing", "xylophone", "--since", "2000-01-01").exit_code == 2
 
 
 def test_log_and_gaps_without_a_log_report_nothing_logged_and_say_how_to_get_one(ix, fake_models, run):

@@ -162,6 +162,29 @@ def test_delete_before_forgets_old_queries_on_disk_too(tmp_path):
     assert b"4111 1111" not in data and b"where is my parcel" in data
 
 
+def test_delete_containing_erases_a_persons_queries_on_disk_too(tmp_path):
+    """A person asks that what they typed be erased: `log --delete-before` could only delete by date. Their
+    queries go, found in any case, text overwritten on disk; a copy of the text as another query's matched
+    question (logged before 2026-11-28) is cleared, that query kept."""
+    from faqsearch.errors import InvalidOptionError
+
+    path = str(tmp_path / "queries.db")
+    qlog = QueryLog(path)
+    try:
+        qlog.record([Result("Jane.Doe@Example.com where is my parcel", [], None, 0.5)], "hybrid")
+        qlog.record([Result("where is my parcel", [], None, 0.5)], "hybrid")
+        qlog.db.execute("update queries set top_question = 'jane.doe@example.com lost her card' where id = 2")
+        qlog.db.conn.commit()
+        assert qlog.delete_containing("JANE.DOE@example.com") == 1 and qlog.count()["total"] == 1
+        assert [(r["query"], r["top_question"]) for r in qlog.recent(5)] == [("where is my parcel", None)]
+        with pytest.raises(InvalidOptionError, match="at least 3 characters"):
+            qlog.delete_containing(" a ")
+    finally:
+        qlog.close()
+    data = b"".join(open(str(tmp_path / name), "rb").read() for name in os.listdir(tmp_path))
+    assert b"jane" not in data.lower() and b"where is my parcel" in data
+
+
 def _open_and_log(path, barrier, out):
     barrier.wait()
     try:

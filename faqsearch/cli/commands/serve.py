@@ -126,9 +126,12 @@ def gaps(index, similarity, margin, min_count, since, limit, out, threads):
 @click.option("--unanswered", is_flag=True, help="Only queries that got no confident answer.")
 @since_option("Delete the queries logged before this ISO time (UTC) instead of listing them, their text "
               "overwritten on disk: a retention policy, e.g. run daily with the date 90 days ago.", "--delete-before")
+@click.option("--delete-containing", metavar="TEXT", help="Delete the queries holding TEXT in any case instead of "
+              "listing them, their text overwritten on disk: a person's request to erase what they typed (their "
+              "email, name or number; see also versions --delete-kept).")
 @output_options("JSON on stdout: the same document as GET /indexes/NAME/queries.", quiet=False)
 @handles_errors
-def log(index, since, limit, unanswered, delete_before, out):
+def log(index, since, limit, unanswered, delete_before, delete_containing, out):
     """The query log, newest first: what was asked (by `serve`, `ask --log` or the library's
     ask(..., log=True)), when, and whether it was answered.
 
@@ -137,6 +140,7 @@ def log(index, since, limit, unanswered, delete_before, out):
         faqsearch log --index support --limit 20
         faqsearch log --since 2026-11-01 --unanswered --json
         faqsearch log --index support --delete-before "$(date -u -d '90 days ago' +%F)"
+        faqsearch log --index support --delete-containing "jane.doe@example.com"
     """
     from ...engine import FAQSearch
     from ...traffic import Traffic
@@ -144,9 +148,17 @@ def log(index, since, limit, unanswered, delete_before, out):
     if delete_before is not None and (since or unanswered or limit != 50):  # (it deleted all of them, for good)
         raise click.UsageError("--delete-before deletes every query logged before its date: it takes no --since, "
                                "--unanswered or --limit")
+    if delete_containing is not None and (since or unanswered or limit != 50 or delete_before is not None):
+        raise click.UsageError("--delete-containing deletes every query holding its text: it takes no --since, "
+                               "--unanswered, --limit or --delete-before")
     with FAQSearch.open(index) as engine, Traffic.existing(engine.path) as traffic:
         if traffic.missing:
             click.echo(f"Note: {traffic.why_off}.", err=True)
+        if delete_containing is not None:
+            gone = traffic.delete_containing(delete_containing)
+            click.echo(dump({"deleted": gone, "containing": delete_containing}) if out.json else
+                       f"Deleted {count(gone, 'query', 'queries')} holding {delete_containing!r} from the query log.")
+            return
         if delete_before is not None:
             gone = traffic.delete_before(delete_before)
             click.echo(dump({"deleted": gone, "before": delete_before}) if out.json else
