@@ -29,15 +29,17 @@ _ENGLISH = frozenset("the a an is are was were be been do does did i me my you y
                      "how what when where why which who can could should would will to of in on for with from at by "
                      "this that and or not if".split())
 # frequent function and question words of the Latin-script languages USE multilingual reads besides English
-# (Spanish, French, German, Italian, Portuguese, Dutch, Polish, Turkish), none a common English word
+# (Spanish, French, German, Italian, Portuguese, Dutch, Polish, Turkish), none a common English word or
+# abbreviation (os, el, la, mon, est, et, il, com... left out: "Mac OS", "El Paso", "Mon-Fri (EST)", ".com")
 _OTHER_LATIN = frozenset("""
-de la el los las del que y en un una por con para es se lo como mi mis su sus qué cómo dónde cuándo cuál quién
-puedo está hay pero al le les des du une et est dans pas je mon ma mes ce qui comment où quand puis votre vous
-nous sur avec der das und ist ich mein meine nicht ein eine wie kann auf für dem des von zu wo wann warum bei
-sich sie ihr il lo gli di che è mio mia dove quando posso sono della os da dos das não um uma meu minha
-onde com em é het een en ik mijn niet hoe waar wanneer kan voor op te zijn jak gdzie kiedy czy się jest bir ve
-bu ne nasıl nerede neden için ile ben benim nedir var yok mı mu mü
+de las del que y en un una por con para es lo como mis su sus qué cómo dónde cuándo cuál quién puedo está
+hay pero le les des du une dans pas je mes qui comment où quand puis votre vous nous sur avec der das und ist
+ich mein meine nicht ein eine wie kann auf für dem des von zu wo wann warum bei sich sie ihr lo gli che è mio
+mia dove quando posso sono della dos das não um uma meu minha onde em é het een en ik mijn niet hoe waar
+wanneer kan voor zijn jak gdzie kiedy czy się jest bir ve bu nasıl nerede neden için ile ben benim nedir
+yok mı mu mü
 """.split())
+_MARKED = re.compile("[\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]")  # Latin letters with marks: é, ñ, ü, ß, ł, ş...
 _STEM_LOCK = threading.Lock()
 
 
@@ -78,14 +80,18 @@ def choose_stemmer(texts: Iterable[str]) -> str:
 
 
 def latin_language(texts: Iterable[str]) -> str | None:
-    """'other' where the Latin words of ``texts`` are mostly those of another language USE multilingual
-    reads (Spanish, French, German, ...: at least 10% of them its function words, over twice the English
-    ones), 'english' where at least 15% are English function words, else None (too few to tell:
-    keywords, names)."""
+    """'other' where the Latin words of ``texts`` read as another language USE multilingual reads
+    (Spanish, French, German, ...): at least two different function words of those languages, over twice
+    as many as English ones and a tenth of the words, and besides them letters such as é, ñ or ü, or a
+    quarter of the words (names and keywords alone are not enough: "Hotel de la Paz", "Mac OS X El
+    Capitan", "Mon-Fri (EST)"); 'english' where at least 15% are English function words; else None."""
     words = [w for t in texts for w in _WORD.findall(t.translate(_ASCII_WIDTH).lower()) if not _CJK.search(w)
              and not w.isdigit()]
-    english, other = sum(w in _ENGLISH for w in words), sum(w in _OTHER_LATIN for w in words)
-    if other > 2 * english and other >= max(2.0, 0.1 * len(words)):
+    english = sum(w in _ENGLISH for w in words)
+    found = [w for w in words if w in _OTHER_LATIN]
+    marked = sum(bool(_MARKED.search(w)) for w in words)
+    if len(set(found)) >= 2 and len(found) > 2 * english and len(found) >= 0.1 * len(words) and (
+            marked >= max(1.0, 0.02 * len(words)) or len(found) >= max(3.0, 0.25 * len(words))):
         return "other"
     return "english" if words and english >= 0.15 * len(words) else None
 

@@ -39,7 +39,10 @@ def test_languages_declared_without_loading():
     # and Japanese written mostly in kanji to the Chinese one
     assert not writes(("en",), ["¿Cómo devuelvo un producto?"]) and not writes(("en",), ["Wo ist meine Bestellung?"])
     assert writes(("en", "es"), ["¿Cómo devuelvo un producto?"]) and writes(("en",), ["UN shipping rates to Los Angeles"])
+    assert writes(("en",), ["Mac OS X El Capitan support"]) and writes(("en",), ["Hotel de la Paz parking"])
     assert main_script(["送料無料の条件は？"]) == "Hiragana" and not writes(("zh",), ["送料無料の条件は？"])
+    chinese = ["我的订单在哪里", "怎么申请退款", "索尼ソニー耳机保修多久"] * 20  # one brand in katakana: still Chinese
+    assert main_script(chinese) == "Han" and writes(("zh",), chinese) and writes(("zh",), ["我の订单在哪里？怎么查询物流信息"])
     with pytest.raises(UnsupportedLanguageError, match="a language other than English"):
         check_languages("¿Cómo devuelvo un producto?", ("en",))
 

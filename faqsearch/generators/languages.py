@@ -105,14 +105,17 @@ def script_of(ch: str) -> str:
 def main_script(texts: Iterable[str]) -> str | None:
     """The script most of the letters of ``texts`` are written in, weighed by
     :func:`faqsearch.text.letter_units` (in Chinese text, a Latin word weighs as one Han character);
-    None without letters. Han text with kana in it is Japanese, named by its kana ('Hiragana')."""
+    None without letters. Han text of which kana are a fifth or more is Japanese, named by its kana
+    ('Hiragana': "送料無料の条件は？"); a Chinese FAQ naming ソニー once stays Chinese."""
     counts: Counter = Counter()
     for t in texts:
         for first, weight in letter_units(t):
             counts[script_of(first)] += weight
     main = counts.most_common(1)[0][0] if counts else None
-    kana = [k for k in ("Hiragana", "Katakana") if counts[k]]
-    return max(kana, key=counts.__getitem__) if main == "Han" and kana else main
+    kana = counts["Hiragana"] + counts["Katakana"]
+    if main == "Han" and kana >= 0.2 * (kana + counts["Han"]):
+        return "Hiragana" if counts["Hiragana"] >= counts["Katakana"] else "Katakana"
+    return main
 
 
 def writes(languages: Sequence[str] | None, texts: Sequence[str]) -> bool:
