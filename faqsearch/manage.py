@@ -3,12 +3,14 @@ the listing of one index's FAQs that `faqsearch list --json` and GET /indexes/NA
 its FAQs written back out as a corpus file (`faqsearch export`)."""
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import shutil
 from typing import Any
 
 from .corpus import FAQ, FORMATS
+from .results import USER_SOURCES
 from .text import count
 from .index import config as cfg
 from .backends import backend_for
@@ -237,12 +239,17 @@ def export_faqs(store, everything: bool = False) -> list[FAQ]:
     and the generated ones too (to move the index elsewhere). An FAQ holding none of the first keeps all."""
     from .edits.plan import EDITABLE
 
-    out = []
+    out, users = [], 0
     for row in store.list_faqs(None):
         faq = store.faq(row["id"]) or {"questions": []}
-        questions = [q["text"] for q in faq["questions"] if everything or q["source"] in EDITABLE] or \
-            [q["text"] for q in faq["questions"]]
-        out.append(FAQ(row["id"], faq["answer"], questions, faq.get("category"), faq.get("metadata") or {}))
+        taken = [q for q in faq["questions"] if everything or q["source"] in EDITABLE] or faq["questions"]
+        users += sum(q["source"] in USER_SOURCES for q in taken)
+        out.append(FAQ(row["id"], faq["answer"], [q["text"] for q in taken], faq.get("category"), faq.get("metadata") or {}))
+    if users:  # a file has no column for where a question came from
+        logging.getLogger(__name__).warning(
+            "the file holds %d users' queries that feedback or approve made phrasings: an index ingested from it "
+            "counts them as written questions, shown to anyone who asks (not to keys only); erase personal text "
+            "from the file first", users)
     return out
 
 

@@ -34,13 +34,14 @@ class Answer:
     token: float | None = None  # token match of query and question (hybrid mode; faqsearch.tokenmatch)
     prototype: float | None = None  # cosine to the FAQ's prototype where the ranking or confidence uses it (faqsearch.prototypes)
     confidence: float | None = None  # P(this answer is right), 0-1 (faqsearch.confidence)
-    # the FAQ's first question written for it (never a user's query): what to show a user ("did you mean ...?")
+    # what to show a user ("did you mean ...?"): the matched question where it was written for the FAQ, else
+    # (a user's query that feedback or approve made a phrasing) the FAQ's first written question
     faq_question: str | None = None
 
     def public(self) -> "Answer":
         """This answer as a user who cannot read the query log sees it: a matched question that was
-        another user's query (feedback, an approved suggestion) is shown as the FAQ's own first question
-        (``source`` still says which kind matched)."""
+        another user's query (feedback, an approved suggestion) is shown as ``faq_question``, the FAQ's first
+        written question (``source`` still says which kind matched)."""
         return replace(self, question=self.faq_question or "") if self.source in USER_SOURCES else self
 
 
@@ -101,9 +102,11 @@ class EditReport:
 
 
 def with_faq_questions(results: list[Result], first_questions: Callable[[Sequence[str]], dict[str, str]]) -> list[Result]:
-    """``results`` with each answer's ``faq_question`` filled from ``first_questions`` (one call for all)."""
+    """``results`` with each answer's ``faq_question`` filled: its question, or where that was a user's
+    query, its FAQ's first written question (``first_questions``, one call for all such answers)."""
     answers = list({id(a): a for r in results for a in (*r.ranked, *r.answers, r.nearest) if a is not None}.values())
-    titles = first_questions(sorted({a.faq_id for a in answers})) if answers else {}
+    users = sorted({a.faq_id for a in answers if a.source in USER_SOURCES})
+    titles = first_questions(users) if users else {}
     for a in answers:
-        a.faq_question = titles.get(a.faq_id)
+        a.faq_question = titles.get(a.faq_id) if a.source in USER_SOURCES else a.question
     return results

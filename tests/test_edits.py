@@ -788,3 +788,12 @@ def test_a_users_query_taken_out_leaves_no_trace_in_the_live_version(engine):
     assert engine.ask("zyxalpha card", k=1, mode="lexical").answers == []
     assert engine.ask("a wording kept by a person", k=1).answers[0].faq_id == "2"
     assert version(engine.path) != before  # a compaction: the versions kept for restore still hold the text
+
+
+def test_a_phrasing_moved_to_another_faq_is_no_erasure(engine):
+    """Feedback that moves a user's phrasing to another FAQ (the page's "Wrong answer? The right FAQ is...")
+    keeps the text in the index: it is written as the delta it always was, not as a compaction."""
+    engine.feedback("where is parcel 42", "3")
+    engine.feedback("Where is parcel 42?", "4")  # the latest judgement wins: moved from 3 to 4
+    assert engine.snapshot.config.delta is not None  # a delta (a compaction folds it in and records none)
+    assert [q["text"] for q in engine.show("4")["questions"] if q["source"] == "feedback"] == ["Where is parcel 42?"]

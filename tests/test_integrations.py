@@ -57,6 +57,11 @@ def test_is_a_langchain_retriever_returning_the_answer_with_its_match(engine, lc
     assert first.metadata["confidence"] == pytest.approx(best.confidence)
     assert first.metadata["score"] == pytest.approx(best.score)
     assert first.metadata["answered"] is True and first.metadata["category"] == "account"
+    # another user's query that feedback made a phrasing never reaches a chain (its prompt, its reply)
+    engine.feedback("jane.doe@example.com cannot log in, password gone", "1")
+    leaked = retriever.invoke("jane.doe@example.com cannot log in, password gone")[0].metadata
+    assert leaked["source"] == "feedback" and "jane" not in leaked["question"] + leaked["faq_question"]
+    assert leaked["question"] == leaked["faq_question"] == "How do I reset my password?"
 
 
 def test_a_query_the_index_does_not_answer_gives_no_documents_or_the_nearest_guess(engine, lc):

@@ -128,7 +128,7 @@ def test_names_paths_and_homes_mean_what_they_say(tmp_path, run, small_corpus, m
         assert res.exit_code == 2 and words in res.output
 
 
-def test_export_writes_the_faq_back_out_as_a_corpus_that_reads_back_alike(tmp_path, run):
+def test_export_writes_the_faq_back_out_as_a_corpus_that_reads_back_alike(tmp_path, run, caplog):
     """Found by a hostile run of spreadsheet round trips: nothing wrote the FAQ back out (answers edited in
     the page, feedback), and `show --json` lines fed to upsert stored content_hash and revision as metadata."""
     corpus = tmp_path / "faq.jsonl"
@@ -159,8 +159,11 @@ def test_export_writes_the_faq_back_out_as_a_corpus_that_reads_back_alike(tmp_pa
         assert show["answer"] == "Track it under Orders." and show["metadata"] == {"owner": "bob"}
         assert [q["text"] for q in show["questions"]] == ["Where is my parcel?"]  # without --all: the corpus's own
         assert json.loads(run("show", "p2", "--index", other, "--json").stdout)["answer"] == '"Quoted whole"'
-    everything = run("export", "--index", ix, "--all", "--format", "jsonl").stdout
+    with caplog.at_level("WARNING"):
+        everything = run("export", "--index", ix, "--all", "--format", "jsonl").stdout
     assert "parcel gone missing" in everything and len(everything.splitlines()) == 3
+    # ingested elsewhere, a user's query becomes a written question, shown to anyone: said (a second reading)
+    assert "holds 1 users' queries" in caplog.text and "shown to anyone" in caplog.text
     assert run("export", str(tmp_path / "x.txt"), "--index", ix).exit_code == 2  # which format: said, not guessed
     shared = tmp_path / "shared.csv"  # through a link, into the file it names, keeping that file's mode
     shared.write_text("old")

@@ -473,3 +473,24 @@ def test_right_to_left_text_reads_right_to_left(page):
         return dir;
     })""")
     assert shown == ["rtl", "ltr"]
+
+
+def test_a_users_phrasing_is_shown_and_unassigned_only_with_a_key(page, server):
+    """Another user's query that feedback made a phrasing is shown to keys that read the query log only;
+    without one, its FAQ's own question stands in, and no Unassign is offered for it (it took that question
+    out and failed: "it is one of its corpus questions", a second reading)."""
+    query = "my order 77123 for jane at elm street never came"
+    feedback(server, query, "shp-01")
+    try:
+        ask(page, query)
+        first = page.locator("#answers .answer").first
+        assert first.locator(".faq-id").inner_text() == "shp-01"
+        assert "jane" not in first.locator(".matched").inner_text() and first.locator(".unassign-open").count() == 0
+        unlock(page)
+        ask(page, query)
+        first = page.locator("#answers .answer").first
+        assert first.locator(".matched").inner_text() == query and first.locator(".unassign-open").count() == 1
+    finally:
+        r = httpx.post(f"{server}/indexes/support/unassign", json={"query": query, "faq_id": "shp-01"},
+                       headers={"X-API-Key": KEY}, timeout=60)
+        assert r.status_code == 200, r.text

@@ -38,10 +38,11 @@ def retrieved(result: Result, only_answered: bool = True) -> list[tuple[Answer, 
 
 
 def metadata(answer: Answer, answered: bool) -> dict[str, Any]:
-    """A retrieved FAQ's metadata: faq_id, the stored question that matched, the FAQ's own first question
-    (``faq_question``: what to show a user, never another user's query), confidence, score, answered,
-    category and source, and the FAQ's own metadata (when it has any) under ``metadata``."""
-    return {"faq_id": answer.faq_id, "question": answer.question, "faq_question": answer.faq_question,
+    """A retrieved FAQ's metadata: faq_id, the stored question that matched as the public sees it (a
+    user's query that feedback made a phrasing never goes into a chain's prompt or reply: its FAQ's
+    written question stands in), ``faq_question``, confidence, score, answered, category and source, and
+    the FAQ's own metadata (when it has any) under ``metadata``."""
+    return {"faq_id": answer.faq_id, "question": answer.public().question, "faq_question": answer.faq_question,
             "confidence": answer.confidence,
             "score": answer.score, "answered": answered, "category": answer.category, "source": answer.source,
             **({"metadata": answer.metadata} if answer.metadata else {})}

@@ -164,7 +164,9 @@ function answerCard(a, query, queryId, label = "") {
       a.category ? el("span", { class: "badge", text: a.category }) : "",
       a.source !== "corpus" ? el("span", { class: "muted",
         text: `matched ${/^[aeiou]/.test(a.source) ? "an" : "a"} ${a.source} question` }) : "",
-      assigned(a.source) ? unassignButton(a.question, a.faq_id, `Take this question out of ${a.faq_id}`) : ""),
+      // a user's phrasing is shown only to keys that read the query log (else its FAQ's own question stands in)
+      assigned(a.source) && a.question !== a.faq_question ?
+        unassignButton(a.question, a.faq_id, `Take this question out of ${a.faq_id}`) : ""),
     assignButton(query, queryId, label ? "Not this one? The right FAQ is…" : "Wrong answer? The right FAQ is…"));
 }
 

@@ -28,6 +28,7 @@ from ...index import config as cfg
 from ...defaults import CHUNK
 from ...errors import FAQSearchError
 from ...results import USER_SOURCES
+from ...text import read_alike
 from ...files import load_npy, preallocate, sample_digest, share_file
 from ...index.format import CONFIG, FAISS, IDS, STORE, VECTORS, WHITENING, Config, delta_file
 from .postings import share as share_postings
@@ -69,9 +70,11 @@ def _erases_users_text(snap: "Snapshot", plan: "Edit") -> bool:
     """Whether the edit removes a question that was a user's query (feedback, approve: personal text a
     person may want gone). It is then written as a compaction: a delta only marks rows removed, so the
     new live store would keep the text (and its words in the full-text index) until the next one."""
+    kept = {read_alike(t) for t in plan.texts()}  # a phrasing feedback moves to another FAQ is not erased
     rows = snap.store.questions(plan.removed_questions).values() if plan.removed_questions else []
-    return any(r["source"] in USER_SOURCES for r in rows) or any(
-        q["source"] in USER_SOURCES for f in plan.removed_faqs for q in (snap.store.faq(f) or {"questions": []})["questions"])
+    return any(r["source"] in USER_SOURCES and read_alike(r["question"]) not in kept for r in rows) or any(
+        q["source"] in USER_SOURCES and read_alike(q["text"]) not in kept
+        for f in plan.removed_faqs for q in (snap.store.faq(f) or {"questions": []})["questions"])
 
 
 # store files (device, inode, size, modification and change times) this process checked, or left after its own
