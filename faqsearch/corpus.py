@@ -116,12 +116,13 @@ def _check_head(path: str, data: bytes) -> None:
         if data.startswith(magic):
             raise CorpusError(path, None, f"is {what}, not {'UTF-8' if what.startswith('UTF') else 'a text file'}; {fix}")
     head = data[:4096]
-    if head.count(b"\x00") > len(head) // 8:
+    if b"\x00" in head:  # no UTF-8 text holds one; Thai or Japanese UTF-16 holds few (its commas, line ends)
         order = utf16_order(head)
         if order is not None:
             raise CorpusError(path, None, "looks like UTF-16 text without a byte-order mark; "
                                           f"re-save it as UTF-8 (iconv -f {order} -t utf-8 FILE > NEW)")
-        raise CorpusError(path, None, "is a binary file, not CSV, TSV or JSONL text; export the FAQ as one of those")
+        if head.count(b"\x00") > len(head) // 8:
+            raise CorpusError(path, None, "is a binary file, not CSV, TSV or JSONL text; export the FAQ as one of those")
 
 
 def _read_text(path: str, data: bytes | None = None) -> str:

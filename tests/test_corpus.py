@@ -162,7 +162,8 @@ def test_a_binary_file_is_named_whatever_its_name_and_utf16_says_its_byte_order(
     # Russian, Thai or Japanese UTF-16 has few zero bytes: it was "a binary file" (a hostile run)
     rows = "id,question,answer\n" + "".join(f"r{i},Как вернуть товар номер {i}?,Возврат в течение 14 дней\n" for i in range(40))
     for enc, order in (("utf-16-be", "utf-16be"), ("utf-16-le", "utf-16le")):
-        for sample in (rows, rows.replace("Как вернуть товар номер", "ลืมรหัสผ่าน").replace("Возврат", "返品")):
+        thai = "id,question,answer\n" + "".join(f"ท{i},ลืมรหัสผ่านทำอย่างไร,กดลืมรหัสผ่านที่หน้าเข้าสู่ระบบ\n" for i in range(40))
+        for sample in (rows, rows.replace("Как вернуть товар номер", "ลืมรหัสผ่าน").replace("Возврат", "返品"), thai):
             with pytest.raises(CorpusError, match=f"UTF-16 text without a byte-order mark.*iconv -f {order}"):
                 read_corpus(write(tmp_path, f"ru-{enc}.csv", sample.encode(enc)))
     with pytest.raises(CorpusError, match="is a binary file"):
