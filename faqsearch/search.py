@@ -23,7 +23,7 @@ from .errors import IndexFormatError, InvalidOptionError
 from .filters import check_filters
 from .results import Answer, Result, with_faq_questions
 from .index.snapshot import Snapshot
-from .text import as_items, check_whole, clean_text, is_blank
+from .text import as_items, check_whole, clean_text, for_search, is_blank
 from .tokenmatch import gives_states
 from .tokenmatch import scores as token_scores
 
@@ -228,7 +228,7 @@ class Searcher:
         out = [Result(t, [], None, thr, min_confidence=op) for t in texts]
         if not asked:
             return out
-        q = [texts[i] for i in asked]
+        q = [for_search(texts[i]) for i in asked]  # the Result keeps the query as it was written
         if mode == "lexical":  # BM25 scores are no cosines: no threshold applies, and none is reported
             out = [Result(t, [], None, None) for t in texts]
             for i, found in zip(asked, self.lexical(q, k, filters)):

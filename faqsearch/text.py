@@ -99,6 +99,17 @@ def check_whole(value: Any, name: str, low: int = 1, high: int = MAX_COUNT) -> i
     return int(value)
 
 
+# Arabic and Hebrew vowel and cantillation marks, and the Arabic stretching letter (tatweel): written in
+# formal or taught text, seldom in an FAQ; the encoders read "كَيْفَ" as other words than "كيف"
+_POINTING = dict.fromkeys([*range(0x0591, 0x05C8), *range(0x064B, 0x0660), 0x0670, 0x0640])
+
+
+def for_search(text: str) -> str:
+    """A query as it is searched: without Arabic or Hebrew vowel marks and tatweel ("كَيْفَ أَحْذِفُ حِسَابِي؟"
+    was answered with another FAQ than "كيف أحذف حسابي؟", its stored question); other text as it is."""
+    return text.translate(_POINTING) if any(0x0591 <= ord(c) <= 0x0670 for c in text) else text
+
+
 def search_key(text: str | None) -> str:
     """A text as a listing's search compares it ("contains"): NFC, then case-folded in every script
     (SQLite's LIKE folded ASCII only: "ВОЗВРАТ" found no "возврат", "RÜCKSENDUNG" no "Rücksendung")."""

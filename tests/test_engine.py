@@ -275,3 +275,16 @@ def test_listing_search_folds_case_in_every_script(tmp_path):
                  ["ВОЗВРАТ", "как ВЕРНУТЬ", "RÜCKSENDUNG", "ru\u0308cksendung", "100%", "a_b", "%", "_", "strasse"]}
     assert found == {"ВОЗВРАТ": ["ru-1"], "как ВЕРНУТЬ": ["ru-1"], "RÜCKSENDUNG": ["de-1"], "ru\u0308cksendung": ["de-1"],
                      "100%": ["x"], "a_b": ["x"], "%": ["x"], "_": ["x"], "strasse": ["STRASSE"]}
+
+
+def test_a_vowelled_arabic_query_is_searched_as_the_plain_text_faqs_are_written_in(tmp_path):
+    """A hostile run: "كَيْفَ أَحْذِفُ حِسَابِي؟" (formal text, with its vowel marks) was answered with another FAQ
+    than its own stored question "كيف أحذف حسابي؟", and "كيـــف" (tatweel) lost the match; the marks are
+    dropped from the query as it is searched, and the Result keeps the query as written."""
+    faqs = [FAQ("acc-02", "من الإعدادات", ["كيف أحذف حسابي؟"]), FAQ("ord-01", "قبل الشحن", ["هل يمكنني إلغاء الطلب؟"])]
+    with build_index(faqs, tmp_path / "ix") as e:
+        for query in ("كَيْفَ أَحْذِفُ حِسَابِي؟", "كيـــف أحذف حسابي؟"):
+            for mode in ("dense", "lexical", "hybrid"):
+                result = e.ask(query, k=1, mode=mode)
+                assert result.query == query and result.ranked[0].faq_id == "acc-02", (query, mode)
+            assert e.ask(query, k=1, mode="dense").ranked[0].score == pytest.approx(1.0, abs=1e-5)
