@@ -725,6 +725,10 @@ def test_questions_in_a_script_the_encoder_does_not_read_are_warned_of_at_ingest
         e.add([FAQ("up", "Glad we could help!", ["👍"])])
     assert "1 of 1 questions are written mostly in symbols alone (emoji)" in caplog.text
     assert "give those FAQs a question in words" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # Spanish on MiniLM: read as English words (a second reading)
+        e.add([FAQ("es", "Sí", ["¿Cómo puedo cambiar mi contraseña?", "¿Dónde está mi paquete?"])])
+    assert "read as a language other than English" in caplog.text and "--model use-multilingual" in caplog.text
     e.close()
 
 

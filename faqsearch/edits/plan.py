@@ -241,9 +241,14 @@ def _refuse_replacing_all(plan: Edit, faqs: Sequence[FAQ], ingested) -> None:
 def warn_unread(spec: dict[str, Any] | None, questions: Sequence[str], fix: str) -> None:
     """Warn where questions are written mostly in a script the index's encoder does not read (Chinese on
     the English MiniLM): ingest chose the encoder by the corpus's main script, and an edit keeps it."""
-    from ..encoders import unread_questions
+    from ..encoders import reads_latin_only, unread_questions
     from ..generators.languages import main_script
+    from ..lexical import latin_language
 
+    if reads_latin_only(spec) and latin_language(questions) == "other":  # Spanish, German... on MiniLM
+        log.warning("the new questions read as a language other than English (Spanish, French, German...), which the "
+                    "encoder %s reads as English words: an unrelated question in that language may get a confident "
+                    "answer; an index of such FAQs is better built with --model use-multilingual", (spec or {}).get("name"))
     unread = unread_questions(spec, questions)
     if unread:
         script = main_script(unread)
