@@ -768,6 +768,13 @@ def test_an_id_stored_by_an_older_faqsearch_that_it_would_clean_now_is_still_upd
         report = e.update_faq("f1\u200b", answer="Cash.")
         assert report.added_faqs == [] and [(f["id"], f["answer"]) for f in e.list()] == [("f1\u200b", "Cash."),
                                                                                            ("f2", "Here.")]
+        # an upsert of the file it came from (the id read as "f1" today) updates that FAQ, keeping its feedback
+        e.feedback("paying at the till", "f1\u200b")
+        sheet = tmp_path / "sheet.csv"
+        sheet.write_text("id,question,answer\n\u200ff1,How do I pay?,Cash or card.\nf2,Where is it?,Here.\n", encoding="utf-8")
+        report = e.upsert(str(sheet))
+        assert (report.added_faqs, report.removed_faqs, report.updated_faqs) == ([], [], ["f1\u200b"])
+        assert [q["source"] for q in e.show("f1\u200b")["questions"]] == ["corpus", "feedback"]
 
 
 def test_a_users_query_taken_out_leaves_no_trace_in_the_live_version(engine):

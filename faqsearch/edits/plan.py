@@ -183,6 +183,10 @@ def plan_update(store: StoreView, faqs: Sequence[FAQ], remove_missing: bool = Fa
     check_batch(faqs)
     check_revisions(store, revisions)  # under the writer's lock: what the edit was made from is what is there
     hashes = store.faq_hashes()
+    # an id an older faqsearch stored as written ("\u200fret-01" from a right-to-left sheet) is the FAQ of the id
+    # as read today: an upsert of the same file re-created it and dropped its feedback (a second reading)
+    older = {clean_text(i): i for i in hashes if clean_text(i) != i}
+    faqs = [dataclasses.replace(f, id=older[f.id]) if f.id not in hashes and f.id in older else f for f in faqs]
     check_addressable(hashes, [f.id for f in faqs if f.id not in hashes])
     plan = Edit(source)
     merge = not (replace or remove_missing)
