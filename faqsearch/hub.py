@@ -15,7 +15,7 @@ from typing import Any
 from .errors import MissingExtraError, ModelNotFoundError, said
 from .files import as_umask_gives, file_digest
 from .index.format import MODEL_CONFIG
-from .progress import library_bars
+from .progress import library_bars, transformers_bars_off
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,13 @@ def load_pretrained(source: str, auto_cls, *, gguf_file: str | None = None, loca
                     what: str = "model") -> tuple[Any, Any]:
     """(tokenizer, model) from a local directory or Hugging Face id, trying the local cache before
     the hub; a GGUF file inside a local directory goes through the safetensors cache."""
-    import transformers
+    with transformers_bars_off():
+        return _load_pretrained(source, auto_cls, gguf_file, local_only, what)
+
+
+def _load_pretrained(source: str, auto_cls, gguf_file: str | None, local_only: bool, what: str) -> tuple[Any, Any]:
     from transformers import AutoTokenizer
 
-    transformers.utils.logging.disable_progress_bar()
     if gguf_file:
         try:
             cached = _cached_gguf(source, gguf_file, auto_cls)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 
 
 def progress_bar(total: int, enabled: bool, desc: str, unit: str = "text"):
@@ -63,3 +64,20 @@ class library_bars:
     def __exit__(self, *exc) -> None:
         if self.original is not None:
             self.module.tqdm = self.original
+
+
+@contextmanager
+def transformers_bars_off():
+    """Within the block, transformers' and the Hugging Face hub's progress bars off (a model loaded from
+    the cache draws one per file); after it, on again where they were on: turned off for good, an
+    application embedding faqsearch lost the bars of its own downloads."""
+    import transformers
+
+    logging = transformers.utils.logging
+    was = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            logging.enable_progress_bar()

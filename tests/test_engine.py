@@ -288,3 +288,20 @@ def test_a_vowelled_arabic_query_is_searched_as_the_plain_text_faqs_are_written_
                 result = e.ask(query, k=1, mode=mode)
                 assert result.query == query and result.ranked[0].faq_id == "acc-02", (query, mode)
             assert e.ask(query, k=1, mode="dense").ranked[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_loading_a_model_leaves_the_applications_download_bars_on(tmp_path, monkeypatch):
+    """An application embedding faqsearch lost the progress bars of its own Hugging Face downloads: loading
+    a model switched transformers' and the hub's bars off for the whole process (a hostile run)."""
+    import huggingface_hub.utils as hub_utils
+    import transformers
+
+    from faqsearch.encoders.transformer import TransformerEncoder
+
+    monkeypatch.setenv("FAQSEARCH_CACHE", str(tmp_path / "cache"))
+    transformers.utils.logging.enable_progress_bar()
+    from faqsearch.encoders import _minilm_path
+
+    TransformerEncoder(_minilm_path()).encode(["where is my parcel"])
+    assert transformers.utils.logging.is_progress_bar_enabled() and not hub_utils.are_progress_bars_disabled()

@@ -81,13 +81,12 @@ def export(source: str, pooling: str, max_length: int, dest: str) -> dict[str, A
     import torch
     from transformers import AutoModel, AutoTokenizer
 
+    from ..progress import transformers_bars_off
     from .transformer import _pool
 
-    import transformers
-
-    transformers.utils.logging.disable_progress_bar()
-    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
-    model = AutoModel.from_pretrained(source, local_files_only=True, attn_implementation="eager").eval()
+    with transformers_bars_off():
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+        model = AutoModel.from_pretrained(source, local_files_only=True, attn_implementation="eager").eval()
     if not getattr(tokenizer, "is_fast", False):
         raise RuntimeError("no fast tokenizer (tokenizer.json) to run without transformers")
     wants_types = "token_type_ids" in tokenizer.model_input_names

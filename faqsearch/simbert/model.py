@@ -21,6 +21,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..progress import transformers_bars_off
+
 log = logging.getLogger(__name__)
 
 CONFIG_NAME = "faqsearch_simbert.json"
@@ -62,14 +64,14 @@ class SimBert(torch.nn.Module):
         import transformers
         from transformers import AutoTokenizer, BertForMaskedLM
 
-        transformers.utils.logging.disable_progress_bar()
         verbosity = transformers.logging.get_verbosity()
         transformers.logging.set_verbosity_error()  # the missing-head notice is ours to give
         try:
-            mlm, info = BertForMaskedLM.from_pretrained(path, output_loading_info=True)
+            with transformers_bars_off():
+                mlm, info = BertForMaskedLM.from_pretrained(path, output_loading_info=True)
+                tokenizer = AutoTokenizer.from_pretrained(path)
         finally:
             transformers.logging.set_verbosity(verbosity)
-        tokenizer = AutoTokenizer.from_pretrained(path)
         missing = [k for k in info.get("missing_keys", []) if k.startswith("cls.")]
         trained = not missing
         if missing:
