@@ -397,12 +397,13 @@ class Store:
         if category:
             conds.append("f.category = ?")
             args.append(clean_text(category))  # as stored: NFC, spaces trimmed
-        if contains:  # in every script's case (search_key), not LIKE's ASCII only
-            conds.append("(instr(search_key(f.id), ?) or instr(search_key(f.answer), ?) or exists (select 1 from "
-                         f"questions x where x.faq_id = f.id and {self._vis('x')} and instr(search_key(x.text), ?)))")
-            args += [search_key(contains)] * 3
-        conds.append(self._vis("f"))
-        # the page first (by the seq index), then its rows' questions counted: a join grouped every FAQ per page
+        if contains:  # LIKE folds ASCII letters only: other text is compared by search_key (a Python function, slower)
+            test = "{} like ? escape '\\'" if (ascii_ := contains.isascii()) else "instr(search_key({}), ?)"
+            conds.append(f"({test.format('f.id')} or {test.format('f.answer')} or exists (select 1 from questions x "
+                         f"where x.faq_id = f.id and {self._vis('x')} and {test.format('x.text')}))")
+            like = "%" + contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            args += [like if ascii_ else search_key(contains)] * 3
+        conds.append(self._vis("f"))  # the page is read first (by the seq index), then its rows' questions counted
         sql = (f"select f.id, f.category, f.answer, (select count(*) from questions q where q.faq_id = f.id and "
                f"{self._vis('q')}) from faqs f where " + " and ".join(conds) + " order by f.seq limit ? offset ?")
         args += [-1 if limit is None else limit, offset]  # -1: no limit (an offset alone was ignored)
