@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .errors import FAQSearchError
+from .progress import transformers_bars_off
 
 SCALE = 30.0
 META = "faqsearch_encoder.json"
@@ -188,8 +189,9 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
     finally:
         bar.close()
     os.makedirs(out_dir, exist_ok=True)
-    model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
+    with transformers_bars_off():  # its "Writing model shards" bar: faqsearch draws its own
+        model.save_pretrained(out_dir)
+        tokenizer.save_pretrained(out_dir)
     with open(os.path.join(out_dir, META), "w", encoding="utf-8") as f:
         json.dump({"base": base, "pooling": "mean", "pairs": len(pairs), "epochs": cfg.epochs, "lr": cfg.lr,
                    "distinct": cfg.distinct, "loss": history, "precision": precision,

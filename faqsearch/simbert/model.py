@@ -87,8 +87,9 @@ class SimBert(torch.nn.Module):
     def save_pretrained(self, path: str, extra: dict[str, Any] | None = None) -> None:
         """A normal Hugging Face directory (usable as an ingest encoder with --pooling cls) + our config."""
         os.makedirs(path, exist_ok=True)
-        self.mlm.save_pretrained(path)
-        self.tokenizer.save_pretrained(path)
+        with transformers_bars_off():
+            self.mlm.save_pretrained(path)
+            self.tokenizer.save_pretrained(path)
         with open(os.path.join(path, CONFIG_NAME), "w") as fh:
             json.dump({"format": 1, "head_trained": self.head_trained, "pooling": "cls", **(extra or {})}, fh, indent=2)
 
