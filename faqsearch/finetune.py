@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .errors import FAQSearchError
-from .progress import transformers_bars_off
+from .progress import progress_bar, transformers_bars_off
 
 SCALE = 30.0
 META = "faqsearch_encoder.json"
@@ -113,7 +113,6 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
 
     import torch
     import torch.nn.functional as F
-    from tqdm.auto import tqdm
     from transformers import AutoModel
 
     from .hub import load_pretrained
@@ -150,7 +149,7 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
         return F.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=-1)
 
     history: list[float] = []
-    bar = tqdm(total=steps, disable=not progress, desc="learning", unit="step")
+    bar = progress_bar(steps, progress, "learning", unit="step")  # no tqdm (its thread, its lock) when it draws none
     step = 0
     plan.started = time.monotonic()
     try:
