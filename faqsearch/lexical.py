@@ -71,11 +71,16 @@ def stem_in_use(setting: str) -> str:
     return "none" if setting == "auto" else setting
 
 
+def _latin_words(texts: Iterable[str]) -> list[str]:
+    """The lower-cased words of ``texts`` that are neither CJK nor digits (full-width letters read as ASCII)."""
+    return [w for t in texts for w in _WORD.findall(t.translate(_ASCII_WIDTH).lower()) if not _CJK.search(w)
+            and not w.isdigit()]
+
+
 def choose_stemmer(texts: Iterable[str]) -> str:
     """'english' where at least 15% of the Latin words of ``texts`` are frequent English function
     words (English questions: 30-60%; French, Spanish or German ones: about none), else 'none'."""
-    words = [w for t in texts for w in _WORD.findall(t.translate(_ASCII_WIDTH).lower()) if not _CJK.search(w)
-             and not w.isdigit()]
+    words = _latin_words(texts)
     return "english" if words and sum(w in _ENGLISH for w in words) >= 0.15 * len(words) else "none"
 
 
@@ -85,8 +90,7 @@ def latin_language(texts: Iterable[str]) -> str | None:
     as many as English ones and a tenth of the words, and besides them letters such as é, ñ or ü, or a
     quarter of the words (names and keywords alone are not enough: "Hotel de la Paz", "Mac OS X El
     Capitan", "Mon-Fri (EST)"); 'english' where at least 15% are English function words; else None."""
-    words = [w for t in texts for w in _WORD.findall(t.translate(_ASCII_WIDTH).lower()) if not _CJK.search(w)
-             and not w.isdigit()]
+    words = _latin_words(texts)
     english = sum(w in _ENGLISH for w in words)
     found = [w for w in words if w in _OTHER_LATIN]
     marked = sum(bool(_MARKED.search(w)) for w in words)

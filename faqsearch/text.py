@@ -107,7 +107,7 @@ _POINTING = dict.fromkeys([*range(0x0591, 0x05C8), *range(0x064B, 0x0660), 0x067
 def for_search(text: str) -> str:
     """A query as it is searched: without Arabic or Hebrew vowel marks and tatweel ("كَيْفَ أَحْذِفُ حِسَابِي؟"
     was answered with another FAQ than "كيف أحذف حسابي؟", its stored question); other text as it is."""
-    return text.translate(_POINTING) if any(0x0591 <= ord(c) <= 0x0670 for c in text) else text
+    return text.translate(_POINTING)
 
 
 def search_key(text: str | None) -> str:

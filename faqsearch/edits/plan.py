@@ -395,7 +395,7 @@ def plan_unassign(store: StoreView, query: str, faq_id: str) -> Edit:
         raise BlankQueryError("the query is blank (no visible characters); nothing to take out")
     faq = _known(store, faq_id)
     key = read_alike(text)  # as feedback and approve compare: "外汇额度是多少？" undoes "外汇额度是多少"
-    gone = [q["id"] for q in faq["questions"] if read_alike(q["text"]) == key and q["source"] in ("feedback", "approved")]
+    gone = [q["id"] for q in faq["questions"] if read_alike(q["text"]) == key and q["source"] in USER_SOURCES]
     if not gone:
         kinds = {q["source"] for q in faq["questions"] if read_alike(q["text"]) == key}
         why = (f"it is one of its {', '.join(sorted(kinds))} questions; edit the FAQ to change those" if kinds
