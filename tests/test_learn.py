@@ -375,3 +375,22 @@ def test_logged_queries_the_index_answers_confidently_join_their_faq_for_trainin
             assert sum(answer_of[x] == answer_of[q] for x, _, _ in logged) <= 2
         group = {faq_of[a]: g for a, _, g in pairs[:len(pairs) - n_logged]}
         assert all(gs == {group[f]} for f, gs in per.items())  # one batch group per FAQ: its questions' pairs'
+
+
+def test_the_budget_counts_a_slow_encoder_at_its_own_pace():
+    """A large index's second encoding is timed from a sample of its questions: an encoder 5 times slower
+    than MiniLM (mpnet) would otherwise overrun the budget by minutes; small indexes skip the timing."""
+    import time as clock
+
+    from .conftest import FakeEncoder
+
+    class Slow(FakeEncoder):
+        def encode(self, texts, batch_size=32, progress=False):
+            clock.sleep(0.02 * len(texts))
+            return super().encode(texts, batch_size, progress)
+
+    qs = learning.Questions(pairs=[], groups={}, index_of={}, held=set(), stored={f"question {i}" for i in range(600)},
+                            n_held=0)
+    assert learning.encode_rate(lambda: Slow(), qs, 600) < 55  # 64 texts at 50 a second
+    assert learning.encode_rate(lambda: FakeEncoder(), qs, 600) == learning.ENCODE_RATE  # never assumed faster
+    assert learning.encode_rate(lambda: 1 / 0, qs, learning.RATE_FROM) == learning.ENCODE_RATE  # not timed

@@ -176,8 +176,9 @@ def encoder_options(fn):
                   threads=threads, **kwargs)
 
     return _group(
-        click.option("--model", "-m", help="Encoder: 'minilm' (default, bundled), 'use-multilingual', a Hugging Face "
-                                           "id or a local model directory."),
+        click.option("--model", "-m", help="Encoder: 'minilm' (default, bundled), 'mpnet' (better ranking, about "
+                                           "6x slower; faqsearch[mpnet]), 'use-multilingual', a Hugging Face id or a "
+                                           "local model directory."),
         click.option("--pooling", type=click.Choice(POOLINGS), help="Pooling for transformers models (default mean)."),
         click.option("--max-length", type=click.IntRange(8), default=MAX_LENGTH, show_default=True,
                      help="Max tokens per text."),

