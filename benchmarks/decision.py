@@ -138,11 +138,12 @@ def main() -> None:
     ap.add_argument("--jsonl", help="also write each set's ask --json lines and gold file here (for decision.py)")
     ap.add_argument("--learn", type=float, metavar="MINUTES",
                     help="the in-domain sets only: each index runs `faqsearch learn` with this budget before it is asked")
+    ap.add_argument("--model", default="minilm", help="the encoder of the English sets (default minilm; e.g. mpnet)")
     add_sets_option(ap, SETS)
     args = ap.parse_args()
     wanted = wanted_sets(ap, args, SETS)
     logging.basicConfig(level=logging.ERROR)
-    minilm = CachingEncoder(load_encoder("minilm"))
+    minilm = CachingEncoder(load_encoder(args.model))  # (named for the default)
     tmp = tempfile.mkdtemp()
     bank, covid = os.path.join(DATA, "Banking77"), os.path.join(DATA, "CovidFAQ")
     bank_oos, covid_oos = out_of_scope()  # as benchmarks/calibration.py
@@ -260,7 +261,8 @@ def main() -> None:
                  labels),
                 ("Reliability: first answers binned by confidence, the share right in each bin (in-scope and "
                  "out-of-scope queries together)", rel if reliability else [])]
-    emit([f"Measured {machine()} with `python benchmarks/decision.py`", ""] +
+    model = f" --model {args.model}" if args.model != "minilm" else ""
+    emit([f"Measured {machine()} with `python benchmarks/decision.py{model}`", ""] +
          [line for title, rows in sections if len(rows) > 2 for line in (title, "", *rows, "")], args.out)
 
 

@@ -105,16 +105,16 @@ def log_traffic(engine, corpus: str, source: str) -> str:
             f"({100 * sum(sure) / max(1, len(sure)):.1f}% of those right); ")
 
 
-def run(name: str, minutes: float, work: str) -> str:
+def run(name: str, minutes: float, work: str, model: str | None = None) -> str:
     base, how = LABELLED.get(name, (name, None))
     base, traffic = LOGGED.get(name, (base, None))
     corpus, qfile = SETS[base]
     queries = read_labelled_queries(qfile)
-    engine = FAQSearch.build(corpus, os.path.join(work, name.replace(" ", "_")), force=True)
+    engine = FAQSearch.build(corpus, os.path.join(work, name.replace(" ", "_")), force=True, model=model)
     labelled = log_traffic(engine, corpus, traffic) if traffic else ""
     if how:
         given, asked = assign_half(engine, queries, how)
-        with FAQSearch.build(corpus, os.path.join(work, "unlabelled"), force=True) as plain:
+        with FAQSearch.build(corpus, os.path.join(work, "unlabelled"), force=True, model=model) as plain:
             r1, mrr = scores(plain, asked)
         peer = txtai_scores(corpus, asked, [(sorted(q.gold)[0], q.text) for q in given])
         labelled = (f"{r1:.2f} / {mrr:.2f} without them (txtai hybrid: {txtai_scores(corpus, asked, [])}, "
@@ -143,16 +143,18 @@ def main() -> None:
     ap.add_argument("--sets", default=",".join([*SETS, *LABELLED, *LOGGED]),
                     help="Comma-separated names of: " + ", ".join([*SETS, *LABELLED, *LOGGED]))
     ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--model", help="the encoder every index is built with (default: ingest's choice)")
     ap.add_argument("--out")
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     names = [s.strip() for s in args.sets.split(",") if s.strip()]
-    lines = [f"Measured {machine()} with `python benchmarks/learn.py` (--minutes {args.minutes:g})", "",
+    lines = [f"Measured {machine()} with `python benchmarks/learn.py` (--minutes {args.minutes:g}"
+             f"{f', --model {args.model}' if args.model else ''})", "",
              "| set | test queries | questions | learn decided | held-out R@1 before -> after | train / whole learn s | "
              "test R@1 / MRR@10 before | after |", "|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as work:
         for name in names:
-            lines.append(run(name, args.minutes, work))
+            lines.append(run(name, args.minutes, work, args.model))
             print(lines[-1], flush=True)
     import resource
 
