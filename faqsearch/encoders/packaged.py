@@ -110,8 +110,8 @@ def extract(chunks: list[str], root: str) -> str:
         with _Joined(chunks) as raw, zipfile.ZipFile(io.BufferedReader(raw, 1 << 20)) as archive:
             for member in archive.infolist():
                 name = member.filename[len(MPNET_FOLDER) + 1:] if member.filename.startswith(MPNET_FOLDER + "/") else ""
-                parts = name.split("/")
-                if member.is_dir() or not name or ".." in parts or parts[-1] == "desktop.ini":
+                steps = name.split("/")
+                if member.is_dir() or not name or ".." in steps or steps[-1] == "desktop.ini":
                     continue  # only the model's own files, never a path outside the folder
                 os.makedirs(os.path.dirname(os.path.join(tmp, name)), exist_ok=True)
                 with archive.open(member) as src, open(os.path.join(tmp, name), "wb") as dst:
