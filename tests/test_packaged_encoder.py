@@ -69,6 +69,9 @@ def test_extracted_once_checked_and_never_left_half_done(tmp_path):
 def test_an_index_built_with_mpnet_answers_and_reopens_by_name(tmp_path, monkeypatch):
     _chunks()
     monkeypatch.setenv("FAQSEARCH_CACHE", str(tmp_path / "cache"))
+    # torch, not the ONNX Runtime copy: exporting and checking mpnet's copy takes 13 s of CI here, and that path
+    # (export, parity check, fall back to torch) is the bundled MiniLM's, tested in test_onnx.py
+    monkeypatch.setenv("FAQSEARCH_RUNTIME", "torch")
     from faqsearch import FAQSearch
     from faqsearch.encoders import encoder_from_spec
     from faqsearch.tuning.learn import trainable_base
