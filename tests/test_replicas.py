@@ -40,7 +40,13 @@ def replicas(milvus_server, tmp_path_factory):
     name = f"replicas_{secrets.token_hex(3)}"
     address = f"milvus://{milvus_server.split('://', 1)[1]}/{name}"
     dirs = [tmp_path_factory.mktemp(f"replica{i}") for i in range(2)]
-    r = _cli(dirs[0], "ingest", os.path.join(SAMPLE, "faq.csv"), "--index", address, "-q")
+    # the first 60 of sample_data's 150 FAQs (ret-04, which QUERY asks, among them): the index's own tuning in
+    # Milvus, at this ingest and at the refit below, takes a third of the time of the whole FAQ
+    with open(os.path.join(SAMPLE, "faq.csv"), encoding="utf-8") as fh:
+        lines = fh.read().splitlines(keepends=True)
+    corpus = dirs[0] / "faq60.csv"
+    corpus.write_text("".join(lines[:61]), encoding="utf-8")
+    r = _cli(dirs[0], "ingest", str(corpus), "--index", address, "-q")
     assert r.returncode == 0, r.stderr
     procs, urls = [], []
     for d in dirs:
@@ -292,7 +298,7 @@ def test_indexes_lists_an_index_in_milvus_by_its_address_as_this_machine_last_to
     listed = json.loads(_cli(dirs[0], "indexes", "--json").stdout)["indexes"]
     ours = [row for row in listed if row.get("address") == address]
     assert len(ours) == 1 and ours[0]["name"] == name and ours[0]["backend"] == "milvus"
-    assert ours[0]["faqs"] >= 150 and "error" not in ours[0]
+    assert ours[0]["faqs"] >= 60 and "error" not in ours[0]
     assert address in _cli(dirs[0], "indexes").stdout
 
 
