@@ -132,6 +132,7 @@ def test_default_generator_paraphrases_offline(tmp_path, monkeypatch):
     from faqsearch.hub import cache_dir
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
     def converted() -> list[str]:  # the generator's conversions (an encoder's of the same file are not)
         root = cache_dir("gguf")
         return [n for n in os.listdir(root) if n.endswith("-AutoModelForCausalLM")] if os.path.isdir(root) else []

@@ -158,21 +158,15 @@ def load_encoder(
         return TransformerEncoder(_smollm2_dir(), name="smollm2", pooling=pooling or "mean", max_length=max_length,
                                   prefix=prefix, threads=threads, gguf_file=SMOLLM2_GGUF, local_only=True,
                                   quantize=quantize, device=device)
-    if low in ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
+    bundled = ("minilm" if low in ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2") else
+               "mpnet" if low == "mpnet" or (low in MPNET_NAMES and packaged.installed()) else None)
+    if bundled is not None:  # (the mpnet hub id goes to the hub where its packages are not installed)
+        path = _minilm_path() if bundled == "minilm" else packaged.mpnet_path()
         if device == "cpu":
-            onnx = _onnx(runtime, _minilm_path(), "minilm", pooling or "mean", max_length, prefix, threads, quantize)
+            onnx = _onnx(runtime, path, bundled, pooling or "mean", max_length, prefix, threads, quantize)
             if onnx is not None:
                 return onnx
-        return TransformerEncoder(_minilm_path(), name="minilm", pooling=pooling or "mean",
-                                  max_length=max_length, prefix=prefix, threads=threads, local_only=True,
-                                  quantize=quantize, device=device)
-    if low == "mpnet" or (low in MPNET_NAMES and packaged.installed()):  # the hub id goes to the hub without them
-        path = packaged.mpnet_path()
-        if device == "cpu":
-            onnx = _onnx(runtime, path, "mpnet", pooling or "mean", max_length, prefix, threads, quantize)
-            if onnx is not None:
-                return onnx
-        return TransformerEncoder(path, name="mpnet", pooling=pooling or "mean", max_length=max_length,
+        return TransformerEncoder(path, name=bundled, pooling=pooling or "mean", max_length=max_length,
                                   prefix=prefix, threads=threads, local_only=True, quantize=quantize, device=device)
     expanded = os.path.expanduser(key)
     if not os.path.isdir(expanded) and (key.startswith(("/", "./", "../", "~")) or os.path.exists(expanded)):
