@@ -94,6 +94,46 @@ CORPUS = [FAQ(f"f{i}", f"answer {i}", [f"question about topic{i} variant{j}" for
           for i in range(12)]
 
 
+def test_distinct_faqs_where_faqs_hold_many_questions(tmp_path):
+    """Milvus' grouping search returned 3 FAQs of the 10 asked here (3 FAQs of 60 near-identical questions
+    come first): a query short of FAQs is searched again without those it has, until 10 are found, as the
+    embedded backend widens its search; an index where the plain search leaves most queries short stops
+    searching plainly first."""
+    crowded = [FAQ(f"c{i}", f"answer c{i}", [f"refund card order {i} n{j}" for j in range(60)]) for i in range(3)]
+    sparse = [FAQ(f"s{i}", f"answer s{i}", [f"refund topic{i}", f"card topic{i} again"]) for i in range(20)]
+    emb, mil = both(tmp_path, crowded + sparse, FakeEncoder(), threshold=-1)
+    texts = ["refund card order", "refund card order 1", "card order n7", "refund topic7 order"]
+    vecs = emb.embed(texts)
+    assert [len(found) for found in mil.searcher().dense(vecs, 10)] == [10] * 4
+    assert_same_top10(emb, mil, texts)
+    index = mil.searcher().snap.index
+    index.plain = [0, 0]
+    many = [f"refund card order {i % 3} n{i}" for i in range(20)]
+    assert_same_top10(emb, mil, many)
+    assert index.plain == [20, 20]  # every query was short after the plain search: it stops here
+    assert_same_top10(emb, mil, texts)
+    assert index.plain == [20, 20]
+    hits, rows = index.search_distinct(vecs, 10, {"category": "nope"})  # a filter that keeps nothing
+    assert hits == [[]] * 4 and rows == {}
+    emb.close()
+    mil.close()
+
+
+def test_the_other_questions_of_large_faqs_are_read_in_parts(tmp_path, monkeypatch):
+    """The questions of the FAQs found (to score each FAQ by its best question in full dimensions) are
+    read in parts under Milvus' bound on one query's rows: FAQs over it were scored by the question the
+    k-dimensional search chose, with a warning per query. Here the bound is 100 rows."""
+    import faqsearch.backends.milvus.faces as faces
+    big = [FAQ(f"b{i}", f"answer b{i}", [f"refund card order {i} n{j}" for j in range(60 + 70 * (i == 0))])
+           for i in range(3)]
+    rest = [FAQ(f"s{i}", f"answer s{i}", [f"refund topic{i}", f"card topic{i} again"]) for i in range(12)]
+    emb, mil = both(tmp_path, big + rest, FakeEncoder(), threshold=-1, k=8)  # few dimensions: the full ones choose
+    monkeypatch.setattr(faces, "SIBLINGS_MAX", 100)
+    assert_same_top10(emb, mil, ["refund card order", "refund card order 0 n3", "card order n7 topic2"])
+    emb.close()
+    mil.close()
+
+
 @pytest.fixture(params=["file", "server"])
 def pair(request, tmp_path):
     """(embedded, milvus) engines over CORPUS; Milvus on a milvus-lite file, then on the session's

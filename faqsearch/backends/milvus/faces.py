@@ -3,7 +3,6 @@ FAISS index and SQLite store offer), at the collection's generation."""
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -13,15 +12,22 @@ from ...results import USER_SOURCES
 from ...text import clean_text, search_key
 from .collection import CJK, Collection, _quote, filter_expr
 
-log = logging.getLogger(__name__)
-
-
 SIBLINGS_MAX = 16384  # Milvus' bound on the rows of one search or query
 SIBLINGS_FAQS = 256  # FAQs whose other questions one query fetches (a batch's, at 64 dimensions, ran past the bound)
 SIBLINGS_WIDER = 5  # FAQs searched beyond k with siblings at 256 dimensions: one the full scores lift into the top k
 # is among them; fewer dimensions score further from the full ones, so (256 / dims)^2 times as many: sample_data's 159
 # queries, top-10 lists unlike the embedded backend's at 64 dims with 5 / 20 / 40 / 80 more: 29 / 7 / 1 / 0, at 128
 # with 5 / 10 / 20 / 40: 10 / 7 / 2 / 1 (2026-11-28, milvus-lite)
+# Milvus' grouping search returns fewer FAQs than asked where FAQs hold many questions (Banking77's 77 FAQs of
+# about 130 questions: 15.3 of 25 on average, 260 of 300 queries short, milvus-lite 2.5; known upstream), but
+# the FAQs it returns are the first ones, best first: a search that leaves them out by a filter returns the next
+# ones. Where FAQs hold few questions it is the slow search (sample_data, 450 queries: 6.2 s for 25 FAQs each,
+# 2.6 s for a plain search of 100 questions each; Banking77's: 1.8 s, against 9.9 s for 1,024 questions). So a
+# plain search of PLAIN_SPREAD questions per FAQ wanted comes first, grouped here, while it gives most queries
+# enough FAQs (it stops where a quarter of PLAIN_SAMPLE queries or more were short); the rest are searched by
+# grouping, and a query still short again, without the FAQs it has (2026-11-29).
+PLAIN_SPREAD = 4
+PLAIN_SAMPLE = 20
 
 
 class MilvusIndex:
@@ -36,6 +42,7 @@ class MilvusIndex:
         self.nprobe = None
         self.ef_search = None
         self._len: int | None = None
+        self.plain = [0, 0]  # queries searched plainly, and those of them short of FAQs
 
     @property
     def dim(self) -> int:
@@ -70,41 +77,89 @@ class MilvusIndex:
 
     def search_distinct(self, queries: np.ndarray, k: int, filters: dict[str, Any] | None = None,
                         siblings: bool = False) -> tuple[list[list[tuple[int, float]]], dict[int, dict[str, Any]]]:
-        """Top-k distinct FAQs per query in one Milvus call (grouping search on faq_id), with the rows
-        of their best questions: what the embedded backend gets by widening a FAISS search. With
-        ``siblings``, each query's hits also hold the other questions of its FAQs (at its FAQ's score in
-        k dimensions; one more call), so that full-dimensional scores choose each FAQ's best question,
-        as the embedded backend's re-scoring of its nearest questions does: a grouping search keeps one
-        question per FAQ by the k-dimensional score, and where two were near-tied the answer showed the
-        wrong one, at a lower score. The search then takes SIBLINGS_WIDER FAQs more than k, so that
-        one the full scores lift into the top k is among them."""
+        """Top-k distinct FAQs per query (the nearest questions grouped by FAQ, :meth:`_nearest_faqs`),
+        with the rows of their best questions: what the embedded backend gets by widening a FAISS
+        search. With ``siblings``, each query's hits also hold
+        the other questions of its FAQs (at its FAQ's score in k dimensions; one more call), so that
+        full-dimensional scores choose each FAQ's best question, as the embedded backend's re-scoring of
+        its nearest questions does: grouping keeps one question per FAQ by the k-dimensional score, and
+        where two were near-tied the answer showed the wrong one, at a lower score. The search then
+        takes SIBLINGS_WIDER FAQs more than k, so that one the full scores lift into the top k is among
+        them."""
         fields = ["id", "faq_id", "text", "source", "answer", "category", "metadata"]
         expr = filter_expr(filters)
-        hits = self.b.client.search(self.b.collection, data=np.asarray(queries, dtype=np.float32).tolist(),
-                                    anns_field="vector", limit=max(1, min(int(k) + siblings * self.wider, SIBLINGS_MAX)),
-                                    filter=self.b.visible(expr), output_fields=fields,
-                                    search_params={"metric_type": "IP"}, group_by_field="faq_id")
-        out, rows = [], {}
-        for row in hits:
-            out.append([(int(h["id"]), float(h["distance"])) for h in row])
-            for h in row:
-                rows[int(h["id"])] = _row(h["entity"] | {"id": h["id"]})
-        if siblings and rows:
-            faqs = sorted({r["faq_id"] for r in rows.values()})
+        data = np.asarray(queries, dtype=np.float32).tolist()
+        limit = max(1, min(int(k) + siblings * self.wider, SIBLINGS_MAX))
+        hits = self._nearest_faqs(data, limit, self.b.visible(expr))
+        out = [[(i, d) for i, d, _ in h] for h in hits]
+        rows: dict[int, dict[str, Any]] = {}
+        if siblings:  # the other questions of each FAQ found, its best one among them
+            faqs = sorted({f for h in hits for _, _, f in h})
             by_faq: dict[str, list[int]] = {}
-            for start in range(0, len(faqs), SIBLINGS_FAQS):  # a batch's FAQs in parts: one call's rows are bounded
-                part = faqs[start:start + SIBLINGS_FAQS]
-                cond = f"faq_id in [{', '.join(_quote(f) for f in part)}]" + (f" and ({expr})" if expr else "")
-                found = self.b.client.query(self.b.collection, filter=self.b.visible(cond), output_fields=fields,
-                                            limit=SIBLINGS_MAX)
-                if len(found) >= SIBLINGS_MAX:
-                    log.warning("the other questions of %d FAQs exceed one Milvus query (%d rows): some FAQs "
-                                "are scored by their grouped question", len(part), SIBLINGS_MAX)
-                for r in found:
-                    rows.setdefault(int(r["id"]), _row(r))
-                    by_faq.setdefault(r["faq_id"], []).append(int(r["id"]))
-            out = [h + [(i, s) for qid, s in h for i in by_faq.get(rows[qid]["faq_id"], []) if i != qid] for h in out]
+            for r in self._questions_of(faqs, expr, fields):
+                rows.setdefault(int(r["id"]), _row(r))
+                by_faq.setdefault(r["faq_id"], []).append(int(r["id"]))
+            out = [h + [(i, s) for qid, s, f in hq for i in by_faq.get(f, []) if i != qid] for h, hq in zip(out, hits)]
+        missing = sorted({i for h in hits for i, _, _ in h} - set(rows))
+        rows.update((int(r["id"]), _row(r)) for r in self.b.by_ids(missing, fields))
         return out, rows
+
+    def _questions_of(self, faqs: list[str], expr: str, fields: list[str]) -> list[dict[str, Any]]:
+        """The visible questions of these FAQs, read SIBLINGS_FAQS FAQs at a time; a part whose questions
+        reach Milvus' bound on one query's rows is read again in halves, and one FAQ of that many
+        questions in windows of question ids."""
+        out: list[dict[str, Any]] = []
+        parts = [faqs[start:start + SIBLINGS_FAQS] for start in range(0, len(faqs), SIBLINGS_FAQS)]
+        while parts:
+            part = parts.pop()
+            cond = f"faq_id in [{', '.join(_quote(f) for f in part)}]" + (f" and ({expr})" if expr else "")
+            found = self.b.client.query(self.b.collection, filter=self.b.visible(cond), output_fields=fields,
+                                        limit=SIBLINGS_MAX)
+            if len(found) >= SIBLINGS_MAX and len(part) > 1:
+                parts += [part[:len(part) // 2], part[len(part) // 2:]]
+                continue
+            out += self.b.query(cond, fields) if len(found) >= SIBLINGS_MAX else found
+        return out
+
+    def _nearest_faqs(self, data: list[list[float]], limit: int, cond: str) -> list[list[tuple[int, float, str]]]:
+        """Each query's best question of each of its ``limit`` nearest FAQs, best first: (id, score, FAQ),
+        fewer only where fewer visible FAQs are there."""
+        def hit(h: dict[str, Any]) -> tuple[int, float, str]:
+            return int(h["id"]), float(h["distance"]), h["entity"]["faq_id"]
+
+        def search(rows: list[list[float]], n: int, where: str, grouped: bool) -> list[list[tuple[int, float, str]]]:
+            got = self.b.client.search(self.b.collection, data=rows, anns_field="vector", limit=n, filter=where,
+                                       output_fields=["faq_id"], search_params={"metric_type": "IP"},
+                                       **({"group_by_field": "faq_id"} if grouped else {}))
+            return [[hit(h) for h in row] for row in got]
+
+        found: list[list[tuple[int, float, str]]] = [[] for _ in data]
+        todo = list(range(len(data)))
+        searched, short = self.plain
+        if short * 4 < max(searched, PLAIN_SAMPLE):  # the plain search still pays here
+            nearest = min(limit * PLAIN_SPREAD, SIBLINGS_MAX)
+            left = []
+            for i, row in zip(todo, search(data, nearest, cond, False)):
+                best: dict[str, tuple[int, float, str]] = {}
+                for h in row:  # best first: an FAQ's first question is its best
+                    best.setdefault(h[2], h)
+                found[i] = list(best.values())[:limit]
+                if len(best) < limit and len(row) == nearest:  # more FAQs beyond the questions seen
+                    left.append(i)
+            self.plain = [searched + len(todo), short + len(left)]
+            todo = left
+        if todo:  # by grouping: the first FAQs, best first; where it gives more than the plain search, its list
+            for i, row in zip(todo, search([data[i] for i in todo], limit, cond, True)):
+                if len(row) > len(found[i]):
+                    found[i] = row
+        for i in todo:  # still short: the next FAQs, without those found (none found: no visible FAQ)
+            while 0 < len(found[i]) < limit:
+                have = ", ".join(_quote(f) for _, _, f in found[i])
+                more = search([data[i]], limit - len(found[i]), f"({cond}) and faq_id not in [{have}]", True)[0]
+                if not more:
+                    break
+                found[i] += more
+        return found
 
     def reconstruct(self, ids: np.ndarray) -> np.ndarray:
         if not len(ids):
