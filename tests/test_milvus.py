@@ -119,6 +119,25 @@ def test_distinct_faqs_where_faqs_hold_many_questions(tmp_path):
     mil.close()
 
 
+def test_raw_vectors_read_with_the_questions_of_faqs_found_are_kept_for_scoring(pair):
+    """The questions of the FAQs a search found are read with their raw vectors, which the scoring then
+    takes without reading them again; only committed rows' are kept (an edit's rows above next_id may be
+    undone by a repair), and the scores are those of a fresh read."""
+    emb, mil = pair
+    snap = mil.searcher().snap
+    b = snap.index.b
+    b.raw_kept.clear()
+    texts = ["question about topic3", "topic7 variant1"]
+    assert_same_top10(emb, mil, texts)
+    kept = dict(b.raw_kept)
+    assert kept and all(i < b.next_id for i in kept)
+    ids = np.array(sorted(kept), dtype=np.int64)
+    fresh = {r["id"]: r["raw"] for r in b.by_ids(ids.tolist(), ["id", "raw"], visible=False)}
+    assert np.allclose(snap.raw.get(ids), np.array([fresh[int(i)] for i in ids], dtype=np.float32))
+    b.keep_raw([{"id": b.next_id, "raw": [1.0] * b.dim_in}])
+    assert b.next_id not in b.raw_kept
+
+
 def test_the_other_questions_of_large_faqs_are_read_in_parts(tmp_path, monkeypatch):
     """The questions of the FAQs found (to score each FAQ by its best question in full dimensions) are
     read in parts under Milvus' bound on one query's rows: FAQs over it were scored by the question the

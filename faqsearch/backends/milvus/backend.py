@@ -43,7 +43,11 @@ class MilvusRaw:
 
     def get(self, ids: np.ndarray, found: bool = False):
         ids = np.asarray(ids, dtype=np.int64)
-        rows = {r["id"]: r["raw"] for r in self.c.by_ids(ids.tolist(), ["id", "raw"], visible=False)}
+        kept = self.c.raw_kept
+        rows = {int(i): kept[int(i)] for i in ids if int(i) in kept}  # read with the questions of FAQs found
+        todo = [int(i) for i in ids if int(i) not in rows]
+        if todo:
+            rows.update((int(r["id"]), r["raw"]) for r in self.c.by_ids(todo, ["id", "raw"], visible=False))
         out = np.array([rows.get(int(i), [0.0] * self.c.dim_in) for i in ids], dtype=np.float32).reshape(
             len(ids), self.c.dim_in)
         return (out, np.array([int(i) in rows for i in ids], bool)) if found else out

@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 ALIVE = 1 << 62
 BATCH = 1000
 WINDOW = 16384  # Milvus returns at most this many rows per query
+RAW_KEPT = 20_000  # raw vectors a reader keeps of the rows it read (about 30 MB at 384 dimensions)
 MAX_ANSWER = 65535  # bytes: Milvus VARCHAR limit
 INDEX_WAIT_S = 600  # a new collection's indexes are built on empty data: ready at once, or the server is stuck
 INDEX_TYPES = {"flat": ("FLAT", {}), "auto": ("FLAT", {}), "hnsw": ("HNSW", {"M": 32, "efConstruction": 200}),
@@ -268,6 +269,7 @@ class Collection:
         self.dim = dim
         self.dim_in = dim_in
         self.next_id = next_id
+        self.raw_kept: dict[int, np.ndarray] = {}  # of committed rows (ids below next_id): they never change
         self.client = Reloading(client(self.uri, spec.get("token")), self.uri)
         if not self.client.has_collection(self.collection):
             again = ("--index milvus://HOST:PORT/NAME (the index's address)" if spec.get("shared") else
@@ -304,6 +306,17 @@ class Collection:
             out += self.client.query(self.collection, filter=self.visible(cond) if visible else cond,
                                      output_fields=list(fields), limit=BATCH)
         return out
+
+    def keep_raw(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Keep the raw vectors of committed rows read anyway (the questions of the FAQs a search found),
+        so that scoring them reads no row twice; the oldest half goes where more than RAW_KEPT are kept."""
+        kept = self.raw_kept
+        for r in rows:
+            if int(r["id"]) < self.next_id and r.get("raw") is not None:
+                kept[int(r["id"])] = np.asarray(r["raw"], dtype=np.float32)
+        if len(kept) > RAW_KEPT:
+            for i in list(kept)[:len(kept) - RAW_KEPT // 2]:
+                kept.pop(i, None)
 
     def max_stored_id(self) -> int:
         """The largest id in the collection, uncommitted rows of a killed edit included."""

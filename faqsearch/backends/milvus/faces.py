@@ -79,13 +79,12 @@ class MilvusIndex:
                         siblings: bool = False) -> tuple[list[list[tuple[int, float]]], dict[int, dict[str, Any]]]:
         """Top-k distinct FAQs per query (the nearest questions grouped by FAQ, :meth:`_nearest_faqs`),
         with the rows of their best questions: what the embedded backend gets by widening a FAISS
-        search. With ``siblings``, each query's hits also hold
-        the other questions of its FAQs (at its FAQ's score in k dimensions; one more call), so that
-        full-dimensional scores choose each FAQ's best question, as the embedded backend's re-scoring of
-        its nearest questions does: grouping keeps one question per FAQ by the k-dimensional score, and
-        where two were near-tied the answer showed the wrong one, at a lower score. The search then
-        takes SIBLINGS_WIDER FAQs more than k, so that one the full scores lift into the top k is among
-        them."""
+        search. With ``siblings``, each query's hits also hold the other questions of its FAQs (at its
+        FAQ's score in k dimensions; one more call), so that full-dimensional scores choose each FAQ's
+        best question, as the embedded backend's re-scoring of its nearest questions does: grouping keeps
+        one question per FAQ by the k-dimensional score, and where two were near-tied the answer showed
+        the wrong one, at a lower score. The search then takes SIBLINGS_WIDER FAQs more than k, so that
+        one the full scores lift into the top k is among them."""
         fields = ["id", "faq_id", "text", "source", "answer", "category", "metadata"]
         expr = filter_expr(filters)
         data = np.asarray(queries, dtype=np.float32).tolist()
@@ -105,20 +104,23 @@ class MilvusIndex:
         return out, rows
 
     def _questions_of(self, faqs: list[str], expr: str, fields: list[str]) -> list[dict[str, Any]]:
-        """The visible questions of these FAQs, read SIBLINGS_FAQS FAQs at a time; a part whose questions
-        reach Milvus' bound on one query's rows is read again in halves, and one FAQ of that many
-        questions in windows of question ids."""
+        """The visible questions of these FAQs with their raw vectors (kept for the scoring that follows),
+        read SIBLINGS_FAQS FAQs at a time; a part whose questions reach Milvus' bound on one query's rows
+        is read again in halves, and one FAQ of that many questions in windows of question ids."""
         out: list[dict[str, Any]] = []
         parts = [faqs[start:start + SIBLINGS_FAQS] for start in range(0, len(faqs), SIBLINGS_FAQS)]
         while parts:
             part = parts.pop()
             cond = f"faq_id in [{', '.join(_quote(f) for f in part)}]" + (f" and ({expr})" if expr else "")
-            found = self.b.client.query(self.b.collection, filter=self.b.visible(cond), output_fields=fields,
-                                        limit=SIBLINGS_MAX)
+            found = self.b.client.query(self.b.collection, filter=self.b.visible(cond),
+                                        output_fields=[*fields, "raw"], limit=SIBLINGS_MAX)
             if len(found) >= SIBLINGS_MAX and len(part) > 1:
                 parts += [part[:len(part) // 2], part[len(part) // 2:]]
                 continue
-            out += self.b.query(cond, fields) if len(found) >= SIBLINGS_MAX else found
+            if len(found) >= SIBLINGS_MAX:
+                found = self.b.query(cond, [*fields, "raw"])
+            self.b.keep_raw(found)  # they are scored next: their raw vectors are not read again
+            out += found
         return out
 
     def _nearest_faqs(self, data: list[list[float]], limit: int, cond: str) -> list[list[tuple[int, float, str]]]:
