@@ -43,8 +43,8 @@ class MilvusRaw:
 
     def get(self, ids: np.ndarray, found: bool = False):
         ids = np.asarray(ids, dtype=np.int64)
-        kept = self.c.raw_kept
-        rows = {int(i): kept[int(i)] for i in ids if int(i) in kept}  # read with the questions of FAQs found
+        kept = self.c.raw_kept  # read with the questions of FAQs found (another thread may drop some meanwhile)
+        rows = {int(i): v for i, v in ((i, kept.get(int(i))) for i in ids) if v is not None}
         todo = [int(i) for i in ids if int(i) not in rows]
         if todo:
             rows.update((int(r["id"]), r["raw"]) for r in self.c.by_ids(todo, ["id", "raw"], visible=False))
