@@ -19,6 +19,7 @@ from .progress import progress_bar, transformers_bars_off
 
 SCALE = 30.0
 META = "faqsearch_encoder.json"
+PIECE = 32  # texts: a batch's 128 Banking77 questions padded to its longest are two thirds padding
 
 
 @dataclass
@@ -33,6 +34,7 @@ class EncoderTrainConfig:
     deadline: float | None = None  # time.monotonic() at which training stops, whatever the epochs
     prefix: str = ""  # put before every text, as the index's encoder does (e5-style models)
     precision: str = "auto"  # "auto": bf16 matmuls on a CPU where its first steps run faster so; "fp32"; "bf16"
+    piece: int | None = PIECE  # on a CPU, a step's texts run in pieces of this many, of similar lengths (None: one)
 
 
 PROBE_STEPS = 4  # auto precision: steps 1-4 alternate fp32 and bf16; the 3rd and 4th are timed
@@ -94,6 +96,19 @@ def batches(pairs: Sequence[tuple[str, str, int]], size: int, distinct: bool, rn
     return out
 
 
+def pieces(texts: Sequence[str], tokenizer, max_length: int, size: int | None) -> list[list[int]]:
+    """The positions of ``texts`` in pieces of ``size`` (the last one shorter), shortest texts first, so
+    that each piece is padded to a length near its own texts' (``None``: one piece, in order). The same
+    vectors as one padded batch, at a fraction of the work where lengths vary: a step of 128 Banking77
+    questions took 2.6 s padded to the longest and 1.2 s in pieces of 32 with MiniLM, 15 and 7 s with
+    mpnet (this 2-core CPU, bf16)."""
+    if not size or size >= len(texts):
+        return [list(range(len(texts)))]
+    lengths = [len(ids) for ids in tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]]
+    order = sorted(range(len(texts)), key=lambda i: (lengths[i], i))
+    return [order[i:i + size] for i in range(0, len(order), size)]
+
+
 def group_pairs(groups: Sequence[Sequence[str]], max_per_group: int = 20,
                 seed: int = 0) -> list[tuple[str, str, int]]:
     """(a, b, group index) pairs of questions that share an FAQ."""
@@ -138,15 +153,21 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
     # bf16 autocast (weights and optimizer stay fp32) where the CPU runs it natively; on CUDA fp32 as before
     precision = "fp32" if device == "cuda" and cfg.precision == "auto" else cfg.precision
     pace: dict[str, float] = {}
+    piece = cfg.piece if device == "cpu" else None  # a GPU runs a padded batch at once
 
     def embed(texts, bf16: bool):
-        enc = tokenizer([cfg.prefix + t for t in texts], padding=True, truncation=True, max_length=cfg.max_length,
-                        return_tensors="pt").to(device)
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
-            h = model(**enc).last_hidden_state
-        h = h.float()
-        m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
-        return F.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=-1)
+        texts = [cfg.prefix + t for t in texts]
+        parts, out = pieces(texts, tokenizer, cfg.max_length, piece), []
+        for part in parts:
+            enc = tokenizer([texts[i] for i in part], padding=True, truncation=True, max_length=cfg.max_length,
+                            return_tensors="pt").to(device)
+            with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+                h = model(**enc).last_hidden_state
+            h = h.float()
+            m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
+            out.append(F.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=-1))
+        order = torch.tensor([i for part in parts for i in part], device=device)
+        return torch.cat(out)[torch.argsort(order)]  # back in the texts' order
 
     history: list[float] = []
     bar = progress_bar(steps, progress, "learning", unit="step")  # no tqdm (its thread, its lock) when it draws none
@@ -163,7 +184,8 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
                     break
                 bf16 = precision == "bf16" or (precision == "auto" and step < PROBE_STEPS and step % 2 == 1)
                 t0 = time.monotonic()
-                a, b = embed([p[0] for p in chunk], bf16), embed([p[1] for p in chunk], bf16)
+                both = embed([p[0] for p in chunk] + [p[1] for p in chunk], bf16)  # one call: shorter pieces
+                a, b = both[:len(chunk)], both[len(chunk):]
                 groups = torch.tensor([p[2] for p in chunk], device=device)
                 same = (groups[:, None] == groups[None, :]) & ~torch.eye(len(chunk), dtype=torch.bool, device=device)
                 sims = (a @ b.T * SCALE).masked_fill(same, -1e4)  # another pair of the same FAQ is no negative
@@ -194,5 +216,5 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
     with open(os.path.join(out_dir, META), "w", encoding="utf-8") as f:
         json.dump({"base": base, "pooling": "mean", "pairs": len(pairs), "epochs": cfg.epochs, "lr": cfg.lr,
                    "distinct": cfg.distinct, "loss": history, "precision": precision,
-                   "steps": step}, f, indent=1)
+                   "steps": step, "piece": piece}, f, indent=1)
     return history

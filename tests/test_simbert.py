@@ -341,3 +341,33 @@ def test_encoder_training_records_its_precision_and_refuses_an_unknown_one(tiny_
         assert meta["precision"] in (("fp32", "bf16") if precision == "auto" else ("bf16",))
     with pytest.raises(FAQSearchError, match="precision"):
         train_encoder(tiny_dir, pairs, str(tmp_path / "x"), EncoderTrainConfig(precision="fp16"))
+
+
+def test_a_step_in_pieces_of_similar_lengths_trains_as_one_padded_batch(tiny_dir, tmp_path):
+    """On a CPU a step's texts run in length-sorted pieces (a batch padded to its longest text is
+    mostly padding): the vectors come back in the texts' order, so without dropout the losses and
+    the weights are those of one padded batch."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from faqsearch.finetune import EncoderTrainConfig, group_pairs, pieces, train_encoder
+
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    texts = ["a b c d e f", "a", "a b c", "a b", "a b c d", "x"]
+    assert pieces(texts, tok, 64, 4) == [[1, 5, 3, 2], [4, 0]]  # shortest first, ties in order
+    assert pieces(texts, tok, 64, None) == pieces(texts, tok, 64, 6) == [list(range(6))]
+    still = str(tmp_path / "still")  # the tiny BERT without dropout: a step is then exact
+    BertModel.from_pretrained(tiny_dir, config=BertConfig.from_pretrained(
+        tiny_dir, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).save_pretrained(still)
+    tok.save_pretrained(still)
+    pairs = group_pairs(GROUPS)
+    got = {}
+    for piece in (None, 3):
+        out = str(tmp_path / f"piece{piece}")
+        loss = train_encoder(still, pairs, out, EncoderTrainConfig(epochs=2, batch_size=6, lr=1e-3, precision="fp32",
+                                                                  piece=piece))
+        got[piece] = (loss, BertModel.from_pretrained(out).encoder.layer[1].output.dense.weight.detach())
+    assert got[3][0] == pytest.approx(got[None][0], abs=1e-5)
+    assert torch.allclose(got[3][1], got[None][1], atol=1e-5)
+    assert not torch.allclose(got[None][1], BertModel.from_pretrained(still).encoder.layer[1].output.dense.weight,
+                              atol=1e-4)  # it did train
