@@ -38,7 +38,7 @@ class EncoderTrainConfig:
 
 
 PROBE_STEPS = 4  # auto precision: steps 1-4 alternate fp32 and bf16; the 3rd and 4th are timed
-BF16_FASTER = 0.8  # bf16 is kept where its step takes at most this share of an fp32 step's time
+BF16_FASTER = 0.8  # bf16 is kept where a token of its step takes at most this share of an fp32 step's
 
 
 class Plan:
@@ -100,8 +100,8 @@ def pieces(texts: Sequence[str], tokenizer, max_length: int, size: int | None) -
     """The positions of ``texts`` in pieces of ``size`` (the last one shorter), shortest texts first, so
     that each piece is padded to a length near its own texts' (``None``: one piece, in order). The same
     vectors as one padded batch, at a fraction of the work where lengths vary: a step of 128 Banking77
-    questions took 2.6 s padded to the longest and 1.2 s in pieces of 32 with MiniLM, 15 and 7 s with
-    mpnet (this 2-core CPU, bf16)."""
+    questions took 2.8 s padded to the longest and 1.3 s in pieces of 32 with MiniLM in bf16 (5.0 and 2.0
+    s in fp32), 12 and 7 s with mpnet in bf16 (this 2-core CPU)."""
     if not size or size >= len(texts):
         return [list(range(len(texts)))]
     lengths = [len(ids) for ids in tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]]
@@ -154,6 +154,7 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
     precision = "fp32" if device == "cuda" and cfg.precision == "auto" else cfg.precision
     pace: dict[str, float] = {}
     piece = cfg.piece if device == "cpu" else None  # a GPU runs a padded batch at once
+    padded = [0]  # tokens the model ran on in this step, padding included
 
     def embed(texts, bf16: bool):
         texts = [cfg.prefix + t for t in texts]
@@ -161,6 +162,7 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
         for part in parts:
             enc = tokenizer([texts[i] for i in part], padding=True, truncation=True, max_length=cfg.max_length,
                             return_tensors="pt").to(device)
+            padded[0] += enc["input_ids"].numel()
             with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
                 h = model(**enc).last_hidden_state
             h = h.float()
@@ -183,7 +185,7 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
                 if cfg.deadline is not None and time.monotonic() >= cfg.deadline:
                     break
                 bf16 = precision == "bf16" or (precision == "auto" and step < PROBE_STEPS and step % 2 == 1)
-                t0 = time.monotonic()
+                t0, padded[0] = time.monotonic(), 0
                 both = embed([p[0] for p in chunk] + [p[1] for p in chunk], bf16)  # one call: shorter pieces
                 a, b = both[:len(chunk)], both[len(chunk):]
                 groups = torch.tensor([p[2] for p in chunk], device=device)
@@ -198,7 +200,8 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
                 sched.step()
                 step += 1
                 if precision == "auto" and step in (PROBE_STEPS - 1, PROBE_STEPS):
-                    pace["bf16" if bf16 else "fp32"] = time.monotonic() - t0
+                    pace["bf16" if bf16 else "fp32"] = (time.monotonic() - t0) / max(1, padded[0])  # a token's time:
+                    # the two steps' texts differ in length
                     if step == PROBE_STEPS:
                         precision = "bf16" if pace["bf16"] <= BF16_FASTER * pace["fp32"] else "fp32"
                 plan.update(step, time.monotonic())
