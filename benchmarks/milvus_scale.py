@@ -94,7 +94,7 @@ def main() -> None:
              "backend's |", "|---|---|---|---|---|---|---|---|---|"]
     first = next(iter(tops.values()))
     for name, n, b, lat in rows:
-        same = sum(mine == theirs for mine, theirs in zip(tops[name], first))  # (b is the build time here)
+        same = sum(mine == theirs for mine, theirs in zip(tops[name], first))
         lines.append(f"| {name} | {n} | {b:.1f} | {n / b:.0f} | {lat['search'][0]:.1f} / {lat['search'][1]:.1f} | "
                      f"{lat['dense'][0]:.1f} / {lat['dense'][1]:.1f} | {lat['hybrid'][0]:.1f} / {lat['hybrid'][1]:.1f} | "
                      f"{sum(map(len, tops[name])) / len(queries):.1f} | {same} of {len(queries)} |")

@@ -154,22 +154,22 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
     precision = "fp32" if device == "cuda" and cfg.precision == "auto" else cfg.precision
     pace: dict[str, float] = {}
     piece = cfg.piece if device == "cpu" else None  # a GPU runs a padded batch at once
-    padded = [0]  # tokens the model ran on in this step, padding included
 
     def embed(texts, bf16: bool):
+        """The texts' vectors, and the tokens the model ran on (padding included)."""
         texts = [cfg.prefix + t for t in texts]
-        parts, out = pieces(texts, tokenizer, cfg.max_length, piece), []
+        parts, out, padded = pieces(texts, tokenizer, cfg.max_length, piece), [], 0
         for part in parts:
             enc = tokenizer([texts[i] for i in part], padding=True, truncation=True, max_length=cfg.max_length,
                             return_tensors="pt").to(device)
-            padded[0] += enc["input_ids"].numel()
+            padded += enc["input_ids"].numel()
             with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
                 h = model(**enc).last_hidden_state
             h = h.float()
             m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
             out.append(F.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=-1))
         order = torch.tensor([i for part in parts for i in part], device=device)
-        return torch.cat(out)[torch.argsort(order)]  # back in the texts' order
+        return torch.cat(out)[torch.argsort(order)], padded  # back in the texts' order
 
     history: list[float] = []
     bar = progress_bar(steps, progress, "learning", unit="step")  # no tqdm (its thread, its lock) when it draws none
@@ -185,8 +185,8 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
                 if cfg.deadline is not None and time.monotonic() >= cfg.deadline:
                     break
                 bf16 = precision == "bf16" or (precision == "auto" and step < PROBE_STEPS and step % 2 == 1)
-                t0, padded[0] = time.monotonic(), 0
-                both = embed([p[0] for p in chunk] + [p[1] for p in chunk], bf16)  # one call: shorter pieces
+                t0 = time.monotonic()
+                both, padded = embed([p[0] for p in chunk] + [p[1] for p in chunk], bf16)  # one call: shorter pieces
                 a, b = both[:len(chunk)], both[len(chunk):]
                 groups = torch.tensor([p[2] for p in chunk], device=device)
                 same = (groups[:, None] == groups[None, :]) & ~torch.eye(len(chunk), dtype=torch.bool, device=device)
@@ -200,7 +200,7 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
                 sched.step()
                 step += 1
                 if precision == "auto" and step in (PROBE_STEPS - 1, PROBE_STEPS):
-                    pace["bf16" if bf16 else "fp32"] = (time.monotonic() - t0) / max(1, padded[0])  # a token's time:
+                    pace["bf16" if bf16 else "fp32"] = (time.monotonic() - t0) / max(1, padded)  # a token's time:
                     # the two steps' texts differ in length
                     if step == PROBE_STEPS:
                         precision = "bf16" if pace["bf16"] <= BF16_FASTER * pace["fp32"] else "fp32"
