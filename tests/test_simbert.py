@@ -371,3 +371,35 @@ def test_a_step_in_pieces_of_similar_lengths_trains_as_one_padded_batch(tiny_dir
     assert torch.allclose(got[3][1], got[None][1], atol=1e-5)
     assert not torch.allclose(got[None][1], BertModel.from_pretrained(still).encoder.layer[1].output.dense.weight,
                               atol=1e-4)  # it did train
+
+
+def test_simbert_sequences_in_pieces_of_similar_lengths_train_as_one_padded_batch(tiny_dir, tmp_path):
+    """`train simbert` on a CPU runs a step's sequences in length-sorted pieces cut to their own
+    longest: the cross-entropy is still the mean over every B token of the batch and the [CLS]
+    vectors come back in the batch's order, so without dropout the losses and weights are those of
+    one padded batch."""
+    pairs = pairs_from_groups(GROUPS)
+    model = SimBert.from_pretrained(tiny_dir).eval()
+    firsts = ["a", "b c d e f g h", "where is my parcel", "x", "track my order", "my package has not arrived"]
+    seconds = ["b c", "a", "my parcel", "where is it now please", "track it", "parcel"]
+    batch = model.tokenizer(firsts, seconds, padding=True, return_tensors="pt", return_token_type_ids=True)
+    with torch.no_grad():  # partners (rows 2i, 2i+1) of different lengths: the sorted order is not the batch's
+        whole, cut = losses(model, batch), losses(model, batch, piece=3)
+    lengths = batch["attention_mask"].sum(1)
+    assert lengths.tolist() != sorted(lengths.tolist()) and (lengths[0::2] != lengths[1::2]).any()
+    assert lengths.sort().values[2] < lengths.max()  # the shortest piece is cut shorter than the batch
+    assert torch.allclose(torch.stack(cut), torch.stack(whole), atol=1e-5)
+    got = {}
+    for piece in (None, 3):
+        torch.manual_seed(0)  # the masked-LM head the tiny BERT lacks is initialised afresh
+        m = SimBert.from_pretrained(tiny_dir)
+        for module in m.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0  # a step is then exact
+        log = train(m, pairs, str(tmp_path / f"piece{piece}"), TrainConfig(epochs=2, batch_size=6, lr=1e-3, piece=piece))
+        got[piece] = ([s["seq2seq"] + s["contrastive"] for s in log.steps],
+                      m.mlm.bert.encoder.layer[1].output.dense.weight.detach().clone())
+    assert got[3][0] == pytest.approx(got[None][0], abs=1e-4)
+    assert torch.allclose(got[3][1], got[None][1], atol=1e-5)
+    start = SimBert.from_pretrained(tiny_dir).mlm.bert.encoder.layer[1].output.dense.weight
+    assert not torch.allclose(got[None][1], start, atol=1e-4)  # it did train

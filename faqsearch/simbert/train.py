@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 SCALE = 30.0
 STATE_NAME = "trainer_state.pt"
+PIECE = 8  # sequences: Banking77's pairs padded to a batch's longest are nearly half padding
 
 
 # ---------------------------------------------------------------------- pairs
@@ -149,15 +150,35 @@ def encode_pairs(tokenizer, pairs: Sequence[tuple[str, str]], max_length: int = 
                      return_token_type_ids=True)
 
 
-def losses(model: SimBert, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(seq2seq cross-entropy on B, contrastive loss on [CLS])."""
+def losses(model: SimBert, batch: dict[str, torch.Tensor], piece: int | None = None
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(seq2seq cross-entropy on B, contrastive loss on [CLS]). ``piece``: run the sequences in
+    length-sorted pieces of this many, each cut to its own longest (right padding only), as
+    :func:`faqsearch.finetune.pieces` does for the encoder: the same losses as one padded batch
+    (the cross-entropy is the mean over every B token of the batch, the [CLS] vectors are put back
+    in order), with less padding to run through."""
     ids, tt, am = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
-    h = model.seq2seq(ids, tt, am)
-    logits = model.logits(h[:, :-1])
-    target = ids[:, 1:]
-    in_b = (tt[:, 1:] == 1) & (am[:, 1:] == 1)  # predict every B token (and its [SEP]) from the one before
-    ce = F.cross_entropy(logits[in_b], target[in_b])
-    cls = F.normalize(h[:, 0], dim=-1)
+    lengths = am.sum(1)
+    if piece and piece < len(ids) and model.tokenizer.padding_side == "right":
+        order = sorted(range(len(ids)), key=lambda i: (int(lengths[i]), i))
+        parts = [order[i:i + piece] for i in range(0, len(order), piece)]
+    else:
+        parts = [list(range(len(ids)))]
+    ce_sum, n_b, cls = 0.0, 0, []
+    for part in parts:
+        rows = torch.tensor(part, device=ids.device)
+        cut = int(lengths[rows].max()) if len(parts) > 1 else ids.shape[1]
+        p_ids, p_tt, p_am = ids[rows, :cut], tt[rows, :cut], am[rows, :cut]
+        h = model.seq2seq(p_ids, p_tt, p_am)
+        logits = model.logits(h[:, :-1])
+        target = p_ids[:, 1:]
+        in_b = (p_tt[:, 1:] == 1) & (p_am[:, 1:] == 1)  # predict every B token (and its [SEP]) from the one before
+        ce_sum = ce_sum + F.cross_entropy(logits[in_b], target[in_b], reduction="sum")
+        n_b += int(in_b.sum())
+        cls.append(h[:, 0])
+    order_t = torch.tensor([i for part in parts for i in part], device=ids.device)
+    cls = F.normalize(torch.cat(cls)[torch.argsort(order_t)], dim=-1)  # back in the batch's order
+    ce = ce_sum / max(1, n_b)
     sims = cls @ cls.T * SCALE
     sims = sims.masked_fill(torch.eye(len(sims), dtype=torch.bool, device=sims.device), -1e4)
     partner = torch.arange(len(sims), device=sims.device) ^ 1
@@ -174,6 +195,7 @@ class TrainConfig:
     clip: float = 1.0
     seed: int = 0
     contrastive_weight: float = 1.0
+    piece: int | None = PIECE  # on a CPU, a step's sequences run in pieces of this many, of similar lengths (None: one)
 
 
 @dataclass
@@ -201,6 +223,7 @@ def train(model: SimBert, pairs: Sequence[tuple[str, str]], out_dir: str, config
     rng = random.Random(cfg.seed)
     device = resolve_device(device)
     model.to(device)
+    piece = cfg.piece if torch.device(device).type == "cpu" else None  # a GPU runs a padded batch at once
     steps_per_epoch = max(1, len(pairs) // cfg.batch_size)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * steps_per_epoch * cfg.epochs),
@@ -227,7 +250,7 @@ def train(model: SimBert, pairs: Sequence[tuple[str, str]], out_dir: str, config
         for step in bar:
             chunk = order[step * cfg.batch_size:(step + 1) * cfg.batch_size]
             batch = {k: v.to(device) for k, v in encode_pairs(model.tokenizer, chunk, cfg.max_length).items()}
-            ce, con = losses(model, batch)
+            ce, con = losses(model, batch, piece)
             loss = ce + cfg.contrastive_weight * con
             opt.zero_grad()
             loss.backward()
