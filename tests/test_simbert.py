@@ -383,20 +383,31 @@ def test_simbert_sequences_in_pieces_of_similar_lengths_train_as_one_padded_batc
     firsts = ["a", "b c d e f g h", "where is my parcel", "x", "track my order", "my package has not arrived"]
     seconds = ["b c", "a", "my parcel", "where is it now please", "track it", "parcel"]
     batch = model.tokenizer(firsts, seconds, padding=True, return_tensors="pt", return_token_type_ids=True)
+    shapes = []
+
+    def watch(m):  # the shapes the model runs on: one padded batch, or pieces cut shorter
+        run = m.seq2seq
+        m.seq2seq = lambda ids, tt, am: shapes.append(tuple(ids.shape)) or run(ids, tt, am)
+        return m
+
+    watch(model)
     with torch.no_grad():  # partners (rows 2i, 2i+1) of different lengths: the sorted order is not the batch's
         whole, cut = losses(model, batch), losses(model, batch, piece=3)
-    lengths = batch["attention_mask"].sum(1)
-    assert lengths.tolist() != sorted(lengths.tolist()) and (lengths[0::2] != lengths[1::2]).any()
-    assert lengths.sort().values[2] < lengths.max()  # the shortest piece is cut shorter than the batch
+    lengths = batch["attention_mask"].sum(1).tolist()
+    assert lengths == [6, 11, 9, 9, 8, 9]
+    assert shapes == [(6, 11), (3, 9), (3, 11)]  # rows 0, 4, 2 then 3, 5, 1
     assert torch.allclose(torch.stack(cut), torch.stack(whole), atol=1e-5)
     got = {}
     for piece in (None, 3):
         torch.manual_seed(0)  # the masked-LM head the tiny BERT lacks is initialised afresh
-        m = SimBert.from_pretrained(tiny_dir)
+        m = watch(SimBert.from_pretrained(tiny_dir))
         for module in m.modules():
             if isinstance(module, torch.nn.Dropout):
                 module.p = 0.0  # a step is then exact
-        log = train(m, pairs, str(tmp_path / f"piece{piece}"), TrainConfig(epochs=2, batch_size=6, lr=1e-3, piece=piece))
+        shapes.clear()
+        log = train(m, pairs, str(tmp_path / f"piece{piece}"), TrainConfig(epochs=2, batch_size=6, lr=1e-3, piece=piece),
+                    device="cpu")
+        assert len(shapes) == len(log.steps) * (1 if piece is None else 4)  # 12 sequences a step: 4 pieces of 3
         got[piece] = ([s["seq2seq"] + s["contrastive"] for s in log.steps],
                       m.mlm.bert.encoder.layer[1].output.dense.weight.detach().clone())
     assert got[3][0] == pytest.approx(got[None][0], abs=1e-4)
