@@ -97,16 +97,16 @@ def batches(pairs: Sequence[tuple[str, str, int]], size: int, distinct: bool, rn
 
 
 def pieces(texts: Sequence[str], tokenizer, max_length: int, size: int | None) -> list[list[int]]:
-    """The positions of ``texts`` in pieces of ``size`` (the last one shorter), shortest texts first, so
-    that each piece is padded to a length near its own texts' (``None``: one piece, in order). The same
-    vectors as one padded batch, at a fraction of the work where lengths vary: a step of 128 Banking77
-    questions took 2.8 s padded to the longest and 1.3 s in pieces of 32 with MiniLM in bf16 (5.0 and 2.0
-    s in fp32), 12 and 7 s with mpnet in bf16 (this 2-core CPU)."""
+    """:func:`by_length` over the texts' token counts. The same vectors as one padded batch, at a
+    fraction of the work where lengths vary: a step of 128 Banking77 questions took 2.8 s padded to the
+    longest and 1.3 s in pieces of 32 with MiniLM in bf16 (5.0 and 2.0 s in fp32), 12 and 7 s with mpnet
+    in bf16 (this 2-core CPU)."""
+    from .simbert.train import by_length
+
     if not size or size < 1 or size >= len(texts):
-        return [list(range(len(texts)))]
+        return by_length([0] * len(texts), None)  # one piece: no need to tokenize
     lengths = [len(ids) for ids in tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]]
-    order = sorted(range(len(texts)), key=lambda i: (lengths[i], i))
-    return [order[i:i + size] for i in range(0, len(order), size)]
+    return by_length(lengths, size)
 
 
 def group_pairs(groups: Sequence[Sequence[str]], max_per_group: int = 20,
@@ -131,6 +131,7 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
     from transformers import AutoModel
 
     from .hub import load_pretrained
+    from .simbert.train import in_order
 
     cfg = config or EncoderTrainConfig()
     if cfg.precision not in ("auto", "fp32", "bf16"):  # before the model loads
@@ -168,8 +169,7 @@ def train_encoder(base: str, pairs: Sequence[tuple[str, str, int]], out_dir: str
             h = h.float()
             m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
             out.append(F.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=-1))
-        order = torch.tensor([i for part in parts for i in part], device=device)
-        return torch.cat(out)[torch.argsort(order)], padded  # back in the texts' order
+        return in_order(out, parts), padded  # back in the texts' order
 
     history: list[float] = []
     bar = progress_bar(steps, progress, "learning", unit="step")  # no tqdm (its thread, its lock) when it draws none

@@ -151,20 +151,33 @@ def encode_pairs(tokenizer, pairs: Sequence[tuple[str, str]], max_length: int = 
                      return_token_type_ids=True)
 
 
+def by_length(lengths: Sequence[int], size: int | None) -> list[list[int]]:
+    """Positions ``0..len(lengths)-1`` in pieces of ``size`` (the last one shorter), shortest first, ties
+    in order, so that each piece pads to a length near its own; ``None`` (or a size that splits nothing):
+    one piece, in order. Shared by both trainers (:func:`losses`; :func:`faqsearch.finetune.pieces`)."""
+    if not size or size < 1 or size >= len(lengths):
+        return [list(range(len(lengths)))]
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    return [order[i:i + size] for i in range(0, len(order), size)]
+
+
+def in_order(rows: list, parts: list[list[int]]):
+    """The tensors computed piece by piece (one per part of :func:`by_length`) as one tensor in the
+    original order."""
+    order = torch.tensor([i for part in parts for i in part], device=rows[0].device)
+    return torch.cat(rows)[torch.argsort(order)]
+
+
 def losses(model: SimBert, batch: dict[str, torch.Tensor], piece: int | None = None
            ) -> tuple[torch.Tensor, torch.Tensor]:
     """(seq2seq cross-entropy on B, contrastive loss on [CLS]). ``piece``: run the sequences in
-    length-sorted pieces of this many, each cut to its own longest (a right-padded batch only), as
-    :func:`faqsearch.finetune.pieces` does for the encoder: without dropout, the same losses as one
-    padded batch (the cross-entropy is the mean over every B token of the batch, the [CLS] vectors
-    are put back in order; with dropout, alike in distribution), with less padding to run through."""
+    length-sorted pieces of this many (:func:`by_length`, as the encoder trainer does), each cut to its
+    own longest (a right-padded batch only): without dropout, the same losses as one padded batch (the
+    cross-entropy is the mean over every B token of the batch, the [CLS] vectors are put back in order;
+    with dropout, alike in distribution), with less padding to run through."""
     ids, tt, am = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
     lengths = am.sum(1).tolist()
-    if piece is not None and 0 < piece < len(ids) and bool(am[:, 0].all()):  # right padding: tokens first
-        order = sorted(range(len(ids)), key=lambda i: (lengths[i], i))
-        parts = [order[i:i + piece] for i in range(0, len(order), piece)]
-    else:
-        parts = [list(range(len(ids)))]
+    parts = by_length(lengths, piece if bool(am[:, 0].all()) else None)  # right padding (tokens first) only
     ce_sum, n_b, cls = 0.0, 0, []
     for part in parts:
         rows = torch.tensor(part, device=ids.device)
@@ -177,8 +190,7 @@ def losses(model: SimBert, batch: dict[str, torch.Tensor], piece: int | None = N
         ce_sum = ce_sum + F.cross_entropy(logits[in_b], target[in_b], reduction="sum")
         n_b += int(in_b.sum())
         cls.append(h[:, 0])
-    order_t = torch.tensor([i for part in parts for i in part], device=ids.device)
-    cls = F.normalize(torch.cat(cls)[torch.argsort(order_t)], dim=-1)  # back in the batch's order
+    cls = F.normalize(in_order(cls, parts), dim=-1)  # back in the batch's order
     ce = ce_sum / max(1, n_b)
     sims = cls @ cls.T * SCALE
     sims = sims.masked_fill(torch.eye(len(sims), dtype=torch.bool, device=sims.device), -1e4)
