@@ -56,7 +56,8 @@ from common import DATA, SAMPLE, CachingEncoder, machine  # noqa: E402
 from faqsearch.confidence import fit_logistic, sigmoid  # noqa: E402
 from faqsearch.corpus import read_corpus  # noqa: E402
 from faqsearch.encoders import load_encoder  # noqa: E402
-from faqsearch.evaluation import read_labelled_queries  # noqa: E402
+from faqsearch.evaluation import read_labelled_queries, reciprocal_rank  # noqa: E402
+from faqsearch.prototypes import unit  # noqa: E402
 
 SCALE, PULL = 10.0, 1e-3
 SHARES = (0.25, 0.4, 0.5)
@@ -66,10 +67,6 @@ SETS = {"sample_data en": (os.path.join(SAMPLE, "faq.csv"), os.path.join(SAMPLE,
         "Banking77 faqs_1": (os.path.join(BANK, "faqs_1.csv"), os.path.join(BANK, "queries.csv")),
         "Banking77 faqs_5": (os.path.join(BANK, "faqs_5.csv"), os.path.join(BANK, "queries.csv")),
         "Banking77 faqs_all": (os.path.join(BANK, "faqs_all.csv"), os.path.join(BANK, "queries.csv"))}
-
-
-def unit(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
 class Index:
@@ -84,16 +81,18 @@ class Index:
         self.n = len(faqs)
 
 
-def head(ix: Index, rows: np.ndarray):
+def head(ix: Index, rows: np.ndarray, fit: bool = True):
     """Prototypes, head weights and biases (cosine units) fitted on the questions ``rows``; FAQs
-    without a question there get none (-inf bias)."""
+    without a question there get none (-inf bias), and so does every FAQ where ``fit`` is false (an
+    arm that ranks without the head: no fit to pay for)."""
     present = np.unique(ix.faq[rows])
     protos = np.zeros((ix.n, ix.vectors.shape[1]))
     np.add.at(protos, ix.faq[rows], ix.vectors[rows])
     protos[present] = unit(protos[present])
-    w, b = fit_head(protos[present], ix.vectors[rows], np.searchsorted(present, ix.faq[rows]))
     weights, bias = np.zeros_like(protos), np.full(ix.n, -np.inf)
-    weights[present], bias[present] = w, b
+    if fit:
+        weights[present], bias[present] = fit_head(protos[present], ix.vectors[rows],
+                                                   np.searchsorted(present, ix.faq[rows]))
     return protos, weights, bias, present
 
 
@@ -117,10 +116,11 @@ def fit_head(protos: np.ndarray, vectors: np.ndarray, labels: np.ndarray) -> tup
     return w.detach().numpy(), b.detach().numpy() / SCALE
 
 
-def scores(ix: Index, queries: np.ndarray, rows: np.ndarray, fitted=None):
+def scores(ix: Index, queries: np.ndarray, rows: np.ndarray, fitted=None, fit: bool = True):
     """Each query's best-question cosine, prototype cosine and head score for every FAQ (-inf where
-    the FAQ has no question among ``rows``)."""
-    protos, weights, bias, present = fitted or head(ix, rows)
+    the FAQ has no question among ``rows``, and every head score without ``fit``); ``fitted``:
+    :func:`head`'s result for these rows, made once by the caller."""
+    protos, weights, bias, present = fitted or head(ix, rows, fit)
     sims = queries @ ix.vectors[rows].T
     best = np.full((len(queries), ix.n), -np.inf)
     for j in present:
@@ -160,7 +160,9 @@ def features(best, proto, score, arm: str):
 
 def learn_confidence(ix: Index, rows: np.ndarray, general: np.ndarray, arm: str):
     """The simulation of the module docstring on the index's questions ``rows``: the fitted model
-    (coefficients, intercept) and each kind's confidences with the variants' rightness."""
+    (coefficients, intercept), each kind's confidences with the variants' rightness, and
+    :func:`head` on all of ``rows`` (for the queries the caller asks)."""
+    fit = arm == "head"
     rng = np.random.default_rng(0)
     faqs = np.unique(ix.faq[rows])
     fold = dict(zip(rng.permutation(faqs), np.arange(len(faqs)) % 5))
@@ -170,22 +172,23 @@ def learn_confidence(ix: Index, rows: np.ndarray, general: np.ndarray, arm: str)
         held = held[np.isin(ix.faq[held], ix.faq[rest])]  # an FAQ keeps a question to be found by
         if not len(held):
             break
-        x, top = features(*scores(ix, ix.vectors[held], rest), arm)
+        x, top = features(*scores(ix, ix.vectors[held], rest, fit=fit), arm)
         pos.append(x)
         right.append(top == ix.faq[held])
         for k in range(5):
             out = np.array([fold[f] == k for f in ix.faq[held]])
             keep = rest[np.array([fold[f] != k for f in ix.faq[rest]])]
             if out.any():
-                unknown.append(features(*scores(ix, ix.vectors[held[out]], keep), arm)[0])
-    gen = features(*scores(ix, general, rows), arm)[0]
+                unknown.append(features(*scores(ix, ix.vectors[held[out]], keep, fit=fit), arm)[0])
+    whole = head(ix, rows, fit)
+    gen = features(*scores(ix, general, rows, whole), arm)[0]
     pos, right, unknown = np.concatenate(pos), np.concatenate(right).astype(float), np.concatenate(unknown)
     parts = [(pos, right, 0.8), (unknown, np.zeros(len(unknown)), 0.1), (gen, np.zeros(len(gen)), 0.1)]
     x, y = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
     w = np.concatenate([np.full(len(p[0]), p[2] / len(p[0])) for p in parts]) * len(x)
     coef, intercept = fit_logistic(x, y, w)
     conf = lambda f: sigmoid(f @ coef + intercept)  # noqa: E731
-    return (coef, intercept), (conf(pos), right, conf(unknown), conf(gen))
+    return (coef, intercept), (conf(pos), right, conf(unknown), conf(gen)), whole
 
 
 def operating_point(sim, share: float) -> float:
@@ -195,6 +198,17 @@ def operating_point(sim, share: float) -> float:
     bal = np.array([(np.mean((pos >= t) * right) + (1 - share) * np.mean(gen < t) + share * np.mean(unknown < t)) / 2
                     for t in grid])
     return float(np.median(grid[np.flatnonzero(bal >= bal.max() - 1e-12)]))
+
+
+def top10(m: np.ndarray) -> np.ndarray:
+    """Each row's ten best columns, best first (ties in column order)."""
+    return np.argsort(-m, 1, kind="stable")[:, :10]
+
+
+def r1_mrr(orders, gold) -> tuple[float, float]:
+    """R@1 and MRR@10 (x100) of ranked lists of FAQs against each query's gold set."""
+    return (100 * float(np.mean([len(o) > 0 and o[0] in g for o, g in zip(orders, gold)])),
+            100 * float(np.mean([reciprocal_rank(list(o), g) for o, g in zip(orders, gold)])))
 
 
 def ranking(encoder) -> None:
@@ -214,10 +228,7 @@ def ranking(encoder) -> None:
         best, proto, score = scores(ix, queries, rows, fitted)
 
         def measure(m):
-            order = np.argsort(-m, 1)[:, :10]
-            r1 = np.mean([o[0] in g for o, g in zip(order, gold)])
-            rr = np.mean([next((1 / (i + 1) for i, j in enumerate(o) if j in g), 0.0) for o, g in zip(order, gold)])
-            return f"{100 * r1:.2f} / {100 * rr:.2f}"
+            return "%.2f / %.2f" % r1_mrr(top10(m), gold)
         print(f"| {name} | {len(rows)} / {ix.n} / {len(qs)} | {measure(best)} | {measure(lifted(best, proto))} | "
               f"{measure(score)} | {measure(best + score)} | {fit_s:.1f} |")
 
@@ -277,12 +288,7 @@ def engine(encoder) -> None:
         e.close()
 
         def measure(key, lists=lists, gold=[q.gold for q in qs]) -> str:
-            r1 = rr = 0.0
-            for lst, g in zip(lists, gold):
-                order = sorted(lst, key=lambda t: -key(t))
-                r1 += order[0][0] in g
-                rr += next((1 / (i + 1) for i, t in enumerate(order[:10]) if t[0] in g), 0.0)
-            return f"{100 * r1 / len(gold):.2f} / {100 * rr / len(gold):.2f}"
+            return "%.2f / %.2f" % r1_mrr([[t[0] for t in sorted(lst, key=lambda t: -key(t))] for lst in lists], gold)
         keys = [lambda t: t[1]] + [lambda t, a=a: t[1] + a * t[2] for a in adds]
         keys += [lambda t, a=a: t[4] + a * max(0.0, t[2] - t[3]) for a in lifts]
         keys += [lambda t, a=a: t[4] + a * max(0.0, min(t[2], 1.0) - t[3]) for a in capped]
@@ -299,9 +305,6 @@ def engine(encoder) -> None:
 def choice(encoder) -> None:
     weights = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 
-    def mrr(m, gold):
-        order = np.argsort(-m, 1)[:, :10]
-        return 100 * np.mean([next((1 / (i + 1) for i, j in enumerate(o) if j in g), 0.0) for o, g in zip(order, gold)])
     tables = {False: [], True: []}
     for name, (corpus, qfile) in SETS.items():
         ix = Index(encoder, corpus)
@@ -323,10 +326,9 @@ def choice(encoder) -> None:
             for a in weights:
                 def lift(b, sc):
                     return lifted(b, np.minimum(sc, 1.0) if capped else sc, a)
-                held = (f"{sum(mrr(lift(b, sc), g) * len(g) for b, sc, g in rounds) / asked:.2f}" if asked else "-")
-                m = lift(best, score)
-                r1 = 100 * np.mean([t in g for t, g in zip(m.argmax(1), gold)])
-                cells.append(f"{held} \\| {r1:.2f} / {mrr(m, gold):.2f}")
+                held = (f"{sum(r1_mrr(top10(lift(b, sc)), g)[1] * len(g) for b, sc, g in rounds) / asked:.2f}"
+                        if asked else "-")
+                cells.append(f"{held} \\| " + "%.2f / %.2f" % r1_mrr(top10(lift(best, score)), gold))
             tables[capped].append(f"| {name} | {asked} | " + " | ".join(cells) + " |")
     for capped in (False, True):
         print(f"\nThe head in the prototype's place{', its score capped at 1' if capped else ''}, raw vectors: "
@@ -355,8 +357,8 @@ def decision(encoder) -> None:
             drop = set(random.Random(seed).sample(sorted(five.ids), 10))  # decision.py's subset()
             kept_faq = np.array([i not in drop for i in five.ids])
             rows = np.flatnonzero(kept_faq[five.faq])
-            model, sim = learn_confidence(five, rows, general, arm)
-            x, top = features(*scores(five, queries, rows), arm)
+            model, sim, fitted = learn_confidence(five, rows, general, arm)
+            x, top = features(*scores(five, queries, rows, fitted), arm)
             conf = sigmoid(x @ model[0] + model[1])
             kept = kept_faq[gold]
             right = kept & (top == gold)
@@ -369,8 +371,7 @@ def decision(encoder) -> None:
         for name in ("Banking77 faqs_5", "Banking77 faqs_all"):
             ix = five if name.endswith("faqs_5") else Index(encoder, SETS[name][0])
             rows = np.arange(len(ix.faq))
-            model, sim = learn_confidence(ix, rows, general, arm)
-            fitted = head(ix, rows)
+            model, sim, fitted = learn_confidence(ix, rows, general, arm)
             x, top = features(*scores(ix, queries, rows, fitted), arm)
             xo, _ = features(*scores(ix, oos, rows, fitted), arm)
             conf, confo = sigmoid(x @ model[0] + model[1]), sigmoid(xo @ model[0] + model[1])
