@@ -22,13 +22,16 @@ benchmarks/calibration.py), sample_data en (its 30 off-topic questions), and Ban
 weighs the kept intents' right answers against the left-out ones refused).
 
 The code measured is the faqsearch the interpreter imports: run it with another checkout first on
-PYTHONPATH to measure that code (the record names which).
+PYTHONPATH to measure that code (the record names which). Where that code has them, the rounds use its
+heads fitted without each question's FAQ (`fold_heads_of`, the FAQ-head branch), and "fitted" is one
+simulation's point with its bootstrap off (`resamples=0`).
 
     python benchmarks/experiments/operating_point.py [--part shares|draws|both] [--sets faqs_5,...]
 """
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import logging
 import os
@@ -55,6 +58,13 @@ from faqsearch.tuning import confidence as conf  # noqa: E402
 from faqsearch.tuning.fusion import self_fusion_candidates  # noqa: E402
 from faqsearch.tuning.threshold import offtopic_for  # noqa: E402
 
+try:  # the FAQ-head branch: the simulation's in-domain questions scored by heads fitted without their FAQ
+    from faqsearch.tuning.fusion import fold_heads_of  # noqa: E402
+except ImportError:  # main
+    fold_heads_of = None
+# the point one simulation's fit chooses: with resamples=0 where the code bags it by default (the branch)
+SINGLE = {"resamples": 0} if "resamples" in inspect.signature(conf.fit).parameters else {}
+
 SETS = ("faqs_5", "sample", "faqs_all", "leftout0", "leftout1", "leftout2")
 SHARES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.35)
 OFFSETS = (0, 100, 200, 300, 400)
@@ -72,12 +82,13 @@ def first_answers(searcher, texts: list[str], gold: list) -> tuple[np.ndarray, n
 def rounds(searcher, offset: int) -> tuple[list, list]:
     """`variant_rounds` with its seeds moved by ``offset`` (another draw of the held-out questions)."""
     held: set[int] = set()
-    cands, gold = self_fusion_candidates(searcher, seed=offset, avoid=held)
+    extra = {"fold_heads": fold_heads_of(searcher.snap)} if fold_heads_of is not None else {}
+    cands, gold = self_fusion_candidates(searcher, seed=offset, avoid=held, **extra)
     seed = 0
     while cands and len(cands) < CONFIDENCE_SAMPLE and seed + 1 < CONFIDENCE_ROUNDS:
         seed += 1
         try:
-            more = self_fusion_candidates(searcher, seed=offset + seed, avoid=held)
+            more = self_fusion_candidates(searcher, seed=offset + seed, avoid=held, **extra)
         except TooFewVariantsError:
             break
         cands, gold = cands + more[0], gold + more[1]
@@ -93,7 +104,7 @@ def bagged_point(sim, share: float) -> float:
             return rng.integers(0, len(x), len(x)) if len(x) else np.zeros(0, int)
         p, d, g = draw(sim.positives), draw(sim.in_domain), draw(sim.general)
         again = conf.Simulation(sim.positives[p], sim.right[p], sim.in_domain[d], sim.general[g], sim.pseudo)
-        points.append(conf.fit(again, unknown_share=share).operating_point)
+        points.append(conf.fit(again, unknown_share=share, **SINGLE).operating_point)
     return float(np.median(points))
 
 
@@ -149,14 +160,14 @@ def main() -> None:
             sim = conf.simulate(s, rounds(s, 0), offtopic_for(s))
             print(head.format("in-domain share") + " simulated |\n|---|---|---|---|---|---|---|---|", flush=True)
             for share in SHARES:
-                m = conf.fit(sim, unknown_share=share)
+                m = conf.fit(sim, unknown_share=share, **SINGLE)
                 print(f"| {name} | {share:.2f} | {test_figures(m, m.operating_point, xi, ok, xo, best_single(m, xi, ok, xo))} "
                       f"| {json.dumps(m.stats['simulated'])} |", flush=True)
         if args.part in ("draws", "both"):
             print(head.format("draw, rule") + " best |\n|---|---|---|---|---|---|---|---|", flush=True)
             for offset in OFFSETS:
                 sim = conf.simulate(s, rounds(s, offset), offtopic_for(s))
-                m = conf.fit(sim, unknown_share=UNKNOWN_SHARE)
+                m = conf.fit(sim, unknown_share=UNKNOWN_SHARE, **SINGLE)
                 best = best_single(m, xi, ok, xo)
                 for rule, point in (("fitted", m.operating_point), ("bagged", bagged_point(sim, UNKNOWN_SHARE))):
                     print(f"| {name} | {offset}, {rule} | {test_figures(m, point, xi, ok, xo, best)} | {best:.2f} |",
