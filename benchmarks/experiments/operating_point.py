@@ -108,7 +108,7 @@ def bagged_point(sim, share: float) -> float:
     return float(np.median(points))
 
 
-def test_figures(model, point: float, xi, ok, xo, best: float) -> str:
+def figures_at(model, point: float, xi, ok, xo, best: float) -> str:
     pi, po = model.probability(xi), model.probability(xo)
     right, answered = float(np.mean((pi >= point) * ok)), float(np.mean(po >= point))
     balanced = 100 * (right + 1 - answered) / 2
@@ -161,7 +161,7 @@ def main() -> None:
             print(head.format("in-domain share") + " simulated |\n|---|---|---|---|---|---|---|---|", flush=True)
             for share in SHARES:
                 m = conf.fit(sim, unknown_share=share, **SINGLE)
-                print(f"| {name} | {share:.2f} | {test_figures(m, m.operating_point, xi, ok, xo, best_single(m, xi, ok, xo))} "
+                print(f"| {name} | {share:.2f} | {figures_at(m, m.operating_point, xi, ok, xo, best_single(m, xi, ok, xo))} "
                       f"| {json.dumps(m.stats['simulated'])} |", flush=True)
         if args.part in ("draws", "both"):
             print(head.format("draw, rule") + " best |\n|---|---|---|---|---|---|---|---|", flush=True)
@@ -170,7 +170,7 @@ def main() -> None:
                 m = conf.fit(sim, unknown_share=UNKNOWN_SHARE, **SINGLE)
                 best = best_single(m, xi, ok, xo)
                 for rule, point in (("fitted", m.operating_point), ("bagged", bagged_point(sim, UNKNOWN_SHARE))):
-                    print(f"| {name} | {offset}, {rule} | {test_figures(m, point, xi, ok, xo, best)} | {best:.2f} |",
+                    print(f"| {name} | {offset}, {rule} | {figures_at(m, point, xi, ok, xo, best)} | {best:.2f} |",
                           flush=True)
         print(f"({time.time() - t:.0f} s)", flush=True)
 
