@@ -32,7 +32,7 @@ sys.path[:0] = [HERE, os.path.dirname(HERE)]
 from calibration import out_of_scope  # noqa: E402
 from common import (DATA, SAMPLE, CachingEncoder, corpus_rows, emit, half_split, machine,  # noqa: E402
                     write_corpus_rows)
-from confidence_limits import ece  # noqa: E402 (the same calibration error)
+from confidence_limits import best_balanced, ece  # noqa: E402 (the same best threshold and calibration error)
 from decision import subset  # noqa: E402
 
 from faqsearch import FAQSearch  # noqa: E402
@@ -111,7 +111,7 @@ def measure(d: dict, names, share: float = UNKNOWN_SHARE) -> dict:
     op = m.operating_point
     out = {"right": np.mean((pk >= op) * ok), "oos": np.mean(po >= op)}
     out["balanced"] = 50 * (out["right"] + 1 - out["oos"])
-    out["best"] = max(50 * (np.mean((pk >= t) * ok) + np.mean(po < t)) for t in np.unique(np.r_[pk, po, 2.0]))
+    out["best"] = best_balanced(pk, ok, po)
     out["ece"] = ece(np.r_[pk, po], np.r_[ok, np.zeros(len(po))])
     if d["gone"]:
         out["gone"] = np.mean(m.probability(table(d["gone"], names)) >= op)

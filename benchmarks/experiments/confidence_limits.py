@@ -55,6 +55,12 @@ def ece(c: np.ndarray, ok: np.ndarray) -> float:
                      for b in range(10) if (bins == b).any()) / len(c))
 
 
+def best_balanced(pk: np.ndarray, ok: np.ndarray, po: np.ndarray) -> float:
+    """The best balanced score (x100) of any single threshold on these confidences themselves: in-scope
+    ``pk`` (right where ``ok``) answered right, out-of-scope ``po`` refused (2.0: answer nothing)."""
+    return max(50 * (np.mean((pk >= t) * ok) + np.mean(po < t)) for t in np.unique(np.r_[pk, po, 2.0]))
+
+
 def collect(encoder, corpus, qfile, oos, where, keep=None, seed=0) -> dict:
     """An index built with the defaults: its simulation, and the first answers' features of its test
     queries (kept FAQs' queries with right/wrong, left-out FAQs' queries, out-of-scope questions)."""
@@ -91,8 +97,7 @@ def decide(d: dict, mix, share) -> dict:
     op, right = m.operating_point, d["right"]
     out = {"right": np.mean((pk >= op) * right), "oos": np.mean(po >= op)}
     out["balanced"] = 50 * (out["right"] + 1 - out["oos"])
-    cuts = np.unique(np.r_[pk, po, 2.0])
-    out["best"] = max(50 * (np.mean((pk >= t) * right) + np.mean(po < t)) for t in cuts)
+    out["best"] = best_balanced(pk, right, po)
     out["ece"] = ece(np.r_[pk, po], np.r_[right, np.zeros(len(po))])
     if d["gone"] is not None:
         pg = m.probability(d["gone"])

@@ -45,6 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from calibration import out_of_scope  # noqa: E402
 from common import DATA, SAMPLE, CachingEncoder  # noqa: E402
+from confidence_limits import best_balanced  # noqa: E402
 from decision import subset  # noqa: E402
 
 import faqsearch  # noqa: E402
@@ -108,16 +109,12 @@ def bagged_point(sim, share: float) -> float:
     return float(np.median(points))
 
 
-def figures_at(model, point: float, xi, ok, xo, best: float) -> str:
-    pi, po = model.probability(xi), model.probability(xo)
+def figures_at(pi, ok, po, point: float, best: float) -> str:
+    """The test's figures at ``point`` (confidences ``pi`` of in-scope queries, right where ``ok``, and
+    ``po`` of out-of-scope ones), and how far below ``best`` its balanced score lies."""
     right, answered = float(np.mean((pi >= point) * ok)), float(np.mean(po >= point))
     balanced = 100 * (right + 1 - answered) / 2
     return (f"{point:.2f} | {100 * right:.1f}% | {100 * answered:.1f}% | {balanced:.2f} | {best - balanced:.2f}")
-
-
-def best_single(model, xi, ok, xo) -> float:
-    pi, po = model.probability(xi), model.probability(xo)
-    return 100 * max((np.mean((pi >= u) * ok) + np.mean(po < u)) / 2 for u in np.unique(np.r_[pi, po]))
 
 
 def load(name: str, enc, tmp: str):
@@ -161,16 +158,18 @@ def main() -> None:
             print(head.format("in-domain share") + " simulated |\n|---|---|---|---|---|---|---|---|", flush=True)
             for share in SHARES:
                 m = conf.fit(sim, unknown_share=share, **SINGLE)
-                print(f"| {name} | {share:.2f} | {figures_at(m, m.operating_point, xi, ok, xo, best_single(m, xi, ok, xo))} "
+                pi, po = m.probability(xi), m.probability(xo)
+                print(f"| {name} | {share:.2f} | {figures_at(pi, ok, po, m.operating_point, best_balanced(pi, ok, po))} "
                       f"| {json.dumps(m.stats['simulated'])} |", flush=True)
         if args.part in ("draws", "both"):
             print(head.format("draw, rule") + " best |\n|---|---|---|---|---|---|---|---|", flush=True)
             for offset in OFFSETS:
                 sim = conf.simulate(s, rounds(s, offset), offtopic_for(s))
                 m = conf.fit(sim, unknown_share=UNKNOWN_SHARE, **SINGLE)
-                best = best_single(m, xi, ok, xo)
+                pi, po = m.probability(xi), m.probability(xo)
+                best = best_balanced(pi, ok, po)
                 for rule, point in (("fitted", m.operating_point), ("bagged", bagged_point(sim, UNKNOWN_SHARE))):
-                    print(f"| {name} | {offset}, {rule} | {figures_at(m, point, xi, ok, xo, best)} | {best:.2f} |",
+                    print(f"| {name} | {offset}, {rule} | {figures_at(pi, ok, po, point, best)} | {best:.2f} |",
                           flush=True)
         print(f"({time.time() - t:.0f} s)", flush=True)
 
