@@ -174,3 +174,21 @@ def test_self_fusion_holds_out_fewer_faqs_when_their_variants_exceed_the_budget(
     cands, _ = tuning.self_fusion_candidates(e.searcher())
     assert len(cands) == 10 and sizes[-1] == 50
     e.close()
+
+
+def test_variant_rounds_draw_other_questions_from_another_first_seed(tmp_path):
+    """The rounds' first seed (0 for every index) moves the draw to other held-out questions; seed 0 is
+    the default."""
+    import os
+
+    from faqsearch.tuning.fusion import variant_rounds
+
+    from .conftest import SAMPLE
+
+    with build_index(os.path.join(SAMPLE, "faq.csv"), tmp_path / "s") as e:
+        texts = {}
+        for seed in (None, 0, 100):
+            cands, gold = variant_rounds(e.searcher(), **({} if seed is None else {"seed": seed}))
+            texts[seed] = [(c[0].faq_id, sorted(g)) for c, g in zip(cands, gold)]
+            assert len(cands) >= 300 and len(cands) == len(gold)  # rounds until CONFIDENCE_SAMPLE are found
+        assert texts[None] == texts[0] and texts[100] != texts[0]

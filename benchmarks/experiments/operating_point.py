@@ -22,9 +22,9 @@ benchmarks/calibration.py), sample_data en (its 30 off-topic questions), and Ban
 weighs the kept intents' right answers against the left-out ones refused).
 
 The code measured is the faqsearch the interpreter imports: run it with another checkout first on
-PYTHONPATH to measure that code (the record names which). Where that code has them, the rounds use its
-heads fitted without each question's FAQ (`fold_heads_of`, the FAQ-head branch), and "fitted" is one
-simulation's point with its bootstrap off (`resamples=0`).
+PYTHONPATH to measure that code (the record names which): the rounds are its own `variant_rounds`
+(with the seed of their first round moved), and where its fit bags the point by default (the FAQ-head
+branch), "fitted" is one simulation's point with that bootstrap off (`resamples=0`).
 
     python benchmarks/experiments/operating_point.py [--part shares|draws|both] [--sets faqs_5,...]
 """
@@ -51,18 +51,13 @@ from decision import subset  # noqa: E402
 import faqsearch  # noqa: E402
 from faqsearch import FAQSearch  # noqa: E402
 from faqsearch.corpus import read_texts  # noqa: E402
-from faqsearch.defaults import CONFIDENCE_ROUNDS, CONFIDENCE_SAMPLE, UNKNOWN_SHARE  # noqa: E402
+from faqsearch.defaults import UNKNOWN_SHARE  # noqa: E402
 from faqsearch.encoders import load_encoder  # noqa: E402
-from faqsearch.errors import TooFewVariantsError  # noqa: E402
 from faqsearch.evaluation import read_labelled_queries  # noqa: E402
 from faqsearch.tuning import confidence as conf  # noqa: E402
-from faqsearch.tuning.fusion import self_fusion_candidates  # noqa: E402
+from faqsearch.tuning.fusion import variant_rounds  # noqa: E402
 from faqsearch.tuning.threshold import offtopic_for  # noqa: E402
 
-try:  # the FAQ-head branch: the simulation's in-domain questions scored by heads fitted without their FAQ
-    from faqsearch.tuning.fusion import fold_heads_of  # noqa: E402
-except ImportError:  # main
-    fold_heads_of = None
 # the point one simulation's fit chooses: with resamples=0 where the code bags it by default (the branch)
 SINGLE = {"resamples": 0} if "resamples" in inspect.signature(conf.fit).parameters else {}
 
@@ -78,22 +73,6 @@ def first_answers(searcher, texts: list[str], gold: list) -> tuple[np.ndarray, n
     rows = np.array([conf.top_features(lst) if lst else np.full(len(conf.FEATURES), -1.0) for lst in lists])
     ok = np.array([bool(lst) and g is not None and lst[0].faq_id in g for lst, g in zip(lists, gold)], float)
     return rows, ok
-
-
-def rounds(searcher, offset: int) -> tuple[list, list]:
-    """`variant_rounds` with its seeds moved by ``offset`` (another draw of the held-out questions)."""
-    held: set[int] = set()
-    extra = {"fold_heads": fold_heads_of(searcher.snap)} if fold_heads_of is not None else {}
-    cands, gold = self_fusion_candidates(searcher, seed=offset, avoid=held, **extra)
-    seed = 0
-    while cands and len(cands) < CONFIDENCE_SAMPLE and seed + 1 < CONFIDENCE_ROUNDS:
-        seed += 1
-        try:
-            more = self_fusion_candidates(searcher, seed=offset + seed, avoid=held, **extra)
-        except TooFewVariantsError:
-            break
-        cands, gold = cands + more[0], gold + more[1]
-    return cands, gold
 
 
 def bagged_point(sim, share: float) -> float:
@@ -154,7 +133,7 @@ def main() -> None:
         print(f"\n{name}: weights BM25 / token / prototype {c.hybrid_weight} / {c.token_weight} / {c.prototype_weight}, "
               f"stored operating point {e.snapshot.confidence.operating_point}", flush=True)
         if args.part in ("shares", "both"):
-            sim = conf.simulate(s, rounds(s, 0), offtopic_for(s))
+            sim = conf.simulate(s, variant_rounds(s), offtopic_for(s))
             print(head.format("in-domain share") + " simulated |\n|---|---|---|---|---|---|---|---|", flush=True)
             for share in SHARES:
                 m = conf.fit(sim, unknown_share=share, **SINGLE)
@@ -164,7 +143,7 @@ def main() -> None:
         if args.part in ("draws", "both"):
             print(head.format("draw, rule") + " best |\n|---|---|---|---|---|---|---|---|", flush=True)
             for offset in OFFSETS:
-                sim = conf.simulate(s, rounds(s, offset), offtopic_for(s))
+                sim = conf.simulate(s, variant_rounds(s, seed=offset), offtopic_for(s))
                 m = conf.fit(sim, unknown_share=UNKNOWN_SHARE, **SINGLE)
                 pi, po = m.probability(xi), m.probability(xo)
                 best = best_balanced(pi, ok, po)

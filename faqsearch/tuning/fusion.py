@@ -140,21 +140,22 @@ def self_fusion_candidates(searcher, progress: bool = False, seed: int = 0, limi
     return searcher.add_token_scores(texts, cands), gold
 
 
-def variant_rounds(searcher, progress: bool = False) -> tuple[list[list[Answer]], list[set[str]]]:
+def variant_rounds(searcher, progress: bool = False, seed: int = 0) -> tuple[list[list[Answer]], list[set[str]]]:
     """:func:`self_fusion_candidates`, and on a small FAQ further rounds that hold out another question
-    of each FAQ, never one held out before (seeds 1, 2, ...; up to CONFIDENCE_ROUNDS in all) until
-    CONFIDENCE_SAMPLE are found: 77 held-out questions choose the weights and the confidence by chance
-    more often than 300 do.
+    of each FAQ, never one held out before (seeds ``seed`` + 1, + 2, ...; up to CONFIDENCE_ROUNDS in
+    all) until CONFIDENCE_SAMPLE are found: 77 held-out questions choose the weights and the confidence
+    by chance more often than 300 do. ``seed``: the first round's (0 for every index; another draws
+    other questions, benchmarks/experiments/operating_point.py).
     Raises TooFewVariantsError as the first round does."""
     held: set[int] = set()  # each question is held out once at most: no query twice in the folds
-    cands, gold = self_fusion_candidates(searcher, progress, avoid=held)
-    seed = 0
-    while cands and len(cands) < CONFIDENCE_SAMPLE and seed + 1 < CONFIDENCE_ROUNDS:
-        seed += 1
+    cands, gold = self_fusion_candidates(searcher, progress, seed=seed, avoid=held)
+    rounds = 1
+    while cands and len(cands) < CONFIDENCE_SAMPLE and rounds < CONFIDENCE_ROUNDS:
         try:
-            more = self_fusion_candidates(searcher, progress, seed=seed, avoid=held)
+            more = self_fusion_candidates(searcher, progress, seed=seed + rounds, avoid=held)
         except TooFewVariantsError:  # fewer than 10 FAQs have a question not yet held out
             break
+        rounds += 1
         cands, gold = cands + more[0], gold + more[1]
     return cands, gold
 
