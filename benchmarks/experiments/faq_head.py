@@ -39,7 +39,16 @@ Measured: Banking77 faqs_5 without 10 intents (decision.py's draws, seeds 0-2; #
 faqs_5 and faqs_all against their 1,000 out-of-scope questions (benchmarks/calibration.py's; #44's
 line: the balanced score within 1 point of the best single threshold on the test queries).
 
-    python benchmarks/experiments/faq_head.py [ranking] [engine] [choice] [decision]
+``damped``: the head in the prototype's place at weight 1, its lift over each FAQ's best question
+whole or damped by how the query's head score compares with the FAQ's own questions' average (the lift
+times ``clip(head / that average, 0, 1)``: a linear head extrapolates, so a question far from every
+FAQ can still get one FAQ lifted well above the rest). On sample_data en, faqs_5 and faqs_all: R@1 /
+MRR@10, and the best balanced score of a single threshold on the first answer's score and on its
+margin to the second FAQ, against the set's out-of-scope questions (sample_data's 30 off-topic, the
+Banking77 sets' 1,000); on faqs_5 without 10 intents (decision.py's draws): the kept intents'
+queries answered right where a threshold on each answers 35% of the left-out intents' queries.
+
+    python benchmarks/experiments/faq_head.py [ranking] [engine] [choice] [decision] [damped]
 """
 from __future__ import annotations
 
@@ -389,6 +398,79 @@ def decision(encoder) -> None:
                   f"{whole['Banking77 faqs_5'][s]} | {whole['Banking77 faqs_all'][s]} |")
 
 
+def damped(encoder) -> None:
+    def own_level(ix: Index, rows: np.ndarray, fitted) -> np.ndarray:
+        """Each FAQ's head score averaged over its own questions among ``rows``."""
+        _, weights, bias, _ = fitted
+        own = (ix.vectors[rows] * weights[ix.faq[rows]]).sum(1) + bias[ix.faq[rows]]
+        return np.bincount(ix.faq[rows], own, ix.n) / np.maximum(np.bincount(ix.faq[rows], minlength=ix.n), 1)
+
+    def arms(best, score, level):
+        with np.errstate(invalid="ignore"):  # FAQs left out: -inf scores, and their lists drop them
+            share = np.clip(score / np.where(level > 0, level, np.inf), 0.0, 1.0)
+            return {"head": lifted(best, score),
+                    "damped": best + np.maximum(0, score - best) * np.where(level > 0, share, 1.0)}
+
+    def first_and_margin(m):
+        s = np.sort(m, 1)
+        return m.argmax(1), s[:, -1], s[:, -1] - s[:, -2]
+
+    def best_single(right, pos, neg):
+        return max(100 * (np.mean(right & (pos >= t)) + np.mean(neg < t)) / 2 for t in np.unique(np.r_[pos, neg, np.inf]))
+    qs = read_labelled_queries(os.path.join(BANK, "queries.csv"))
+    bank_q, bank_oos = unit(encoder.encode([q.text for q in qs])), unit(encoder.encode(out_of_scope()[0]))
+    sample_q = read_labelled_queries(SETS["sample_data en"][1])
+    sample_oos = [ln.strip() for ln in open(os.path.join(SAMPLE, "offtopic.txt"), encoding="utf-8") if ln.strip()]
+    print("\nThe head's lift whole or damped (raw vectors, weight 1): R@1 / MRR@10 | best balanced of a threshold on "
+          "the first answer's score / on its margin, against the set's out-of-scope questions\n")
+    print("| set | head | damped |")
+    print("|---|---|---|")
+    for name in ("sample_data en", "Banking77 faqs_5", "Banking77 faqs_all"):
+        ix = Index(encoder, SETS[name][0])
+        rows = np.arange(len(ix.faq))
+        fitted = head(ix, rows)
+        level = own_level(ix, rows, fitted)
+        if name == "sample_data en":
+            queries, gold = unit(encoder.encode([q.text for q in sample_q])), [q.gold for q in sample_q]
+            oos = unit(encoder.encode(sample_oos))
+        else:
+            queries, gold, oos = bank_q, [q.gold for q in qs], bank_oos
+        gold = [{ix.ids.index(g) for g in gs if g in ix.ids} for gs in gold]
+        best, _, score = scores(ix, queries, rows, fitted)
+        obest, _, oscore = scores(ix, oos, rows, fitted)
+        cells = []
+        for (arm, m), (_, o) in zip(arms(best, score, level).items(), arms(obest, oscore, level).items()):
+            top, first, margin = first_and_margin(m)
+            _, ofirst, omargin = first_and_margin(o)
+            right = np.array([t in g for t, g in zip(top, gold)])
+            cells.append("%.2f / %.2f" % r1_mrr(top10(m), gold)
+                         + f" \\| {best_single(right, first, ofirst):.2f} / {best_single(right, margin, omargin):.2f}")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    five = Index(encoder, SETS["Banking77 faqs_5"][0])
+    gold = np.array([five.ids.index(next(iter(q.gold))) for q in qs])
+    got: dict[str, list] = {"head": [], "damped": []}
+    for seed in (0, 1, 2):
+        drop = set(random.Random(seed).sample(sorted(five.ids), 10))  # decision.py's subset()
+        kept_faq = np.array([i not in drop for i in five.ids])
+        rows = np.flatnonzero(kept_faq[five.faq])
+        fitted = head(five, rows)
+        best, _, score = scores(five, bank_q, rows, fitted)
+        kept = kept_faq[gold]
+        for arm, m in arms(best, score, own_level(five, rows, fitted)).items():
+            top, first, margin = first_and_margin(np.where(np.isfinite(m), m, -np.inf))
+            right = kept & (top == gold)
+            got[arm].append([100 * np.mean(right[kept]), *(100 * np.mean((right & (f >= np.quantile(f[~kept], 0.65)))[kept])
+                                                          for f in (first, margin))])
+    print("\nBanking77 faqs_5 without 10 intents (seeds 0 / 1 / 2, mean): the kept intents' R@1 | their queries answered "
+          "right where a threshold on the first answer's score / on its margin answers 35% of the left-out intents' queries\n")
+    print("| arm | kept R@1 | right at 35%: score | right at 35%: margin |")
+    print("|---|---|---|---|")
+    for arm, rows_ in got.items():
+        v = np.array(rows_)
+        print(f"| {arm} | " + " | ".join(" / ".join(f"{x:.1f}" for x in v[:, c]) + f" ({v[:, c].mean():.1f})"
+                                        for c in range(3)) + " |")
+
+
 def main() -> None:
     import logging
 
@@ -396,7 +478,7 @@ def main() -> None:
 
     logging.basicConfig(level=logging.ERROR)
     torch.set_num_threads(os.cpu_count() or 1)
-    names = ("ranking", "engine", "choice", "decision")
+    names = ("ranking", "engine", "choice", "decision", "damped")
     parts = [a for a in sys.argv[1:] if a in names] or list(names)
     encoder = CachingEncoder(load_encoder("minilm"))
     print(f"Measured {machine()} with `python benchmarks/experiments/faq_head.py {' '.join(sys.argv[1:])}`\n")
@@ -408,6 +490,8 @@ def main() -> None:
         choice(encoder)
     if "decision" in parts:
         decision(encoder)
+    if "damped" in parts:
+        damped(encoder)
 
 
 if __name__ == "__main__":
