@@ -61,9 +61,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from calibration import out_of_scope  # noqa: E402
 from common import DATA, SAMPLE, CachingEncoder, machine  # noqa: E402
+from confidence_limits import best_balanced  # noqa: E402 (the best single threshold's balanced score)
 
 from faqsearch.confidence import fit_logistic, sigmoid  # noqa: E402
-from faqsearch.corpus import read_corpus  # noqa: E402
+from faqsearch.corpus import read_corpus, read_texts  # noqa: E402
 from faqsearch.encoders import load_encoder  # noqa: E402
 from faqsearch.evaluation import read_labelled_queries, reciprocal_rank  # noqa: E402
 from faqsearch.prototypes import unit  # noqa: E402
@@ -388,7 +389,7 @@ def decision(encoder) -> None:
 
             def balanced(t):
                 return 100 * (np.mean(right & (conf >= t)) + np.mean(confo < t)) / 2
-            best = max(balanced(t) for t in np.unique(np.r_[conf, confo, 1.01]))
+            best = best_balanced(conf, right, confo)
             whole[name] = {s: f"{balanced(operating_point(sim, s)):.2f} ({best:.2f})" for s in SHARES}
         for s in SHARES:
             cells = " / ".join(f"{r:.1f}% / {a:.1f}%" for r, a in left[s])
@@ -415,12 +416,10 @@ def damped(encoder) -> None:
         s = np.sort(m, 1)
         return m.argmax(1), s[:, -1], s[:, -1] - s[:, -2]
 
-    def best_single(right, pos, neg):
-        return max(100 * (np.mean(right & (pos >= t)) + np.mean(neg < t)) / 2 for t in np.unique(np.r_[pos, neg, np.inf]))
     qs = read_labelled_queries(os.path.join(BANK, "queries.csv"))
     bank_q, bank_oos = unit(encoder.encode([q.text for q in qs])), unit(encoder.encode(out_of_scope()[0]))
     sample_q = read_labelled_queries(SETS["sample_data en"][1])
-    sample_oos = [ln.strip() for ln in open(os.path.join(SAMPLE, "offtopic.txt"), encoding="utf-8") if ln.strip()]
+    sample_oos = [t for t in read_texts(os.path.join(SAMPLE, "offtopic.txt")) if t]
     print("\nThe head's lift whole or damped (raw vectors, weight 1): R@1 / MRR@10 | best balanced of a threshold on "
           "the first answer's score / on its margin, against the set's out-of-scope questions\n")
     print("| set | head | damped |")
@@ -444,7 +443,7 @@ def damped(encoder) -> None:
             _, ofirst, omargin = first_and_margin(o)
             right = np.array([t in g for t, g in zip(top, gold)])
             cells.append("%.2f / %.2f" % r1_mrr(top10(m), gold)
-                         + f" \\| {best_single(right, first, ofirst):.2f} / {best_single(right, margin, omargin):.2f}")
+                         + f" \\| {best_balanced(first, right, ofirst):.2f} / {best_balanced(margin, right, omargin):.2f}")
         print(f"| {name} | " + " | ".join(cells) + " |")
     five = Index(encoder, SETS["Banking77 faqs_5"][0])
     gold = np.array([five.ids.index(next(iter(q.gold))) for q in qs])
